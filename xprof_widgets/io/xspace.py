@@ -1,0 +1,468 @@
+"""One host's XSpace as columns: planes, lines, and numpy arrays of events.
+
+`read_xspace(path)` reads a `.xplane.pb` (or `.xplane.pb.gz`) file. Planes and
+lines are Python objects (there are few); events are numpy arrays per line:
+absolute start and duration in picoseconds and the event-metadata id. Stats
+are decoded only when asked for, for one line at a time, vectorised.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ProfileError
+from . import schema, wire
+
+# Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
+_SPACE_FIELDS = {1: "planes", 2: "errors", 3: "warnings", 4: "hostnames"}
+_PLANE_LINES = 3
+_LINE_ID, _LINE_NAME, _LINE_TIMESTAMP_NS, _LINE_EVENTS = 1, 2, 3, 4
+_LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
+_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS, _EVENT_STATS = 1, 2, 3, 4
+_EVENT_NUM_OCCURRENCES = 5
+_EVENT_TAG = (_LINE_EVENTS << 3) | wire.LENGTH  # 0x22
+# XStat value fields, by field number.
+_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_STR = 2, 3, 4, 5
+_STAT_BYTES, _STAT_REF, _STAT_COMPRESSED = 6, 7, 8
+
+XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+
+
+def host_of(path):
+    """The host name a profile file stands for: its name less `.xplane.pb[.gz]`."""
+    name = Path(str(path)).name
+    for suffix in XSPACE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def stat_value(stat, stat_names):
+    """The Python value of one XStat message (ref values resolved to their string)."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    if kind == "ref_value":
+        return stat_names.get(value, "")
+    if kind == "compressed_str_value":
+        return gzip.decompress(value).decode("utf-8", "replace")
+    return value
+
+
+@dataclass
+class Line:
+    """One timeline of a plane, with its events as columns.
+
+    `start_ps` (absolute, ps since the epoch), `duration_ps` and `metadata_id`
+    are int64 arrays in file order (XProf's writers sort each line by start).
+    """
+
+    plane: "Plane"
+    id: int
+    name: str
+    display_id: int
+    display_name: str
+    timestamp_ns: int
+    duration_ps: int
+    start_ps: np.ndarray
+    event_duration_ps: np.ndarray
+    metadata_id: np.ndarray
+    record_pos: np.ndarray = field(repr=False)  # byte offset of each event record
+
+    def __len__(self):
+        return len(self.start_ps)
+
+    @property
+    def title(self):
+        """The name shown to people: the display name if set, else the name."""
+        return self.display_name or self.name
+
+    def names(self):
+        """Event names, one per event (a pandas Categorical)."""
+        return self.plane.names_for(self.metadata_id)
+
+    def stats(self, names=None, events=None):
+        """Stats of this line's events as a DataFrame, one row per event.
+
+        One column per stat name (`names` limits which). Stats set on the event's
+        metadata fill in where the event itself does not set them; ref values
+        become their strings; missing values are NaN or None. `events` (an index
+        array) decodes only those events.
+        """
+        data = self.plane.space.data
+        idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
+        pos = self.record_pos[idx]
+        starts, stops = wire.record_payloads(data, pos)
+        ev = wire.decode_fields(data, starts, stops, lengths=(_EVENT_STATS,))
+        owner, s, e = ev.ranges[_EVENT_STATS]
+        columns = self.plane.decode_stats(s, e, owner, len(idx), names)
+        from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
+        for name, values in from_metadata.items():
+            if name in columns:
+                own = columns[name]
+                missing = pd.isna(own)
+                if missing.any():
+                    own = own.astype(object) if own.dtype != values.dtype else own.copy()
+                    own[missing] = values[missing]
+                    columns[name] = own
+            else:
+                columns[name] = values
+        return pd.DataFrame(columns, index=pd.RangeIndex(len(idx)) if events is None else idx)
+
+
+@dataclass
+class Plane:
+    """One plane of an XSpace (a device, the host CPU, metadata...)."""
+
+    space: "XSpaceFile"
+    id: int
+    name: str
+    message: object = field(repr=False)  # XPlane with metadata and stats, no lines
+    lines: list = field(default_factory=list)
+
+    @cached_property
+    def stat_names(self):
+        """{stat metadata id: stat name}."""
+        return {k: v.name for k, v in self.message.stat_metadata.items()}
+
+    @cached_property
+    def stats(self):
+        """Plane-level stats as {name: value} (e.g. a device's peak FLOPS)."""
+        names = self.stat_names
+        return {names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names) for s in self.message.stats}
+
+    @cached_property
+    def event_metadata(self):
+        """Event metadata as a DataFrame: id, name, display_name (index: id)."""
+        items = sorted(self.message.event_metadata.items())
+        frame = pd.DataFrame(
+            {
+                "id": np.array([k for k, _ in items], dtype=np.int64),
+                "name": [m.name for _, m in items],
+                "display_name": [m.display_name for _, m in items],
+            }
+        )
+        return frame.set_index("id", drop=False)
+
+    @cached_property
+    def _name_lookup(self):
+        """(sorted metadata ids, categories) to map ids to names vectorised."""
+        md = self.event_metadata
+        return md["id"].to_numpy(), pd.Index(md["name"].to_numpy(dtype=object)).unique()
+
+    def names_for(self, metadata_id):
+        """Names for an array of metadata ids, as a pandas Categorical."""
+        ids, _ = self._name_lookup
+        md = self.event_metadata
+        categories = pd.Index(md["name"].to_numpy(dtype=object))
+        uniq, codes_of_unique = np.unique(categories, return_inverse=True)
+        pos = np.searchsorted(ids, metadata_id)
+        pos = np.clip(pos, 0, max(len(ids) - 1, 0))
+        if len(ids) == 0:
+            return pd.Categorical.from_codes(np.full(len(metadata_id), -1), categories=[])
+        hit = ids[pos] == metadata_id
+        codes = np.where(hit, codes_of_unique[pos], -1)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(uniq, dtype=object))
+
+    @cached_property
+    def _metadata_stat_table(self):
+        """{stat name: {metadata id: value}} for stats set on event metadata."""
+        names = self.stat_names
+        table = {}
+        for mid, md in self.message.event_metadata.items():
+            for s in md.stats:
+                table.setdefault(names.get(s.metadata_id, str(s.metadata_id)), {})[mid] = stat_value(s, names)
+        return table
+
+    def metadata_stats(self, metadata_id, names=None):
+        """Per-event columns of the stats that sit on each event's metadata."""
+        out = {}
+        for name, by_id in self._metadata_stat_table.items():
+            if names is not None and name not in names:
+                continue
+            keys = np.fromiter(by_id.keys(), dtype=np.int64, count=len(by_id))
+            vals = list(by_id.values())
+            order = np.argsort(keys)
+            keys = keys[order]
+            values = _column([vals[i] for i in order])
+            pos = np.clip(np.searchsorted(keys, metadata_id), 0, len(keys) - 1)
+            hit = keys[pos] == metadata_id
+            col = values[pos]
+            if not hit.all():
+                col = col.astype(float) if col.dtype.kind in "iub" else col.astype(object)
+                col[~hit] = np.nan if col.dtype.kind == "f" else None
+            out[name] = col
+        return out
+
+    def decode_stats(self, starts, stops, owner, count, names=None):
+        """Columns from XStat records (payload ranges) owned by `count` events."""
+        data = self.space.data
+        st = wire.decode_fields(
+            data,
+            starts,
+            stops,
+            scalars=(1, _STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
+            lengths=(_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
+        )
+        mid = st.value(1)
+        names_by_id = self.stat_names
+        columns = {}
+        for sid in np.unique(mid):
+            name = names_by_id.get(int(sid), str(int(sid)))
+            if names is not None and name not in names:
+                continue
+            rows = np.flatnonzero(mid == sid)
+            columns[name] = self._stat_column(st, rows, owner, count, data)
+        return columns
+
+    def _stat_column(self, st, rows, owner, count, data):
+        """One stat's values spread over `count` events.
+
+        All doubles: float64 (NaN where missing). All integers: int64, or a
+        nullable Int64 where some events lack it. Otherwise (strings, refs,
+        bytes, mixed kinds): an object array with None where missing.
+        """
+        target = owner[rows]
+        dbl = st.present[_STAT_DOUBLE][rows]
+        i64 = st.present[_STAT_INT64][rows]
+        u64 = st.present[_STAT_UINT64][rows]
+        ref = st.present[_STAT_REF][rows]
+        doubles = st.value(_STAT_DOUBLE, np.float64)[rows]
+        ints = np.where(i64, st.value(_STAT_INT64)[rows], st.value(_STAT_UINT64)[rows].astype(np.int64))
+        if dbl.all():
+            col = np.full(count, np.nan)
+            col[target] = doubles
+            return col
+        one_int_dtype = (i64 | u64).all()
+        if one_int_dtype:
+            unsigned = st.value(_STAT_UINT64, np.uint64)[rows]
+            if u64.all() or (ints[i64] >= 0).all():  # ids, addresses: keep values past 2**63
+                ints = np.where(i64, ints.astype(np.uint64), unsigned)
+            elif (unsigned[u64] >= 2**63).any():  # negative int64 beside huge uint64
+                one_int_dtype = False
+        if one_int_dtype:
+            if len(np.unique(target)) == count:
+                col = np.zeros(count, dtype=ints.dtype)
+                col[target] = ints
+                return col
+            col = pd.array(np.zeros(count, dtype=ints.dtype), dtype="UInt64" if ints.dtype == np.uint64 else "Int64")
+            mask = np.ones(count, dtype=bool)
+            mask[target] = False
+            col[target] = ints
+            col[mask] = pd.NA
+            return col
+        values = np.full(len(rows), None, dtype=object)
+        values[dbl] = doubles[dbl]
+        values[i64] = st.value(_STAT_INT64)[rows][i64]
+        values[u64] = st.value(_STAT_UINT64, np.uint64)[rows][u64]
+        if ref.any():
+            uniq, inv = np.unique(st.value(_STAT_REF)[rows][ref], return_inverse=True)
+            names_by_id = self.stat_names
+            values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
+        for n, decode in (
+            (_STAT_STR, lambda b: b.decode("utf-8", "replace")),
+            (_STAT_BYTES, bytes),
+            (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace")),
+        ):
+            stat_index, s, e = st.ranges[n]
+            keep = np.isin(stat_index, rows)
+            if keep.any():
+                where = np.searchsorted(rows, stat_index[keep])
+                values[where] = [decode(bytes(data[a:b])) for a, b in zip(s[keep], e[keep])]
+        col = np.full(count, None, dtype=object)
+        col[target] = values
+        return col
+
+    def line(self, name):
+        """The first line whose name or display name is `name` (None if none)."""
+        for line in self.lines:
+            if name in (line.name, line.display_name):
+                return line
+        return None
+
+    @property
+    def event_count(self):
+        return sum(len(line) for line in self.lines)
+
+
+def _column(values):
+    """A numpy column from Python values: int64, float64 or object."""
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            return np.array(values, dtype=np.uint64)
+    if all(isinstance(v, (int, float, np.number)) for v in values):
+        return np.array(values, dtype=np.float64)
+    return np.array(values, dtype=object)
+
+
+class XSpaceFile:
+    """One host's profile: `planes`, each with `lines`, each with event columns."""
+
+    def __init__(self, path, data, size):
+        self.path = str(path)
+        self.host = host_of(path)
+        self.data = np.frombuffer(data, dtype=np.uint8)  # padded, see wire.padded
+        self.size = size
+        self.planes = []
+        self.errors = []
+        self.warnings = []
+        self.hostnames = []
+
+    def plane(self, name):
+        """The plane named `name`, or None."""
+        for p in self.planes:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def event_count(self):
+        return sum(p.event_count for p in self.planes)
+
+    def __repr__(self):
+        return f"<XSpaceFile {self.host!r}: {len(self.planes)} planes, {self.event_count} events>"
+
+
+def read_bytes(path):
+    """The decompressed bytes of a profile file, or ProfileError."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ProfileError(path, "is a directory, not a .xplane.pb file") from None
+    except OSError as e:
+        raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
+    if str(path).endswith(".gz") or raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ProfileError(path, f"is not a valid gzip file ({e})") from None
+    return raw
+
+
+def read_xspace(path, data=None):
+    """Read one `.xplane.pb[.gz]` file into an XSpaceFile, or raise ProfileError."""
+    raw = read_bytes(path) if data is None else data
+    if not raw:
+        raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
+    buf, size = wire.padded(raw)
+    del raw
+    space = XSpaceFile(path, buf, size)
+    try:
+        _parse_space(space, buf, size)
+    except wire.WireError as e:
+        raise ProfileError(path, f"is not a readable XSpace profile: {e}") from None
+    if not space.planes:
+        raise ProfileError(path, "holds no planes: not an XSpace profile, or an empty capture")
+    return space
+
+
+def _parse_space(space, buf, size):
+    plane_ranges = []
+    for number, wt, _, s, e in wire.walk(buf, 0, size):
+        if number not in _SPACE_FIELDS or wt != wire.LENGTH:
+            raise wire.WireError(
+                f"field {number} (wire type {wt}) is not part of an XSpace: this is not a profile"
+            )
+        if number == 1:
+            plane_ranges.append((s, e))
+        else:
+            getattr(space, _SPACE_FIELDS[number]).append(bytes(buf[s:e]).decode("utf-8", "replace"))
+    for s, e in plane_ranges:
+        space.planes.append(_parse_plane(space, buf, s, e))
+
+
+def _parse_plane(space, buf, start, end):
+    shell = []  # every field but the lines, re-encoded as one small XPlane
+    line_ranges = []
+    for number, wt, value, s, e in wire.walk(buf, start, end):
+        if number == _PLANE_LINES and wt == wire.LENGTH:
+            line_ranges.append((s, e))
+        else:
+            shell.append(_field_bytes(buf, number, wt, value, s, e))
+    try:
+        message = schema.XPlane.FromString(b"".join(shell))
+    except Exception as e:  # protobuf raises DecodeError subclasses of Exception
+        raise wire.WireError(f"plane metadata does not decode ({e})") from None
+    plane = Plane(space=space, id=message.id, name=message.name, message=message)
+    for s, e in line_ranges:
+        plane.lines.append(_parse_line(plane, buf, s, e))
+    return plane
+
+
+def _field_bytes(buf, number, wt, value, s, e):
+    """Re-encode one walked field (tag + body) from the original bytes."""
+    tag = _encode_varint((number << 3) | wt)
+    if wt == wire.VARINT:
+        return tag + _encode_varint(value)
+    if wt == wire.LENGTH:
+        return tag + _encode_varint(e - s) + bytes(buf[s:e])
+    return tag + bytes(buf[s:e])
+
+
+def _encode_varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _signed(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _parse_line(plane, buf, start, end):
+    fields = {}
+    runs = []
+    data = plane.space.data
+    i = start
+    while i < end:
+        if buf[i] == _EVENT_TAG:
+            found, i = wire.find_records(buf, data, i, end, _EVENT_TAG)
+            runs.append(found)
+            continue
+        number, wt, value, s, e = next(wire.walk(buf, i, end))
+        i = e
+        if wt == wire.VARINT:
+            fields[number] = _signed(value)
+        elif wt == wire.LENGTH:
+            fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
+    record_pos = np.concatenate(runs) if runs else np.zeros(0, np.int64)
+    starts, stops = wire.record_payloads(data, record_pos, end)
+    ev = wire.decode_fields(
+        data, starts, stops, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS)
+    )
+    timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
+    start_ps = ev.value(_EVENT_OFFSET_PS)
+    start_ps += timestamp_ns * 1000
+    return Line(
+        plane=plane,
+        id=int(fields.get(_LINE_ID, 0)),
+        name=str(fields.get(_LINE_NAME, "")),
+        display_id=int(fields.get(_LINE_DISPLAY_ID, 0)),
+        display_name=str(fields.get(_LINE_DISPLAY_NAME, "")),
+        timestamp_ns=timestamp_ns,
+        duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
+        start_ps=start_ps,
+        event_duration_ps=ev.value(_EVENT_DURATION_PS),
+        metadata_id=ev.value(_EVENT_METADATA_ID),
+        record_pos=record_pos,
+    )
