@@ -16,7 +16,9 @@ Positions are byte offsets into one `uint8` array holding the whole file,
 padded with zeros so that vectorised reads may run a few bytes past a record.
 """
 
+import os
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -172,30 +174,44 @@ def find_records(buf, data, start, end, tag_byte):
     n = len(bounds)
     first = np.searchsorted(walker, np.arange(n + 1))  # walker j: visited[first[j]:first[j+1]]
     bfirst = np.searchsorted(break_walker, np.arange(n + 1))
-    # Chunk j (j > 0) is on the true chain if its walk contains the position
-    # where chunk j-1 left off, or one record spans all of chunk j.
-    entry = np.concatenate([[start], exits[:-1]])
-    at = np.minimum(np.searchsorted(visited, entry), len(visited) - 1)
-    ok = ((visited[at] == entry) & (walker[at] == np.arange(n))) | (entry >= limits)
-    bad = np.append(np.flatnonzero(~ok), n)
+
+    def on_walk(chunks, entries):
+        """Whether each chunk's walker visited the given entry position."""
+        at = np.minimum(np.searchsorted(visited, entries), len(visited) - 1)
+        return (visited[at] == entries) & (walker[at] == chunks)
+
+    # Chunk j is on the true chain if its walk contains the position where the
+    # chain enters it: chunk j-1's exit, or, when a record spans a whole chunk,
+    # the entry carried over from before it.
+    entry = _entries(start, exits, limits)
+    ok = on_walk(np.arange(n), entry) | (entry >= limits)
+    ok[0] = True
     pieces, j, here = [], 0, start
     while j < n:
-        w = visited[first[j] : first[j + 1]]
-        k = np.searchsorted(w, here)
-        if here >= limits[j] or (k < len(w) and w[k] == here):
+        if here != entry[j]:  # after an exact walk: carry its exit forward
+            suffix = _entries(here, exits[j:], limits[j:])
+            changed = np.flatnonzero(suffix != entry[j:]) + j
+            entry[j:] = suffix
+            ok[changed] = on_walk(changed, entry[changed]) | (entry[changed] >= limits[changed])
+        if here >= limits[j]:  # one record spans this whole chunk
+            j += 1
+            continue
+        if ok[j]:
             # Chunks j .. r-1 are on the chain: take them all at once.
-            r = int(bad[np.searchsorted(bad, j, side="right")])
-            e = entry[j:r].copy()
-            e[0] = here
+            nxt_bad = np.flatnonzero(~ok[j + 1 :])
+            r = j + 1 + int(nxt_bad[0]) if nxt_bad.size else n
+            e = entry[j:r]
             seg, seg_walker = visited[first[j] : first[r]], walker[first[j] : first[r]]
             bw = break_walker[bfirst[j] : bfirst[r]]
-            ended = break_from[bfirst[j] : bfirst[r]] >= e[bw - j]
+            ended = (break_from[bfirst[j] : bfirst[r]] >= e[bw - j]) & (e[bw - j] < limits[bw])
             if ended.any():  # a walker on the chain met another tag: the run ends
                 stop = int(break_to[bfirst[j] : bfirst[r]][ended].min())
                 pieces.append(seg[(seg >= e[seg_walker - j]) & (seg < stop)])
                 return np.concatenate(pieces), stop
             pieces.append(seg[seg >= e[seg_walker - j]])
-            here, j = int(exits[r - 1]), r
+            last = r - 1
+            here = int(entry[last]) if entry[last] >= limits[last] else int(exits[last])
+            j = r
         else:  # no walker met the chain in chunk j: walk it exactly
             out = array("q")
             stop = scan_run(buf, here, end, tag_byte, out, limit=int(limits[j]))
@@ -204,6 +220,21 @@ def find_records(buf, data, start, end, tag_byte):
                 return np.concatenate(pieces), stop
             here, j = stop, j + 1
     return np.concatenate(pieces), _check_end(here, end)
+
+
+def _entries(first_entry, exits, limits):
+    """Where the chain enters each chunk, given where it enters the first.
+
+    Chunk i+1 is entered at chunk i's exit, unless chunk i is spanned by one
+    record (entered at or past its limit): then the entry carries over.
+    """
+    entry = np.concatenate([[first_entry], exits[:-1]]).astype(np.int64)
+    while True:
+        exit_eff = np.where(entry >= limits, entry, exits)
+        carried = np.concatenate([[first_entry], exit_eff[:-1]])
+        if np.array_equal(carried, entry):
+            return entry
+        entry = carried
 
 
 def _positions(out):
@@ -234,20 +265,24 @@ def _next_tag(data, pos, limits, tag_byte, window=64):
 def varints(data, pos):
     """Decode the varint at each position: (uint64 values, byte lengths)."""
     pos = np.asarray(pos, dtype=np.int64)
-    first = data[pos]
-    if not (first & 0x80).any():  # tags and short lengths: one byte each
-        return first.astype(np.uint64), np.ones(len(pos), dtype=np.int64)
-    values = np.zeros(len(pos), dtype=np.uint64)
-    lengths = np.zeros(len(pos), dtype=np.int64)
-    todo = np.arange(len(pos))
-    for k in range(10):
-        b = data[pos[todo] + k]
-        values[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        lengths[todo] = k + 1
-        todo = todo[b >= 0x80]
-        if not todo.size:
+    b = data[pos]
+    more = b >= 0x80
+    if not more.any():  # tags and short lengths: one byte each
+        return b.astype(np.uint64), np.ones(len(pos), dtype=np.int64)
+    values = (b & 0x7F).astype(np.uint64)
+    lengths = np.ones(len(pos), dtype=np.int64)
+    todo = np.flatnonzero(more)
+    p = pos[todo]
+    for shift in range(7, 70, 7):
+        p += 1
+        b = data[p]
+        values[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
+        lengths[todo] += 1
+        more = b >= 0x80
+        if not more.any():
             return values, lengths
-    raise WireError(f"varint longer than 10 bytes at byte {pos[todo[0]]}")
+        todo, p = todo[more], p[more]
+    raise WireError(f"varint longer than 10 bytes at byte {p[0] - 9}")
 
 
 def fixed(data, pos, width):
@@ -290,34 +325,66 @@ class Fields:
         return raw.view(dtype) if np.dtype(dtype).itemsize == 8 else raw.astype(dtype)
 
 
+BLOCK_RECORDS = 1 << 16  # records per task on the thread pool: small blocks stay in cache
+
+
 def decode_fields(data, starts, stops, scalars=(), lengths=()):
     """Decode many records of one message type at once.
 
     `starts`/`stops` bound each record's payload. `scalars` are the VARINT or
     fixed-width field numbers to keep, `lengths` the LENGTH field numbers whose
     payload ranges to keep; other fields are skipped. Each loop pass decodes
-    the next field of every record that still has one.
+    the next field of every record that still has one. Protobuf writers put
+    fields in number order, so a record is left once the highest field number
+    asked for is passed (the rest, e.g. an event's stats, is skipped).
+    Large inputs are split into blocks decoded on threads (numpy releases the
+    GIL in the work that matters).
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
+    if len(starts) <= BLOCK_RECORDS:
+        return _decode_block(data, starts, stops, scalars, lengths)
+    cuts = list(range(0, len(starts), BLOCK_RECORDS))
+    with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
+        parts = list(pool.map(
+            lambda c: _decode_block(data, starts[c : c + BLOCK_RECORDS], stops[c : c + BLOCK_RECORDS], scalars, lengths),
+            cuts,
+        ))
+    out = Fields(len(starts))
+    for n in scalars:
+        out.scalar[n] = np.concatenate([f.scalar[n] for f in parts])
+        out.present[n] = np.concatenate([f.present[n] for f in parts])
+    for n in lengths:
+        out.ranges[n] = tuple(
+            np.concatenate([f.ranges[n][i] + (c if i == 0 else 0) for f, c in zip(parts, cuts)]) for i in range(3)
+        )
+    return out
+
+
+def _decode_block(data, starts, stops, scalars, lengths):
     out = Fields(len(starts))
     for n in scalars:
         out.scalar[n] = np.zeros(len(starts), dtype=np.uint64)
         out.present[n] = np.zeros(len(starts), dtype=bool)
     found = {n: [] for n in lengths}
     last_wanted = max((*scalars, *lengths), default=0)
+    repeated_last = last_wanted in lengths  # a repeated field may come again
     pos = starts.copy()
     todo = np.flatnonzero(pos < stops)
     while todo.size:
         p = pos[todo]
         tag, width = varints(data, p)
-        p = p + width
+        p += width
         number = (tag >> np.uint64(3)).astype(np.int64)
         wire_type = (tag & np.uint64(7)).astype(np.int64)
         nxt = np.empty_like(p)
-        for wt in np.flatnonzero(np.bincount(wire_type, minlength=8)):
-            m = wire_type == wt
-            pm = p[m]
+        kinds = np.flatnonzero(np.bincount(wire_type, minlength=8))
+        for wt in kinds:
+            if len(kinds) == 1:  # usual: every record's next field has one type
+                m, pm, owners, numbers = slice(None), p, todo, number
+            else:
+                m = wire_type == wt
+                pm, owners, numbers = p[m], todo[m], number[m]
             if wt == VARINT:
                 value, w = varints(data, pm)
                 nxt[m] = pm + w
@@ -326,28 +393,35 @@ def decode_fields(data, starts, stops, scalars=(), lengths=()):
                 value = fixed(data, pm, w).astype(np.uint64)
                 nxt[m] = pm + w
             elif wt == LENGTH:
-                length, w = varints(data, pm)
+                size, w = varints(data, pm)
                 value = None
-                nxt[m] = pm + w + length.astype(np.int64)
+                body = pm + w
+                nxt[m] = body + size.astype(np.int64)
                 for n in found:
-                    k = number[m] == n
+                    k = numbers == n
                     if k.any():
-                        found[n].append((todo[m][k], (pm + w)[k], nxt[m][k]))
+                        found[n].append((owners[k], body[k], body[k] + size[k].astype(np.int64)))
             else:
-                bad = todo[m][0]
-                raise WireError(f"wire type {wt} in record at byte {starts[bad]}")
+                raise WireError(f"wire type {wt} in record at byte {starts[owners[0]]}")
             if value is not None:
+                lo, hi = numbers.min(), numbers.max()
                 for n in scalars:
-                    k = number[m] == n
-                    if k.any():
-                        owner = todo[m][k]
-                        out.scalar[n][owner] = value[k]
-                        out.present[n][owner] = True
+                    if n < lo or n > hi:
+                        continue
+                    if lo == hi:  # usual: all records are at the same field
+                        out.scalar[n][owners] = value
+                        out.present[n][owners] = True
+                    else:
+                        k = numbers == n
+                        out.scalar[n][owners[k]] = value[k]
+                        out.present[n][owners[k]] = True
         over = nxt > stops[todo]
         if over.any():
             raise WireError(f"truncated: field runs past the record at byte {starts[todo[over][0]]}")
         pos[todo] = nxt
-        todo = todo[(nxt < stops[todo]) & (number <= last_wanted)]
+        more = nxt < stops[todo]
+        more &= (number < last_wanted) | ((number == last_wanted) & repeated_last)
+        todo = todo[more]
     for n, parts in found.items():
         if parts:
             owner, s, e = (np.concatenate(x) for x in zip(*parts))

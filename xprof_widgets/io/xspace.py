@@ -9,6 +9,7 @@ are decoded only when asked for, for one line at a time, vectorised.
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -333,32 +334,43 @@ class XSpaceFile:
         return f"<XSpaceFile {self.host!r}: {len(self.planes)} planes, {self.event_count} events>"
 
 
-def read_bytes(path):
-    """The decompressed bytes of a profile file, or ProfileError."""
+def read_padded(path):
+    """The decompressed bytes of a profile file in a padded buffer: (buffer, size).
+
+    Read straight into a buffer with room for `wire.PADDING` zero bytes, so a
+    185 MB profile is not copied once more. Raises ProfileError.
+    """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if str(path).endswith(".gz") or head == b"\x1f\x8b":
+                try:
+                    return wire.padded(gzip.decompress(f.read()))
+                except (OSError, EOFError, zlib.error) as e:
+                    raise ProfileError(path, f"is not a valid gzip file ({e})") from None
+            size = os.fstat(f.fileno()).st_size
+            buf = bytearray(size + wire.PADDING)
+            got = f.readinto(memoryview(buf)[:size])
+            return buf, got
     except FileNotFoundError:
         raise ProfileError(path, "no such file") from None
     except IsADirectoryError:
         raise ProfileError(path, "is a directory, not a .xplane.pb file") from None
     except OSError as e:
         raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
-    if str(path).endswith(".gz") or raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise ProfileError(path, f"is not a valid gzip file ({e})") from None
-    return raw
 
 
 def read_xspace(path, data=None):
-    """Read one `.xplane.pb[.gz]` file into an XSpaceFile, or raise ProfileError."""
-    raw = read_bytes(path) if data is None else data
-    if not raw:
+    """Read one `.xplane.pb[.gz]` file into an XSpaceFile, or raise ProfileError.
+
+    `data` may hold the file's (decompressed) bytes already, e.g. read through
+    fsspec from a remote logdir.
+    """
+    buf, size = read_padded(path) if data is None else wire.padded(data)
+    if not size:
         raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
-    buf, size = wire.padded(raw)
-    del raw
     space = XSpaceFile(path, buf, size)
     try:
         _parse_space(space, buf, size)

@@ -1,0 +1,207 @@
+"""Reading profiles: columns equal to protobuf's own parse, runs, devices, bad input."""
+
+import gzip
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.io import schema, wire
+from xprof_widgets.io.xspace import read_xspace, stat_value
+
+from .conftest import PROFILES, profile_files
+
+
+@pytest.fixture(scope="module", params=profile_files(), ids=lambda p: f"{p.parts[-5]}/{p.parts[-2]}/{p.name}")
+def pair(request):
+    """(our XSpaceFile, protobuf's XSpace message) for one real profile."""
+    path = request.param
+    return read_xspace(path), schema.XSpace.FromString(path.read_bytes())
+
+
+def test_event_columns_equal_protobuf(pair):
+    ours, ref = pair
+    assert [p.name for p in ours.planes] == [p.name for p in ref.planes]
+    for plane, ref_plane in zip(ours.planes, ref.planes):
+        assert [ln.name for ln in plane.lines] == [ln.name for ln in ref_plane.lines]
+        for line, ref_line in zip(plane.lines, ref_plane.lines):
+            assert (line.display_id, line.display_name, line.timestamp_ns) == (
+                ref_line.display_id,
+                ref_line.display_name,
+                ref_line.timestamp_ns,
+            )
+            offsets = np.array([e.offset_ps for e in ref_line.events], dtype=np.int64)
+            np.testing.assert_array_equal(line.start_ps, ref_line.timestamp_ns * 1000 + offsets)
+            np.testing.assert_array_equal(line.event_duration_ps, [e.duration_ps for e in ref_line.events])
+            np.testing.assert_array_equal(line.metadata_id, [e.metadata_id for e in ref_line.events])
+
+
+def test_stats_equal_protobuf(pair):
+    """Every stat of every (sampled) event, merged with its metadata's stats."""
+    ours, ref = pair
+    checked = 0
+    for plane, ref_plane in zip(ours.planes, ref.planes):
+        names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
+        for line, ref_line in zip(plane.lines, ref_plane.lines):
+            if not len(line):
+                continue
+            sample = np.unique(np.linspace(0, len(line) - 1, min(len(line), 500)).astype(int))
+            table = line.stats(events=sample)
+            for i in sample:
+                event = ref_line.events[int(i)]
+                want = {names[s.metadata_id]: stat_value(s, names) for s in ref_plane.event_metadata[event.metadata_id].stats}
+                want.update({names[s.metadata_id]: stat_value(s, names) for s in event.stats})
+                for name, value in want.items():
+                    got = table.at[i, name]
+                    assert got == value or (isinstance(value, float) and np.isclose(got, value)), (line.name, i, name)
+                    checked += 1
+    assert checked > 0 or ours.plane("/host:CPU") is None
+
+
+def test_plane_stats_and_names(pair):
+    ours, ref = pair
+    for plane, ref_plane in zip(ours.planes, ref.planes):
+        names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
+        assert plane.stats == {names[s.metadata_id]: stat_value(s, names) for s in ref_plane.stats}
+        for line, ref_line in zip(plane.lines, ref_plane.lines):
+            got = np.asarray(line.names()[:50], dtype=object)
+            want = [ref_plane.event_metadata[e.metadata_id].name for e in list(ref_line.events)[:50]]
+            assert list(got) == want
+
+
+@pytest.mark.parametrize("chunk", [32, 64, 97, 1000])
+@pytest.mark.parametrize("logdir", ["jax_mlp_cpu", "tf_keras_cpu", "tpu_v6e_inference"])
+def test_walkers_agree_with_exact_walk(monkeypatch, logdir, chunk):
+    """Force the parallel walkers on every line (tiny chunks, so records span
+    chunks and walkers start off the chain) and compare with the exact walk."""
+    path = sorted((PROFILES / logdir).glob("plugins/profile/*/*.xplane.pb"))[0]
+    exact = read_xspace(path)
+    monkeypatch.setattr(wire, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", 1000)
+    walked = read_xspace(path)
+    for a, b in zip(exact.planes, walked.planes):
+        for la, lb in zip(a.lines, b.lines):
+            np.testing.assert_array_equal(la.record_pos, lb.record_pos)
+            np.testing.assert_array_equal(la.start_ps, lb.start_ps)
+
+
+def test_sample_run_is_real_and_gzipped():
+    run = xw.sample_run()
+    assert str(run.files["vm"]).endswith(".xplane.pb.gz")
+    assert run.xspace().event_count == 87808  # as in shared/profiles/README.md (89k)
+    assert "jit_step(30)" in run.hlo_protos and len(run.hlo_protos) == 16
+    assert run.tools == ["memory_viewer", "trace_viewer"]
+
+
+def test_list_runs_and_latest():
+    runs = xw.list_runs(PROFILES / "tf_keras_cpu")
+    assert list(runs["run"]) == ["2026_11_22_03_16_08", "2026_11_22_03_16_48"]
+    assert runs["hosts"].tolist() == [["vm"], ["vm"]]
+    assert xw.load_run(PROFILES / "tf_keras_cpu").name == "2026_11_22_03_16_48"
+    multi = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    assert multi.hosts == ["34.83.195.179_6003", "34.83.195.180_6003"]
+
+
+def test_devices():
+    tpu = xw.load_run(PROFILES / "tpu_v6e_inference").devices
+    chips = tpu[tpu.kind == "TPU"]
+    assert len(chips) == 4 and set(chips.model) == {"TPU v6 Lite"}
+    assert chips.peak_flops.iloc[0] == pytest.approx(918e12)
+    # XProf's roofline shows 1525.5 GiB/s for this chip: the same bytes/s.
+    assert chips.peak_hbm_bw.iloc[0] / 2**30 == pytest.approx(1525.5, abs=0.05)
+    gpu = xw.load_run(PROFILES / "tf_gpu_multiworker").devices
+    assert (gpu.kind == "GPU").sum() == 16  # 8 GPUs on each of 2 hosts
+    # XProf's roofline: peak_hbm_bw 836.372 GiB/s.
+    assert gpu[gpu.kind == "GPU"].peak_hbm_bw.iloc[0] / 2**30 == pytest.approx(836.372, abs=1e-3)
+
+
+def test_events_frame():
+    run = xw.sample_run()
+    ev = run.events(line="python")
+    assert len(ev) == run.xspace().plane("/host:CPU").line("python").start_ps.size
+    assert set(ev.columns) == {"host", "plane", "line", "name", "start_ps", "duration_ps", "metadata_id"}
+    assert ev.start_ps.dtype == np.int64 and (ev.duration_ps >= 0).all()
+    assert run.events(plane="no such plane").empty
+
+
+# --- bad input: always a ProfileError that names the file -------------------------
+
+
+def _error(path, func=xw.load_run):
+    with pytest.raises(xw.ProfileError) as info:
+        func(path)
+    assert str(path) in str(info.value)
+    return str(info.value)
+
+
+def test_missing_path(tmp_path):
+    assert "no such" in _error(tmp_path / "nope")
+
+
+def test_logdir_without_plugins_profile(tmp_path):
+    assert "plugins/profile" in _error(tmp_path, xw.list_runs)
+    assert "plugins/profile" in _error(tmp_path)
+
+
+def test_run_without_profile_files(tmp_path):
+    (tmp_path / "plugins" / "profile" / "run1").mkdir(parents=True)
+    (tmp_path / "plugins" / "profile" / "run1" / "notes.txt").write_text("hi")
+    assert "no run" in _error(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"", "empty"),
+        (b"hello, this is a text file\n" * 20, "not"),
+        (os.urandom(4096), "not"),
+        (b"\x1f\x8b\x08\x00garbage", "gzip"),
+    ],
+    ids=["empty", "text", "random", "bad-gzip"],
+)
+def test_bad_files(tmp_path, content, words):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(content)
+    message = _error(path)
+    assert words in message
+
+
+@pytest.mark.parametrize("keep", [0.999, 0.5, 0.1, 0.001])
+def test_truncated_files(tmp_path, keep):
+    data = (PROFILES / "jax_mlp_cpu/plugins/profile/2026_11_22_03_11_56/vm.xplane.pb").read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[: int(len(data) * keep)])
+    assert "truncated" in _error(path)
+
+
+def test_gzip_round_trip(tmp_path):
+    src = PROFILES / "tpu_v6e_inference/plugins/profile/2025_tpu_inference/tpu_host.xplane.pb"
+    run_dir = tmp_path / "plugins" / "profile" / "r"
+    run_dir.mkdir(parents=True)
+    (run_dir / "tpu_host.xplane.pb.gz").write_bytes(gzip.compress(src.read_bytes()))
+    shutil.copy(src, tmp_path / "plain.xplane.pb")
+    a = xw.load_run(tmp_path).xspace()
+    b = xw.load_run(tmp_path / "plain.xplane.pb").xspace()
+    assert (a.host, b.host) == ("tpu_host", "plain")
+    assert a.event_count == b.event_count == 26723
+
+
+def test_unknown_host_and_module():
+    run = xw.sample_run()
+    with pytest.raises(KeyError):
+        run.xspace("other")
+    with pytest.raises(KeyError, match="modules"):
+        run.memory_viewer("jit_nothing(1)")
+
+
+def test_no_hlo_modules_says_why():
+    run = xw.load_run(PROFILES / "tf_keras_cpu")
+    status = run.tool_status().set_index("tool")
+    assert not status.at["memory_viewer", "available"]
+    assert "no HLO modules" in status.at["memory_viewer", "reason"]
+    with pytest.raises(xw.ProfileError, match="no HLO modules"):
+        run.memory_viewer()
+    assert isinstance(run.events(), pd.DataFrame)

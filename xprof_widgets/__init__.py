@@ -1,0 +1,27 @@
+"""XProf's profile tools as Jupyter widgets.
+
+    import xprof_widgets as xw
+    run = xw.load_run("LOGDIR")          # or xw.sample_run()
+    run.memory_viewer().peak_heap_bytes
+    xw.MemoryViewerWidget(run)           # in a notebook
+"""
+
+from .errors import ProfileError
+from .run import Run, list_runs, load_run, sample_run
+
+__version__ = "0.1.0"
+
+_WIDGETS = {"MemoryViewerWidget": ".widgets.memory_viewer"}
+
+
+def __getattr__(name):
+    # Widgets import anywidget and bokeh: only when asked for, so that the
+    # analyses stay quick to import in scripts.
+    if name in _WIDGETS:
+        from importlib import import_module
+
+        return getattr(import_module(_WIDGETS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ProfileError", "Run", "list_runs", "load_run", "sample_run", *_WIDGETS]

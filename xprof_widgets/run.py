@@ -1,0 +1,323 @@
+"""Finding runs in a logdir and opening one: the entry point of the API.
+
+A logdir is what `jax.profiler.start_trace(LOGDIR)` or `tf.profiler` wrote:
+`LOGDIR/plugins/profile/RUN/HOST.xplane.pb`, one file per host and a folder
+per capture. `Run` opens a capture lazily: a host's file is read on first use.
+"""
+
+from __future__ import annotations
+
+import types
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import ProfileError
+from .io import hlo
+from .io.xspace import XSPACE_SUFFIXES, host_of, read_xspace
+
+PROFILE_SUBDIR = Path("plugins") / "profile"
+
+
+def _profile_files(folder):
+    return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(XSPACE_SUFFIXES))
+
+
+def _profile_root(logdir):
+    """`LOGDIR/plugins/profile`, accepting that folder itself too."""
+    logdir = Path(logdir)
+    if not logdir.exists():
+        raise ProfileError(logdir, "no such file or folder")
+    if not logdir.is_dir():
+        raise ProfileError(logdir, "is a file; list_runs takes a logdir folder")
+    if (logdir / PROFILE_SUBDIR).is_dir():
+        return logdir / PROFILE_SUBDIR
+    if logdir.name == "profile" and logdir.parent.name == "plugins":
+        return logdir
+    raise ProfileError(
+        logdir,
+        "has no plugins/profile folder: pass the folder given to "
+        "jax.profiler.start_trace / tf.profiler.experimental.start",
+    )
+
+
+def list_runs(logdir):
+    """The runs (captures) in a logdir, newest last.
+
+    Returns a DataFrame with columns `run` (folder name), `path`, `hosts`
+    (list of host names) and `size_bytes`. Raises ProfileError if `logdir`
+    holds no `plugins/profile` folder.
+    """
+    root = _profile_root(logdir)
+    rows = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = _profile_files(folder)
+        if files:
+            rows.append(
+                {
+                    "run": folder.name,
+                    "path": str(folder),
+                    "hosts": [host_of(f) for f in files],
+                    "size_bytes": sum(f.stat().st_size for f in files),
+                }
+            )
+    return pd.DataFrame(rows, columns=["run", "path", "hosts", "size_bytes"])
+
+
+def load_run(path):
+    """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
+
+    Run folders are named by capture time (`2026_11_22_03_11_56`), so the
+    newest is the last by name. Files may be gzip-compressed (`.xplane.pb.gz`).
+    Raises ProfileError naming the path and what is wrong.
+    """
+    if isinstance(path, (list, tuple)):
+        files = [Path(p) for p in path]
+        if not files:
+            raise ProfileError("[]", "no profile files given")
+        for f in files:
+            if not f.is_file():
+                raise ProfileError(f, "no such file")
+        return Run(files[0].parent.name, files)
+    p = Path(path)
+    if not p.exists():
+        raise ProfileError(p, "no such file or folder")
+    if p.is_file():
+        return Run(p.parent.name, [p])
+    files = _profile_files(p)
+    if files:
+        return Run(p.name, files)
+    runs = list_runs(p)
+    if runs.empty:
+        raise ProfileError(_profile_root(p), "holds no run with a .xplane.pb file")
+    newest = runs.iloc[-1]
+    return Run(newest["run"], _profile_files(newest["path"]))
+
+
+def sample_run():
+    """A small real profile shipped inside the package.
+
+    JAX 0.10.2 on CPU: 20 training steps of an MLP under
+    `jax.profiler.StepTraceAnnotation`, with its 16 compiled HLO modules.
+    """
+    folder = resources.files("xprof_widgets").joinpath("data", "sample", "plugins", "profile")
+    run = next(p for p in folder.iterdir() if p.is_dir())
+    return Run(run.name, _profile_files(run))
+
+
+class Run:
+    """One capture: a profile file per host, read on first use.
+
+    `name` is the run folder's name, `hosts` the host names, `files` a
+    {host: path} dict.
+    """
+
+    def __init__(self, name, files):
+        self.name = str(name)
+        self.files = {host_of(f): Path(f) for f in files}
+        if not self.files:
+            raise ProfileError(name, "holds no .xplane.pb file")
+        for path in self.files.values():
+            _check_header(path)
+        self._spaces = {}
+        self.xspace()  # fail now, not in the first widget, if the file is bad
+
+    def __repr__(self):
+        return f"<Run {self.name!r}: hosts {self.hosts}>"
+
+    @property
+    def hosts(self):
+        """Host names, one per profile file."""
+        return list(self.files)
+
+    @property
+    def path(self):
+        """The run folder."""
+        return next(iter(self.files.values())).parent
+
+    def xspace(self, host=None):
+        """The XSpaceFile of `host` (default: the first), read on first use."""
+        host = self.hosts[0] if host is None else host
+        if host not in self.files:
+            raise KeyError(f"no host {host!r} in run {self.name!r}; hosts: {self.hosts}")
+        if host not in self._spaces:
+            self._spaces[host] = read_xspace(self.files[host])
+        return self._spaces[host]
+
+    def xspaces(self):
+        """Every host's XSpaceFile, in host order."""
+        return [self.xspace(h) for h in self.hosts]
+
+    # --- what is in the profile -------------------------------------------------
+
+    @cached_property
+    def devices(self):
+        """Device and host planes: DataFrame with host, plane, kind, model, cores,
+        peak_flops (FLOP/s), peak_hbm_bw (bytes/s) and memory_bytes.
+
+        TPU planes carry their peaks; for GPUs XProf derives peak FLOPS from the
+        SM count, clock and compute capability (see analysis issues), here left
+        NaN where the profile does not say.
+        """
+        rows = []
+        for space in self.xspaces():
+            for plane in space.planes:
+                kind = _plane_kind(plane.name)
+                if kind is None:
+                    continue
+                st = plane.stats
+                peak_tflops = st.get("peak_teraflops_per_second")
+                peak_hbm_gbs = st.get("peak_hbm_bw_gigabytes_per_second")
+                bandwidth = st.get("memory_bandwidth")
+                rows.append(
+                    {
+                        "host": space.host,
+                        "plane": plane.name,
+                        "kind": kind,
+                        "model": st.get("device_type_string") or _gpu_model(st) or kind,
+                        "cores": st.get("core_count", np.nan),
+                        "peak_flops": float(peak_tflops) * 1e12 if peak_tflops else np.nan,
+                        "peak_hbm_bw": float(peak_hbm_gbs) * 1e9
+                        if peak_hbm_gbs
+                        else (float(bandwidth) if bandwidth else np.nan),
+                        "memory_bytes": st.get("memory_size", np.nan),
+                    }
+                )
+        return pd.DataFrame(
+            rows, columns=["host", "plane", "kind", "model", "cores", "peak_flops", "peak_hbm_bw", "memory_bytes"]
+        )
+
+    def events(self, plane=None, line=None, host=None):
+        """Events as a DataFrame: host, plane, line, name, start_ps (absolute),
+        duration_ps, metadata_id. `plane`/`line`/`host` filter by name.
+        """
+        frames = []
+        for space in self.xspaces() if host is None else [self.xspace(host)]:
+            for p in space.planes:
+                if plane is not None and p.name != plane:
+                    continue
+                for ln in p.lines:
+                    if line is not None and line not in (ln.name, ln.display_name):
+                        continue
+                    if not len(ln):
+                        continue
+                    frames.append(
+                        pd.DataFrame(
+                            {
+                                "host": space.host,
+                                "plane": p.name,
+                                "line": ln.title,
+                                "name": ln.names(),
+                                "start_ps": ln.start_ps,
+                                "duration_ps": ln.event_duration_ps,
+                                "metadata_id": ln.metadata_id,
+                            }
+                        )
+                    )
+        if not frames:
+            return pd.DataFrame(
+                {
+                    "host": pd.Series(dtype=object),
+                    "plane": pd.Series(dtype=object),
+                    "line": pd.Series(dtype=object),
+                    "name": pd.Series(dtype=object),
+                    "start_ps": pd.Series(dtype=np.int64),
+                    "duration_ps": pd.Series(dtype=np.int64),
+                    "metadata_id": pd.Series(dtype=np.int64),
+                }
+            )
+        out = pd.concat(frames, ignore_index=True)
+        for col in ("host", "plane", "line", "name"):
+            out[col] = out[col].astype("category")
+        return out
+
+    @cached_property
+    def hlo_protos(self):
+        """{module name `name(program_id)`: serialized xla.HloProto} over all hosts."""
+        protos = {}
+        for space in self.xspaces():
+            protos.update(hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes])))
+        return protos
+
+    @property
+    def modules(self):
+        """Compiled HLO modules: DataFrame with module, program_id, sizes (bytes)."""
+        from .analysis.memory_viewer import list_modules
+
+        return list_modules(self.hlo_protos)
+
+    @property
+    def tools(self):
+        """Names of the analyses that have data in this run."""
+        return [t for t, ok, _ in self._tool_status() if ok]
+
+    def tool_status(self):
+        """Every tool with whether it has data here and, if not, why."""
+        return pd.DataFrame(self._tool_status(), columns=["tool", "available", "reason"])
+
+    def _tool_status(self):
+        has_events = any(len(ln) for s in self.xspaces() for p in s.planes for ln in p.lines)
+        return [
+            (
+                "memory_viewer",
+                bool(self.hlo_protos),
+                "" if self.hlo_protos else "no HLO modules in the profile: the program was compiled before "
+                "tracing started, or the framework does not record them (JAX and TensorFlow/XLA do)",
+            ),
+            ("trace_viewer", has_events, "" if has_events else "the profile holds no events"),
+        ]
+
+    # --- analyses ------------------------------------------------------------------
+
+    def memory_viewer(self, module=None, memory_space=0):
+        """XProf's memory viewer for one compiled module (default: the largest).
+
+        `module` is a name like `jit_step(30)` (see `run.modules`); `memory_space`
+        0 is device memory (HBM). Returns a MemoryViewerResult (sizes in bytes).
+        """
+        from .analysis.memory_viewer import default_module, memory_viewer
+
+        protos = self.hlo_protos
+        if not protos:
+            reason = dict((t, why) for t, _, why in self._tool_status())["memory_viewer"]
+            raise ProfileError(self.path, reason)
+        if module is None:
+            module = default_module(protos)
+        if module not in protos:
+            raise KeyError(f"no module {module!r} in run {self.name!r}; modules: {sorted(protos)}")
+        return memory_viewer(protos[module], memory_space=memory_space, module_name=module)
+
+
+def _check_header(path):
+    """Cheap check that a file can be an XSpace: not empty, starts like one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as e:
+        raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
+    if not head:
+        raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
+    # An XSpace starts with a plane (field 1, length-delimited: byte 0x0a), or
+    # errors/warnings/hostnames (0x12, 0x1a, 0x22); .gz files with gzip's magic.
+    if head != b"\x1f\x8b" and head[0] not in (0x0A, 0x12, 0x1A, 0x22):
+        raise ProfileError(path, f"does not start like an XSpace profile (first byte {head[0]:#04x})")
+
+
+def _plane_kind(name):
+    if name.startswith("/device:TPU:"):
+        return "TPU"
+    if name.startswith("/device:GPU:"):
+        return "GPU"
+    if name == "/host:CPU":
+        return "CPU"
+    return None
+
+
+def _gpu_model(stats):
+    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+    if major is None:
+        return None
+    return f"GPU (compute capability {major}.{minor})"
