@@ -182,9 +182,10 @@ def test_gzip_round_trip(tmp_path):
     run_dir = tmp_path / "plugins" / "profile" / "r"
     run_dir.mkdir(parents=True)
     (run_dir / "tpu_host.xplane.pb.gz").write_bytes(gzip.compress(src.read_bytes()))
-    shutil.copy(src, tmp_path / "plain.xplane.pb")
+    (tmp_path / "other").mkdir()
+    shutil.copy(src, tmp_path / "other" / "plain.xplane.pb")
     a = xw.load_run(tmp_path).xspace()
-    b = xw.load_run(tmp_path / "plain.xplane.pb").xspace()
+    b = xw.load_run(tmp_path / "other" / "plain.xplane.pb").xspace()
     assert (a.host, b.host) == ("tpu_host", "plain")
     assert a.event_count == b.event_count == 26723
 
