@@ -1,0 +1,67 @@
+"""MemoryViewerWidget as a person uses it: the quickstart notebook opened in
+JupyterLab in headless Chromium, numbers on the page equal to the analysis,
+a buffer clicked and its card shown, nothing fetched from off this machine."""
+
+import shutil
+
+import numpy as np
+
+import xprof_widgets as xw
+
+from .harness import REPO_ROOT, run_notebook_in_lab, save_screenshot
+from .test_platform import PAINTED_PIXELS_JS
+
+
+def _mib(n):
+    return f"{n / 2**20:,.2f} MiB"
+
+
+def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
+    url, token, notebook_dir = jupyter_lab
+    shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart.ipynb")
+    run_notebook_in_lab(page, url, token, "quickstart.ipynb")
+    expected = xw.sample_run().memory_viewer()
+    widget = page.locator(".xprof-widget").first
+
+    # The charts drew: canvases with ink, heap chart and both buffer charts.
+    assert widget.locator("canvas").count() >= 3
+    assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
+    # The numbers shown are the analysis' numbers.
+    shown = {key: widget.locator(f"[data-stat='{key}']").inner_text() for key in
+             ("peak_heap_bytes", "peak_unpadded_heap_bytes", "total_allocation_bytes", "buffers_at_peak")}
+    assert shown == {
+        "peak_heap_bytes": _mib(expected.peak_heap_bytes),
+        "peak_unpadded_heap_bytes": _mib(expected.peak_unpadded_heap_bytes),
+        "total_allocation_bytes": _mib(expected.total_allocation_bytes),
+        "buffers_at_peak": str(len(expected.buffers_at_peak)),
+    }
+    assert widget.locator("[data-testid='module']").input_value() == expected.module
+    save_screenshot(page, "memory-viewer-1-rendered")
+
+    # Click the middle of the widest buffer of the program-order chart.
+    order = expected.buffers_at_peak.sort_values("program_order_index")
+    right = np.cumsum(order.size_bytes.to_numpy())
+    widest = int(np.argmax(order.size_bytes.to_numpy()))
+    middle = (right[widest] - order.size_bytes.iloc[widest] / 2) / right[-1]
+    canvas = widget.locator("[data-figure='buffers'] canvas").first
+    box = canvas.bounding_box()
+    # The plot frame spans the canvas less Bokeh's borders and the toolbar on the right.
+    frame_left, frame_width = box["x"] + 10, box["width"] - 50
+    page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+    page.mouse.click(frame_left + middle * frame_width, box["y"] + box["height"] / 2 - 5)
+    name = order.instruction_name.iloc[widest]
+    card = widget.locator("[data-testid='card-name']")
+    card.wait_for(timeout=15_000)
+    assert card.inner_text() == name
+    save_screenshot(page, "memory-viewer-2-buffer-card")
+
+    # Another module from the selector: the numbers follow.
+    other = xw.sample_run().memory_viewer("jit__normal(16)")
+    widget.locator("[data-testid='module']").select_option("jit__normal(16)")
+    page.wait_for_function(
+        "v => document.querySelector(\"[data-stat='peak_heap_bytes']\")?.innerText === v",
+        arg=_mib(other.peak_heap_bytes), timeout=15_000,
+    )
+    page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
+    save_screenshot(page, "memory-viewer-3-other-module")
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"

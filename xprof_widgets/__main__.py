@@ -1,0 +1,77 @@
+"""Command line: `python -m xprof_widgets demo` or `python -m xprof_widgets summary PATH`.
+
+`demo` prints what the sample profile shipped in the package holds and opens
+`notebooks/quickstart.ipynb` (or a copy written next to you) in JupyterLab.
+"""
+
+import argparse
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from . import load_run, sample_run
+from .errors import ProfileError
+
+
+def _mib(n):
+    return f"{n / 2**20:.2f} MiB"
+
+
+def summary(run, out=sys.stdout):
+    """Print a run's hosts, devices, tools and its largest module's memory."""
+    print(f"run {run.name}: hosts {', '.join(run.hosts)}", file=out)
+    for space in run.xspaces():
+        print(f"  {space.host}: {len(space.planes)} planes, {space.event_count:,} events", file=out)
+    print(f"  tools with data: {', '.join(run.tools) or 'none'}", file=out)
+    for _, row in run.tool_status().iterrows():
+        if not row.available:
+            print(f"  {row.tool}: {row.reason}", file=out)
+    if "memory_viewer" in run.tools:
+        mv = run.memory_viewer()
+        print(
+            f"  memory viewer, module {mv.module}: peak heap {_mib(mv.peak_heap_bytes)} "
+            f"(unpadded {_mib(mv.peak_unpadded_heap_bytes)}), {len(mv.buffers_at_peak)} buffers at peak, "
+            f"largest {mv.buffers_at_peak.sort_values('size_bytes').iloc[-1].instruction_name}",
+            file=out,
+        )
+
+
+def _quickstart_notebook():
+    here = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
+    if here.is_file():
+        return here
+    copy = Path.cwd() / "xprof_widgets_quickstart.ipynb"
+    copy.write_bytes(resources.files(__package__).joinpath("data", "quickstart.ipynb").read_bytes())
+    return copy
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m xprof_widgets")
+    sub = ap.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="summarise the sample profile and open the quickstart notebook")
+    demo.add_argument("--no-lab", action="store_true", help="only print the summary")
+    s = sub.add_parser("summary", help="summarise a logdir, run folder or .xplane.pb file")
+    s.add_argument("path")
+    args = ap.parse_args(argv)
+    if args.command == "summary":
+        try:
+            summary(load_run(args.path))
+        except ProfileError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    summary(sample_run())
+    if args.no_lab:
+        return 0
+    notebook = _quickstart_notebook()
+    if shutil.which("jupyter") is None and not Path(sys.executable).with_name("jupyter").exists():
+        print(f"JupyterLab is not installed here: pip install jupyterlab, then open {notebook}")
+        return 0
+    print(f"opening {notebook} in JupyterLab (Ctrl+C to stop)")
+    return subprocess.call([sys.executable, "-m", "jupyter", "lab", str(notebook)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""MemoryViewerWidget: a compiled module's heap over program order, buffers at peak.
+
+Shows what `Run.memory_viewer()` computes, as XProf's memory viewer does: the
+module selector, the summary numbers, the heap chart (padded and unpadded
+heap size after each heap-simulator step, the peak marked), and the buffers
+live at the peak drawn twice, in program order and by size. Hovering a
+buffer draws its lifespan on the heap chart; clicking it pins its details.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
+from bokeh.plotting import figure
+
+from ..errors import ProfileError
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+
+MIB = 2**20
+# One colour a category, as XProf's legend has them.
+CATEGORY_COLORS = {
+    "Parameter": "#4e79a7",
+    "Output": "#f28e2b",
+    "Thread-local": "#76b7b2",
+    "Constant": "#59a14f",
+    "Temporary": "#e15759",
+    "": "#bab0ac",
+}
+BUFFER_SOURCES = ("by_order", "by_size")
+
+
+def _mib(n):
+    return f"{n / MIB:,.2f} MiB"
+
+
+def _esc(value):
+    return html_lib.escape("" if value is None or value is pd.NA else str(value))
+
+
+class MemoryViewerWidget(BokehWidget):
+    """XProf's memory viewer for one compiled module of a run.
+
+    `MemoryViewerWidget(run)` (or a path) shows the largest module; `module`
+    and `memory_space` are traits Python can read and set. `selected_buffer`
+    holds the clicked buffer's details ({} when none); `select_buffer(name or
+    logical buffer id)` (or setting `selected_buffer = {"id": ...}`) selects one.
+    """
+
+    module = traitlets.Unicode(help="The module shown, `name(program_id)`.").tag(sync=True)
+    memory_space = traitlets.Int(0, help="Memory space (colour) shown; 0 is device memory (HBM).").tag(sync=True)
+    selected_buffer = traitlets.Dict(help="Details of the clicked buffer at peak; {} when none.").tag(sync=True)
+
+    def __init__(self, run, module=None, memory_space=0, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        if not self.run.hlo_protos:
+            reason = dict((t, why) for t, _, why in self.run._tool_status())["memory_viewer"]
+            super().__init__(html=_notice(f"No memory viewer for run {self.run.name}: {reason}."), **kwargs)
+            self.result = None
+            return
+        super().__init__(**kwargs)
+        self.result = None
+        self.memory_space = memory_space
+        self.module = module or self.run.memory_viewer().module  # default: the largest module
+
+    # --- state -------------------------------------------------------------------
+
+    @traitlets.validate("module")
+    def _check_module(self, proposal):
+        if proposal["value"] not in self.run.hlo_protos:
+            raise traitlets.TraitError(f"no module {proposal['value']!r}; modules: {sorted(self.run.hlo_protos)}")
+        return proposal["value"]
+
+    @traitlets.observe("module", "memory_space")
+    def _recompute(self, change=None):
+        if not self.module:
+            return
+        self.result = self.run.memory_viewer(self.module, self.memory_space)
+        self.selected_buffer = {}
+        self.selected = {}
+        self._render()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") not in BUFFER_SOURCES or sel.get("id") is None:
+            if self.selected_buffer:
+                self.selected_buffer = {}
+            return
+        details = self._buffer(int(sel["id"]))
+        if details != self.selected_buffer:
+            self.selected_buffer = details
+
+    @traitlets.validate("selected_buffer")
+    def _resolve_buffer(self, proposal):
+        value = proposal["value"]
+        if not value or self.result is None:
+            return {}
+        if "program_order_index" in value and "instruction_name" in value:
+            return value
+        key = value.get("id", value.get("instruction_name"))
+        table = self.result.buffers_at_peak
+        rows = table[(table.logical_buffer_id == key) | (table.instruction_name == key)]
+        if rows.empty:
+            raise traitlets.TraitError(f"no buffer {key!r} live at the peak of {self.module}")
+        return self._buffer(int(rows.program_order_index.iloc[0]))
+
+    @traitlets.observe("selected_buffer")
+    def _show_selection(self, change):
+        details = change["new"]
+        if details:
+            want = {"figure": "buffers", "source": "by_order", "id": details["program_order_index"]}
+            if self.selected.get("id") != want["id"] or self.selected.get("source") not in BUFFER_SOURCES:
+                self.selected = want
+        self.html = self._html()
+
+    def _buffer(self, order_index):
+        row = self.result.buffers_at_peak.set_index("program_order_index").loc[order_index]
+        out = {"program_order_index": int(order_index)}
+        for key, value in row.items():
+            if value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+                value = None
+            elif isinstance(value, (np.integer,)):
+                value = int(value)
+            elif isinstance(value, (np.floating,)):
+                value = float(value)
+            out[key] = value
+        return out
+
+    def select_buffer(self, key):
+        """Select a buffer live at the peak by instruction name or logical buffer id."""
+        self.selected_buffer = {"id": key}
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "module":
+            self.module = str(params["value"])
+            return {"module": self.module}, None
+        raise ValueError(f"unknown request {kind!r}")
+
+    def on_hover(self, source, id, figure):
+        if source not in BUFFER_SOURCES:
+            return
+        self.push_columns("lifespan", self._lifespan(None if id is None else int(id)))
+
+    def _lifespan(self, order_index):
+        empty = {"left": np.zeros(0), "right": np.zeros(0), "top": np.zeros(0)}
+        if order_index is None:
+            return empty
+        buf = self._buffer(order_index)
+        steps = len(self.result.heap_sizes)
+        start = 0 if buf["span_start"] is None else buf["span_start"]
+        end = steps - 1 if buf["span_end"] is None else buf["span_end"]
+        return {
+            "left": np.array([start], dtype=np.float64),
+            "right": np.array([end], dtype=np.float64),
+            "top": np.array([buf["size_bytes"] / MIB], dtype=np.float64),
+        }
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _render(self):
+        self.set_figures({"heap": self._heap_figure(), "buffers": self._buffer_figures()})
+        self.html = self._html()
+
+    def _heap_figure(self):
+        r = self.result
+        steps = np.arange(len(r.heap_sizes))
+        names = list(r.hlo_instruction_names) + [""] * (len(steps) - len(r.hlo_instruction_names))
+        src = ColumnDataSource(
+            {
+                "step": steps,
+                "heap": np.asarray(r.heap_sizes) / MIB,
+                "unpadded": np.asarray(r.unpadded_heap_sizes) / MIB,
+                "op": names[: len(steps)],
+            },
+            name="heap",
+        )
+        fig = figure(
+            height=260,
+            sizing_mode="stretch_width",
+            title=f"Heap of {r.module} over program order (after each heap-simulator step)",
+            x_axis_label="program point",
+            y_axis_label="MiB",
+            tools="xpan,xwheel_zoom,reset,save",
+            active_scroll="xwheel_zoom",
+        )
+        lifespan = ColumnDataSource({"left": [], "right": [], "top": []}, name="lifespan")
+        fig.quad(left="left", right="right", bottom=0, top="top", source=lifespan, fill_color="#f28e2b",
+                 fill_alpha=0.35, line_color="#f28e2b")
+        padded = fig.step("step", "heap", source=src, mode="after", line_width=2, color="#4e79a7", legend_label="heap")
+        fig.step("step", "unpadded", source=src, mode="after", line_width=1.5, color="#59a14f", line_dash="dashed",
+                 legend_label="unpadded")
+        peak_x = int(np.argmax(r.heap_sizes)) if len(r.heap_sizes) else 0
+        fig.add_layout(Span(location=peak_x, dimension="height", line_color="#e15759", line_dash="dotted",
+                            line_width=2))
+        fig.add_tools(HoverTool(renderers=[padded], mode="vline",
+                                tooltips=[("step", "@step"), ("heap", "@heap{0,0.00} MiB"),
+                                          ("unpadded", "@unpadded{0,0.00} MiB"), ("op", "@op")]))
+        fig.legend.location = "top_left"
+        fig.toolbar.logo = None
+        return fig
+
+    def _buffer_figures(self):
+        table = self.result.buffers_at_peak
+        figs = []
+        for name, order, title in (
+            ("by_order", table.sort_values("program_order_index"), "Buffers at peak, in program order"),
+            ("by_size", table.sort_values("size_rank"), "Buffers at peak, by size"),
+        ):
+            sizes = order.size_bytes.to_numpy(dtype=np.float64) / MIB
+            right = np.cumsum(sizes)
+            src = ColumnDataSource(
+                {
+                    "id": order.program_order_index.to_numpy(),
+                    "left": right - sizes,
+                    "right": right,
+                    "name": order.instruction_name.astype(str).tolist(),
+                    "category": order.category.astype(str).tolist(),
+                    "size": sizes,
+                    "shape": order["shape"].astype(str).tolist(),
+                    "color": [CATEGORY_COLORS.get(c, "#bab0ac") for c in order.category.astype(str)],
+                },
+                name=name,
+            )
+            fig = figure(height=110, sizing_mode="stretch_width", title=title, x_axis_label="MiB",
+                         tools="xpan,xwheel_zoom,reset", y_range=(0, 1))
+            bars = fig.quad(left="left", right="right", bottom=0, top=1, source=src, fill_color="color",
+                            line_color="white", selection_line_color="black", selection_line_width=3,
+                            nonselection_fill_alpha=0.45)
+            fig.add_tools(HoverTool(renderers=[bars],
+                                    tooltips=[("buffer", "@name"), ("category", "@category"),
+                                              ("size", "@size{0,0.000} MiB"), ("shape", "@shape")]))
+            fig.add_tools(TapTool(renderers=[bars]))
+            fig.yaxis.visible = False
+            fig.ygrid.visible = False
+            fig.toolbar.logo = None
+            figs.append(fig)
+        return column(*figs, sizing_mode="stretch_width")
+
+    def _html(self):
+        if self.result is None:
+            return self.html
+        r = self.result
+        options = "".join(
+            f'<option value="{_esc(m)}"{" selected" if m == self.module else ""}>{_esc(m)}</option>'
+            for m in sorted(self.run.hlo_protos, key=lambda m: (m != self.module, m))
+        )
+        stats = [
+            ("peak_heap_bytes", "Peak heap", _mib(r.peak_heap_bytes)),
+            ("peak_unpadded_heap_bytes", "Unpadded peak", _mib(r.peak_unpadded_heap_bytes)),
+            ("padding_overhead_bytes", "Padding overhead", _mib(r.padding_overhead_bytes)),
+            ("total_allocation_bytes", "Total allocation", _mib(r.total_allocation_bytes)),
+            ("indefinite_allocation_bytes", "Indefinite lifetime", _mib(r.indefinite_allocation_bytes)),
+            ("entry_parameters_bytes", "Entry parameters", _mib(r.entry_parameters_bytes)),
+            ("live_out_bytes", "Live out", _mib(r.live_out_bytes)),
+            ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
+            ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
+        ]
+        cards = "".join(
+            f'<div class="xw-stat"><div class="xw-label">{_esc(label)}</div>'
+            f'<div class="xw-value" data-stat="{key}">{_esc(text)}</div></div>'
+            for key, label, text in stats
+        )
+        return f"""
+<style>
+.xw-mv {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
+.xw-mv .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
+.xw-mv .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
+.xw-mv .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 96px; }}
+.xw-mv .xw-label {{ color: #666; font-size: 11px; }}
+.xw-mv .xw-value {{ font-weight: 600; }}
+.xw-mv .xw-card {{ border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin-top: 6px; }}
+.xw-mv .xw-card table td {{ padding: 0 10px 0 0; }}
+.xw-mv .xw-legend span {{ display: inline-block; margin-right: 10px; }}
+.xw-mv .xw-legend i {{ display: inline-block; width: 10px; height: 10px; margin-right: 3px; }}
+</style>
+<div class="xw-mv">
+  <div class="xw-head"><b>Memory viewer</b>
+    <label>Module <select data-request="module" data-testid="module">{options}</select></label>
+    <span>memory space {self.memory_space}</span>
+  </div>
+  <div class="xw-stats">{cards}</div>
+  <div data-figure="heap"></div>
+  <div class="xw-legend">{''.join(f'<span><i style="background:{c}"></i>{_esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k)}</div>
+  <div data-figure="buffers"></div>
+  {self._card_html()}
+</div>"""
+
+    def _card_html(self):
+        b = self.selected_buffer
+        if not b:
+            return '<div class="xw-card" data-card="">Click a buffer to see its details here.</div>'
+        span = "whole program" if b.get("span_start") is None else f"steps {b['span_start']} to {b['span_end']}"
+        rows = [
+            ("Category", b.get("category")),
+            ("Size", _mib(b["size_bytes"])),
+            ("Unpadded size", _mib(b["unpadded_size_bytes"])),
+            ("Extra memory (padding)", _mib(b["padding_bytes"])),
+            ("Expansion", f"{b['expansion']:.2f}x"),
+            ("Shape", b.get("shape")),
+            ("Framework op", b.get("tf_op_name")),
+            ("HLO opcode", b.get("op_code")),
+            ("Allocation", b.get("allocation_type")),
+            ("Lifespan", span),
+            ("Source", b.get("source")),
+        ]
+        body = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
+        return (
+            f'<div class="xw-card" data-card="{_esc(b["instruction_name"])}">'
+            f'<b data-testid="card-name">{_esc(b["instruction_name"])}</b><table>{body}</table></div>'
+        )
+
+
+def _notice(text):
+    return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{html_lib.escape(text)}</div>'
+
+
+__all__ = ["MemoryViewerWidget", "ProfileError"]
