@@ -8,7 +8,7 @@ import numpy as np
 
 import xprof_widgets as xw
 
-from .harness import REPO_ROOT, run_notebook_in_lab, save_screenshot
+from .harness import ARTIFACTS, REPO_ROOT, run_notebook_in_lab, save_screenshot
 from .test_platform import PAINTED_PIXELS_JS
 
 
@@ -22,6 +22,10 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     run_notebook_in_lab(page, url, token, "quickstart.ipynb")
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
+    news = page.locator(".jp-Notification-Toast-Close, .jp-toast-button:has-text('No')")
+    if news.count():
+        news.first.click()
+    widget.scroll_into_view_if_needed()
 
     # The charts drew: canvases with ink, heap chart and both buffer charts.
     assert widget.locator("canvas").count() >= 3
@@ -37,6 +41,7 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     }
     assert widget.locator("[data-testid='module']").input_value() == expected.module
     save_screenshot(page, "memory-viewer-1-rendered")
+    widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget.png"))
 
     # Click the middle of the widest buffer of the program-order chart.
     order = expected.buffers_at_peak.sort_values("program_order_index")
@@ -44,6 +49,7 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     widest = int(np.argmax(order.size_bytes.to_numpy()))
     middle = (right[widest] - order.size_bytes.iloc[widest] / 2) / right[-1]
     canvas = widget.locator("[data-figure='buffers'] canvas").first
+    canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
     # The plot frame spans the canvas less Bokeh's borders and the toolbar on the right.
     frame_left, frame_width = box["x"] + 10, box["width"] - 50
@@ -53,7 +59,9 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     card = widget.locator("[data-testid='card-name']")
     card.wait_for(timeout=15_000)
     assert card.inner_text() == name
+    widget.scroll_into_view_if_needed()
     save_screenshot(page, "memory-viewer-2-buffer-card")
+    widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget-selected.png"))
 
     # Another module from the selector: the numbers follow.
     other = xw.sample_run().memory_viewer("jit__normal(16)")

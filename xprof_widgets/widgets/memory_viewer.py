@@ -203,7 +203,8 @@ class MemoryViewerWidget(BokehWidget):
         fig.add_tools(HoverTool(renderers=[padded], mode="vline",
                                 tooltips=[("step", "@step"), ("heap", "@heap{0,0.00} MiB"),
                                           ("unpadded", "@unpadded{0,0.00} MiB"), ("op", "@op")]))
-        fig.legend.location = "top_left"
+        fig.y_range.start = 0  # sizes from zero, as XProf draws them: no exaggerated swings
+        fig.legend.location = "bottom_right"
         fig.toolbar.logo = None
         return fig
 

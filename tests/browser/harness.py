@@ -1,0 +1,108 @@
+"""Helpers of the browser harness: talk to the Jupyter server, drive JupyterLab,
+save screenshots. Fixtures are in conftest.py."""
+
+import json
+import pathlib
+import re
+import time
+import urllib.parse
+import urllib.request
+
+import nbformat
+
+CHROMIUM = "/usr/bin/chromium"
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def api(url, token, path, method="GET", timeout=10):
+    """Call the Jupyter server's REST API; returns the decoded JSON (or None)."""
+    request = urllib.request.Request(
+        f"{url}{path}", method=method, headers={"Authorization": f"token {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def write_notebook(notebook_dir, name, sources):
+    """Write a notebook of code cells to notebook_dir/name; the first cell puts the
+    repository (the working tree under test) and this folder on the kernel's sys.path."""
+    setup = (
+        "import sys\n"
+        f"sys.path[:0] = [{str(REPO_ROOT)!r}, {str(HERE)!r}]\n"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(setup)] + [nbformat.v4.new_code_cell(s) for s in sources]
+    path = pathlib.Path(notebook_dir) / name
+    nbformat.write(nb, path)
+    return path
+
+
+def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
+    """Open nb_name in JupyterLab, run all cells through the Run menu, and wait
+    until `ready_count` widgets report data-ready="1"."""
+    for session in api(url, token, "/api/sessions") or []:
+        api(url, token, f"/api/sessions/{session['id']}", method="DELETE")
+    page.goto(f"{url}/lab/tree/{urllib.parse.quote(nb_name)}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
+    # JupyterLab may still ask which kernel to start: take the preselected one.
+    dialog = page.locator(".jp-Dialog .jp-mod-accept")
+    try:
+        dialog.wait_for(timeout=5_000)
+        dialog.click()
+    except Exception:
+        pass
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    try:
+        page.wait_for_function(
+            "n => document.querySelectorAll('.xprof-widget[data-ready=\"1\"]').length >= n",
+            arg=ready_count,
+            timeout=timeout_ms,
+        )
+    except Exception as error:
+        shot = save_screenshot(page, f"failed-{pathlib.Path(nb_name).stem}")
+        console = "\n".join(page.console_lines[-40:])
+        raise AssertionError(f"widgets not ready ({error}); screenshot {shot}; console:\n{console}") from None
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
+
+
+def save_notebook(page, path, timeout_s=120):
+    """Save the open notebook (File > Save Notebook) and wait until the file on disk changed."""
+    before = path.stat().st_mtime_ns
+    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Save( Notebook)?$")).first.click()
+    deadline = time.monotonic() + timeout_s
+    while path.stat().st_mtime_ns == before:
+        if time.monotonic() > deadline:
+            shot = save_screenshot(page, f"failed-save-{path.stem}")
+            console = "\n".join(page.console_lines[-20:])
+            raise TimeoutError(f"{path} was not saved in {timeout_s} s; screenshot {shot}; console:\n{console}")
+        # Not time.sleep: the page's requests go through a Python route handler
+        # that only runs while Playwright has control.
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(500)  # let the write finish
+    print(f"\nsaved {path.name} in {time.monotonic() - (deadline - timeout_s):.1f} s")
+    return path
+
+
+def save_screenshot(page, name):
+    """Save a full-page PNG to tests/artifacts/NAME.png and return its path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
