@@ -59,6 +59,15 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     card = widget.locator("[data-testid='card-name']")
     card.wait_for(timeout=15_000)
     assert card.inner_text() == name
+    # Hovering the buffer draws its lifespan (one box) on the heap chart.
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + 2, box["y"] + 2)
+    page.mouse.move(frame_left + middle * frame_width + 3, box["y"] + box["height"] / 2 - 3)
+    page.wait_for_function(
+        "() => document.querySelector('.xprof-widget').dataset.lastPush === 'lifespan'", timeout=15_000
+    )
+    assert widget.get_attribute("data-last-push-rows") == "1"
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "memory-viewer-2-buffer-card")
     widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget-selected.png"))
