@@ -155,23 +155,19 @@ class Plane:
 
     @cached_property
     def _name_lookup(self):
-        """(sorted metadata ids, categories) to map ids to names vectorised."""
+        """(sorted metadata ids, category code of each, categories): ids to names, vectorised."""
         md = self.event_metadata
-        return md["id"].to_numpy(), pd.Index(md["name"].to_numpy(dtype=object)).unique()
+        categories, codes = np.unique(md["name"].to_numpy(dtype=object), return_inverse=True)
+        return md["id"].to_numpy(), codes, pd.Index(categories, dtype=object)
 
     def names_for(self, metadata_id):
-        """Names for an array of metadata ids, as a pandas Categorical."""
-        ids, _ = self._name_lookup
-        md = self.event_metadata
-        categories = pd.Index(md["name"].to_numpy(dtype=object))
-        uniq, codes_of_unique = np.unique(categories, return_inverse=True)
-        pos = np.searchsorted(ids, metadata_id)
-        pos = np.clip(pos, 0, max(len(ids) - 1, 0))
+        """Names for an array of metadata ids, as a pandas Categorical (NaN if unknown)."""
+        ids, codes, categories = self._name_lookup
         if len(ids) == 0:
             return pd.Categorical.from_codes(np.full(len(metadata_id), -1), categories=[])
+        pos = np.clip(np.searchsorted(ids, metadata_id), 0, len(ids) - 1)
         hit = ids[pos] == metadata_id
-        codes = np.where(hit, codes_of_unique[pos], -1)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(uniq, dtype=object))
+        return pd.Categorical.from_codes(np.where(hit, codes[pos], -1), categories=categories)
 
     @cached_property
     def _metadata_stat_table(self):

@@ -18,7 +18,6 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 from bokeh.plotting import figure
 
-from ..errors import ProfileError
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 
@@ -323,4 +322,4 @@ def _notice(text):
     return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{html_lib.escape(text)}</div>'
 
 
-__all__ = ["MemoryViewerWidget", "ProfileError"]
+__all__ = ["MemoryViewerWidget"]
