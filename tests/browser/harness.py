@@ -106,3 +106,29 @@ def save_screenshot(page, name):
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
+    """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
+    for session in api(url, token, "/api/sessions") or []:
+        api(url, token, f"/api/sessions/{session['id']}", method="DELETE")
+    page.goto(f"{url}/notebooks/{urllib.parse.quote(nb_name)}?token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
+    dialog = page.locator(".jp-Dialog .jp-mod-accept")
+    try:
+        dialog.wait_for(timeout=5_000)
+        dialog.click()
+    except Exception:
+        pass
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    try:
+        page.wait_for_function(
+            "n => document.querySelectorAll('.xprof-widget[data-ready=\"1\"]').length >= n",
+            arg=ready_count,
+            timeout=timeout_ms,
+        )
+    except Exception as error:
+        shot = save_screenshot(page, f"failed-nb7-{pathlib.Path(nb_name).stem}")
+        console = "\n".join(page.console_lines[-40:])
+        raise AssertionError(f"widgets not ready in Notebook 7 ({error}); screenshot {shot}; console:\n{console}") from None

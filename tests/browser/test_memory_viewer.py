@@ -8,7 +8,7 @@ import numpy as np
 
 import xprof_widgets as xw
 
-from .harness import ARTIFACTS, REPO_ROOT, run_notebook_in_lab, save_screenshot
+from .harness import ARTIFACTS, REPO_ROOT, run_notebook_in_lab, run_notebook_in_notebook7, save_screenshot
 from .test_platform import PAINTED_PIXELS_JS
 
 
@@ -81,4 +81,18 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     )
     page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
     save_screenshot(page, "memory-viewer-3-other-module")
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+
+
+def test_quickstart_in_notebook7(page, jupyter_lab):
+    """The same notebook in Jupyter Notebook 7: the widget draws offline there too."""
+    url, token, notebook_dir = jupyter_lab
+    shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart7.ipynb")
+    run_notebook_in_notebook7(page, url, token, "quickstart7.ipynb")
+    expected = xw.sample_run().memory_viewer()
+    widget = page.locator(".xprof-widget").first
+    widget.scroll_into_view_if_needed()
+    assert widget.locator("[data-stat='peak_heap_bytes']").inner_text() == _mib(expected.peak_heap_bytes)
+    assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
+    save_screenshot(page, "memory-viewer-notebook7")
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
