@@ -1,0 +1,77 @@
+"""Widget state from Python (no browser): selection, module switch, no data, escaping."""
+
+import pytest
+import traitlets
+
+import xprof_widgets as xw
+
+from .conftest import PROFILES
+
+
+@pytest.fixture
+def viewer():
+    return xw.MemoryViewerWidget(xw.sample_run())
+
+
+def test_default_module_and_numbers_on_the_page(viewer):
+    mv = xw.sample_run().memory_viewer()
+    assert viewer.module == mv.module == "jit_step(30)"  # the largest module, not the first
+    assert f'data-stat="peak_heap_bytes">{mv.peak_heap_bytes / 2**20:,.2f} MiB<' in viewer.html
+    assert set(viewer.figures) == {"heap", "buffers"}
+
+
+def test_selected_buffer_round_trip(viewer):
+    viewer.select_buffer("dot.1")
+    assert viewer.selected_buffer["instruction_name"] == "dot.1"
+    assert viewer.selected_buffer["size_bytes"] == 4194304
+    assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0}
+    assert 'data-testid="card-name">dot.1<' in viewer.html
+    # What the page sends on a tap in the by-size chart.
+    order = viewer.result.buffers_at_peak.set_index("size_rank")
+    viewer.selected = {"figure": "buffers", "source": "by_size", "index": 1, "id": int(order.loc[1, "program_order_index"])}
+    assert viewer.selected_buffer["instruction_name"] == order.loc[1, "instruction_name"]
+    viewer.selected = {}
+    assert viewer.selected_buffer == {}
+    with pytest.raises(traitlets.TraitError, match="no buffer"):
+        viewer.select_buffer("not-a-buffer")
+
+
+def test_module_switch_from_python_and_page(viewer):
+    viewer.select_buffer("dot.1")
+    viewer.module = "jit__normal(16)"
+    assert viewer.selected_buffer == {}
+    assert viewer.result.peak_heap_bytes == xw.sample_run().memory_viewer("jit__normal(16)").peak_heap_bytes
+    content, _ = viewer.on_request("module", {"value": "jit_step(30)"})
+    assert content == {"module": "jit_step(30)"} and viewer.module == "jit_step(30)"
+    with pytest.raises(traitlets.TraitError):
+        viewer.module = "jit_nothing(0)"
+
+
+def test_hover_lifespan_columns(viewer):
+    pushed = []
+    viewer.push_columns = lambda source, columns, mode="replace": pushed.append((source, columns))
+    temp = viewer.result.buffers_at_peak.query("category == 'Temporary'").iloc[0]
+    viewer.on_hover("by_order", int(temp.program_order_index), "buffers")
+    source, cols = pushed[-1]
+    assert source == "lifespan"
+    assert (cols["left"][0], cols["right"][0]) == (temp.span_start, temp.span_end)
+    assert cols["top"][0] == temp.size_bytes / 2**20
+    viewer.on_hover("by_order", None, "buffers")
+    assert len(pushed[-1][1]["left"]) == 0
+
+
+def test_run_without_modules_says_why():
+    w = xw.MemoryViewerWidget(PROFILES / "tf_keras_cpu")
+    assert "No memory viewer" in w.html and "no HLO modules" in w.html
+    assert w.figures == {}
+
+
+def test_names_from_the_profile_are_escaped(viewer):
+    run = viewer.run
+    evil = '<img src=x onerror="alert(1)">(7)'
+    run.hlo_protos[evil] = run.hlo_protos["jit_step(30)"]
+    viewer.module = evil
+    viewer.result.buffers_at_peak.loc[0, "instruction_name"] = "<script>alert(2)</script>"
+    viewer.select_buffer("<script>alert(2)</script>")
+    assert "<img src=x" not in viewer.html and "&lt;img src=x" in viewer.html
+    assert "<script>alert(2)" not in viewer.html and "&lt;script&gt;alert(2)" in viewer.html
