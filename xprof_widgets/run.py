@@ -267,6 +267,7 @@ class Run:
                 "" if self.hlo_protos else "no HLO modules in the profile: the program was compiled before "
                 "tracing started, or the framework does not record them (JAX and TensorFlow/XLA do)",
             ),
+            ("memory_profile", *__import__("xprof_widgets.analysis.memory_profile", fromlist=["status"]).status(self)),
             ("trace_viewer", has_events, "" if has_events else "the profile holds no events"),
         ]
 
@@ -289,6 +290,18 @@ class Run:
         if module not in protos:
             raise KeyError(f"no module {module!r} in run {self.name!r}; modules: {sorted(protos)}")
         return memory_viewer(protos[module], memory_space=memory_space, module_name=module)
+
+    def memory_profile(self, memory_id=None, host=None):
+        """XProf's memory profile: allocator timeline, summary and breakdown at peak.
+
+        `memory_id` picks the allocator (see `.memory_ids`; default the first),
+        `host` the host (default the first, as XProf reads one). Returns a
+        MemoryProfileResult (bytes, ps); without allocator events it is empty
+        and its `reason` says why. Raises KeyError for an unknown `memory_id`.
+        """
+        from .analysis.memory_profile import memory_profile
+
+        return memory_profile(self, memory_id=memory_id, host=host)
 
 
 def _check_header(path):

@@ -337,35 +337,60 @@ def decode_fields(data, starts, stops, scalars=(), lengths=()):
     the next field of every record that still has one. Protobuf writers put
     fields in number order, so a record is left once the highest field number
     asked for is passed (the rest, e.g. an event's stats, is skipped).
-    Large inputs are split into blocks decoded on threads (numpy releases the
-    GIL in the work that matters).
     """
-    starts = np.asarray(starts, dtype=np.int64)
-    stops = np.asarray(stops, dtype=np.int64)
-    if len(starts) <= BLOCK_RECORDS:
-        return _decode_block(data, starts, stops, scalars, lengths)
-    cuts = list(range(0, len(starts), BLOCK_RECORDS))
-    with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
-        parts = list(pool.map(
-            lambda c: _decode_block(data, starts[c : c + BLOCK_RECORDS], stops[c : c + BLOCK_RECORDS], scalars, lengths),
-            cuts,
-        ))
-    out = Fields(len(starts))
+    return _decode(data, np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64), scalars, lengths)
+
+
+def decode_records(data, record_pos, scalars=(), lengths=(), end=None):
+    """`decode_fields` for LENGTH records given by the positions of their tags.
+
+    Payload bounds are found block by block, so the whole input never needs
+    a second pair of position arrays.
+    """
+    return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end)
+
+
+def _decode(data, starts, stops, scalars, lengths, end=None):
+    """Decode in blocks of BLOCK_RECORDS on a thread pool, into preallocated columns.
+
+    Small blocks stay in cache and numpy releases the GIL in the work that
+    matters, so both cores of a small machine work. `stops` None: `starts`
+    are record tag positions.
+    """
+    count = len(starts)
+    out = Fields(count)
     for n in scalars:
-        out.scalar[n] = np.concatenate([f.scalar[n] for f in parts])
-        out.present[n] = np.concatenate([f.present[n] for f in parts])
+        out.scalar[n] = np.zeros(count, dtype=np.uint64)
+        out.present[n] = np.zeros(count, dtype=bool)
+    cuts = range(0, count, BLOCK_RECORDS)
+
+    def block(c):
+        part = slice(c, c + BLOCK_RECORDS)
+        if stops is None:
+            s, e = record_payloads(data, starts[part], end)
+        else:
+            s, e = starts[part], stops[part]
+        return _decode_block(data, s, e, scalars, lengths, out, c)
+
+    if len(cuts) <= 1:
+        found = [block(c) for c in cuts]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
+            found = list(pool.map(block, cuts))
     for n in lengths:
-        out.ranges[n] = tuple(
-            np.concatenate([f.ranges[n][i] + (c if i == 0 else 0) for f, c in zip(parts, cuts)]) for i in range(3)
-        )
+        parts = [f[n] for f in found if f[n] is not None]
+        if parts:
+            out.ranges[n] = tuple(np.concatenate(x) for x in zip(*parts))
+        else:
+            empty = np.zeros(0, dtype=np.int64)
+            out.ranges[n] = (empty, empty, empty)
     return out
 
 
-def _decode_block(data, starts, stops, scalars, lengths):
-    out = Fields(len(starts))
-    for n in scalars:
-        out.scalar[n] = np.zeros(len(starts), dtype=np.uint64)
-        out.present[n] = np.zeros(len(starts), dtype=bool)
+def _decode_block(data, starts, stops, scalars, lengths, out, offset):
+    """Decode records into `out`'s columns from row `offset`; returns the LENGTH ranges found."""
+    scalar = {n: out.scalar[n][offset : offset + len(starts)] for n in scalars}
+    present = {n: out.present[n][offset : offset + len(starts)] for n in scalars}
     found = {n: [] for n in lengths}
     last_wanted = max((*scalars, *lengths), default=0)
     repeated_last = last_wanted in lengths  # a repeated field may come again
@@ -409,12 +434,12 @@ def _decode_block(data, starts, stops, scalars, lengths):
                     if n < lo or n > hi:
                         continue
                     if lo == hi:  # usual: all records are at the same field
-                        out.scalar[n][owners] = value
-                        out.present[n][owners] = True
+                        scalar[n][owners] = value
+                        present[n][owners] = True
                     else:
                         k = numbers == n
-                        out.scalar[n][owners[k]] = value[k]
-                        out.present[n][owners[k]] = True
+                        scalar[n][owners[k]] = value[k]
+                        present[n][owners[k]] = True
         over = nxt > stops[todo]
         if over.any():
             raise WireError(f"truncated: field runs past the record at byte {starts[todo[over][0]]}")
@@ -422,15 +447,15 @@ def _decode_block(data, starts, stops, scalars, lengths):
         more = nxt < stops[todo]
         more &= (number < last_wanted) | ((number == last_wanted) & repeated_last)
         todo = todo[more]
+    ranges = {}
     for n, parts in found.items():
         if parts:
             owner, s, e = (np.concatenate(x) for x in zip(*parts))
             order = np.argsort(s, kind="stable")
-            out.ranges[n] = (owner[order], s[order], e[order])
+            ranges[n] = (owner[order] + offset, s[order], e[order])
         else:
-            empty = np.zeros(0, dtype=np.int64)
-            out.ranges[n] = (empty, empty, empty)
-    return out
+            ranges[n] = None
+    return ranges
 
 
 __all__ = [
@@ -443,5 +468,6 @@ __all__ = [
     "fixed",
     "record_payloads",
     "decode_fields",
+    "decode_records",
     "Fields",
 ]

@@ -100,9 +100,7 @@ class Line:
         """
         data = self.plane.space.data
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
-        pos = self.record_pos[idx]
-        starts, stops = wire.record_payloads(data, pos)
-        ev = wire.decode_fields(data, starts, stops, lengths=(_EVENT_STATS,))
+        ev = wire.decode_records(data, self.record_pos[idx], lengths=(_EVENT_STATS,))
         owner, s, e = ev.ranges[_EVENT_STATS]
         columns = self.plane.decode_stats(s, e, owner, len(idx), names)
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
@@ -454,9 +452,8 @@ def _parse_line(plane, buf, start, end):
         elif wt == wire.LENGTH:
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
     record_pos = np.concatenate(runs) if runs else np.zeros(0, np.int64)
-    starts, stops = wire.record_payloads(data, record_pos, end)
-    ev = wire.decode_fields(
-        data, starts, stops, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS)
+    ev = wire.decode_records(
+        data, record_pos, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end
     )
     timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
     start_ps = ev.value(_EVENT_OFFSET_PS)
