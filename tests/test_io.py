@@ -206,3 +206,24 @@ def test_no_hlo_modules_says_why():
     with pytest.raises(xw.ProfileError, match="no HLO modules"):
         run.memory_viewer()
     assert isinstance(run.events(), pd.DataFrame)
+
+
+def test_fsspec_url_logdir():
+    """A logdir behind a URL (here fsspec's in-memory filesystem, as gs:// would be)."""
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    src = PROFILES / "tf_keras_cpu/plugins/profile"
+    for run_dir in sorted(src.iterdir()):
+        for f in run_dir.iterdir():
+            mem.pipe(f"/logdir/plugins/profile/{run_dir.name}/{f.name}", f.read_bytes())
+    mem.pipe("/logdir/plugins/profile/2026_11_22_03_16_48/extra.xplane.pb.gz", gzip.compress(
+        (src / "2026_11_22_03_16_48/vm.xplane.pb").read_bytes()))
+    runs = xw.list_runs("memory://logdir")
+    assert list(runs.run) == ["2026_11_22_03_16_08", "2026_11_22_03_16_48"]
+    assert runs.hosts.iloc[1] == ["extra", "vm"]
+    run = xw.load_run("memory://logdir")
+    assert run.name == "2026_11_22_03_16_48" and run.hosts == ["extra", "vm"]
+    local = xw.load_run(src / "2026_11_22_03_16_48").xspace()
+    assert run.xspace("vm").event_count == run.xspace("extra").event_count == local.event_count
+    with pytest.raises(xw.ProfileError, match="no such"):
+        xw.load_run("memory://nowhere")

@@ -7,7 +7,9 @@ per capture. `Run` opens a capture lazily: a host's file is read on first use.
 
 from __future__ import annotations
 
+import gzip
 import types
+import zlib
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -16,26 +18,27 @@ import numpy as np
 import pandas as pd
 
 from .errors import ProfileError
-from .io import hlo
+from .io import fs, hlo
 from .io.xspace import XSPACE_SUFFIXES, host_of, read_xspace
 
-PROFILE_SUBDIR = Path("plugins") / "profile"
+PROFILE_SUBDIR = ("plugins", "profile")
 
 
 def _profile_files(folder):
-    return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(XSPACE_SUFFIXES))
+    return [f for f in fs.listdir(folder)[1] if fs.name(f).endswith(XSPACE_SUFFIXES)]
 
 
 def _profile_root(logdir):
     """`LOGDIR/plugins/profile`, accepting that folder itself too."""
-    logdir = Path(logdir)
-    if not logdir.exists():
+    if not fs.exists(logdir):
         raise ProfileError(logdir, "no such file or folder")
-    if not logdir.is_dir():
+    if not fs.isdir(logdir):
         raise ProfileError(logdir, "is a file; list_runs takes a logdir folder")
-    if (logdir / PROFILE_SUBDIR).is_dir():
-        return logdir / PROFILE_SUBDIR
-    if logdir.name == "profile" and logdir.parent.name == "plugins":
+    root = fs.join(logdir, *PROFILE_SUBDIR)
+    if fs.isdir(root):
+        return root
+    parts = str(logdir).rstrip("/").split("/")
+    if parts[-2:] == list(PROFILE_SUBDIR):
         return logdir
     raise ProfileError(
         logdir,
@@ -47,21 +50,22 @@ def _profile_root(logdir):
 def list_runs(logdir):
     """The runs (captures) in a logdir, newest last.
 
-    Returns a DataFrame with columns `run` (folder name), `path`, `hosts`
-    (list of host names) and `size_bytes`. Raises ProfileError if `logdir`
-    holds no `plugins/profile` folder.
+    `logdir` is a local folder or an fsspec URL (`gs://bucket/logdir`, needs
+    fsspec). Returns a DataFrame with columns `run` (folder name), `path`,
+    `hosts` (list of host names) and `size_bytes`. Raises ProfileError if
+    `logdir` holds no `plugins/profile` folder.
     """
     root = _profile_root(logdir)
     rows = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+    for folder in fs.listdir(root)[0]:
         files = _profile_files(folder)
         if files:
             rows.append(
                 {
-                    "run": folder.name,
+                    "run": fs.name(folder),
                     "path": str(folder),
-                    "hosts": [host_of(f) for f in files],
-                    "size_bytes": sum(f.stat().st_size for f in files),
+                    "hosts": [host_of(fs.name(f)) for f in files],
+                    "size_bytes": sum(fs.size(f) for f in files),
                 }
             )
     return pd.DataFrame(rows, columns=["run", "path", "hosts", "size_bytes"])
@@ -70,31 +74,40 @@ def list_runs(logdir):
 def load_run(path):
     """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
 
-    Run folders are named by capture time (`2026_11_22_03_11_56`), so the
-    newest is the last by name. Files may be gzip-compressed (`.xplane.pb.gz`).
-    Raises ProfileError naming the path and what is wrong.
+    Paths are local or fsspec URLs (`gs://...`). Run folders are named by
+    capture time (`2026_11_22_03_11_56`), so the newest is the last by name.
+    Files may be gzip-compressed (`.xplane.pb.gz`). Raises ProfileError naming
+    the path and what is wrong.
     """
     if isinstance(path, (list, tuple)):
-        files = [Path(p) for p in path]
-        if not files:
+        if not path:
             raise ProfileError("[]", "no profile files given")
-        for f in files:
-            if not f.is_file():
+        for f in path:
+            if not fs.isfile(_local(f)):
                 raise ProfileError(f, "no such file")
-        return Run(files[0].parent.name, files)
-    p = Path(path)
-    if not p.exists():
+        return Run(fs.name(_parent(path[0])), [_local(f) for f in path])
+    p = _local(path)
+    if not fs.exists(p):
         raise ProfileError(p, "no such file or folder")
-    if p.is_file():
-        return Run(p.parent.name, [p])
+    if fs.isfile(p):
+        return Run(fs.name(_parent(p)), [p])
     files = _profile_files(p)
     if files:
-        return Run(p.name, files)
+        return Run(fs.name(p), files)
     runs = list_runs(p)
     if runs.empty:
         raise ProfileError(_profile_root(p), "holds no run with a .xplane.pb file")
     newest = runs.iloc[-1]
-    return Run(newest["run"], _profile_files(newest["path"]))
+    return Run(newest["run"], _profile_files(_local(newest["path"])))
+
+
+def _local(path):
+    """Local paths as Path; URLs stay strings."""
+    return path if fs.is_url(path) else Path(path)
+
+
+def _parent(path):
+    return path.rsplit("/", 1)[0] if fs.is_url(path) else Path(path).parent
 
 
 def sample_run():
@@ -117,7 +130,7 @@ class Run:
 
     def __init__(self, name, files):
         self.name = str(name)
-        self.files = {host_of(f): Path(f) for f in files}
+        self.files = {host_of(fs.name(f)): _local(f) for f in files}
         if not self.files:
             raise ProfileError(name, "holds no .xplane.pb file")
         for path in self.files.values():
@@ -136,7 +149,7 @@ class Run:
     @property
     def path(self):
         """The run folder."""
-        return next(iter(self.files.values())).parent
+        return _parent(next(iter(self.files.values())))
 
     def xspace(self, host=None):
         """The XSpaceFile of `host` (default: the first), read on first use."""
@@ -144,7 +157,9 @@ class Run:
         if host not in self.files:
             raise KeyError(f"no host {host!r} in run {self.name!r}; hosts: {self.hosts}")
         if host not in self._spaces:
-            self._spaces[host] = read_xspace(self.files[host])
+            path = self.files[host]
+            data = _read_remote(path) if fs.is_url(path) else None
+            self._spaces[host] = read_xspace(path, data=data)
         return self._spaces[host]
 
     def xspaces(self):
@@ -259,6 +274,8 @@ class Run:
         return pd.DataFrame(self._tool_status(), columns=["tool", "available", "reason"])
 
     def _tool_status(self):
+        from .analysis.memory_profile import status as memory_profile_status
+
         has_events = any(len(ln) for s in self.xspaces() for p in s.planes for ln in p.lines)
         return [
             (
@@ -267,7 +284,7 @@ class Run:
                 "" if self.hlo_protos else "no HLO modules in the profile: the program was compiled before "
                 "tracing started, or the framework does not record them (JAX and TensorFlow/XLA do)",
             ),
-            ("memory_profile", *__import__("xprof_widgets.analysis.memory_profile", fromlist=["status"]).status(self)),
+            ("memory_profile", *memory_profile_status(self)),
             ("trace_viewer", has_events, "" if has_events else "the profile holds no events"),
         ]
 
@@ -306,17 +323,24 @@ class Run:
 
 def _check_header(path):
     """Cheap check that a file can be an XSpace: not empty, starts like one."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-    except OSError as e:
-        raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
+    head = fs.read_head(path, 2)
     if not head:
         raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
     # An XSpace starts with a plane (field 1, length-delimited: byte 0x0a), or
     # errors/warnings/hostnames (0x12, 0x1a, 0x22); .gz files with gzip's magic.
     if head != b"\x1f\x8b" and head[0] not in (0x0A, 0x12, 0x1A, 0x22):
         raise ProfileError(path, f"does not start like an XSpace profile (first byte {head[0]:#04x})")
+
+
+def _read_remote(url):
+    """A remote file's bytes, gunzipped if needed."""
+    data = fs.read_bytes(url)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ProfileError(url, f"is not a valid gzip file ({e})") from None
+    return data
 
 
 def _plane_kind(name):

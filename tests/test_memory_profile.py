@@ -1,0 +1,193 @@
+"""Memory profile against XProf 2.24.2's own output, for every allocator of the corpus."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis.memory_profile import (
+    NO_EVENTS_REASON,
+    UNUSED_PREALLOCATED,
+    _box_filter,
+    data_type_name,
+    memory_profile,
+)
+
+from .conftest import PROFILES, REFERENCE
+
+RUNS = {
+    "tf_keras_cpu": "2026_11_22_03_16_48",
+    "tf_gpu_multiworker": "2020_12_23_gpu_multi_worker",
+    "tpu_v6e_inference": "2025_tpu_inference",
+}
+# Profiles whose file holds no `group_id` stats: XProf adds them by grouping
+# events into steps (tsl group_events.cc, not reimplemented here), so step ids,
+# and with them the breakdown at peak (events of the peak's step only), differ.
+UNGROUPED = {"tf_keras_cpu"}
+
+
+def _reference(profile):
+    path = REFERENCE / profile / RUNS[profile] / "memory_profile.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _cases():
+    out = []
+    for profile in RUNS:
+        ref = _reference(profile)
+        for mid in ref["memoryIds"] if ref else ["?"]:
+            out.append(pytest.param(profile, mid, id=f"{profile}-{mid}"))
+    return out
+
+
+_RUNS = {}
+
+
+def _run(profile):
+    if profile not in _RUNS:
+        _RUNS[profile] = xw.load_run(PROFILES / profile / "plugins" / "profile" / RUNS[profile])
+    return _RUNS[profile]
+
+
+def _ref_breakdown(alloc):
+    """XProf's active allocations at peak as (op, alloc bytes, requested, occurrences, region, type, shape)."""
+    rows = []
+    for a in alloc.get("activeAllocations", []):
+        si, sp = int(a["snapshotIndex"]), int(a["specialIndex"])
+        m = alloc["specialAllocations"][sp] if si < 0 else alloc["memoryProfileSnapshots"][si]["activityMetadata"]
+        rows.append((m["tfOpName"], int(m["allocationBytes"]), int(m["requestedBytes"]),
+                     int(a["numOccurrences"]), m["regionType"], m["dataType"], m["tensorShape"]))
+    return rows
+
+
+def _our_breakdown(df):
+    return [(o, int(a), int(r), int(n), reg, dt, sh) for o, a, r, n, reg, dt, sh in df.itertuples(index=False)]
+
+
+@pytest.mark.parametrize("profile,memory_id", _cases())
+def test_summary_matches_xprof(profile, memory_id):
+    ref = _reference(profile)
+    # XProf's reference covers the first host only (make_reference.py: files[:1]).
+    res = _run(profile).memory_profile(memory_id)
+    assert res.host == _run(profile).hosts[0]
+    assert res.memory_ids == ref["memoryIds"]
+    assert res.memory_id == memory_id and res.reason == ""
+    summary = ref["memoryProfilePerAllocator"][memory_id]["profileSummary"]
+    peak = summary["peakStats"]
+    assert res.peak_bytes_in_use == int(summary["peakBytesUsageLifetime"])
+    assert res.peak_heap_bytes == int(peak["heapAllocatedBytes"])
+    assert res.peak_stack_bytes == int(peak["stackReservedBytes"])
+    assert res.peak_bytes_in_profile == int(peak["peakBytesInUse"])
+    assert res.peak_free_bytes == int(peak["freeMemoryBytes"])
+    assert res.peak_time_ps == int(summary["peakStatsTimePs"])
+    assert res.peak_time_ms == pytest.approx(int(summary["peakStatsTimePs"]) / 1e9)
+    assert res.capacity_bytes == int(summary["memoryCapacity"])
+    assert res.fragmentation_at_peak == pytest.approx(peak.get("fragmentation", 0.0), rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("profile,memory_id", _cases())
+def test_timeline_matches_xprof(profile, memory_id):
+    alloc = _reference(profile)["memoryProfilePerAllocator"][memory_id]
+    ref = alloc["sampledTimelineSnapshots"]
+    res = _run(profile).memory_profile(memory_id)
+    tl = res.timeline
+    assert np.all(np.diff(tl["time_offset_ps"].to_numpy()) >= 0)
+    if len(ref) < 1000:  # not sampled: the whole timeline
+        assert len(tl) == len(ref)
+    else:
+        assert len(tl) >= 1000
+    sampled = res.sampled_timeline()
+    assert len(sampled) == len(ref)
+    assert list(sampled["time_offset_ps"]) == [int(s["timeOffsetPs"]) for s in ref]
+    assert list(sampled["heap_bytes"]) == [int(s["aggregationStats"]["heapAllocatedBytes"]) for s in ref]
+    assert list(sampled["stack_bytes"]) == [int(s["aggregationStats"]["stackReservedBytes"]) for s in ref]
+    assert list(sampled["free_bytes"]) == [int(s["aggregationStats"]["freeMemoryBytes"]) for s in ref]
+    np.testing.assert_allclose(sampled["fragmentation"], [s["aggregationStats"].get("fragmentation", 0) for s in ref],
+                               rtol=1e-5, atol=1e-9)
+    meta = [s["activityMetadata"] for s in ref]
+    assert list(sampled["activity"]) == ["alloc" if m["memoryActivity"] == "ALLOCATION" else "free" for m in meta]
+    assert list(sampled["address"].astype(np.uint64)) == [int(m["address"]) for m in meta]
+    assert list(sampled["allocation_bytes"]) == [int(m["allocationBytes"]) for m in meta]
+    assert list(sampled["requested_bytes"]) == [int(m["requestedBytes"]) for m in meta]
+    for col, key in [("op_name", "tfOpName"), ("region_type", "regionType"),
+                     ("data_type", "dataType"), ("shape", "tensorShape")]:
+        assert list(sampled[col]) == [m[key] for m in meta], col
+    if profile not in UNGROUPED:
+        assert list(sampled["step_id"]) == [int(m["stepId"]) for m in meta]
+    # The peak is never lost by the sampling.
+    total = sampled["heap_bytes"] + sampled["stack_bytes"]
+    assert total.max() == res.peak_heap_bytes + res.peak_stack_bytes
+
+
+@pytest.mark.parametrize("profile,memory_id", _cases())
+def test_breakdown_at_peak_matches_xprof(profile, memory_id):
+    if profile in UNGROUPED:
+        pytest.xfail("deliberate: XProf groups events into steps (group_events.cc) before this tool; "
+                     "without group_id stats in the file our peak step differs (see test_ungrouped_difference)")
+    alloc = _reference(profile)["memoryProfilePerAllocator"][memory_id]
+    res = _run(profile).memory_profile(memory_id)
+    assert _our_breakdown(res.breakdown_at_peak) == _ref_breakdown(alloc)
+    assert res.peak_step_id == int(alloc["specialAllocations"][0]["stepId"])
+
+
+def test_ungrouped_difference_is_only_steps():
+    """tf_keras_cpu: summary and timeline match XProf; only steps (and so the breakdown) differ."""
+    ref = _reference("tf_keras_cpu")
+    mid = ref["memoryIds"][0]
+    alloc = ref["memoryProfilePerAllocator"][mid]
+    res = _run("tf_keras_cpu").memory_profile(mid)
+    assert res.peak_step_id == 0 != int(alloc["specialAllocations"][0]["stepId"])  # XProf: step 13
+    assert set(res.timeline["step_id"]) == {0}
+    assert _our_breakdown(res.breakdown_at_peak) != _ref_breakdown(alloc)
+    # Every row still adds up to the heap and stack at the peak.
+    assert res.breakdown_at_peak.eval("allocation_bytes * occurrences").sum() == res.peak_bytes_in_profile
+
+
+@pytest.mark.parametrize("profile,memory_id", _cases())
+def test_breakdown_at_equals_peak_breakdown_without_synthetic_rows(profile, memory_id):
+    res = _run(profile).memory_profile(memory_id)
+    bd = res.breakdown_at_peak
+    synthetic = ((bd["op_name"] == UNUSED_PREALLOCATED) & (bd["region_type"] == "persist/dynamic")) | (
+        (bd["op_name"] == "stack") & (bd["region_type"] == "stack"))
+    real = bd[~synthetic]
+    got = res.breakdown_at(res.peak_time_abs_ps, step_id=res.peak_step_id)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), real.reset_index(drop=True), check_dtype=False)
+    # Across all steps there are at least as many live allocations.
+    everything = res.breakdown_at(res.peak_time_abs_ps)
+    assert everything["occurrences"].sum() >= got["occurrences"].sum()
+
+
+@pytest.mark.parametrize("profile", ["jax_mlp_cpu", "jax_transformer_cpu"])
+def test_no_allocator_events_says_why(profile):
+    run = xw.load_run(PROFILES / profile)
+    res = run.memory_profile()
+    assert res.reason == NO_EVENTS_REASON and "TF_CPU_ALLOCATOR_USE_BFC" in res.reason
+    assert res.memory_ids == [] and res.timeline.empty and res.breakdown_at_peak.empty
+    assert res.sampled_timeline().empty and res.breakdown_at(0).empty
+    status = run.tool_status().set_index("tool")
+    assert not status.at["memory_profile", "available"]
+    assert status.at["memory_profile", "reason"] == NO_EVENTS_REASON
+
+
+def test_unknown_memory_id_lists_ids():
+    run = _run("tpu_v6e_inference")
+    with pytest.raises(KeyError, match=r"\['0', '1', '2', '3'\]"):
+        run.memory_profile("GPU_0_bfc")
+    assert "memory_profile" in run.tools
+
+
+def test_second_host_and_default_id():
+    run = _run("tf_gpu_multiworker")
+    res = run.memory_profile(host=run.hosts[1])
+    assert res.host == run.hosts[1] and res.memory_id == res.memory_ids[0] == "GPU_1_bfc"
+    assert len(res.timeline) > 0
+
+
+def test_box_filter_and_data_types():
+    total = np.array([1, 5, 2, 2, 9, 9, 0])
+    assert list(_box_filter(total, 3)) == [1, 2, 4]  # widths 2, 2, 3; first of equal maxima
+    assert list(_box_filter(total, 10)) == list(range(7))
+    assert data_type_name(1) == "float" and data_type_name(0) == "INVALID"
+    assert data_type_name(101) == "float_ref" and data_type_name(3) == "int32"

@@ -1,0 +1,503 @@
+"""Memory Profile: an allocator's use of memory over time, and what was live at its peak.
+
+Computes, from the `MemoryAllocation` / `MemoryDeallocation` events that
+TensorFlow's and XLA's allocators record on the host plane (`/host:CPU`),
+the same numbers as XProf 2.24.2's memory profile tool
+(`xprof/convert/xplane_to_memory_profile.cc`):
+
+* one *snapshot* per allocator event: stack (`bytes_reserved`), heap
+  (`bytes_allocated`), free (`bytes_available`) bytes, fragmentation, and the
+  activity (requested / allocated bytes, address, op, step, region, data
+  type, shape). Events are split by allocator: `allocator_name`, else
+  `index_on_host` / `device_ordinal`.
+* the peak within the profile: the event, in file order, with the largest
+  stack + heap (ties: the last one). Its time, stack, heap, free bytes and
+  fragmentation form the summary; `peak_bytes_in_use` (the allocator's
+  lifetime peak) is read from the last event in file order.
+* after sorting by time: a missing step becomes the previous step + 1, and a
+  deallocation takes the op / region / type / shape of the allocation at the
+  same address.
+* the breakdown at the peak: allocations of the peak's step up to the peak
+  time that are still live, by address; the heap they do not explain becomes
+  XProf's "unused preallocated device memory" row, the stack its own row;
+  sorted by size and identical rows merged into `occurrences`.
+
+Times are picoseconds: `time_ps` absolute, `time_offset_ps` relative to the
+start of the event's thread line as XProf reports it; `time_ms` is the
+latter in ms. Sizes are integer bytes.
+
+Step ids: XProf groups events into steps before this analysis (the "event
+forest" of `group_events.cc`) and reads the `group_id` stat it adds. This
+module reads the `group_id` stats that are in the file; when the file has
+none (e.g. the tf_keras_cpu corpus profile, TF 2.x on CPU), the grouping
+is not recomputed: step ids follow XProf's fill rule only (all 0), and the
+breakdown at peak, which XProf limits to the peak's step, then covers every
+allocation of the profile up to the peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+HOST_PLANE = "/host:CPU"
+ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
+#: XProf's default number of points in the timeline it shows.
+MAX_TIMELINE_POINTS = 1000
+UNUSED_PREALLOCATED = "unused preallocated device memory"
+
+NO_EVENTS_REASON = (
+    "no allocator events (MemoryAllocation/MemoryDeallocation) on the host plane: TensorFlow "
+    "records them for GPU and TPU allocators; on CPU set TF_CPU_ALLOCATOR_USE_BFC=true before "
+    "starting TensorFlow. JAX CPU runs do not record them (use run.memory_viewer for XLA buffers)"
+)
+
+# TensorFlow's DataType enum, as XProf names it (`DataTypeString`).
+_DATA_TYPES = {
+    0: "INVALID", 1: "float", 2: "double", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
+    7: "string", 8: "complex64", 9: "int64", 10: "bool", 11: "qint8", 12: "quint8",
+    13: "qint32", 14: "bfloat16", 15: "qint16", 16: "quint16", 17: "uint16",
+    18: "complex128", 19: "half", 20: "resource", 21: "variant", 22: "uint32", 23: "uint64",
+    24: "float8_e5m2", 25: "float8_e4m3fn", 26: "float8_e4m3fnuz", 27: "float8_e4m3b11fnuz",
+    28: "float8_e5m2fnuz", 29: "int4", 30: "uint4", 31: "int2", 32: "uint2",
+}
+_REF_OFFSET = 100
+
+_STATS = [
+    "allocator_name", "index_on_host", "device_ordinal", "bytes_reserved", "bytes_allocated",
+    "bytes_available", "fragmentation", "peak_bytes_in_use", "requested_bytes",
+    "allocation_bytes", "addr", "tf_op", "group_id", "region_type", "data_type", "shape",
+]
+
+TIMELINE_COLUMNS = [
+    "time_ps", "time_offset_ps", "time_ms", "heap_bytes", "stack_bytes", "free_bytes",
+    "fragmentation", "peak_bytes_in_use", "activity", "op_name", "requested_bytes",
+    "allocation_bytes", "address", "region_type", "data_type", "shape", "step_id",
+]
+_ROW_COLUMNS = ["op_name", "allocation_bytes", "requested_bytes", "region_type", "data_type", "shape"]
+BREAKDOWN_COLUMNS = [
+    "op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type",
+    "data_type", "shape",
+]
+
+
+def data_type_name(number):
+    """XProf's name of a TensorFlow DataType enum number (`1` -> `"float"`, `101` -> `"float_ref"`)."""
+    number = int(number)
+    ref = number > _REF_OFFSET
+    base = number - _REF_OFFSET if ref else number
+    name = _DATA_TYPES.get(base)
+    if name is None:
+        return f"unknown dtype enum ({number})"
+    return name + "_ref" if ref else name
+
+
+# --------------------------------------------------------------------------
+# Reading the events
+
+
+def _kinds(col):
+    """Per value of an object column: is it an integer, is it a float (types read in C by pandas)."""
+    types = pd.Series(col.to_numpy(dtype=object)).map(type)
+    return types.isin([int, np.int64, np.uint64]).to_numpy(), types.isin([float, np.float64]).to_numpy()
+
+
+def _int_column(st, name, n, dtype=np.int64):
+    """A stat as integers, 0 where missing or stored as a double (XStatVisitor::IntValue reads 0 then).
+
+    Values past 2**63 (addresses) keep their bits: `dtype` int64 wraps them
+    as XProf's int64 does, uint64 keeps them.
+    """
+    out = np.zeros(n, dtype=np.uint64)
+    if name in st:
+        col = st[name]
+        if col.dtype.kind in "iu":  # numpy or nullable integers
+            np_dtype = getattr(col.dtype, "numpy_dtype", col.dtype)
+            values = pd.Series(col).fillna(0).to_numpy(dtype=np_dtype) if np_dtype != col.dtype else col.to_numpy()
+            out = values.astype(np_dtype).view(np.uint64).copy()
+        elif col.dtype == object:
+            is_int, _ = _kinds(col)
+            values = col.to_numpy(dtype=object)[is_int]
+            neg = np.array([False] * len(values)) if not len(values) else (values.astype(float) < 0)
+            out[np.flatnonzero(is_int)[~neg]] = values[~neg].astype(np.uint64)
+            out[np.flatnonzero(is_int)[neg]] = values[neg].astype(np.int64).view(np.uint64)
+    return out if dtype is np.uint64 else out.view(np.int64)
+
+
+def _fragmentation(st, n):
+    """`fragmentation` as XProf reads it: the double value, 0 where stored as an integer."""
+    if "fragmentation" not in st:
+        return np.zeros(n)
+    col = st["fragmentation"]
+    if col.dtype.kind == "f":
+        return np.nan_to_num(col.to_numpy(dtype=float), nan=0.0)
+    out = np.zeros(n)
+    if col.dtype == object:
+        _, is_float = _kinds(col)
+        out[is_float] = col.to_numpy(dtype=object)[is_float].astype(float)
+    return out
+
+
+def _str_column(st, name, n):
+    if name not in st:
+        return np.full(n, "", dtype=object)
+    col = st[name].to_numpy(dtype=object, na_value=None) if hasattr(st[name], "to_numpy") else st[name]
+    out = np.asarray(col, dtype=object).copy()
+    out[pd.isna(out)] = ""
+    return out
+
+
+def _line_events(line):
+    """The allocator events of one line as a dict of columns (None if it has none)."""
+    names = line.names()
+    codes = np.asarray(names.codes)
+    cats = list(names.categories)
+    alloc_code = cats.index(ALLOCATION) if ALLOCATION in cats else -2
+    free_code = cats.index(DEALLOCATION) if DEALLOCATION in cats else -2
+    is_alloc = codes == alloc_code
+    idx = np.flatnonzero(is_alloc | (codes == free_code))
+    if not len(idx):
+        return None
+    n = len(idx)
+    st = line.stats(names=_STATS, events=idx)
+    # Memory id: the allocator's name, else the device index XLA gives.
+    memory_id = np.full(n, "", dtype=object)
+    for key in ("index_on_host", "device_ordinal"):
+        if key in st:
+            has = ~pd.isna(st[key]).to_numpy()
+            memory_id[has] = np.asarray(st[key].to_numpy(dtype=object)[has]).astype(np.int64).astype(str)
+    if "allocator_name" in st:
+        name = _str_column(st, "allocator_name", n)
+        has = ~pd.isna(st["allocator_name"]).to_numpy()
+        memory_id[has] = name[has]
+    if "data_type" in st:
+        has = ~pd.isna(st["data_type"]).to_numpy()
+        numbers = _int_column(st, "data_type", n)
+        uniq, inv = np.unique(numbers, return_inverse=True)
+        data_type = np.array([data_type_name(u) for u in uniq], dtype=object)[inv]
+        data_type[~has] = ""
+    else:
+        data_type = np.full(n, "", dtype=object)
+    step = np.full(n, -1, dtype=np.int64)
+    if "group_id" in st:
+        has = ~pd.isna(st["group_id"]).to_numpy()
+        step[has] = _int_column(st, "group_id", n)[has]
+    return {
+        "memory_id": memory_id,
+        "time_ps": line.start_ps[idx],
+        "time_offset_ps": line.start_ps[idx] - line.timestamp_ns * 1000,
+        "heap_bytes": _int_column(st, "bytes_allocated", n),
+        "stack_bytes": _int_column(st, "bytes_reserved", n),
+        "free_bytes": _int_column(st, "bytes_available", n),
+        "fragmentation": _fragmentation(st, n),
+        "peak_bytes_in_use": _int_column(st, "peak_bytes_in_use", n),
+        "is_alloc": is_alloc[idx],
+        "op_name": _str_column(st, "tf_op", n),
+        "requested_bytes": _int_column(st, "requested_bytes", n),
+        "allocation_bytes": _int_column(st, "allocation_bytes", n),
+        "address": _int_column(st, "addr", n, np.uint64),
+        "region_type": _str_column(st, "region_type", n),
+        "data_type": data_type,
+        "shape": _str_column(st, "shape", n),
+        "step_id": step,
+    }
+
+
+def allocator_events(run, host=None):
+    """Every allocator event of a host's `/host:CPU` plane, in file order (line by line).
+
+    A DataFrame with the raw per-event columns (see TIMELINE_COLUMNS, plus
+    `memory_id` and `is_alloc`), before XProf's post-processing.
+    """
+    space = run.xspace(host)
+    plane = space.plane(HOST_PLANE)
+    parts = [] if plane is None else [p for p in (_line_events(ln) for ln in plane.lines if len(ln)) if p]
+    if not parts:
+        return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return pd.DataFrame(columns)
+
+
+def status(run, host=None):
+    """(available, reason) for the tool list: whether `host`'s host plane has allocator events.
+
+    Reads event names only (no stats), so it is cheap.
+    """
+    plane = run.xspace(host).plane(HOST_PLANE)
+    for line in [] if plane is None else plane.lines:
+        if len(line):
+            cats = set(line.names().categories)
+            if ALLOCATION in cats or DEALLOCATION in cats:
+                return True, ""
+    return False, NO_EVENTS_REASON
+
+
+def memory_ids(run, host=None):
+    """The allocators with events on `host` (default: the first), sorted as XProf lists them."""
+    ev = allocator_events(run, host)
+    return sorted(set(ev["memory_id"]), key=lambda s: s.encode())
+
+
+# --------------------------------------------------------------------------
+# Post-processing one allocator
+
+
+def _fill_steps(step):
+    """XProf's rule: a missing step (-1) becomes the last valid step before it + 1 (0 at the start)."""
+    valid = step != -1
+    pos = np.where(valid, np.arange(len(step)), -1)
+    np.maximum.accumulate(pos, out=pos)
+    last_valid = np.where(pos >= 0, step[np.maximum(pos, 0)], -1)
+    return np.where(valid, step, last_valid + 1)
+
+
+def _copy_allocation_metadata(tl):
+    """Deallocations take op, region, data type and shape from their allocation (matched by address).
+
+    Per address, an allocation is remembered only when none is pending, and a
+    deallocation consumes the pending one: so each deallocation pairs with the
+    first allocation after the previous deallocation at its address, if any.
+    """
+    is_free = ~tl["is_alloc"].to_numpy()
+    addr = tl["address"].to_numpy()
+    order = np.arange(len(tl))
+    df = pd.DataFrame({"addr": addr, "free": is_free, "i": order})
+    # Segment per address: the events up to and including a deallocation.
+    df["seg"] = df.groupby("addr", sort=False)["free"].cumsum() - df["free"]
+    allocs = df[~df["free"]]
+    first_alloc = allocs.groupby(["addr", "seg"], sort=False)["i"].min()
+    frees = df[df["free"]]
+    key = pd.MultiIndex.from_arrays([frees["addr"], frees["seg"]])
+    src = first_alloc.reindex(key).to_numpy()
+    has = ~pd.isna(src)
+    dst = frees["i"].to_numpy()[has]
+    src = src[has].astype(np.int64)
+    for col in ("op_name", "region_type", "data_type", "shape"):
+        values = tl[col].to_numpy(dtype=object).copy()
+        values[dst] = values[src]
+        tl[col] = values
+    return tl
+
+
+def _box_filter(total, max_points):
+    """Indices XProf keeps to draw at most `max_points` snapshots: the max of each box, first on ties."""
+    n = len(total)
+    if n <= max_points:
+        return np.arange(n)
+    width = n // max_points
+    count1 = max_points * (width + 1) - n
+    count2 = max_points - count1
+    picks = []
+    for w, count, start in ((width, count1, 0), (width + 1, count2, width * count1)):
+        if count <= 0:
+            continue
+        boxes = total[start : start + w * count].reshape(count, w)
+        picks.append(start + np.arange(count) * w + np.argmax(boxes, axis=1))
+    return np.concatenate(picks)
+
+
+def _live_at(tl, time_offset_ps, step_id=None):
+    """Allocations live at a time: the last event of each address up to then is an allocation.
+
+    Returns (indices of the live allocations, bytes of deallocations whose
+    allocation is not among the events considered).
+    """
+    t = tl["time_offset_ps"].to_numpy()
+    keep = t <= time_offset_ps
+    if step_id is not None:
+        keep &= tl["step_id"].to_numpy() == step_id
+    rows = np.flatnonzero(keep)
+    addr = tl["address"].to_numpy()[rows]
+    is_alloc = tl["activity"].to_numpy()[rows] == "alloc"
+    df = pd.DataFrame({"addr": addr, "alloc": is_alloc})
+    prev_alloc = df.groupby("addr", sort=False)["alloc"].shift(1).fillna(False).astype(bool).to_numpy()
+    unmatched_free = ~is_alloc & ~prev_alloc
+    last = ~df.duplicated("addr", keep="last").to_numpy()
+    live = rows[last & is_alloc]
+    unmatched_bytes = int(tl["allocation_bytes"].to_numpy()[rows][unmatched_free].sum())
+    return live, rows, unmatched_bytes
+
+
+def _merge_rows(rows):
+    """Sort like XProf (largest first, then by name, region, type, shape) and merge identical rows."""
+    if rows.empty:
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if "bytes" in c or c == "occurrences" else object)
+                             for c in BREAKDOWN_COLUMNS})
+    keys = ["allocation_bytes", "requested_bytes", "op_name", "region_type", "data_type", "shape"]
+    out = rows.groupby(keys, sort=False).size().rename("occurrences").reset_index()
+    out["_neg_a"] = -out["allocation_bytes"]
+    out["_neg_r"] = -out["requested_bytes"]
+    out = out.sort_values(["_neg_a", "_neg_r", "op_name", "region_type", "data_type", "shape"], kind="stable")
+    return out[BREAKDOWN_COLUMNS].reset_index(drop=True)
+
+
+def _special_rows(unmapped_bytes, stack_bytes):
+    rows = []
+    if unmapped_bytes > 0:
+        rows.append((UNUSED_PREALLOCATED, unmapped_bytes, "persist/dynamic"))
+    if stack_bytes > 0:
+        rows.append(("stack", stack_bytes, "stack"))
+    return pd.DataFrame(
+        {
+            "op_name": [r[0] for r in rows],
+            "allocation_bytes": np.array([r[1] for r in rows], dtype=np.int64),
+            "requested_bytes": np.array([r[1] for r in rows], dtype=np.int64),
+            "region_type": [r[2] for r in rows],
+            "data_type": [data_type_name(0)] * len(rows),
+            "shape": ["unknown"] * len(rows),
+        }
+    )
+
+
+@dataclass
+class MemoryProfileResult:
+    """One allocator's memory profile, as XProf 2.24.2 computes it.
+
+    Sizes are bytes; `peak_time_ps` is relative to the start of the peak
+    event's thread line, as XProf reports it (`peak_time_ms` in ms), and
+    `peak_time_abs_ps` absolute. `timeline` holds every snapshot in time order
+    (see `sampled_timeline` for what XProf draws). `reason` is empty when
+    there is data, else says why there is none.
+    """
+
+    memory_id: str = ""
+    memory_ids: list = field(default_factory=list)
+    timeline: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TIMELINE_COLUMNS))
+    peak_bytes_in_use: int = 0
+    peak_heap_bytes: int = 0
+    peak_stack_bytes: int = 0
+    peak_free_bytes: int = 0
+    peak_time_ps: int = 0
+    peak_time_abs_ps: int = 0
+    capacity_bytes: int = 0
+    fragmentation_at_peak: float = 0.0
+    peak_step_id: int = 0
+    breakdown_at_peak: pd.DataFrame = field(default_factory=lambda: _merge_rows(pd.DataFrame()))
+    host: str = ""
+    reason: str = ""
+
+    def __repr__(self):
+        if self.reason:
+            return f"<MemoryProfileResult: empty ({self.reason[:60]}...)>"
+        return (
+            f"<MemoryProfileResult {self.memory_id!r} of {self.memory_ids}: {len(self.timeline)} snapshots, "
+            f"peak {self.peak_heap_bytes + self.peak_stack_bytes} bytes at {self.peak_time_ms:.3f} ms>"
+        )
+
+    @property
+    def peak_time_ms(self):
+        """Time of the peak in ms, as XProf shows it."""
+        return self.peak_time_ps / 1e9
+
+    @property
+    def peak_bytes_in_profile(self):
+        """Stack + heap bytes at the peak within the profile."""
+        return self.peak_heap_bytes + self.peak_stack_bytes
+
+    def sampled_timeline(self, max_points=MAX_TIMELINE_POINTS):
+        """The timeline as XProf draws it: at most `max_points` rows, each the largest
+        (heap + stack) of a box of consecutive snapshots, so the peak is never lost."""
+        tl = self.timeline
+        total = tl["heap_bytes"].to_numpy() + tl["stack_bytes"].to_numpy()
+        return tl.iloc[_box_filter(total, int(max_points))].reset_index(drop=True)
+
+    def breakdown_at(self, time_ps, step_id=None):
+        """Allocations live at absolute time `time_ps` (ps), merged like `breakdown_at_peak`.
+
+        Unlike XProf's breakdown, all steps count unless `step_id` is given, and
+        no synthetic rows are added: the rows are real allocations only.
+        `breakdown_at(self.peak_time_abs_ps, self.peak_step_id)` is the
+        breakdown at peak without XProf's "unused preallocated device memory"
+        and "stack" rows.
+        """
+        tl = self.timeline
+        if tl.empty:
+            return _merge_rows(pd.DataFrame())
+        # Absolute time to the offset XProf orders by: the same line shift for every event of a host.
+        shift = tl["time_ps"].to_numpy() - tl["time_offset_ps"].to_numpy()
+        if len(np.unique(shift)) == 1:
+            cutoff = int(time_ps) - int(shift[0])
+            live, _, _ = _live_at(tl, cutoff, step_id)
+        else:  # lines with different base times: compare absolute times
+            tmp = tl.assign(time_offset_ps=tl["time_ps"])
+            live, _, _ = _live_at(tmp, int(time_ps), step_id)
+        return _merge_rows(tl.iloc[live][_ROW_COLUMNS])
+
+
+def _empty(run, host, reason, ids=()):
+    return MemoryProfileResult(memory_ids=list(ids), host=host or run.hosts[0], reason=reason)
+
+
+def memory_profile(run, memory_id=None, host=None):
+    """XProf's memory profile of one allocator on one host.
+
+    `memory_id` is one of `result.memory_ids` (default: the first, as XProf
+    selects it); `host` defaults to the run's first host (XProf's tool reads
+    one host). Returns a MemoryProfileResult; with no allocator events its
+    `reason` says why and how to record them. Raises KeyError for an unknown
+    `memory_id`, listing the ids.
+    """
+    host = run.hosts[0] if host is None else host
+    ev = allocator_events(run, host)
+    if ev.empty:
+        if memory_id is not None:
+            raise KeyError(f"no memory id {memory_id!r} on host {host!r}: {NO_EVENTS_REASON}")
+        return _empty(run, host, NO_EVENTS_REASON)
+    ids = sorted(set(ev["memory_id"]), key=lambda s: s.encode())
+    if memory_id is None:
+        memory_id = ids[0]
+    memory_id = str(memory_id)
+    if memory_id not in ids:
+        raise KeyError(f"no memory id {memory_id!r} on host {host!r}; memory ids: {ids}")
+    ev = ev[ev["memory_id"].to_numpy() == memory_id].reset_index(drop=True)
+
+    # Summary, in file order as XProf visits the events.
+    total = ev["heap_bytes"].to_numpy() + ev["stack_bytes"].to_numpy()
+    peak_bytes = total.max()
+    p = int(np.flatnonzero(total == peak_bytes)[-1])
+    peak = ev.iloc[p]
+
+    # Time order (stable: ties keep file order), then XProf's two fix-ups.
+    tl = ev.iloc[np.argsort(ev["time_offset_ps"].to_numpy(), kind="stable")].reset_index(drop=True)
+    tl["step_id"] = _fill_steps(tl["step_id"].to_numpy())
+    tl = _copy_allocation_metadata(tl)
+    tl["activity"] = np.where(tl["is_alloc"].to_numpy(), "alloc", "free")
+    tl["time_ms"] = tl["time_offset_ps"].to_numpy() / 1e9
+
+    # The peak's step: that of the last snapshot in time order at the peak bytes.
+    tl_total = tl["heap_bytes"].to_numpy() + tl["stack_bytes"].to_numpy()
+    at_peak = np.flatnonzero(tl_total == peak_bytes)
+    peak_step = int(tl["step_id"].to_numpy()[at_peak[-1]]) if len(at_peak) else 0
+
+    live, rows, unmatched_free_bytes = _live_at(tl, int(peak["time_offset_ps"]), peak_step)
+    alloc_bytes = tl["allocation_bytes"].to_numpy()[rows]
+    is_alloc = tl["is_alloc"].to_numpy()[rows]
+    unmapped = (
+        int(peak["heap_bytes"]) - int(alloc_bytes[is_alloc].sum()) + int(alloc_bytes[~is_alloc].sum())
+        - unmatched_free_bytes
+    )
+    rows_df = pd.concat(
+        [tl.iloc[live][_ROW_COLUMNS],
+         _special_rows(unmapped, int(peak["stack_bytes"]))],
+        ignore_index=True,
+    )
+    breakdown = _merge_rows(rows_df)
+
+    return MemoryProfileResult(
+        memory_id=memory_id,
+        memory_ids=ids,
+        timeline=tl[TIMELINE_COLUMNS],
+        peak_bytes_in_use=int(ev["peak_bytes_in_use"].iloc[-1]),
+        peak_heap_bytes=int(peak["heap_bytes"]),
+        peak_stack_bytes=int(peak["stack_bytes"]),
+        peak_free_bytes=int(peak["free_bytes"]),
+        peak_time_ps=int(peak["time_offset_ps"]),
+        peak_time_abs_ps=int(peak["time_ps"]),
+        capacity_bytes=int(peak["heap_bytes"]) + int(peak["stack_bytes"]) + int(peak["free_bytes"]),
+        fragmentation_at_peak=float(peak["fragmentation"]),
+        peak_step_id=peak_step,
+        breakdown_at_peak=breakdown,
+        host=host,
+    )

@@ -1,0 +1,103 @@
+"""Paths of logdirs and profile files: local, or any fsspec URL (gs://, s3://, ...).
+
+Local paths use pathlib. A string with a protocol (`gs://bucket/logdir`) is
+read through fsspec when it is installed (`pip install fsspec gcsfs` for GCS);
+otherwise the user gets a ProfileError that says what to install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from ..errors import ProfileError
+
+
+def is_url(path):
+    """True for `proto://...` paths other than plain files."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def _fs(url):
+    try:
+        import fsspec
+    except ImportError:
+        raise ProfileError(url, "reading URLs needs fsspec: pip install fsspec (and gcsfs for gs://)") from None
+    try:
+        fs, _ = fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as e:
+        raise ProfileError(url, f"no filesystem for this URL ({e})") from None
+    return fs
+
+
+def _strip(url):
+    return url.split("://", 1)[1] if "://" in url else url
+
+
+def _protocol(url):
+    return url.split("://", 1)[0]
+
+
+def join(path, *parts):
+    """`path / part / ...` for local paths and URLs."""
+    if is_url(path):
+        return "/".join([path.rstrip("/"), *parts])
+    return Path(path).joinpath(*parts)
+
+
+def name(path):
+    """The last component of a path or URL."""
+    return PurePosixPath(_strip(str(path)).rstrip("/")).name if is_url(path) else Path(path).name
+
+
+def exists(path):
+    return _fs(path).exists(path) if is_url(path) else Path(path).exists()
+
+
+def isdir(path):
+    return _fs(path).isdir(path) if is_url(path) else Path(path).is_dir()
+
+
+def isfile(path):
+    return _fs(path).isfile(path) if is_url(path) else Path(path).is_file()
+
+
+def listdir(path):
+    """(folders, files) directly inside `path`, each sorted, as paths of the same kind."""
+    if not is_url(path):
+        entries = sorted(Path(path).iterdir())
+        return [p for p in entries if p.is_dir()], [p for p in entries if p.is_file()]
+    fs = _fs(path)
+    proto = _protocol(path)
+    folders, files = [], []
+    for entry in sorted(fs.ls(path, detail=True), key=lambda e: e["name"]):
+        url = f"{proto}://{_strip(entry['name'])}"
+        (folders if entry["type"] == "directory" else files).append(url)
+    return folders, files
+
+
+def size(path):
+    return _fs(path).size(path) if is_url(path) else Path(path).stat().st_size
+
+
+def read_bytes(path):
+    """All bytes of a file at a URL (local files are read by xspace.read_padded)."""
+    try:
+        return _fs(path).cat_file(path)
+    except FileNotFoundError:
+        raise ProfileError(path, "no such file") from None
+    except OSError as e:
+        raise ProfileError(path, f"cannot be read ({e})") from None
+
+
+def read_head(path, n=2):
+    """The first `n` bytes of a file."""
+    try:
+        if is_url(path):
+            with _fs(path).open(path, "rb") as f:
+                return f.read(n)
+        with open(path, "rb") as f:
+            return f.read(n)
+    except FileNotFoundError:
+        raise ProfileError(path, "no such file") from None
+    except OSError as e:
+        raise ProfileError(path, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
