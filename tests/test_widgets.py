@@ -75,3 +75,47 @@ def test_names_from_the_profile_are_escaped(viewer):
     viewer.select_buffer("<script>alert(2)</script>")
     assert "<img src=x" not in viewer.html and "&lt;img src=x" in viewer.html
     assert "<script>alert(2)" not in viewer.html and "&lt;script&gt;alert(2)" in viewer.html
+
+
+# --- MemoryProfileWidget ---------------------------------------------------------
+
+
+def test_memory_profile_widget_state():
+    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    w = xw.MemoryProfileWidget(run)
+    first = run.memory_profile()
+    assert w.memory_id == first.memory_id == first.memory_ids[0]
+    assert len(w.breakdown) == len(first.breakdown_at_peak)
+    # What the page sends for an allocator, a click on the timeline, a header, "back".
+    w.on_request("memory_id", {"value": "gpu_host_bfc"})
+    assert w.result.peak_heap_bytes == run.memory_profile(memory_id="gpu_host_bfc").peak_heap_bytes
+    w.selected = {"figure": "timeline", "source": "moments", "index": 3, "id": 3}
+    moment = int(w.result.sampled_timeline()["time_ps"].iloc[3])
+    assert w.moment_ps == moment
+    assert w.breakdown.equals(
+        w.result.breakdown_at(moment).sort_values("allocation_bytes", ascending=False, kind="stable").reset_index(drop=True)
+    )
+    w.on_request("sort", {"column": "op_name"})
+    assert list(w.breakdown.op_name) == sorted(w.breakdown.op_name)
+    w.on_request("peak", {})
+    assert w.moment_ps == -1 and "at the peak" in w.html
+    # Another host keeps an allocator it also has.
+    w.on_request("host", {"value": run.hosts[1]})
+    assert w.host == run.hosts[1] and w.memory_id == "gpu_host_bfc"
+    with pytest.raises(traitlets.TraitError):
+        w.memory_id = "GPU_99_bfc"
+    with pytest.raises(traitlets.TraitError):
+        w.sort_by = "nope"
+
+
+def test_memory_profile_widget_without_allocator_events_says_how():
+    w = xw.MemoryProfileWidget(xw.sample_run())
+    assert "No memory profile" in w.html and "TF_CPU_ALLOCATOR_USE_BFC" in w.html
+    assert w.figures == {}
+
+
+def test_memory_profile_names_are_escaped():
+    w = xw.MemoryProfileWidget(PROFILES / "tf_gpu_multiworker")
+    w.result.breakdown_at_peak.loc[1, "op_name"] = "<b onmouseover=alert(1)>x</b>"
+    w.on_request("sort", {"column": "op_name"})
+    assert "<b onmouseover" not in w.html and "&lt;b onmouseover" in w.html

@@ -11,7 +11,10 @@ from .run import Run, list_runs, load_run, sample_run
 
 __version__ = "0.1.0"
 
-_WIDGETS = {"MemoryViewerWidget": ".widgets.memory_viewer"}
+_WIDGETS = {
+    "MemoryViewerWidget": ".widgets.memory_viewer",
+    "MemoryProfileWidget": ".widgets.memory_profile",
+}
 
 
 def __getattr__(name):

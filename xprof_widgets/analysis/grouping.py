@@ -1,0 +1,518 @@
+"""Event grouping: the step (`group_id`) of every host and device event.
+
+XProf's converters read a `group_id` stat on events to know which step an
+event belongs to. Profilers rarely write it: XProf adds it before building
+its tools (`PreprocessSingleHostXSpace`: `PreprocessXPlane` then
+`GroupTfEvents`, tsl `group_events.cc`, the "event forest"). This module
+computes the same numbers, vectorised:
+
+1. **Nodes**: every event of every plane, plus one synthetic
+   `ThreadpoolListener::Region` per `StartRegion`..`StopRegion` pair on a line
+   (XProf's threadpool line mutator): it spans the work a pool thread did for
+   a `ThreadpoolListener::Record` elsewhere and consumes that record's context.
+2. **Edges** (parent -> child):
+   * nesting on a line: an event's parent is the innermost earlier event that
+     contains it (XProf walks a stack; on a line sorted by start that is the
+     nearest earlier event whose end is at or after the event's end, found here
+     by binary lifting over a sparse table of ends). Async events (`_a`) are
+     left out of the nesting.
+   * producer -> consumer: events sharing a context type and id (`_pt`/`_p`
+     with `_ct`/`_c`), per process id (the plane's `process_id`, `_pid` on a
+     consumer), all pairs, except where a context has 64+ producers and 64+
+     consumers (XProf skips those as noise).
+   * `ExecutorState::Process` -> `IteratorGetNext(AsOptional)Op::DoCompute`
+     with the same (`id`, `iter_num`); host `KernelLaunch` -> device
+     `KernelExecute` (events with a `correlation_id`) with the same id.
+3. **Roots**: if TF executor loops exist (`ExecutorState::Process` events with
+   an `iter_num` other than 0 for one `id`, tf.data functions excluded), the
+   first event of each loop iteration, in time order, and every iteration
+   takes an id. Otherwise events with a root level (`_r` stat, `TraceContext`,
+   `ProcessBatch` / `BatchingSessionRun`) except tf.data functions, by root
+   level (highest first) then start time; a root below another root of the
+   same level is not a root of its own, and a root already reached by an
+   earlier root takes no id.
+4. **Groups**: a root's group is every event reachable from it that no
+   earlier root reached. Equivalently: the group of an event is that of the
+   first root (in the order above) that reaches it, which is what a min-label
+   propagation over the edges computes, one numpy pass per edge hop.
+
+What XProf does with `group_id` stats already in the file: if any plane has a
+`group_id` stat in its metadata the space counts as grouped and nothing is
+recomputed; the file's stats are used as they are. `group_ids` does the same
+unless `recompute=True` (then the file's stats are ignored).
+
+Not reimplemented: the TPU path (`GroupTpuEventsOSS`: step/module lines of
+`/device:TPU:*` planes and the host's TPU launch queues), tf.data
+producer/consumer iterator links (XProf's `ConnectTfDataEvents`, not part of
+`GroupTfEvents`), and `is_eager` marking. TF graphs with loop ops
+(`WhileOp-*`, `ForOp`...) are left ungrouped, as XProf leaves them.
+
+Times are picoseconds (absolute, as in the file).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+HOST_PLANE = "/host:CPU"
+TPU_PLANE_PREFIX = "/device:TPU:"
+
+# XProf's `HostEventType` names this algorithm looks at.
+EXECUTOR = "ExecutorState::Process"
+GET_NEXT = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+TF_DATA_FUNCTIONS = (
+    "InstantiatedCapturedFunction::Run",
+    "InstantiatedCapturedFunction::RunAsync",
+    "InstantiatedCapturedFunction::RunInstantiated",
+    "InstantiatedCapturedFunction::RunWithBorrowedArgs",
+)
+LOOP_OPS = ("WhileOp-EvalCond", "WhileOp-StartBody", "ForOp", "ParallelForOp", "ForeverOp")
+# Roots without an `_r` stat: legacy TraceContext (level 1), and the batching
+# events `PreprocessXPlane` marks (overriding any `_r` they carry).
+FORCED_ROOT_LEVEL = {"ProcessBatch": 2, "OrbaxServing::ProcessBatch": 2, "BatchingSessionRun": 1}
+LEGACY_ROOT = "TraceContext"
+# Roots XProf names by step number alone (no event name in the step name).
+IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", EXECUTOR)
+START_REGION = "ThreadpoolListener::StartRegion"
+STOP_REGION = "ThreadpoolListener::StopRegion"
+#: `ContextType::kThreadpoolEvent`, the type of a threadpool region's context.
+THREADPOOL_CONTEXT = 15
+#: A context with at least this many producers and consumers is not connected.
+MAX_CONTEXT_FANOUT = 64
+
+_STATS = [
+    "_r", "_p", "_pt", "_c", "_ct", "_pid", "_a", "id", "iter_num", "step_num",
+    "correlation_id", "graph_type",
+]
+_NONE = np.iinfo(np.int64).max
+
+
+def _int_stat(st, name, n):
+    """(int64 values, present mask) of a stat column; uint64 ids keep their bits."""
+    if name not in st:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    col = st[name]
+    present = ~pd.isna(col).to_numpy()
+    values = np.zeros(n, dtype=np.int64)
+    if not present.any():
+        return values, present
+    arr = col.to_numpy()
+    if arr.dtype == object:
+        vals = [int(v) & 0xFFFFFFFFFFFFFFFF if isinstance(v, (int, np.integer)) else 0 for v in arr[present]]
+        values[present] = np.array(vals, dtype=np.uint64).view(np.int64)
+        present[present] = [isinstance(v, (int, np.integer)) for v in arr[present]]
+        return values, present
+    if hasattr(col, "array") and isinstance(col.array, pd.arrays.IntegerArray):
+        raw = col.array.to_numpy(dtype=col.dtype.numpy_dtype, na_value=0)
+    else:
+        raw = np.asarray(arr)
+    if raw.dtype.kind == "f":
+        raw = np.where(present, raw, 0).astype(np.int64)
+    values[:] = raw.astype(np.uint64, copy=False).view(np.int64) if raw.dtype == np.uint64 else raw.astype(np.int64)
+    return values, present
+
+
+def _prev_enclosing(end):
+    """For each position i, the largest j < i with end[j] >= end[i] (-1 if none).
+
+    On a line sorted by start this is the parent XProf's stack walk finds: an
+    earlier event that ends before event i ends has been popped by then.
+    Binary lifting: a sparse table of range maxima of `end`, then for every i
+    at once the longest run of events just before i that all end earlier.
+    """
+    n = len(end)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    levels = [end]  # levels[k][q] = max(end[q : q + 2**k])
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    p = np.arange(n, dtype=np.int64)
+    for k in range(len(levels) - 1, -1, -1):
+        lo = p - (1 << k)
+        ok = lo >= 0
+        block_max = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        block_max[ok] = levels[k][lo[ok]]
+        p = np.where(ok & (block_max < end), lo, p)
+    return p - 1
+
+
+class _Nodes:
+    """All events of a space as flat columns, plus synthetic threadpool regions."""
+
+    def __init__(self, space):
+        cols = {k: [] for k in (
+            "plane", "line", "event", "start", "end", "name", "host", "tpu", "pid",
+        )}
+        stats = {k: ([], []) for k in _STATS if k != "graph_type"}
+        graph_type = []
+        self.lines = []  # (plane name, line index)
+        self.plane_names = [p.name for p in space.planes]
+        self.loop_ops = False
+        edges = []
+        offset = 0
+        for pi, plane in enumerate(space.planes):
+            md_names = set(plane.event_metadata["name"]) if len(plane.lines) else set()
+            if md_names & set(LOOP_OPS):
+                self.loop_ops = True
+            pid = plane.stats.get("process_id") if plane.lines else None
+            has_regions = START_REGION in md_names and STOP_REGION in md_names
+            for li, line in enumerate(plane.lines):
+                self.lines.append((plane.name, li))
+                n = len(line)
+                if n == 0:
+                    continue
+                st = line.stats(names=_STATS)
+                names = np.asarray(line.names().astype(object))
+                start = line.start_ps
+                end = start + line.event_duration_ps
+                vals = {k: _int_stat(st, k, n) for k in stats}
+                gt = st["graph_type"].to_numpy(dtype=object) if "graph_type" in st else np.full(n, None, object)
+                event = np.arange(n, dtype=np.int64)
+                if has_regions:
+                    start, end, names, vals, gt, event = _add_regions(start, end, names, vals, gt, event)
+                m = len(start)
+                for k, v in (("plane", np.full(m, pi)), ("line", np.full(m, len(self.lines) - 1)),
+                             ("event", event), ("start", start), ("end", end), ("name", names),
+                             ("host", np.full(m, plane.name == HOST_PLANE)),
+                             ("tpu", np.full(m, plane.name.startswith(TPU_PLANE_PREFIX))),
+                             ("pid", np.full(m, -1 if pid is None else int(pid)))):
+                    cols[k].append(v)
+                for k in stats:
+                    stats[k][0].append(vals[k][0])
+                    stats[k][1].append(vals[k][1])
+                graph_type.append(gt)
+                # Nesting, async events left out (they neither nest nor pop).
+                sync = np.flatnonzero(~(vals["_a"][1] & (vals["_a"][0] != 0)))
+                par = _prev_enclosing(end[sync])
+                has = par >= 0
+                parent, child = sync[par[has]], sync[has]
+                has = start[parent] <= start[child]
+                edges.append(np.stack([parent[has] + offset, child[has] + offset]))
+                offset += m
+        cat = lambda k, dt: np.concatenate(cols[k]).astype(dt) if cols[k] else np.zeros(0, dt)  # noqa: E731
+        self.plane = cat("plane", np.int64)
+        self.line = cat("line", np.int64)
+        self.event = cat("event", np.int64)
+        self.start = cat("start", np.int64)
+        self.end = cat("end", np.int64)
+        self.name = cat("name", object)
+        self.host = cat("host", bool)
+        self.tpu = cat("tpu", bool)
+        self.pid = cat("pid", np.int64)
+        self.graph_type = np.concatenate(graph_type) if graph_type else np.zeros(0, object)
+        self.stat = {
+            k: (np.concatenate(v) if v else np.zeros(0, np.int64), np.concatenate(p) if p else np.zeros(0, bool))
+            for k, (v, p) in stats.items()
+        }
+        self.n = len(self.start)
+        self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+
+    def where_name(self, *names):
+        return np.flatnonzero(np.isin(self.name, list(names)))
+
+
+def _add_regions(start, end, names, vals, gt, event):
+    """Adds a `ThreadpoolListener::Region` per StartRegion..StopRegion of a line.
+
+    As XProf's mutator: each StopRegion closes a region from the last
+    StartRegion (with a consumer id) before it, in file order; the region
+    consumes that StartRegion's context as a threadpool event. The line is then
+    re-sorted by start, longer events first at equal starts, so a region
+    contains the events that start with it.
+    """
+    n = len(start)
+    c, c_has = vals["_c"]
+    is_start = (names == START_REGION) & c_has
+    last = np.maximum.accumulate(np.where(is_start, np.arange(n), -1))
+    stops = np.flatnonzero((names == STOP_REGION) & (last >= 0))
+    src = last[stops]
+    keep = start[src] != 0
+    stops, src = stops[keep], src[keep]
+    if len(stops) == 0:
+        return start, end, names, vals, gt, event
+    k = len(stops)
+    r_start, r_end = start[src], start[stops]
+    start2 = np.concatenate([start, r_start])
+    end2 = np.concatenate([end, r_end])
+    order = np.lexsort((np.arange(n + k), -(end2 - start2), start2))
+    out = {}
+    for key, (v, p) in vals.items():
+        if key == "_c":
+            v2, p2 = np.concatenate([v, c[src]]), np.concatenate([p, np.ones(k, bool)])
+        elif key == "_ct":
+            v2, p2 = np.concatenate([v, np.full(k, THREADPOOL_CONTEXT)]), np.concatenate([p, np.ones(k, bool)])
+        else:
+            v2, p2 = np.concatenate([v, np.zeros(k, np.int64)]), np.concatenate([p, np.zeros(k, bool)])
+        out[key] = (v2[order], p2[order])
+    names2 = np.concatenate([names, np.full(k, "ThreadpoolListener::Region", dtype=object)])[order]
+    gt2 = np.concatenate([gt, np.full(k, None, dtype=object)])[order]
+    event2 = np.concatenate([event, np.full(k, -1)])[order]  # -1: synthetic
+    return start2[order], end2[order], names2, out, gt2, event2
+
+
+def _context_edges(nodes):
+    """Producer -> consumer edges of every context (type, id, pid) group."""
+    pv, ph = nodes.stat["_p"]
+    ptv, pth = nodes.stat["_pt"]
+    cv, ch = nodes.stat["_c"]
+    ctv, cth = nodes.stat["_ct"]
+    cpid, cpid_has = nodes.stat["_pid"]
+    prod = np.flatnonzero(ph & pth)
+    cons = np.flatnonzero(ch & cth)
+    if len(prod) == 0 or len(cons) == 0:
+        return np.zeros((2, 0), np.int64)
+    # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
+    p = pd.DataFrame({"t": ptv[prod], "id": pv[prod], "pid": nodes.pid[prod], "src": prod})
+    c = pd.DataFrame({"t": ctv[cons], "id": cv[cons],
+                      "pid": np.where(cpid_has[cons], cpid[cons], nodes.pid[cons]), "dst": cons})
+    keys = ["t", "id", "pid"]
+    np_ = p.groupby(keys).size().rename("np")
+    nc = c.groupby(keys).size().rename("nc")
+    sizes = pd.concat([np_, nc], axis=1, join="inner")
+    ok = sizes[(sizes["np"] < MAX_CONTEXT_FANOUT) | (sizes["nc"] < MAX_CONTEXT_FANOUT)].reset_index()[keys]
+    p = p.merge(ok, on=keys)
+    e = p.merge(c, on=keys)
+    return np.stack([e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)])
+
+
+def _join_edges(nodes, parents, children, keys):
+    """Edges from `parents` to `children` (node index arrays) with equal stats `keys`.
+
+    Where several parents share the keys the last one wins, as in XProf's map.
+    """
+    def frame(idx, col):
+        ok = np.ones(len(idx), bool)
+        data = {}
+        for k in keys:
+            v, h = nodes.stat[k]
+            ok &= h[idx]
+            data[k] = v[idx]
+        data[col] = idx
+        return pd.DataFrame(data)[ok]
+    p = frame(parents, "src").drop_duplicates(keys, keep="last")
+    c = frame(children, "dst")
+    e = p.merge(c, on=keys)
+    return np.stack([e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)])
+
+
+class _Graph:
+    """Edges in CSR form (by source) for frontier propagation."""
+
+    def __init__(self, n, edges):
+        src, dst = edges
+        order = np.argsort(src, kind="stable")
+        self.dst = dst[order]
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(self.ptr, src + 1, 1)
+        self.ptr = np.cumsum(self.ptr)
+        self.n = n
+
+    def out_edges(self, nodes_):
+        """(source, destination) of every edge leaving `nodes_`."""
+        lo, hi = self.ptr[nodes_], self.ptr[nodes_ + 1]
+        cnt = hi - lo
+        src = np.repeat(nodes_, cnt)
+        pos = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(cnt.sum())
+        return src, self.dst[pos]
+
+    def min_label(self, label):
+        """Propagates the smallest label along edges until nothing changes."""
+        label = label.copy()
+        frontier = np.flatnonzero(label != _NONE)
+        while len(frontier):
+            src, dst = self.out_edges(frontier)
+            cand = label[src]
+            better = cand < label[dst]
+            if not better.any():
+                break
+            dst, cand = dst[better], cand[better]
+            np.minimum.at(label, dst, cand)
+            frontier = np.unique(dst)
+        return label
+
+    def reach(self, seeds):
+        """Mask of nodes reachable from `seeds` by one edge or more."""
+        seen = np.zeros(self.n, bool)
+        _, frontier = self.out_edges(np.unique(seeds))
+        frontier = np.unique(frontier)
+        while len(frontier):
+            frontier = frontier[~seen[frontier]]
+            seen[frontier] = True
+            _, nxt = self.out_edges(frontier)
+            frontier = np.unique(nxt)
+        return seen
+
+
+def _forest(space):
+    """(nodes, node group id (-1 none), step table) of XProf's grouping."""
+    nodes = _Nodes(space)
+    n = nodes.n
+    empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
+    if nodes.loop_ops or n == 0:
+        return nodes, np.full(n, -1, np.int64), empty
+    edges = [nodes.nesting, _context_edges(nodes)]
+    executors = nodes.where_name(EXECUTOR)
+    edges.append(_join_edges(nodes, executors, nodes.where_name(*GET_NEXT), ["id", "iter_num"]))
+    # Kernel launch / execute: events XProf gives no other type, with a
+    # correlation_id, on the host plane / on a device plane.
+    corr = nodes.stat["correlation_id"][1] & ~nodes.tpu
+    edges.append(_join_edges(nodes, np.flatnonzero(corr & nodes.host), np.flatnonzero(corr & ~nodes.host),
+                             ["correlation_id"]))
+
+    step_id, step_has = nodes.stat["id"]
+    tf_data = nodes.where_name(*TF_DATA_FUNCTIONS)
+    tf_data_ids = np.unique(step_id[tf_data[step_has[tf_data]]])
+
+    # TF executor loops: each (id, iter_num) iteration is a root.
+    it, it_has = nodes.stat["iter_num"]
+    ex = executors[step_has[executors] & it_has[executors]]
+    ex = ex[~np.isin(step_id[ex], tf_data_ids)]
+    loop_roots = np.zeros(0, np.int64)
+    if len(ex):
+        df = pd.DataFrame({"id": step_id[ex], "iter": it[ex], "node": ex, "start": nodes.start[ex]})
+        loops = df.groupby("id")["iter"].agg(lambda s: not (s == 0).all())
+        df = df[df["id"].map(loops)]
+        if len(df):
+            df = df.sort_values(["start", "node"], kind="stable")
+            first = df.groupby(["id", "iter"], sort=False)["node"].transform("first").to_numpy()
+            loop_roots = df.drop_duplicates(["id", "iter"])["node"].to_numpy()
+            other = df["node"].to_numpy() != first
+            edges.append(np.stack([first[other], df["node"].to_numpy()[other]]))
+    graph = _Graph(n, np.concatenate(edges, axis=1))
+
+    level = np.zeros(n, np.int64)
+    r, r_has = nodes.stat["_r"]
+    level[r_has] = r[r_has]
+    is_root = r_has.copy()
+    legacy = (nodes.name == LEGACY_ROOT) & ~is_root
+    level[legacy], is_root[legacy] = 1, True
+    for name, lv in FORCED_ROOT_LEVEL.items():
+        m = nodes.name == name
+        level[m], is_root[m] = lv, True
+
+    if len(loop_roots):
+        roots = loop_roots  # every iteration takes an id, grouped or not
+        label = np.full(n, _NONE)
+        label[roots] = np.arange(len(roots))
+        label = graph.min_label(label)
+        group = np.where(label == _NONE, -1, label)
+        steps = pd.DataFrame({"group_id": np.arange(len(roots)), "node": roots, "root_level": level[roots]})
+        return nodes, group, steps
+
+    roots = np.flatnonzero(is_root)
+    roots = roots[~(step_has[roots] & np.isin(step_id[roots], tf_data_ids))]
+    # A root below a root of the same level is grouped with that one.
+    below = np.zeros(len(roots), bool)
+    for lv in np.unique(level[roots]):
+        reach = graph.reach(np.flatnonzero(is_root & (level == lv)))
+        at = level[roots] == lv
+        below[at] = reach[roots[at]]
+    roots = roots[~below]
+    roots = roots[np.lexsort((roots, nodes.start[roots], -level[roots]))]
+    label = np.full(n, _NONE)
+    label[roots] = np.arange(len(roots))
+    label = graph.min_label(label)
+    # A root reached by an earlier root is already grouped: it takes no id.
+    own = label[roots] == np.arange(len(roots))
+    ids = np.full(len(roots) + 1, -1, np.int64)
+    ids[np.flatnonzero(own)] = np.arange(own.sum())
+    group = np.where(label == _NONE, -1, ids[np.minimum(label, len(roots))])
+    steps = pd.DataFrame({"group_id": np.arange(own.sum()), "node": roots[own], "root_level": level[roots[own]]})
+    return nodes, group, steps
+
+
+def is_grouped(space):
+    """True when a plane of the space has a `group_id` stat (XProf then does not regroup)."""
+    return any("group_id" in p.stat_names.values() for p in space.planes)
+
+
+def _file_group_ids(space):
+    out = {}
+    for plane in space.planes:
+        for li, line in enumerate(plane.lines):
+            n = len(line)
+            g = np.full(n, -1, np.int64)
+            if n:
+                v, h = _int_stat(line.stats(names=["group_id"]), "group_id", n)
+                g[h] = v[h]
+            out[(plane.name, li)] = g
+    return out
+
+
+def group_ids(space, recompute=False):
+    """The step (group id) of every event: {(plane name, line index): int64 array}.
+
+    One array per line of every plane, in the line's file order; -1 where an
+    event belongs to no group. If the file has `group_id` stats (see
+    `is_grouped`) they are returned as they are, as XProf does; with
+    `recompute=True` they are ignored and the grouping is computed.
+    """
+    if is_grouped(space) and not recompute:
+        return _file_group_ids(space)
+    nodes, group, _ = _forest(space)
+    return _split(space, nodes, group)
+
+
+def _split(space, nodes, group):
+    out = {}
+    real = nodes.event >= 0
+    li = nodes.line[real]
+    ev = nodes.event[real]
+    g = group[real]
+    order = np.lexsort((ev, li))
+    bounds = np.searchsorted(li[order], np.arange(len(nodes.lines) + 1))
+    for k, key in enumerate(nodes.lines):
+        sel = order[bounds[k]:bounds[k + 1]]
+        arr = np.full(len(space.plane(key[0]).lines[key[1]]), -1, np.int64)
+        arr[ev[sel]] = g[sel]
+        out[key] = arr
+    return out
+
+
+def step_events(space, recompute=False):
+    """The root event of each group (step), as a DataFrame sorted by group id.
+
+    Columns: group_id, plane, line (index in the plane), event (index in the
+    line), name, start_ps, duration_ps, root_level, step_num (the `iter_num`
+    or `step_num` of the root or its nearest ancestor, else the group id) and
+    step_name (XProf's group name: the `graph_type` or, for user-defined
+    roots, the event name, then the step number; e.g. "train 3").
+
+    For a file that already has `group_id` stats (see `is_grouped`) XProf does
+    not regroup and keeps no root table; pass `recompute=True` to get one.
+    """
+    if is_grouped(space) and not recompute:
+        return pd.DataFrame(columns=["group_id", "plane", "line", "event", "name", "start_ps",
+                                     "duration_ps", "root_level", "step_num", "step_name"])
+    nodes, _, steps = _forest(space)
+    # Parents (nesting only, plus self) for the context stats: a few hundred
+    # roots, so a Python walk per root is cheap.
+    parent = np.full(nodes.n, -1, np.int64)
+    parent[nodes.nesting[1]] = nodes.nesting[0]
+    rows = []
+    for g, node in zip(steps["group_id"], steps["node"]):
+        num = gt = None
+        v = node
+        while v >= 0 and (num is None or gt is None):
+            for k in ("iter_num", "step_num"):
+                val, has = nodes.stat[k]
+                if num is None and has[v]:
+                    num = int(val[v])
+                    break
+            if gt is None and nodes.graph_type[v] is not None:
+                gt = str(nodes.graph_type[v])
+            v = parent[v]
+        name = nodes.name[node]
+        prefix = gt if gt is not None else (None if name in IMPLICIT_ROOTS else name)
+        num = int(g) if num is None else num
+        rows.append({
+            "group_id": int(g), "plane": nodes.plane_names[nodes.plane[node]],
+            "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event[node]), "name": name,
+            "start_ps": int(nodes.start[node]), "duration_ps": int(nodes.end[node] - nodes.start[node]),
+            "root_level": int(steps.loc[steps["node"] == node, "root_level"].iloc[0]),
+            "step_num": num, "step_name": f"{prefix} {num}" if prefix else str(num),
+        })
+    return pd.DataFrame(rows, columns=["group_id", "plane", "line", "event", "name", "start_ps",
+                                       "duration_ps", "root_level", "step_num", "step_name"])

@@ -1,0 +1,329 @@
+"""MemoryProfileWidget: an allocator's memory over time, the peak, what is live there.
+
+Shows what `Run.memory_profile()` computes, as XProf's memory profile does:
+a memory-id (allocator) selector, the summary at the peak, the timeline (heap
+and stack stacked, free memory, fragmentation on its own axis, the peak
+marked) and the live allocations at the peak. Beyond XProf, clicking any
+moment of the timeline shows the allocations live then. The page receives
+only the sampled timeline (at most 1000 points), never every event.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import numpy as np
+import traitlets
+from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, LinearAxis, Range1d, Span, TapTool
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+
+TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
+SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
+HEADERS = {
+    "op_name": "Op name",
+    "allocation_bytes": "Allocation size",
+    "requested_bytes": "Requested size",
+    "occurrences": "Occurrences",
+    "region_type": "Region type",
+    "data_type": "Data type",
+    "shape": "Shape",
+}
+
+
+def _esc(value):
+    return html_lib.escape("" if value is None else str(value))
+
+
+def _unit(max_bytes):
+    """(divisor, label): GiB for large memories, MiB otherwise."""
+    return (2**30, "GiB") if max_bytes >= 4 * 2**30 else (2**20, "MiB")
+
+
+def human_bytes(n):
+    """A size in its own unit: 512 B, 12.5 KiB, 930.29 MiB, 15.000 GiB."""
+    n = int(n)
+    if abs(n) < 2**10:
+        return f"{n} B"
+    if abs(n) < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    if abs(n) < 2**30:
+        return f"{n / 2**20:,.2f} MiB"
+    return f"{n / 2**30:,.3f} GiB"
+
+
+class MemoryProfileWidget(BokehWidget):
+    """XProf's memory profile for one allocator of a run.
+
+    `MemoryProfileWidget(run)` (or a path) shows the first allocator; `host`,
+    `memory_id`, `moment_ps` (the clicked time, absolute ps; -1: the peak) and
+    `sort_by` are traits Python can read and set. `breakdown` is the table
+    shown (a DataFrame).
+    """
+
+    host = traitlets.Unicode(help="The host shown.").tag(sync=True)
+    memory_id = traitlets.Unicode(help="The allocator shown (see result.memory_ids).").tag(sync=True)
+    moment_ps = traitlets.Int(-1, help="Absolute time (ps) of the breakdown shown; -1: the peak.").tag(sync=True)
+    sort_by = traitlets.Unicode("allocation_bytes", help="Breakdown column sorted on (descending for sizes).").tag(
+        sync=True
+    )
+
+    def __init__(self, run, memory_id=None, host=None, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self.result = None
+        self._ready = False  # observers wait until host and memory id are both set
+        self._ids = {}  # host -> memory ids, for validation
+        super().__init__(**kwargs)
+        self.host = host or self.run.hosts[0]
+        self.memory_id = memory_id or ""
+        self._ready = True
+        self._recompute()
+
+    # --- state -------------------------------------------------------------------
+
+    def _memory_ids(self, host):
+        if host not in self._ids:
+            self._ids[host] = self.run.memory_profile(host=host).memory_ids
+        return self._ids[host]
+
+    @traitlets.validate("host")
+    def _check_host(self, proposal):
+        if proposal["value"] not in self.run.hosts:
+            raise traitlets.TraitError(f"no host {proposal['value']!r}; hosts: {self.run.hosts}")
+        return proposal["value"]
+
+    @traitlets.validate("memory_id")
+    def _check_memory_id(self, proposal):
+        ids = self._memory_ids(self.host)
+        if proposal["value"] and proposal["value"] not in ids:
+            raise traitlets.TraitError(f"no memory id {proposal['value']!r}; memory ids: {ids}")
+        return proposal["value"]
+
+    @traitlets.observe("host", "memory_id")
+    def _recompute(self, change=None):
+        if not self._ready:
+            return
+        if change is not None and change["name"] == "host" and self.memory_id not in self._memory_ids(self.host):
+            self._ready = False
+            self.memory_id = ""  # the new host has other allocators: take its first
+            self._ready = True
+        self.result = self.run.memory_profile(memory_id=self.memory_id or None, host=self.host)
+        if self.result.reason:
+            self.set_figures({})
+            self.html = _notice(f"No memory profile for host {self.host} of run {self.run.name}: {self.result.reason}.")
+            return
+        if self.memory_id != self.result.memory_id:
+            self._ready = False
+            self.memory_id = self.result.memory_id
+            self._ready = True
+        self.moment_ps = -1
+        self.selected = {}
+        self._unit = _unit(int(self.result.timeline[["heap_bytes", "stack_bytes", "free_bytes"]].sum(axis=1).max()))
+        self._samples = self.result.sampled_timeline()
+        self.set_figures({"timeline": self._timeline_figure()})
+        self.html = self._html()
+
+    @traitlets.validate("sort_by")
+    def _check_sort(self, proposal):
+        if proposal["value"] not in SORTABLE:
+            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
+        return proposal["value"]
+
+    @traitlets.observe("moment_ps", "sort_by")
+    def _redraw_table(self, change):
+        if self._ready and self.result is not None and not self.result.reason:
+            self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") == "moments" and sel.get("id") is not None:
+            self.moment_ps = int(self._samples["time_ps"].iloc[int(sel["id"])])
+        elif not sel and self.moment_ps != -1:
+            self.moment_ps = -1
+
+    @property
+    def breakdown(self):
+        """The allocations shown: at the peak (XProf's rows), or at `moment_ps`."""
+        r = self.result
+        if r is None or r.reason:
+            return None
+        table = r.breakdown_at_peak if self.moment_ps < 0 else r.breakdown_at(self.moment_ps)
+        ascending = self.sort_by in ("op_name", "region_type", "data_type", "shape")
+        return table.sort_values(self.sort_by, ascending=ascending, kind="stable").reset_index(drop=True)
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "memory_id":
+            self.memory_id = str(params["value"])
+        elif kind == "host":
+            self.host = str(params["value"])
+        elif kind == "sort":
+            self.sort_by = str(params["column"])
+        elif kind == "peak":
+            self.selected = {}
+            self.moment_ps = -1
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _timeline_figure(self):
+        r, s, (div, unit) = self.result, self._samples, self._unit
+        t = s["time_ms"].to_numpy(dtype=np.float64)
+        # Each sample owns the time from halfway to its neighbours: an invisible
+        # column there makes any click on the chart pick the nearest moment.
+        mid = (t[1:] + t[:-1]) / 2
+        left = np.concatenate([[t[0] - (mid[0] - t[0] if len(t) > 1 else 0.5)], mid])
+        right = np.concatenate([mid, [t[-1] + (t[-1] - mid[-1] if len(t) > 1 else 0.5)]])
+        heap = s["heap_bytes"].to_numpy(dtype=np.float64) / div
+        stack = s["stack_bytes"].to_numpy(dtype=np.float64) / div
+        free = s["free_bytes"].to_numpy(dtype=np.float64) / div
+        src = ColumnDataSource(
+            {
+                "id": np.arange(len(s)),
+                "t": t,
+                "left": left,
+                "right": right,
+                "stack": stack,
+                "heap_top": stack + heap,
+                "heap": heap,
+                "free": free,
+                "frag": s["fragmentation"].to_numpy(dtype=np.float64) * 100,
+                "op": s["op_name"].astype(str).tolist(),
+                "activity": s["activity"].astype(str).tolist(),
+                "size": s["allocation_bytes"].to_numpy(dtype=np.float64) / div,
+            },
+            name="moments",
+        )
+        # The curves draw from a copy: glyphs on the clicked source would dim.
+        curves = ColumnDataSource({k: src.data[k] for k in ("t", "stack", "heap_top", "free", "frag")})
+        top = float(np.max(stack + heap + free)) if len(s) else 1.0
+        fig = figure(
+            height=300,
+            sizing_mode="stretch_width",
+            title=f"Allocator {r.memory_id} over time ({len(s)} of {len(r.timeline)} snapshots drawn, peaks kept)",
+            x_axis_label="time (ms)",
+            y_axis_label=unit,
+            y_range=Range1d(0, top * 1.05),
+            tools="xpan,xwheel_zoom,reset,save",
+            active_scroll="xwheel_zoom",
+        )
+        columns = fig.quad(left="left", right="right", bottom=0, top=top * 1.05, source=src, fill_alpha=0,
+                           line_alpha=0, selection_fill_alpha=0.12, selection_fill_color="#555",
+                           selection_line_alpha=0, nonselection_fill_alpha=0, nonselection_line_alpha=0)
+        fig.varea(x="t", y1=0, y2="stack", source=curves, fill_color="#76b7b2", fill_alpha=0.8, legend_label="stack")
+        fig.varea(x="t", y1="stack", y2="heap_top", source=curves, fill_color="#4e79a7", fill_alpha=0.8,
+                  legend_label="heap")
+        fig.line("t", "free", source=curves, color="#59a14f", line_width=1.5, legend_label="free")
+        fig.extra_y_ranges = {"frag": Range1d(0, 100)}
+        fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
+        fig.line("t", "frag", source=curves, y_range_name="frag", color="#e15759", line_dash="dashed",
+                 legend_label="fragmentation")
+        fig.add_layout(Span(location=r.peak_time_ms, dimension="height", line_color="#e15759", line_width=2,
+                            line_dash="dotted"))
+        fig.scatter([r.peak_time_ms], [r.peak_bytes_in_profile / div], size=9, color="#e15759",
+                    legend_label="peak")
+        fig.add_tools(HoverTool(renderers=[columns], tooltips=[
+            ("time", "@t{0,0.000} ms"), ("heap", f"@heap{{0,0.000}} {unit}"), ("stack", f"@stack{{0,0.000}} {unit}"),
+            ("free", f"@free{{0,0.000}} {unit}"), ("fragmentation", "@frag{0.0} %"), ("event", "@activity @op"),
+        ]))
+        fig.add_tools(TapTool(renderers=[columns]))
+        fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+        fig.legend.location = "top_left"
+        fig.legend.orientation = "horizontal"
+        fig.toolbar.logo = None
+        return fig
+
+    def _html(self):
+        r = self.result
+        ids = "".join(
+            f'<option value="{_esc(m)}"{" selected" if m == r.memory_id else ""}>{_esc(m)}</option>'
+            for m in r.memory_ids
+        )
+        hosts = "".join(
+            f'<option value="{_esc(h)}"{" selected" if h == self.host else ""}>{_esc(h)}</option>' for h in self.run.hosts
+        )
+        host_select = (
+            f'<label>Host <select data-request="host" data-testid="host">{hosts}</select></label>'
+            if len(self.run.hosts) > 1 else ""
+        )
+        stats = [
+            ("peak_bytes_in_use", "Lifetime peak", human_bytes(r.peak_bytes_in_use)),
+            ("peak_bytes_in_profile", "Peak in this profile", human_bytes(r.peak_bytes_in_profile)),
+            ("peak_heap_bytes", "Heap at peak", human_bytes(r.peak_heap_bytes)),
+            ("peak_stack_bytes", "Stack at peak", human_bytes(r.peak_stack_bytes)),
+            ("peak_free_bytes", "Free at peak", human_bytes(r.peak_free_bytes)),
+            ("capacity_bytes", "Capacity", human_bytes(r.capacity_bytes)),
+            ("fragmentation_at_peak", "Fragmentation at peak", f"{100 * r.fragmentation_at_peak:.1f} %"),
+            ("peak_time_ms", "Peak at", f"{r.peak_time_ms:,.3f} ms (step {r.peak_step_id})"),
+        ]
+        cards = "".join(
+            f'<div class="xw-stat"><div class="xw-label">{_esc(label)}</div>'
+            f'<div class="xw-value" data-stat="{key}">{_esc(text)}</div></div>'
+            for key, label, text in stats
+        )
+        return f"""
+<style>
+.xw-mp {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
+.xw-mp .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
+.xw-mp .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
+.xw-mp .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 110px; }}
+.xw-mp .xw-label {{ color: #666; font-size: 11px; }}
+.xw-mp .xw-value {{ font-weight: 600; }}
+.xw-mp table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
+.xw-mp th {{ text-align: left; border-bottom: 1px solid #999; cursor: pointer; padding: 2px 6px; }}
+.xw-mp th.sorted {{ text-decoration: underline; }}
+.xw-mp td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
+.xw-mp td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.xw-mp .xw-scroll {{ max-height: 320px; overflow: auto; }}
+</style>
+<div class="xw-mp">
+  <div class="xw-head"><b>Memory profile</b> {host_select}
+    <label>Memory id <select data-request="memory_id" data-testid="memory-id">{ids}</select></label>
+  </div>
+  <div class="xw-stats">{cards}</div>
+  <div data-figure="timeline"></div>
+  {self._table_html()}
+</div>"""
+
+    def _table_html(self):
+        r = self.result
+        table = self.breakdown
+        if self.moment_ps < 0:
+            title = (f"Allocations live at the peak ({r.peak_time_ms:,.3f} ms, step {r.peak_step_id}), as XProf "
+                     "shows them. Click the timeline for another moment.")
+            back = ""
+        else:
+            moment_ms = (self.moment_ps - (r.peak_time_abs_ps - r.peak_time_ps)) / 1e9
+            title = f"Allocations live at {moment_ms:,.3f} ms (all steps)."
+            back = ' <button data-request="peak" data-testid="back-to-peak">back to the peak</button>'
+        head = "".join(
+            f'<th data-request="sort" data-params=\'{{"column": "{c}"}}\''
+            f'{" class=sorted" if c == self.sort_by else ""}>{HEADERS[c]}</th>'
+            for c in SORTABLE
+        )
+        rows = []
+        for row in table.head(TABLE_ROWS).itertuples(index=False):
+            rows.append(
+                f"<tr><td>{_esc(row.op_name)}</td><td class=num>{_esc(human_bytes(row.allocation_bytes))}</td>"
+                f"<td class=num>{_esc(human_bytes(row.requested_bytes))}</td><td class=num>{row.occurrences}</td>"
+                f"<td>{_esc(row.region_type)}</td><td>{_esc(row.data_type)}</td><td>{_esc(row.shape)}</td></tr>"
+            )
+        more = f"<div>{len(table) - TABLE_ROWS} more rows: see the widget's .breakdown</div>" if len(table) > TABLE_ROWS else ""
+        return (
+            f'<div data-testid="breakdown-title">{_esc(title)}{back}</div>'
+            f'<div class="xw-scroll"><table data-testid="breakdown" data-rows="{len(table)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>{more}'
+        )
+
+
+def _notice(text):
+    return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{html_lib.escape(text)}</div>'
+
+
+__all__ = ["MemoryProfileWidget"]
