@@ -6,10 +6,12 @@ its tools (`PreprocessSingleHostXSpace`: `PreprocessXPlane` then
 `GroupTfEvents`, tsl `group_events.cc`, the "event forest"). This module
 computes the same numbers, vectorised:
 
-1. **Nodes**: every event of every plane, plus one synthetic
-   `ThreadpoolListener::Region` per `StartRegion`..`StopRegion` pair on a line
-   (XProf's threadpool line mutator): it spans the work a pool thread did for
-   a `ThreadpoolListener::Record` elsewhere and consumes that record's context.
+1. **Nodes**: every event of every plane. (Newer tsl also adds a synthetic
+   `ThreadpoolListener::Region` per `StartRegion`..`StopRegion` pair, a
+   consumer of the pool `Record` that scheduled the work; XProf 2.24.2's
+   grouping does not link through them: its trace viewer shows those regions
+   and the work in them ungrouped. `_add_regions` implements them, off by
+   default, `_REGIONS`.)
 2. **Edges** (parent -> child):
    * nesting on a line: an event's parent is the innermost earlier event that
      contains it (XProf walks a stack; on a line sorted by start that is the
@@ -86,6 +88,9 @@ _STATS = [
     "correlation_id", "graph_type",
 ]
 _NONE = np.iinfo(np.int64).max
+#: XProf 2.24.2 groups without the threadpool regions (its trace viewer shows them
+#: ungrouped; with them, events on XLA:CPU pool threads would join the step).
+_REGIONS = False
 
 
 def _int_stat(st, name, n):
@@ -164,13 +169,14 @@ class _Nodes:
                 if n == 0:
                     continue
                 st = line.stats(names=_STATS)
-                names = np.asarray(line.names().astype(object))
+                cat = line.names()
+                names = np.append(np.asarray(cat.categories, dtype=object), None)[cat.codes]  # code -1: None
                 start = line.start_ps
                 end = start + line.event_duration_ps
                 vals = {k: _int_stat(st, k, n) for k in stats}
                 gt = st["graph_type"].to_numpy(dtype=object) if "graph_type" in st else np.full(n, None, object)
                 event = np.arange(n, dtype=np.int64)
-                if has_regions:
+                if has_regions and _REGIONS:
                     start, end, names, vals, gt, event = _add_regions(start, end, names, vals, gt, event)
                 m = len(start)
                 for k, v in (("plane", np.full(m, pi)), ("line", np.full(m, len(self.lines) - 1)),
@@ -329,19 +335,25 @@ class _Graph:
                 break
             dst, cand = dst[better], cand[better]
             np.minimum.at(label, dst, cand)
-            frontier = np.unique(dst)
+            frontier = self.distinct(dst)
         return label
+
+    def distinct(self, nodes_):
+        """Sorted distinct node ids: a mask over all nodes beats hashing millions."""
+        mask = np.zeros(self.n, dtype=bool)
+        mask[nodes_] = True
+        return np.flatnonzero(mask)
 
     def reach(self, seeds):
         """Mask of nodes reachable from `seeds` by one edge or more."""
         seen = np.zeros(self.n, bool)
-        _, frontier = self.out_edges(np.unique(seeds))
-        frontier = np.unique(frontier)
+        _, frontier = self.out_edges(self.distinct(seeds))
+        frontier = self.distinct(frontier)
         while len(frontier):
             frontier = frontier[~seen[frontier]]
             seen[frontier] = True
             _, nxt = self.out_edges(frontier)
-            frontier = np.unique(nxt)
+            frontier = self.distinct(nxt)
         return seen
 
 
@@ -449,10 +461,14 @@ def group_ids(space, recompute=False):
     `is_grouped`) they are returned as they are, as XProf does; with
     `recompute=True` they are ignored and the grouping is computed.
     """
-    if is_grouped(space) and not recompute:
-        return _file_group_ids(space)
-    nodes, group, _ = _forest(space)
-    return _split(space, nodes, group)
+    key = ("group_ids", bool(recompute))
+    if key not in space.cache:  # per host: the memory profile, overview and steps all use it
+        if is_grouped(space) and not recompute:
+            space.cache[key] = _file_group_ids(space)
+        else:
+            nodes, group, _ = _forest(space)
+            space.cache[key] = _split(space, nodes, group)
+    return space.cache[key]
 
 
 def _split(space, nodes, group):

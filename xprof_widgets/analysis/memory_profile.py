@@ -27,12 +27,10 @@ start of the event's thread line as XProf reports it; `time_ms` is the
 latter in ms. Sizes are integer bytes.
 
 Step ids: XProf groups events into steps before this analysis (the "event
-forest" of `group_events.cc`) and reads the `group_id` stat it adds. This
-module reads the `group_id` stats that are in the file; when the file has
-none (e.g. the tf_keras_cpu corpus profile, TF 2.x on CPU), the grouping
-is not recomputed: step ids follow XProf's fill rule only (all 0), and the
-breakdown at peak, which XProf limits to the peak's step, then covers every
-allocation of the profile up to the peak.
+forest" of `group_events.cc`) and reads the `group_id` it adds; here
+`analysis.grouping.group_ids` does the same (the file's own `group_id`
+stats where it has them), then XProf's fill rule gives ungrouped events the
+previous step + 1.
 """
 
 from __future__ import annotations
@@ -41,6 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from .grouping import group_ids
 
 HOST_PLANE = "/host:CPU"
 ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
@@ -149,8 +149,11 @@ def _str_column(st, name, n):
     return out
 
 
-def _line_events(line):
-    """The allocator events of one line as a dict of columns (None if it has none)."""
+def _line_events(line, groups):
+    """The allocator events of one line as a dict of columns (None if it has none).
+
+    `groups` holds the line's group id per event (-1: none).
+    """
     names = line.names()
     codes = np.asarray(names.codes)
     cats = list(names.categories)
@@ -180,10 +183,7 @@ def _line_events(line):
         data_type[~has] = ""
     else:
         data_type = np.full(n, "", dtype=object)
-    step = np.full(n, -1, dtype=np.int64)
-    if "group_id" in st:
-        has = ~pd.isna(st["group_id"]).to_numpy()
-        step[has] = _int_column(st, "group_id", n)[has]
+    step = groups[idx].astype(np.int64)
     return {
         "memory_id": memory_id,
         "time_ps": line.start_ps[idx],
@@ -212,8 +212,20 @@ def allocator_events(run, host=None):
     `memory_id` and `is_alloc`), before XProf's post-processing.
     """
     space = run.xspace(host)
+    if "allocator_events" not in space.cache:
+        space.cache["allocator_events"] = _allocator_events(run, space, host)
+    return space.cache["allocator_events"]
+
+
+def _allocator_events(run, space, host):
     plane = space.plane(HOST_PLANE)
-    parts = [] if plane is None else [p for p in (_line_events(ln) for ln in plane.lines if len(ln)) if p]
+    if plane is None or not status(run, host)[0]:
+        parts = []
+    else:
+        groups = group_ids(space)
+        parts = [
+            p for p in (_line_events(ln, groups[(plane.name, i)]) for i, ln in enumerate(plane.lines) if len(ln)) if p
+        ]
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -237,7 +249,7 @@ def status(run, host=None):
 def memory_ids(run, host=None):
     """The allocators with events on `host` (default: the first), sorted as XProf lists them."""
     ev = allocator_events(run, host)
-    return sorted(set(ev["memory_id"]), key=lambda s: s.encode())
+    return sorted(pd.unique(ev["memory_id"].to_numpy(dtype=object)), key=lambda s: s.encode())
 
 
 # --------------------------------------------------------------------------
@@ -445,7 +457,7 @@ def memory_profile(run, memory_id=None, host=None):
         if memory_id is not None:
             raise KeyError(f"no memory id {memory_id!r} on host {host!r}: {NO_EVENTS_REASON}")
         return _empty(run, host, NO_EVENTS_REASON)
-    ids = sorted(set(ev["memory_id"]), key=lambda s: s.encode())
+    ids = sorted(pd.unique(ev["memory_id"].to_numpy(dtype=object)), key=lambda s: s.encode())
     if memory_id is None:
         memory_id = ids[0]
     memory_id = str(memory_id)

@@ -325,6 +325,31 @@ class Fields:
         return raw.view(dtype) if np.dtype(dtype).itemsize == 8 else raw.astype(dtype)
 
 
+def decode_strings(data, starts, stops, decode=lambda b: b.decode("utf-8", "replace")):
+    """Decode the byte ranges `starts[i]:stops[i]` into an object array of str.
+
+    Names repeat (op names, shapes, region types), so equal ranges are found
+    first, vectorised: ranges are grouped by length, each group's bytes viewed
+    as fixed-size records and made unique; only distinct values are decoded.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(stops, dtype=np.int64) - starts
+    out = np.empty(len(starts), dtype=object)
+    order = np.argsort(lengths, kind="stable")
+    bounds = np.flatnonzero(np.diff(lengths[order])) + 1
+    for group in np.split(order, bounds):
+        if not len(group):
+            continue
+        size = int(lengths[group[0]])
+        if size == 0:
+            out[group] = decode(b"")
+            continue
+        rows = np.ascontiguousarray(data[starts[group][:, None] + np.arange(size)])
+        uniq, inverse = np.unique(rows.view(f"V{size}").ravel(), return_inverse=True)
+        out[group] = np.array([decode(u.tobytes()) for u in uniq], dtype=object)[inverse.ravel()]
+    return out
+
+
 BLOCK_RECORDS = 1 << 16  # records per task on the thread pool: small blocks stay in cache
 
 
@@ -469,5 +494,6 @@ __all__ = [
     "record_payloads",
     "decode_fields",
     "decode_records",
+    "decode_strings",
     "Fields",
 ]

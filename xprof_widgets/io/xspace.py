@@ -114,7 +114,14 @@ class Line:
                     columns[name] = own
             else:
                 columns[name] = values
-        return pd.DataFrame(columns, index=pd.RangeIndex(len(idx)) if events is None else idx)
+        index = pd.RangeIndex(len(idx)) if events is None else pd.Index(idx)
+        # Object columns stay object: pandas 3 would convert str values to its
+        # string dtype, which costs more than the decoding on a million rows.
+        return pd.DataFrame(
+            {k: pd.Series(v, index=index, dtype=object) if getattr(v, "dtype", None) == object else pd.Series(v, index=index)
+             for k, v in columns.items()},
+            index=index,
+        )
 
 
 @dataclass
@@ -208,6 +215,12 @@ class Plane:
             lengths=(_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
         )
         mid = st.value(1)
+        # For each string-like field: which of its payload ranges belongs to each stat (-1: none).
+        st.range_of = {}
+        for n in (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED):
+            at = np.full(len(mid), -1, dtype=np.int64)
+            at[st.ranges[n][0]] = np.arange(len(st.ranges[n][0]))
+            st.range_of[n] = at
         names_by_id = self.stat_names
         columns = {}
         for sid in np.unique(mid):
@@ -244,7 +257,8 @@ class Plane:
             elif (unsigned[u64] >= 2**63).any():  # negative int64 beside huge uint64
                 one_int_dtype = False
         if one_int_dtype:
-            if len(np.unique(target)) == count:
+            # Owners come in file order: strictly increasing means one value per event.
+            if len(target) == count and (count < 2 or (np.diff(target) > 0).all()):
                 col = np.zeros(count, dtype=ints.dtype)
                 col[target] = ints
                 return col
@@ -264,14 +278,14 @@ class Plane:
             values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
         for n, decode in (
             (_STAT_STR, lambda b: b.decode("utf-8", "replace")),
-            (_STAT_BYTES, bytes),
+            (_STAT_BYTES, lambda b: b),
             (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace")),
         ):
-            stat_index, s, e = st.ranges[n]
-            keep = np.isin(stat_index, rows)
-            if keep.any():
-                where = np.searchsorted(rows, stat_index[keep])
-                values[where] = [decode(bytes(data[a:b])) for a, b in zip(s[keep], e[keep])]
+            at = st.range_of[n][rows]
+            has = at >= 0
+            if has.any():
+                _, s, e = st.ranges[n]
+                values[has] = wire.decode_strings(data, s[at[has]], e[at[has]], decode)
         col = np.full(count, None, dtype=object)
         col[target] = values
         return col
@@ -312,6 +326,9 @@ class XSpaceFile:
         self.errors = []
         self.warnings = []
         self.hostnames = []
+        # Derived data analyses keep per host (group ids, allocator events...):
+        # computed once, shared by every tool that needs it.
+        self.cache = {}
 
     def plane(self, name):
         """The plane named `name`, or None."""
