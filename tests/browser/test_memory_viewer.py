@@ -64,10 +64,11 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     box = canvas.bounding_box()
     page.mouse.move(box["x"] + 2, box["y"] + 2)
     page.mouse.move(frame_left + middle * frame_width + 3, box["y"] + box["height"] / 2 - 3)
+    # (Entering over empty space first pushes an empty lifespan: wait for the one-row push.)
     page.wait_for_function(
-        "() => document.querySelector('.xprof-widget').dataset.lastPush === 'lifespan'", timeout=15_000
+        "() => { const d = document.querySelector('.xprof-widget').dataset;"
+        " return d.lastPush === 'lifespan' && d.lastPushRows === '1'; }", timeout=15_000
     )
-    assert widget.get_attribute("data-last-push-rows") == "1"
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "memory-viewer-2-buffer-card")
     widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget-selected.png"))
