@@ -207,6 +207,13 @@ class Plane:
     def decode_stats(self, starts, stops, owner, count, names=None):
         """Columns from XStat records (payload ranges) owned by `count` events."""
         data = self.space.data
+        if names is not None:
+            # Field 1 (the stat's metadata id) comes first: read only it, then
+            # decode in full just the stats asked for.
+            wanted = [k for k, v in self.stat_names.items() if v in set(names)]
+            first = wire.decode_fields(data, starts, stops, scalars=(1,)).value(1)
+            keep = np.isin(first, np.asarray(wanted, dtype=np.int64))
+            starts, stops, owner = np.asarray(starts)[keep], np.asarray(stops)[keep], np.asarray(owner)[keep]
         st = wire.decode_fields(
             data,
             starts,
