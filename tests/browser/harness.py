@@ -54,18 +54,31 @@ def write_notebook(notebook_dir, name, sources):
 def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
     """Open nb_name in JupyterLab, run all cells through the Run menu, and wait
     until `ready_count` widgets report data-ready="1"."""
-    for session in api(url, token, "/api/sessions") or []:
+    _run_all(page, url, token, f"/lab/tree/{urllib.parse.quote(nb_name)}?reset&token={token}", nb_name,
+             ready_count, timeout_ms, wait_idle=True)
+
+
+def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
+    """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
+    _run_all(page, url, token, f"/notebooks/{urllib.parse.quote(nb_name)}?token={token}", nb_name,
+             ready_count, timeout_ms, wait_idle=False)
+
+
+def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle):
+    for session in api(url, token, "/api/sessions") or []:  # no stale kernel
         api(url, token, f"/api/sessions/{session['id']}", method="DELETE")
-    page.goto(f"{url}/lab/tree/{urllib.parse.quote(nb_name)}?reset&token={token}")
+    page.goto(f"{url}{path}")
     page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
-    # JupyterLab may still ask which kernel to start: take the preselected one.
+    # The front end may still ask which kernel to start: take the preselected one.
     dialog = page.locator(".jp-Dialog .jp-mod-accept")
     try:
         dialog.wait_for(timeout=5_000)
         dialog.click()
     except Exception:
         pass
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+    if wait_idle:
+        page.wait_for_selector(idle, timeout=timeout_ms)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     try:
@@ -78,7 +91,8 @@ def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_
         shot = save_screenshot(page, f"failed-{pathlib.Path(nb_name).stem}")
         console = "\n".join(page.console_lines[-40:])
         raise AssertionError(f"widgets not ready ({error}); screenshot {shot}; console:\n{console}") from None
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
+    if wait_idle:
+        page.wait_for_selector(idle, timeout=timeout_ms)
 
 
 def save_notebook(page, path, timeout_s=120):
@@ -107,28 +121,3 @@ def save_screenshot(page, name):
     page.screenshot(path=str(path), full_page=True)
     return path
 
-
-def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
-    """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
-    for session in api(url, token, "/api/sessions") or []:
-        api(url, token, f"/api/sessions/{session['id']}", method="DELETE")
-    page.goto(f"{url}/notebooks/{urllib.parse.quote(nb_name)}?token={token}")
-    page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
-    dialog = page.locator(".jp-Dialog .jp-mod-accept")
-    try:
-        dialog.wait_for(timeout=5_000)
-        dialog.click()
-    except Exception:
-        pass
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-    try:
-        page.wait_for_function(
-            "n => document.querySelectorAll('.xprof-widget[data-ready=\"1\"]').length >= n",
-            arg=ready_count,
-            timeout=timeout_ms,
-        )
-    except Exception as error:
-        shot = save_screenshot(page, f"failed-nb7-{pathlib.Path(nb_name).stem}")
-        console = "\n".join(page.console_lines[-40:])
-        raise AssertionError(f"widgets not ready in Notebook 7 ({error}); screenshot {shot}; console:\n{console}") from None

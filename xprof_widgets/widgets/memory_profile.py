@@ -10,7 +10,6 @@ only the sampled timeline (at most 1000 points), never every event.
 
 from __future__ import annotations
 
-import html as html_lib
 
 import numpy as np
 import traitlets
@@ -19,6 +18,7 @@ from bokeh.plotting import figure
 
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, options, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
 SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
@@ -33,8 +33,6 @@ HEADERS = {
 }
 
 
-def _esc(value):
-    return html_lib.escape("" if value is None else str(value))
 
 
 def _unit(max_bytes):
@@ -112,7 +110,7 @@ class MemoryProfileWidget(BokehWidget):
         self.result = self.run.memory_profile(memory_id=self.memory_id or None, host=self.host)
         if self.result.reason:
             self.set_figures({})
-            self.html = _notice(f"No memory profile for host {self.host} of run {self.run.name}: {self.result.reason}.")
+            self.html = notice(f"No memory profile for host {self.host} of run {self.run.name}: {self.result.reason}.")
             return
         if self.memory_id != self.result.memory_id:
             self._ready = False
@@ -241,13 +239,8 @@ class MemoryProfileWidget(BokehWidget):
 
     def _html(self):
         r = self.result
-        ids = "".join(
-            f'<option value="{_esc(m)}"{" selected" if m == r.memory_id else ""}>{_esc(m)}</option>'
-            for m in r.memory_ids
-        )
-        hosts = "".join(
-            f'<option value="{_esc(h)}"{" selected" if h == self.host else ""}>{_esc(h)}</option>' for h in self.run.hosts
-        )
+        ids = options(r.memory_ids, r.memory_id)
+        hosts = options(self.run.hosts, self.host)
         host_select = (
             f'<label>Host <select data-request="host" data-testid="host">{hosts}</select></label>'
             if len(self.run.hosts) > 1 else ""
@@ -262,19 +255,9 @@ class MemoryProfileWidget(BokehWidget):
             ("fragmentation_at_peak", "Fragmentation at peak", f"{100 * r.fragmentation_at_peak:.1f} %"),
             ("peak_time_ms", "Peak at", f"{r.peak_time_ms:,.3f} ms (step {r.peak_step_id})"),
         ]
-        cards = "".join(
-            f'<div class="xw-stat"><div class="xw-label">{_esc(label)}</div>'
-            f'<div class="xw-value" data-stat="{key}">{_esc(text)}</div></div>'
-            for key, label, text in stats
-        )
         return f"""
 <style>
-.xw-mp {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
-.xw-mp .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
-.xw-mp .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
-.xw-mp .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 110px; }}
-.xw-mp .xw-label {{ color: #666; font-size: 11px; }}
-.xw-mp .xw-value {{ font-weight: 600; }}
+{BASE_CSS.format(root=".xw-mp")}
 .xw-mp table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
 .xw-mp th {{ text-align: left; border-bottom: 1px solid #999; cursor: pointer; padding: 2px 6px; }}
 .xw-mp th.sorted {{ text-decoration: underline; }}
@@ -286,7 +269,7 @@ class MemoryProfileWidget(BokehWidget):
   <div class="xw-head"><b>Memory profile</b> {host_select}
     <label>Memory id <select data-request="memory_id" data-testid="memory-id">{ids}</select></label>
   </div>
-  <div class="xw-stats">{cards}</div>
+  {stat_cards(stats)}
   <div data-figure="timeline"></div>
   {self._table_html()}
 </div>"""
@@ -310,20 +293,17 @@ class MemoryProfileWidget(BokehWidget):
         rows = []
         for row in table.head(TABLE_ROWS).itertuples(index=False):
             rows.append(
-                f"<tr><td>{_esc(row.op_name)}</td><td class=num>{_esc(human_bytes(row.allocation_bytes))}</td>"
-                f"<td class=num>{_esc(human_bytes(row.requested_bytes))}</td><td class=num>{row.occurrences}</td>"
-                f"<td>{_esc(row.region_type)}</td><td>{_esc(row.data_type)}</td><td>{_esc(row.shape)}</td></tr>"
+                f"<tr><td>{esc(row.op_name)}</td><td class=num>{esc(human_bytes(row.allocation_bytes))}</td>"
+                f"<td class=num>{esc(human_bytes(row.requested_bytes))}</td><td class=num>{row.occurrences}</td>"
+                f"<td>{esc(row.region_type)}</td><td>{esc(row.data_type)}</td><td>{esc(row.shape)}</td></tr>"
             )
         more = f"<div>{len(table) - TABLE_ROWS} more rows: see the widget's .breakdown</div>" if len(table) > TABLE_ROWS else ""
         return (
-            f'<div data-testid="breakdown-title">{_esc(title)}{back}</div>'
+            f'<div data-testid="breakdown-title">{esc(title)}{back}</div>'
             f'<div class="xw-scroll"><table data-testid="breakdown" data-rows="{len(table)}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>{more}'
         )
 
-
-def _notice(text):
-    return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{html_lib.escape(text)}</div>'
 
 
 __all__ = ["MemoryProfileWidget"]

@@ -9,7 +9,6 @@ buffer draws its lifespan on the heap chart; clicking it pins its details.
 
 from __future__ import annotations
 
-import html as html_lib
 
 import numpy as np
 import pandas as pd
@@ -20,6 +19,7 @@ from bokeh.plotting import figure
 
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, options, stat_cards
 
 MIB = 2**20
 # One colour a category, as XProf's legend has them.
@@ -38,8 +38,6 @@ def _mib(n):
     return f"{n / MIB:,.2f} MiB"
 
 
-def _esc(value):
-    return html_lib.escape("" if value is None or value is pd.NA else str(value))
 
 
 class MemoryViewerWidget(BokehWidget):
@@ -59,7 +57,7 @@ class MemoryViewerWidget(BokehWidget):
         self.run = run if isinstance(run, Run) else load_run(run)
         if not self.run.hlo_protos:
             reason = dict((t, why) for t, _, why in self.run._tool_status())["memory_viewer"]
-            super().__init__(html=_notice(f"No memory viewer for run {self.run.name}: {reason}."), **kwargs)
+            super().__init__(html=notice(f"No memory viewer for run {self.run.name}: {reason}."), **kwargs)
             self.result = None
             return
         super().__init__(**kwargs)
@@ -248,10 +246,7 @@ class MemoryViewerWidget(BokehWidget):
         if self.result is None:
             return self.html
         r = self.result
-        options = "".join(
-            f'<option value="{_esc(m)}"{" selected" if m == self.module else ""}>{_esc(m)}</option>'
-            for m in sorted(self.run.hlo_protos, key=lambda m: (m != self.module, m))
-        )
+        modules = options(sorted(self.run.hlo_protos, key=lambda m: (m != self.module, m)), self.module)
         stats = [
             ("peak_heap_bytes", "Peak heap", _mib(r.peak_heap_bytes)),
             ("peak_unpadded_heap_bytes", "Unpadded peak", _mib(r.peak_unpadded_heap_bytes)),
@@ -263,19 +258,9 @@ class MemoryViewerWidget(BokehWidget):
             ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
             ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
         ]
-        cards = "".join(
-            f'<div class="xw-stat"><div class="xw-label">{_esc(label)}</div>'
-            f'<div class="xw-value" data-stat="{key}">{_esc(text)}</div></div>'
-            for key, label, text in stats
-        )
         return f"""
 <style>
-.xw-mv {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
-.xw-mv .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
-.xw-mv .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
-.xw-mv .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 96px; }}
-.xw-mv .xw-label {{ color: #666; font-size: 11px; }}
-.xw-mv .xw-value {{ font-weight: 600; }}
+{BASE_CSS.format(root=".xw-mv")}
 .xw-mv .xw-card {{ border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin-top: 6px; }}
 .xw-mv .xw-card table td {{ padding: 0 10px 0 0; }}
 .xw-mv .xw-legend span {{ display: inline-block; margin-right: 10px; }}
@@ -283,12 +268,12 @@ class MemoryViewerWidget(BokehWidget):
 </style>
 <div class="xw-mv">
   <div class="xw-head"><b>Memory viewer</b>
-    <label>Module <select data-request="module" data-testid="module">{options}</select></label>
+    <label>Module <select data-request="module" data-testid="module">{modules}</select></label>
     <span>memory space {self.memory_space}</span>
   </div>
-  <div class="xw-stats">{cards}</div>
+  {stat_cards(stats)}
   <div data-figure="heap"></div>
-  <div class="xw-legend">{''.join(f'<span><i style="background:{c}"></i>{_esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k)}</div>
+  <div class="xw-legend">{''.join(f'<span><i style="background:{c}"></i>{esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k)}</div>
   <div data-figure="buffers"></div>
   {self._card_html()}
 </div>"""
@@ -311,15 +296,12 @@ class MemoryViewerWidget(BokehWidget):
             ("Lifespan", span),
             ("Source", b.get("source")),
         ]
-        body = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
+        body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
         return (
-            f'<div class="xw-card" data-card="{_esc(b["instruction_name"])}">'
-            f'<b data-testid="card-name">{_esc(b["instruction_name"])}</b><table>{body}</table></div>'
+            f'<div class="xw-card" data-card="{esc(b["instruction_name"])}">'
+            f'<b data-testid="card-name">{esc(b["instruction_name"])}</b><table>{body}</table></div>'
         )
 
-
-def _notice(text):
-    return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{html_lib.escape(text)}</div>'
 
 
 __all__ = ["MemoryViewerWidget"]

@@ -1,0 +1,48 @@
+"""HTML pieces every tool widget uses: escaping, notices, selectors, stat cards, base CSS.
+
+Names in a profile (ops, modules, hosts) are untrusted: everything that puts
+text into a widget's HTML goes through `esc`.
+"""
+
+import html
+
+import pandas as pd
+
+# Shared look; a widget scopes it under its own root class (e.g. ".xw-mv").
+BASE_CSS = """
+{root} {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
+{root} .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
+{root} .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
+{root} .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 100px; }}
+{root} .xw-label {{ color: #666; font-size: 11px; }}
+{root} .xw-value {{ font-weight: 600; }}
+"""
+
+
+def esc(value):
+    """Text made safe for HTML; None and pandas NA become empty."""
+    if value is None or value is pd.NA:
+        return ""
+    return html.escape(str(value))
+
+
+def notice(text):
+    """A plain message in place of a tool (why there is no data, and what to do)."""
+    return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{esc(text)}</div>'
+
+
+def options(values, selected):
+    """<option> elements for a <select>, `selected` marked."""
+    return "".join(
+        f'<option value="{esc(v)}"{" selected" if v == selected else ""}>{esc(v)}</option>' for v in values
+    )
+
+
+def stat_cards(stats):
+    """Summary cards from (key, label, text) triples; `data-stat=key` lets tests read them."""
+    cards = "".join(
+        f'<div class="xw-stat"><div class="xw-label">{esc(label)}</div>'
+        f'<div class="xw-value" data-stat="{esc(key)}">{esc(text)}</div></div>'
+        for key, label, text in stats
+    )
+    return f'<div class="xw-stats">{cards}</div>'
