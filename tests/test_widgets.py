@@ -24,7 +24,7 @@ def test_selected_buffer_round_trip(viewer):
     viewer.select_buffer("dot.1")
     assert viewer.selected_buffer["instruction_name"] == "dot.1"
     assert viewer.selected_buffer["size_bytes"] == 4194304
-    assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0}
+    assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0, "linked": ["by_order", "by_size"]}
     assert 'data-testid="card-name">dot.1<' in viewer.html
     # What the page sends on a tap in the by-size chart.
     order = viewer.result.buffers_at_peak.set_index("size_rank")

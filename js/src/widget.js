@@ -302,13 +302,15 @@ class WidgetView {
 
   // Re-applies the `selected` trait to the page's sources by stable id: after
   // Python sets it, and after every data swap (row indices change, ids don't).
+  // `selected.linked` names other sources that show the same ids (e.g. one
+  // buffer drawn in two charts): they highlight the same rows.
   applySelection() {
     const selected = this.model.get("selected") ?? {};
     this.applyingSelection = true;
     try {
       for (const source of this.namedSources()) {
         let indices = [];
-        if (selected.source === source.name) {
+        if (selected.source === source.name || (selected.linked ?? []).includes(source.name)) {
           const ids = source.data.id;
           if (ids != null && selected.id != null) {
             const wanted = new Set((selected.ids ?? [selected.id]).map(String));

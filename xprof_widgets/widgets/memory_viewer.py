@@ -91,7 +91,9 @@ class MemoryViewerWidget(BokehWidget):
             return
         details = self._buffer(int(sel["id"]))
         if details != self.selected_buffer:
-            self.selected_buffer = details
+            self.selected_buffer = details  # observed: links the charts and draws the card
+        else:
+            self._link_charts(details)
 
     @traitlets.validate("selected_buffer")
     def _resolve_buffer(self, proposal):
@@ -109,12 +111,17 @@ class MemoryViewerWidget(BokehWidget):
 
     @traitlets.observe("selected_buffer")
     def _show_selection(self, change):
-        details = change["new"]
-        if details:
-            want = {"figure": "buffers", "source": "by_order", "id": details["program_order_index"]}
-            if self.selected.get("id") != want["id"] or self.selected.get("source") not in BUFFER_SOURCES:
-                self.selected = want
+        if change["new"]:
+            self._link_charts(change["new"])
         self.html = self._html()
+
+    def _link_charts(self, details):
+        """Both buffer charts highlight the buffer, whichever was clicked."""
+        source = self.selected.get("source")
+        want = {"figure": "buffers", "source": source if source in BUFFER_SOURCES else "by_order",
+                "id": details["program_order_index"], "linked": list(BUFFER_SOURCES)}
+        if {k: self.selected.get(k) for k in want} != want:
+            self.selected = want
 
     def _buffer(self, order_index):
         row = self.result.buffers_at_peak.set_index("program_order_index").loc[order_index]
