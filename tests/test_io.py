@@ -227,3 +227,13 @@ def test_fsspec_url_logdir():
     assert run.xspace("vm").event_count == run.xspace("extra").event_count == local.event_count
     with pytest.raises(xw.ProfileError, match="no such"):
         xw.load_run("memory://nowhere")
+
+
+def test_huge_file_is_refused_up_front(tmp_path, monkeypatch):
+    """A file that cannot fit in free memory fails with a ProfileError, not an OOM kill."""
+    from xprof_widgets.io import xspace
+
+    src = PROFILES / "jax_mlp_cpu/plugins/profile/2026_11_22_03_11_56/vm.xplane.pb"
+    monkeypatch.setattr(xspace, "available_memory_bytes", lambda: src.stat().st_size)  # pretend: little free
+    message = _error(src)
+    assert "too large to open here" in message
