@@ -308,6 +308,22 @@ class Run:
             raise KeyError(f"no module {module!r} in run {self.name!r}; modules: {sorted(protos)}")
         return memory_viewer(protos[module], memory_space=memory_space, module_name=module)
 
+    def hlo_stats(self):
+        """One row per HLO op on the devices (XProf's HLO stats): times in ps,
+        FLOP rates in GFLOP/s, bandwidths in GiB/s. Empty, with `.attrs["reason"]`,
+        when the run has no device ops."""
+        from .analysis.op_stats import hlo_stats
+
+        return hlo_stats(self)
+
+    def op_profile(self, group_by="program", exclude_idle=False, top_n=100, sort_by="time"):
+        """XProf's HLO op profile: program (or category) -> category -> op -> fused ops,
+        with time (ps) and FLOPS / bandwidth utilisation per node. `sort_by` is
+        "time" or "wasted_time". Returns an OpProfile (`.root`, `.to_dataframe()`)."""
+        from .analysis.op_profile import op_profile
+
+        return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
+
     def memory_profile(self, memory_id=None, host=None):
         """XProf's memory profile: allocator timeline, summary and breakdown at peak.
 

@@ -1,0 +1,115 @@
+"""Op profile and HLO stats against XProf 2.24.2's references."""
+
+import json
+
+import numpy as np
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis.op_profile import op_profile
+from xprof_widgets.analysis.op_stats import hlo_stats
+
+from .conftest import PROFILES, REFERENCE
+
+TPU_REF = REFERENCE / "tpu_v6e_inference" / "2025_tpu_inference"
+
+
+@pytest.fixture(scope="module")
+def tpu_run():
+    return xw.load_run(PROFILES / "tpu_v6e_inference")
+
+
+def _ref_nodes(node, path=()):
+    path = path + (node["name"],)
+    yield path, node
+    for c in node.get("children", []):
+        yield from _ref_nodes(c, path)
+
+
+def _our_nodes(node, path=()):
+    path = path + (node.name,)
+    yield path, node
+    for c in node.children:
+        yield from _our_nodes(c, path)
+
+
+@pytest.mark.parametrize("key,exclude_idle", [("byProgram", False), ("byProgramExcludeIdle", True)])
+def test_op_profile_matches_xprof(tpu_run, key, exclude_idle):
+    ref = json.loads((TPU_REF / "op_profile.json").read_text())[key]
+    ours = dict(_our_nodes(op_profile(tpu_run, "program", exclude_idle=exclude_idle).root))
+    refs = list(_ref_nodes(ref))
+    assert len(refs) == len(ours)
+    for path, r in refs:
+        assert path in ours, path
+        n, m = ours[path], r["metrics"]
+        assert n.time_ps == m.get("rawTime", 0), path
+        assert n.occurrences == m.get("occurrences", 0), path
+        assert n.num_children == r.get("numChildren", 0), path
+        assert n.normalized_time_ps == m.get("normalizedTimePs", 0), path
+        assert n.raw_flops == pytest.approx(m.get("rawFlops", 0), rel=1e-9), path
+        assert n.flops_utilization == pytest.approx(m.get("flops", 0), rel=1e-6, abs=1e-15), path
+        assert n.uncapped_flops_utilization == pytest.approx(m.get("uncappedFlops", 0), rel=1e-6, abs=1e-15)
+        bw = m.get("bandwidthUtils", [0, 0, 0])
+        got = [n.hbm_utilization, n.on_chip_read_utilization, n.on_chip_write_utilization]
+        assert got == pytest.approx(bw, rel=1e-6, abs=1e-15), path
+        raw_bytes = m.get("rawBytesAccessedArray", [0, 0, 0])[0]
+        assert n.hbm_bytes == pytest.approx(raw_bytes, rel=1e-9), path
+        if "xla" in r and r["xla"].get("programId", "0") != "0":
+            assert n.expression == r["xla"]["expression"], path
+            assert n.category == r["xla"]["category"], path
+        # Children sorted by time as XProf (fused ops by FLOPs: all zero here).
+        if n.kind != "op":
+            assert [c.name for c in n.children] == [c["name"] for c in r.get("children", [])], path
+
+
+def test_op_profile_by_category_and_frame(tpu_run):
+    prof = op_profile(tpu_run, "category")
+    names = [c.name for c in prof.root.children]
+    assert names[0] == "copy-done" and "IDLE" in names
+    assert sum(c.time_ps for c in prof.root.children) == prof.root.time_ps
+    df = op_profile(tpu_run).to_dataframe()
+    assert df.loc[0, "name"] == "by_program" and df.loc[0, "depth"] == 0
+    assert (df["wasted_time_fraction"] >= 0).all() and (df["wasted_time_fraction"] <= 1).all()
+    fusion = df[df["name"] == "broadcast_add_fusion.1 and its duplicate(s)"].iloc[0]
+    assert fusion["flops_utilization"] == pytest.approx(1610612736000 / (9619893637500e-12 * 918e12))
+
+
+def test_hlo_stats_matches_xprof(tpu_run):
+    ref = json.loads((TPU_REF / "hlo_stats.json").read_text())
+    cols = [c["id"] for c in ref["cols"]]
+    rows = [{c: (v or {}).get("v") for c, v in zip(cols, r["c"])} for r in ref["rows"]]
+    ours = hlo_stats(tpu_run)
+    assert len(ours) == len(rows)
+    for (_, o), r in zip(ours.iterrows(), rows):
+        assert o["rank"] == r["rank"]
+        assert str(o["program_id"]) == r["program_id"]
+        assert (o["category"], o["hlo_op_name"], o["expression"], o["framework_op"]) == (
+            r["category"], r["hlo_op_name"], r["hlo_op_expression"], r["tf_op_name"])
+        assert o["occurrences"] == r["occurrences"]
+        ap = lambda x: pytest.approx(x, rel=1e-9, abs=1e-12)  # noqa: E731
+        assert o["total_time_ps"] / 1e6 == ap(r["total_time"])
+        assert o["avg_time_ps"] / 1e6 == ap(r["avg_time"])
+        assert o["self_time_ps"] / 1e6 == ap(r["total_self_time"])
+        assert o["avg_self_time_ps"] / 1e6 == ap(r["avg_self_time"])
+        assert o["self_time_fraction"] * 100 == ap(r["total_self_time_percent"])
+        assert o["cumulative_self_time_fraction"] * 100 == ap(r["cumulative_total_self_time_percent"])
+        assert o["model_flop_rate_gflops"] == ap(r["model_flop_rate"])
+        assert o["flop_rate_gflops"] == ap(r["normalized_flop_rate"])
+        assert o["memory_bw_gibs"] == ap(r["measured_memory_bw"])
+        assert o["hbm_bw_gibs"] == ap(r["hbm_bw"])
+        assert o["cmem_read_bw_gibs"] == ap(r["cmem_read_bw"])
+        assert o["cmem_write_bw_gibs"] == ap(r["cmem_write_bw"])
+        assert o["operational_intensity"] == ap(r["operational_intensity"])
+        assert o["bound_by"] == r["bound_by"]
+
+
+@pytest.mark.parametrize("name", ["jax_mlp_cpu", "tf_keras_cpu", "jax_transformer_cpu", "tf_gpu_multiworker"])
+def test_empty_profiles_give_a_reason(name):
+    path = PROFILES / name
+    if not path.is_dir():
+        pytest.skip(f"{name} not in corpus")
+    run = xw.load_run(path)
+    prof = op_profile(run)
+    assert prof.empty and prof.reason
+    stats = hlo_stats(run)
+    assert stats.empty and stats.attrs["reason"]

@@ -1,0 +1,315 @@
+"""XProf's op profile: a tree of device time by program, category,
+deduplicated group, op and fused op (`op_stats_to_op_profile.cc`,
+`op_profile_builder.cc`), with FLOPS and bandwidth utilisations.
+
+The tree has one node per distinct op, so building it loops over ops, not
+events; the per-op numbers come vectorised from `op_stats.device_op_metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .op_stats import IDLE, device_op_metrics
+
+_ELEMENTWISE = {
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cos", "divide",
+    "exp", "expm1", "floor", "imag", "is-finite", "log", "log1p", "maximum", "minimum", "multiply", "negate",
+    "not", "or", "popcnt", "power", "real", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
+    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "sqrt",
+    "subtract", "tan", "tanh", "xor", "constant", "logistic", "erf",
+}
+
+
+@dataclass
+class OpNode:
+    """One node of the op profile.
+
+    Times in ps; flops and raw_flops in FLOPs; hbm_bytes, on_chip_read_bytes,
+    on_chip_write_bytes in bytes. Utilisations are 0-1 as XProf stores them:
+    `flops_utilization` = min(1, achieved/peak) x time_fraction (XProf's
+    `metrics.flops`); `flops_utilization_of_time` the frontend's figure
+    (achieved/peak); bandwidth utilisations are achieved/peak capped at 1.
+    `wasted_time_fraction` = time_fraction x (1 - max(flops, hbm)), as XProf's
+    frontend. `kind` is root, program, category, group, op, fused or idle.
+    """
+
+    name: str
+    kind: str
+    category: str = ""
+    time_ps: int = 0
+    self_time_ps: int = 0
+    normalized_time_ps: int = 0
+    occurrences: int = 0
+    flops: float = 0.0  # bf16-normalised FLOPs XProf uses for utilisation
+    raw_flops: float = 0.0  # model FLOPs
+    hbm_bytes: float = 0.0
+    on_chip_read_bytes: float = 0.0
+    on_chip_write_bytes: float = 0.0
+    time_fraction: float = 0.0
+    flops_utilization: float = 0.0
+    uncapped_flops_utilization: float = 0.0
+    hbm_utilization: float = 0.0
+    on_chip_read_utilization: float = 0.0
+    on_chip_write_utilization: float = 0.0
+    expression: str = ""
+    provenance: str = ""
+    program_id: int = 0
+    num_children: int = 0
+    children: list = field(default_factory=list)
+    _has_children_time: bool = field(default=False, repr=False)
+
+    @property
+    def flops_utilization_of_time(self):
+        """Achieved / peak FLOP rate (what XProf's UI shows), uncapped."""
+        return self.uncapped_flops_utilization / self.time_fraction if self.time_fraction else 0.0
+
+    @property
+    def wasted_time_fraction(self):
+        """Time fraction x (1 - max(FLOPS util, HBM util)), XProf's frontend."""
+        util = max(self.flops_utilization_of_time, self.hbm_utilization)
+        return self.time_fraction * (1 - min(util, 1.0))
+
+    @property
+    def avg_time_ps(self):
+        return self.time_ps / self.occurrences if self.occurrences else 0.0
+
+    def walk(self, depth=0, parent=None):
+        """Yields (node, depth, parent) depth-first."""
+        yield self, depth, parent
+        for c in self.children:
+            yield from c.walk(depth + 1, self)
+
+
+class OpProfile:
+    """An op profile of one run: `.root` (OpNode), `.group_by`,
+    `.exclude_idle`, `.reason` (why the tree is empty, else "")."""
+
+    def __init__(self, root, group_by, exclude_idle, reason=""):
+        self.root = root
+        self.group_by = group_by
+        self.exclude_idle = exclude_idle
+        self.reason = reason
+
+    @property
+    def empty(self):
+        return not self.root.children
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per node, depth-first: name, depth, parent, kind, category,
+        time_ps, self_time_ps, avg_time_ps (ps), time_fraction, occurrences,
+        flops, raw_flops (FLOPs), hbm_bytes (bytes), flops_utilization
+        (achieved/peak), hbm_utilization, on_chip_read_utilization,
+        on_chip_write_utilization, wasted_time_fraction (0-1), expression,
+        provenance."""
+        rows = []
+        for n, d, p in self.root.walk():
+            rows.append({
+                "name": n.name, "depth": d, "parent": p.name if p else None, "kind": n.kind,
+                "category": n.category, "time_ps": n.time_ps, "self_time_ps": n.self_time_ps,
+                "avg_time_ps": n.avg_time_ps, "time_fraction": n.time_fraction, "occurrences": n.occurrences,
+                "flops": n.flops, "raw_flops": n.raw_flops, "hbm_bytes": n.hbm_bytes,
+                "flops_utilization": n.flops_utilization_of_time, "hbm_utilization": n.hbm_utilization,
+                "on_chip_read_utilization": n.on_chip_read_utilization,
+                "on_chip_write_utilization": n.on_chip_write_utilization,
+                "wasted_time_fraction": n.wasted_time_fraction, "expression": n.expression,
+                "provenance": n.provenance,
+            })
+        return pd.DataFrame(rows)
+
+    def __repr__(self):
+        return f"OpProfile(group_by={self.group_by!r}, exclude_idle={self.exclude_idle}, nodes={sum(1 for _ in self.root.walk())})"
+
+
+def _is_fusion(category):
+    return "fusion" in category.lower()
+
+
+def _add(node, op, as_self=False):
+    """Accumulates an op's metrics into a node (XProf: CombineOpMetrics, or
+    UpdateNodeMetrics with `as_self` for root/program nodes)."""
+    node.time_ps += int(op["self_time_ps"] if as_self else op["time_ps"])
+    node.self_time_ps += int(op["self_time_ps"])
+    node.normalized_time_ps += int(op["normalized_time_ps"])
+    if not as_self:
+        node.occurrences += int(op["occurrences"])
+    if not as_self or op["children_time_ps"] == 0:
+        node.flops += float(op["flops"])
+        node.raw_flops += float(op["model_flops"])
+        node.hbm_bytes += float(op["hbm_read_bytes"] + op["hbm_write_bytes"])
+        node.on_chip_read_bytes += float(op["on_chip_read_bytes"])
+        node.on_chip_write_bytes += float(op["on_chip_write_bytes"])
+
+
+def _fused_children(run, ops):
+    """{(program_id, op name): [(name, category), ...]} from the HLO protos:
+    fused computation instructions except parameters and tuples, in order,
+    nested fusions flattened under their fusion (XProf keeps them nested; we
+    keep the nesting too)."""
+    from ..io.hlo import parse_hlo_proto
+
+    wanted = {}
+    for pid, name in zip(ops["program_id"], ops["name"]):
+        wanted.setdefault(int(pid), set()).add(name)
+    out = {}
+    protos = getattr(run, "hlo_protos", {}) or {}
+    for key, data in protos.items():
+        try:
+            pid = int(key[key.rindex("(") + 1:-1])
+        except ValueError:
+            continue
+        if pid not in wanted:
+            continue
+        try:
+            module = parse_hlo_proto(data).hlo_module
+        except Exception:  # a bad HLO proto only loses fused-op detail
+            continue
+        comps = {c.id: c for c in module.computations}
+
+        def expand(instr):
+            kids = []
+            if instr.opcode != "fusion":
+                return kids
+            for cid in instr.called_computation_ids:
+                comp = comps.get(cid)
+                if comp is None:
+                    continue
+                for i in comp.instructions:
+                    if i.opcode in ("parameter", "tuple"):
+                        continue
+                    cat = "non-fusion elementwise" if i.opcode in _ELEMENTWISE else i.opcode
+                    kids.append((i.name, cat, expand(i)))
+            return kids
+
+        for comp in module.computations:
+            for instr in comp.instructions:
+                if instr.name in wanted[pid] and instr.opcode == "fusion":
+                    out[(pid, instr.name)] = expand(instr)
+    return out
+
+
+def _fused_nodes(kids):
+    nodes = []
+    for name, cat, sub in kids:
+        n = OpNode(name=name, kind="fused", category=cat, occurrences=1)
+        n.children = _fused_nodes(sub)
+        nodes.append(n)
+    return nodes
+
+
+def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="time") -> OpProfile:
+    """XProf's op profile of `run`'s device ops.
+
+    group_by: "program" (program -> category -> deduplicated group -> op ->
+    fused ops) or "category" (category -> group -> op -> fused ops).
+    exclude_idle: leave out the IDLE node and use the busy time as the total.
+    top_n: children kept per node below the program/category level (XProf:
+    100). sort_by: "time" (XProf) or "wasted_time". Times in ps.
+    """
+    if group_by not in ("program", "category"):
+        raise ValueError(f"group_by must be 'program' or 'category', not {group_by!r}")
+    db = device_op_metrics(run)
+    root = OpNode(name=f"by_{group_by}", kind="root")
+    if db.empty:
+        return OpProfile(root, group_by, exclude_idle, reason=db.reason)
+    ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
+    fused = _fused_children(run, ops)
+    programs, categories, groups = {}, {}, {}
+    for op in ops.to_dict("records"):
+        _add(root, op, as_self=True)
+        pid = int(op["program_id"])
+        parent = root
+        if group_by == "program":
+            prog = programs.get(pid)
+            if prog is None:
+                prog = programs[pid] = OpNode(name=db.program_names.get(pid, "main"), kind="program",
+                                              program_id=pid)
+                root.children.append(prog)
+            _add(prog, op, as_self=True)
+            parent = prog
+        if op["children_time_ps"] > 0:
+            continue
+        ckey = (id(parent), op["category"])
+        cat = categories.get(ckey)
+        if cat is None:
+            cat = categories[ckey] = OpNode(name=op["category"], kind="category")
+            parent.children.append(cat)
+        gname = op["deduplicated_name"] or op["name"]
+        gkey = (id(cat), gname)
+        grp = groups.get(gkey)
+        if grp is None:
+            grp = groups[gkey] = OpNode(name=gname, kind="group")
+            cat.children.append(grp)
+        leaf = OpNode(name=op["name"], kind="op", category=op["category"], expression=op["expression"] or "",
+                      provenance=op["provenance"], program_id=pid)
+        leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
+        grp.children.append(leaf)
+        for n in (cat, grp, leaf):
+            _add(n, op)
+    if not exclude_idle and db.idle_time_ps >= 0:
+        idle = OpNode(name=IDLE, kind="idle", category=IDLE, time_ps=db.idle_time_ps, self_time_ps=db.idle_time_ps)
+        _add(root, {"time_ps": db.idle_time_ps, "self_time_ps": db.idle_time_ps, "normalized_time_ps": 0,
+                    "occurrences": 0, "children_time_ps": 0, "flops": 0, "model_flops": 0,
+                    "hbm_read_bytes": 0, "hbm_write_bytes": 0, "on_chip_read_bytes": 0,
+                    "on_chip_write_bytes": 0}, as_self=True)
+        root.children.append(idle)
+    total = db.total_op_time_ps if exclude_idle else db.total_time_ps
+    root.time_ps = total
+    p = db.peaks
+    for n, _, _ in root.walk():
+        _utilisations(n, total, p)
+    level = 2 if group_by == "program" else 1
+    _sort_and_prune(root, top_n, level, sort_by)
+    _finalize_groups(root)
+    return OpProfile(root, group_by, exclude_idle)
+
+
+def _utilisations(n, total, p):
+    t = n.time_ps
+    n.time_fraction = t / total if total else 0.0
+    if t <= 0:
+        return
+    secs = t * 1e-12
+    rate = n.flops / secs
+    if n.normalized_time_ps:
+        rate *= t / n.normalized_time_ps
+    unc = rate / p["peak_flops"] if p["peak_flops"] else 0.0
+    n.uncapped_flops_utilization = unc * n.time_fraction
+    n.flops_utilization = min(unc, 1.0) * n.time_fraction
+    bw = lambda b, peak: min(b / secs / peak, 1.0) if peak else 0.0  # noqa: E731
+    n.hbm_utilization = bw(n.hbm_bytes, p["peak_hbm_bw"])
+    n.on_chip_read_utilization = bw(n.on_chip_read_bytes, p["peak_on_chip_read_bw"])
+    n.on_chip_write_utilization = bw(n.on_chip_write_bytes, p["peak_on_chip_write_bw"])
+
+
+def _sort_and_prune(node, k, level, sort_by):
+    node.num_children = len(node.children)
+    for c in node.children:
+        _sort_and_prune(c, k, level - 1, sort_by)
+    keep = len(node.children) if level > 0 else k
+    if node.kind in ("op", "fused") and _is_fusion(node.category):
+        key = lambda c: -c.raw_flops  # noqa: E731
+    elif sort_by == "wasted_time":
+        key = lambda c: -c.wasted_time_fraction  # noqa: E731
+    else:
+        key = lambda c: -c.time_ps  # noqa: E731
+    node.children = sorted(node.children, key=key)[:keep]
+
+
+def _finalize_groups(node):
+    """Single-op groups become their op; others are named "<top op> and its
+    duplicate(s)" and take the top op's details (XProf's finalisation)."""
+    for i, c in enumerate(node.children):
+        if c.kind == "group":
+            if len(c.children) == 1:
+                node.children[i] = c.children[0]
+            elif c.children:
+                top = c.children[0]
+                c.name = f"{top.name} and its duplicate(s)"
+                c.category, c.expression, c.program_id = top.category, top.expression, top.program_id
+                if not _is_fusion(top.category):
+                    c.provenance = top.provenance
+        else:
+            _finalize_groups(c)
