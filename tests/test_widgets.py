@@ -119,3 +119,61 @@ def test_memory_profile_names_are_escaped():
     w.result.breakdown_at_peak.loc[1, "op_name"] = "<b onmouseover=alert(1)>x</b>"
     w.on_request("sort", {"column": "op_name"})
     assert "<b onmouseover" not in w.html and "&lt;b onmouseover" in w.html
+
+
+# --- OpProfileWidget and OpDetailsCard -------------------------------------------
+
+
+def test_op_profile_widget_controls_and_selection():
+    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    w = xw.OpProfileWidget(run)
+    assert w.nodes[0][0].time_ps == run.op_profile().root.time_ps
+    w.select_op("copy-done.4")
+    d = w.selected_op
+    node = next(n for n, *_ in w.nodes if n.name == "copy-done.4")
+    assert d["name"] == "copy-done.4" and d["occurrences"] == node.occurrences
+    assert d["hbm_gb_per_s"] == pytest.approx(node.hbm_bytes / (node.time_ps * 1e-12) / 1e9)
+    assert w.selected == {"figure": "sunburst", "source": "wedges", "id": d["id"]}
+    assert 'data-testid="op-card-name">copy-done.4<' in w.html and "class='sel'" in w.html
+    # What the page sends: a wedge tap, a row click, the controls.
+    w.selected = {"figure": "sunburst", "source": "wedges", "id": 2, "index": 1}
+    assert w.selected_op["name"] == w.nodes[2][0].name
+    w.on_request("select", {"id": 3})
+    assert w.selected_op["name"] == w.nodes[3][0].name
+    w.on_request("control", {"name": "group_by", "value": "category"})
+    assert w.profile.group_by == "category" and w.selected_op["name"] == w.nodes[w.selected_op["id"]][0].name
+    w.on_request("control", {"name": "top_n", "value": "10"})
+    assert w.top_n == 10
+    w.on_request("control", {"name": "name_filter", "value": "fusion"})
+    rows = w._visible_rows()
+    matches = [i for i, (n, *_r) in enumerate(w.nodes) if "fusion" in n.name.lower()]
+    ancestors = set()
+    for i in matches:
+        while (i := w.nodes[i][2]) is not None:
+            ancestors.add(i)
+    assert matches and set(rows) == set(matches) | ancestors
+    assert w.html.count("data-node=") == len(rows)
+    with pytest.raises(traitlets.TraitError):
+        w.sort_by = "size"
+    with pytest.raises(KeyError):
+        w.select_op("no-such-op")
+
+
+def test_op_profile_widget_without_device_ops_says_why():
+    w = xw.OpProfileWidget(PROFILES / "tf_keras_cpu")
+    assert "No op profile" in w.html and w.figures == {}
+
+
+def test_op_details_card_is_its_own_widget_and_escapes():
+    from xprof_widgets.widgets.op_details import op_details_html
+
+    card = xw.OpDetailsCard()
+    assert "Click an op" in card.value
+    card.op = {"name": "<i>x</i>", "kind": "op", "category": "c", "program": None, "expression": "<b>",
+               "provenance": "", "occurrences": 1, "total_time_ps": 1e6, "avg_time_ps": 1e6,
+               "time_fraction": 0.5, "tflops_per_s": 0.0, "hbm_gb_per_s": 1.0, "on_chip_read_gb_per_s": 0.0,
+               "on_chip_write_gb_per_s": 0.0, "flops_utilization": float("nan"), "hbm_utilization": 0.1,
+               "wasted_time_fraction": 0.4}
+    assert "&lt;i&gt;x&lt;/i&gt;" in card.value and "<i>x</i>" not in card.value and "&lt;b&gt;" in card.value
+    assert "n/a" in card.value  # unknown peak: no made-up utilisation
+    assert card.value == op_details_html(card.op)

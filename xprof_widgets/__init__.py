@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _WIDGETS = {
     "MemoryViewerWidget": ".widgets.memory_viewer",
     "MemoryProfileWidget": ".widgets.memory_profile",
+    "OpProfileWidget": ".widgets.op_profile",
+    "OpDetailsCard": ".widgets.op_details",
 }
 
 

@@ -93,6 +93,10 @@ def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle
         raise AssertionError(f"widgets not ready ({error}); screenshot {shot}; console:\n{console}") from None
     if wait_idle:
         page.wait_for_selector(idle, timeout=timeout_ms)
+    # JupyterLab's "get notified about news?" toast would cover screenshots.
+    toast = page.locator(".jp-Notification-Toast-Close, .jp-toast-button:has-text('No')")
+    if toast.count():
+        toast.first.click()
 
 
 def save_notebook(page, path, timeout_s=120):

@@ -22,9 +22,6 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     run_notebook_in_lab(page, url, token, "quickstart.ipynb")
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
-    news = page.locator(".jp-Notification-Toast-Close, .jp-toast-button:has-text('No')")
-    if news.count():
-        news.first.click()
     widget.scroll_into_view_if_needed()
 
     # The charts drew: canvases with ink, heap chart and both buffer charts.

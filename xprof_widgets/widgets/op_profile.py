@@ -1,0 +1,295 @@
+"""OpProfileWidget: where device time goes, op by op, against the chip's peaks.
+
+Shows what `Run.op_profile()` computes, as XProf's HLO op profile does: the
+whole run's FLOPS and HBM utilisation, a control panel (top N, name filter,
+sort by time or wasted time, group by program or category, exclude idle), a
+sunburst of the hierarchy beside the table, linked both ways (a click on a
+wedge selects its row, a click on a row selects its wedge, hovering a wedge
+marks its row), and the op details card of the selected node.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import traitlets
+from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.palettes import RdYlGn11
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, options, stat_cards
+from .op_details import op_details, op_details_html
+
+MAX_DEPTH = 4  # rings: program, category, op, fused op
+# Red (wasteful) to green (near a peak): the colour of max(FLOPS, HBM utilisation).
+UTILIZATION_COLORS = list(reversed(RdYlGn11))
+CONTROLS = ("group_by", "sort_by", "top_n", "exclude_idle", "name_filter")
+
+
+def _color(node):
+    util = max(node.flops_utilization_of_time, node.hbm_utilization)
+    if util is None or (isinstance(util, float) and math.isnan(util)):
+        return "#bab0ac"
+    return UTILIZATION_COLORS[min(int(util * len(UTILIZATION_COLORS)), len(UTILIZATION_COLORS) - 1)]
+
+
+class OpProfileWidget(BokehWidget):
+    """XProf's HLO op profile of a run, with a sunburst, a table and the op card.
+
+    `group_by`, `sort_by`, `top_n`, `exclude_idle` and `name_filter` are traits
+    Python can read and set. `selected_op` holds the selected node's details
+    (see `op_details`); `select_op(name)` selects a node by name.
+    """
+
+    group_by = traitlets.Unicode("program", help='"program" or "category".').tag(sync=True)
+    sort_by = traitlets.Unicode("time", help='"time" or "wasted_time".').tag(sync=True)
+    top_n = traitlets.Int(100, help="Children shown per node.").tag(sync=True)
+    exclude_idle = traitlets.Bool(False, help="Leave idle time out of the fractions.").tag(sync=True)
+    name_filter = traitlets.Unicode("", help="Show only nodes whose name contains this (and their parents).").tag(
+        sync=True
+    )
+    selected_op = traitlets.Dict(help="op_details() of the selected node; {} for none.").tag(sync=True)
+
+    def __init__(self, run, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self.profile = None
+        self.nodes = []  # (node, depth, parent index, program name), depth-first
+        self._hovered = None
+        self._ready = False
+        super().__init__(**kwargs)
+        self._ready = True
+        self._recompute()
+
+    # --- state -------------------------------------------------------------------
+
+    @traitlets.validate("group_by")
+    def _check_group_by(self, proposal):
+        if proposal["value"] not in ("program", "category"):
+            raise traitlets.TraitError('group_by must be "program" or "category"')
+        return proposal["value"]
+
+    @traitlets.validate("sort_by")
+    def _check_sort_by(self, proposal):
+        if proposal["value"] not in ("time", "wasted_time"):
+            raise traitlets.TraitError('sort_by must be "time" or "wasted_time"')
+        return proposal["value"]
+
+    @traitlets.observe("group_by", "sort_by", "top_n", "exclude_idle")
+    def _recompute(self, change=None):
+        if not self._ready:
+            return
+        self.profile = self.run.op_profile(
+            group_by=self.group_by, exclude_idle=self.exclude_idle, top_n=self.top_n, sort_by=self.sort_by
+        )
+        if self.profile.empty:
+            self.set_figures({})
+            self.html = notice(f"No op profile for run {self.run.name}: {self.profile.reason}.")
+            return
+        self.nodes = []
+        index = {}
+        for node, depth, parent in self.profile.root.walk():
+            index[id(node)] = len(self.nodes)
+            parent_i = index.get(id(parent)) if parent is not None else None
+            program = node.name if node.kind == "program" else (
+                self.nodes[parent_i][3] if parent_i is not None else None)
+            self.nodes.append((node, depth, parent_i, program))
+        previous = self.selected_op.get("name") if self.selected_op else None
+        self.selected = {}
+        self.selected_op = {}
+        self.set_figures({"sunburst": self._sunburst()})
+        if previous:
+            self.select_op(previous, missing_ok=True)
+        self.html = self._html()
+
+    @traitlets.observe("name_filter")
+    def _refilter(self, change):
+        if self._ready and self.profile is not None and not self.profile.empty:
+            self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") == "wedges" and sel.get("id") is not None:
+            self._select_index(int(sel["id"]))
+        elif not sel and self.selected_op:
+            self.selected_op = {}
+            self.html = self._html()
+
+    def _select_index(self, i):
+        node, _, _, program = self.nodes[i]
+        details = dict(op_details(node, program), id=i)
+        if details != self.selected_op:
+            self.selected_op = details
+        want = {"figure": "sunburst", "source": "wedges", "id": i}
+        if {k: self.selected.get(k) for k in want} != want:
+            self.selected = want
+        self.html = self._html()
+
+    def select_op(self, name, missing_ok=False):
+        """Select the first node (depth-first) named `name`: its wedge, row and card."""
+        for i, (node, *_rest) in enumerate(self.nodes):
+            if node.name == name:
+                self._select_index(i)
+                return
+        if not missing_ok:
+            raise KeyError(f"no op named {name!r} in this op profile")
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "select":
+            self._select_index(int(params["id"]))
+        elif kind == "control":
+            name, value = params["name"], params["value"]
+            if name not in CONTROLS:
+                raise ValueError(f"unknown control {name!r}")
+            setattr(self, name, int(value) if name == "top_n" else value)
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    def on_hover(self, source, id, figure):
+        if source == "wedges" and id != self._hovered:
+            self._hovered = id
+            self.html = self._html()
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _sunburst(self):
+        """Wedges: depth d is a ring; a node spans its share of its parent's angle."""
+        span = {0: (0.0, 2 * math.pi)}
+        cursor = {0: 0.0}
+        rows = []
+        for i, (node, depth, parent, program) in enumerate(self.nodes):
+            if i == 0:
+                continue
+            if depth > MAX_DEPTH or parent not in span:
+                continue
+            p0, p1 = span[parent]
+            parent_time = self.nodes[parent][0].time_ps or 1
+            width = (p1 - p0) * min(node.time_ps / parent_time, 1.0)
+            a0 = p0 + cursor[parent]
+            cursor[parent] += width
+            span[i], cursor[i] = (a0, a0 + width), 0.0
+            if width <= 0:
+                continue
+            inner = 0.35 + (depth - 1) * 0.5
+            rows.append((i, inner, inner + 0.48, math.pi / 2 - (a0 + width), math.pi / 2 - a0, node))
+        root = self.nodes[0][0]
+        src = ColumnDataSource(
+            {
+                "id": np.array([r[0] for r in rows], dtype=np.int32),
+                "inner": [r[1] for r in rows],
+                "outer": [r[2] for r in rows],
+                "start": [r[3] for r in rows],
+                "end": [r[4] for r in rows],
+                "color": [_color(r[5]) for r in rows],
+                "name": [r[5].name for r in rows],
+                "kind": [r[5].kind for r in rows],
+                "time": [100 * r[5].time_fraction for r in rows],
+                "flops": [100 * r[5].flops_utilization_of_time for r in rows],
+                "hbm": [100 * r[5].hbm_utilization for r in rows],
+            },
+            name="wedges",
+        )
+        extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
+        fig = figure(
+            width=400, height=420, x_range=(-extent, extent), y_range=(-extent, extent), match_aspect=True,
+            tools="", title=f"{root.name}: colour = max(FLOPS, HBM) utilisation, red low, green high",
+        )
+        wedges = fig.annular_wedge(
+            x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end",
+            source=src, fill_color="color", line_color="white", selection_line_color="black",
+            selection_line_width=3, nonselection_fill_alpha=0.6,
+        )
+        fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
+            ("", "@kind @name"), ("time", "@time{0.00} %"), ("FLOPS util", "@flops{0.00} %"),
+            ("HBM util", "@hbm{0.00} %"),
+        ]))
+        fig.add_tools(TapTool(renderers=[wedges]))
+        fig.axis.visible = False
+        fig.grid.visible = False
+        fig.outline_line_color = None
+        fig.toolbar_location = None
+        fig.title.text_font_size = "11px"
+        return fig
+
+    def _visible_rows(self):
+        """Indices of the table rows: all nodes, or those matching the filter and their parents."""
+        if not self.name_filter:
+            return list(range(len(self.nodes)))
+        needle = self.name_filter.lower()
+        keep = set()
+        for i, (node, _, parent, _) in enumerate(self.nodes):
+            if needle in node.name.lower():
+                while i is not None and i not in keep:
+                    keep.add(i)
+                    i = self.nodes[i][2]
+        return sorted(keep)
+
+    def _html(self):
+        root = self.profile.root
+        controls = (
+            f'<label>Group by <select data-request="control" data-params=\'{{"name": "group_by"}}\' '
+            f'data-testid="group-by">{options(["program", "category"], self.group_by)}</select></label>'
+            f'<label>Sort by <select data-request="control" data-params=\'{{"name": "sort_by"}}\' '
+            f'data-testid="sort-by">{options(["time", "wasted_time"], self.sort_by)}</select></label>'
+            f'<label>Top <select data-request="control" data-params=\'{{"name": "top_n"}}\' '
+            f'data-testid="top-n">{options(["10", "25", "100"], str(self.top_n))}</select></label>'
+            f'<label><input type="checkbox" data-request="control" data-params=\'{{"name": "exclude_idle"}}\''
+            f'{" checked" if self.exclude_idle else ""}> exclude idle</label>'
+            f'<label>Filter <input type="text" data-request="control" data-params=\'{{"name": "name_filter"}}\' '
+            f'value="{esc(self.name_filter)}" placeholder="op name" data-testid="name-filter"></label>'
+        )
+        stats = stat_cards([
+            ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
+            ("flops_utilization", "FLOPS utilization", f"{100 * root.flops_utilization_of_time:.4f} %"),
+            ("hbm_utilization", "HBM bandwidth utilization", f"{100 * root.hbm_utilization:.2f} %"),
+            ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
+        ])
+        selected = self.selected_op.get("id") if self.selected_op else None
+        body = []
+        for i in self._visible_rows():
+            node, depth, _, _ = self.nodes[i]
+            cls = " ".join(c for c, on in (("sel", i == selected), ("hov", i == self._hovered)) if on)
+            body.append(
+                f'<tr data-request="select" data-params=\'{json.dumps({"id": i})}\' data-node="{i}"'
+                f'{f" class={cls!r}" if cls else ""}>'
+                f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'
+                f"<td class=num>{100 * node.time_fraction:.2f} %</td>"
+                f"<td class=num>{node.time_ps / 1e9:,.3f}</td>"
+                f"<td class=num>{100 * node.flops_utilization_of_time:.2f} %</td>"
+                f"<td class=num>{100 * node.hbm_utilization:.2f} %</td>"
+                f"<td class=num>{100 * node.wasted_time_fraction:.2f} %</td></tr>"
+            )
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-op")}
+.xw-op .xw-body {{ display: flex; gap: 12px; align-items: flex-start; }}
+.xw-op .xw-scroll {{ max-height: 460px; overflow: auto; flex: 1; }}
+.xw-op table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
+.xw-op th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; position: sticky; top: 0; background: #fff; }}
+.xw-op td {{ border-bottom: 1px solid #eee; padding: 1px 6px; cursor: pointer; white-space: nowrap; }}
+.xw-op td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.xw-op tr.hov td {{ background: #e8f0fb; }}
+.xw-op tr.sel td {{ background: #ffe9a8; font-weight: 600; }}
+.xw-op td:first-child {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; }}
+.xw-op .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; }}
+</style>
+<div class="xw-op">
+  <div class="xw-head"><b>HLO op profile</b> {controls}</div>
+  {stats}
+  <div class="xw-body">
+    <div data-figure="sunburst"></div>
+    <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th><th>Time</th>
+      <th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead><tbody>{"".join(body)}</tbody></table></div>
+  </div>
+  {op_details_html(self.selected_op)}
+</div>"""
+
+
+__all__ = ["OpProfileWidget"]
