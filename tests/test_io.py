@@ -116,6 +116,10 @@ def test_devices():
     assert (gpu.kind == "GPU").sum() == 16  # 8 GPUs on each of 2 hosts
     # XProf's roofline: peak_hbm_bw 836.372 GiB/s.
     assert gpu[gpu.kind == "GPU"].peak_hbm_bw.iloc[0] / 2**30 == pytest.approx(836.372, abs=1e-3)
+    # V100 (7.0, 80 SMs at 1.53 GHz): NVIDIA's FP32 peak is 15.7 TFLOP/s; XProf shows 0 here.
+    assert gpu[gpu.kind == "GPU"].peak_flops.iloc[0] == pytest.approx(15.67e12, rel=1e-3)
+    assert "compute capability" in gpu[gpu.kind == "GPU"].peak_flops_source.iloc[0]
+    assert chips.peak_flops_source.iloc[0] == "profile"
 
 
 def test_events_frame():

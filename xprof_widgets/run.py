@@ -171,11 +171,11 @@ class Run:
     @cached_property
     def devices(self):
         """Device and host planes: DataFrame with host, plane, kind, model, cores,
-        peak_flops (FLOP/s), peak_hbm_bw (bytes/s) and memory_bytes.
+        peak_flops (FLOP/s), peak_flops_source, peak_hbm_bw (bytes/s) and memory_bytes.
 
-        TPU planes carry their peaks; for GPUs XProf derives peak FLOPS from the
-        SM count, clock and compute capability (see analysis issues), here left
-        NaN where the profile does not say.
+        TPU planes carry their peaks. For GPUs the FP32 peak is derived from the
+        SM count, clock and compute capability (XProf 2.24.2 shows 0 for the
+        2020 V100 profile of the corpus); NaN where nothing is known.
         """
         rows = []
         for space in self.xspaces():
@@ -187,6 +187,7 @@ class Run:
                 peak_tflops = st.get("peak_teraflops_per_second")
                 peak_hbm_gbs = st.get("peak_hbm_bw_gigabytes_per_second")
                 bandwidth = st.get("memory_bandwidth")
+                derived = _gpu_peak_flops(st) if kind == "GPU" and not peak_tflops else None
                 rows.append(
                     {
                         "host": space.host,
@@ -194,7 +195,9 @@ class Run:
                         "kind": kind,
                         "model": st.get("device_type_string") or _gpu_model(st) or kind,
                         "cores": st.get("core_count", np.nan),
-                        "peak_flops": float(peak_tflops) * 1e12 if peak_tflops else np.nan,
+                        "peak_flops": float(peak_tflops) * 1e12 if peak_tflops else (derived or np.nan),
+                        "peak_flops_source": "profile" if peak_tflops else (
+                            "FP32 lanes per SM of the compute capability x SMs x clock x 2" if derived else ""),
                         "peak_hbm_bw": float(peak_hbm_gbs) * 1e9
                         if peak_hbm_gbs
                         else (float(bandwidth) if bandwidth else np.nan),
@@ -202,7 +205,9 @@ class Run:
                     }
                 )
         return pd.DataFrame(
-            rows, columns=["host", "plane", "kind", "model", "cores", "peak_flops", "peak_hbm_bw", "memory_bytes"]
+            rows,
+            columns=["host", "plane", "kind", "model", "cores", "peak_flops", "peak_flops_source", "peak_hbm_bw",
+                     "memory_bytes"],
         )
 
     def events(self, plane=None, line=None, host=None):
@@ -367,6 +372,25 @@ def _plane_kind(name):
     if name == "/host:CPU":
         return "CPU"
     return None
+
+
+# FP32 lanes (CUDA cores) per SM by compute capability, from NVIDIA's CUDA
+# programming guide ("arithmetic instructions" throughput table); an FMA counts
+# as 2 FLOPs. Tensor cores are not counted: this is the plain FP32 peak.
+_FP32_LANES_PER_SM = {
+    (3, None): 192, (5, None): 128, (6, 0): 64, (6, None): 128, (7, None): 64,
+    (8, 0): 64, (8, None): 128, (9, None): 128, (10, None): 128, (12, None): 128,
+}
+
+
+def _gpu_peak_flops(stats):
+    """FP32 peak FLOP/s of a GPU plane from SMs, clock (kHz) and compute capability; None if unknown."""
+    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+    sms, clock_khz = stats.get("core_count"), stats.get("clock_rate")
+    if None in (major, sms, clock_khz):
+        return None
+    lanes = _FP32_LANES_PER_SM.get((major, minor)) or _FP32_LANES_PER_SM.get((major, None))
+    return float(sms * lanes * 2 * clock_khz * 1e3) if lanes else None
 
 
 def _gpu_model(stats):
