@@ -4,23 +4,21 @@ deduplicated group, op and fused op (`op_stats_to_op_profile.cc`,
 
 The tree has one node per distinct op, so building it loops over ops, not
 events; the per-op numbers come vectorised from `op_stats.device_op_metrics`.
+Without TPU ops the tree is built from GPU kernels or XLA:CPU thunks (beyond
+XProf): FLOPs are then estimated from the HLO (`flops_estimated`), there is
+no IDLE node, and utilisations are NaN since the peaks are unknown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
 import pandas as pd
 
+from .op_stats import ELEMENTWISE_OPCODES as _ELEMENTWISE
 from .op_stats import IDLE, device_op_metrics
-
-_ELEMENTWISE = {
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cos", "divide",
-    "exp", "expm1", "floor", "imag", "is-finite", "log", "log1p", "maximum", "minimum", "multiply", "negate",
-    "not", "or", "popcnt", "power", "real", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
-    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "sqrt",
-    "subtract", "tan", "tanh", "xor", "constant", "logistic", "erf",
-}
 
 
 @dataclass
@@ -34,6 +32,9 @@ class OpNode:
     (achieved/peak); bandwidth utilisations are achieved/peak capped at 1.
     `wasted_time_fraction` = time_fraction x (1 - max(flops, hbm)), as XProf's
     frontend. `kind` is root, program, category, group, op, fused or idle.
+    `flops_estimated`: some of the node's FLOPs/bytes were estimated from the
+    HLO (GPU/CPU ops), not measured; utilisations are NaN where the peaks are
+    unknown.
     """
 
     name: str
@@ -58,6 +59,7 @@ class OpNode:
     provenance: str = ""
     program_id: int = 0
     num_children: int = 0
+    flops_estimated: bool = False
     children: list = field(default_factory=list)
     _has_children_time: bool = field(default=False, repr=False)
 
@@ -85,13 +87,17 @@ class OpNode:
 
 class OpProfile:
     """An op profile of one run: `.root` (OpNode), `.group_by`,
-    `.exclude_idle`, `.reason` (why the tree is empty, else "")."""
+    `.exclude_idle`, `.reason` (why the tree is empty, else ""), `.source`
+    ("tpu", "gpu" or "cpu", see `device_op_metrics`), `.notes` (what is
+    estimated or unknown for GPU/CPU ops, else "")."""
 
-    def __init__(self, root, group_by, exclude_idle, reason=""):
+    def __init__(self, root, group_by, exclude_idle, reason="", source="tpu", notes=""):
         self.root = root
         self.group_by = group_by
         self.exclude_idle = exclude_idle
         self.reason = reason
+        self.source = source
+        self.notes = notes
 
     @property
     def empty(self):
@@ -102,8 +108,8 @@ class OpProfile:
         time_ps, self_time_ps, avg_time_ps (ps), time_fraction, occurrences,
         flops, raw_flops (FLOPs), hbm_bytes (bytes), flops_utilization
         (achieved/peak), hbm_utilization, on_chip_read_utilization,
-        on_chip_write_utilization, wasted_time_fraction (0-1), expression,
-        provenance."""
+        on_chip_write_utilization, wasted_time_fraction (0-1, NaN when the
+        peaks are unknown), expression, provenance, flops_estimated."""
         rows = []
         for n, d, p in self.root.walk():
             rows.append({
@@ -115,7 +121,7 @@ class OpProfile:
                 "on_chip_read_utilization": n.on_chip_read_utilization,
                 "on_chip_write_utilization": n.on_chip_write_utilization,
                 "wasted_time_fraction": n.wasted_time_fraction, "expression": n.expression,
-                "provenance": n.provenance,
+                "provenance": n.provenance, "flops_estimated": n.flops_estimated,
             })
         return pd.DataFrame(rows)
 
@@ -133,6 +139,7 @@ def _add(node, op, as_self=False):
     node.time_ps += int(op["self_time_ps"] if as_self else op["time_ps"])
     node.self_time_ps += int(op["self_time_ps"])
     node.normalized_time_ps += int(op["normalized_time_ps"])
+    node.flops_estimated = node.flops_estimated or bool(op.get("flops_estimated", False))
     if not as_self:
         node.occurrences += int(op["occurrences"])
     if not as_self or op["children_time_ps"] == 0:
@@ -213,7 +220,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     db = device_op_metrics(run)
     root = OpNode(name=f"by_{group_by}", kind="root")
     if db.empty:
-        return OpProfile(root, group_by, exclude_idle, reason=db.reason)
+        return OpProfile(root, group_by, exclude_idle, reason=db.reason, source=db.source, notes=db.notes)
     ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
     fused = _fused_children(run, ops)
     programs, categories, groups = {}, {}, {}
@@ -248,7 +255,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         grp.children.append(leaf)
         for n in (cat, grp, leaf):
             _add(n, op)
-    if not exclude_idle and db.idle_time_ps >= 0:
+    if not exclude_idle and db.source == "tpu":
         idle = OpNode(name=IDLE, kind="idle", category=IDLE, time_ps=db.idle_time_ps, self_time_ps=db.idle_time_ps)
         _add(root, {"time_ps": db.idle_time_ps, "self_time_ps": db.idle_time_ps, "normalized_time_ps": 0,
                     "occurrences": 0, "children_time_ps": 0, "flops": 0, "model_flops": 0,
@@ -263,13 +270,17 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     level = 2 if group_by == "program" else 1
     _sort_and_prune(root, top_n, level, sort_by)
     _finalize_groups(root)
-    return OpProfile(root, group_by, exclude_idle)
+    return OpProfile(root, group_by, exclude_idle, source=db.source, notes=db.notes)
 
 
 def _utilisations(n, total, p):
     t = n.time_ps
     n.time_fraction = t / total if total else 0.0
     if t <= 0:
+        return
+    if math.isnan(p["peak_flops"]):  # GPU/CPU ops: no known peak, no utilisation
+        n.flops_utilization = n.uncapped_flops_utilization = math.nan
+        n.hbm_utilization = n.on_chip_read_utilization = n.on_chip_write_utilization = math.nan
         return
     secs = t * 1e-12
     rate = n.flops / secs

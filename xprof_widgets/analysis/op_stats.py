@@ -6,9 +6,18 @@ op-metrics database per TPU core from the "XLA Ops" line, keyed by
 (program_id, op name) and adds an IDLE row for the time no op ran. This module
 does the same with numpy group-bys over events; the only Python loops are over
 distinct ops (event metadata), never over events.
+
+Beyond XProf, profiles without TPU ops fall back to events that carry an
+`hlo_op` stat: GPU kernels of XLA programs (several kernels per op summed;
+untested against real data) and XLA:CPU thunks on `/host:CPU` (JAX on CPU).
+Those events have no FLOP or byte counts, so both are estimated from the
+module's HloProto (`flops_estimated`), and with no known peak for the
+processor, utilisations are NaN.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -238,9 +247,16 @@ class DeviceOpMetrics:
     start to last op end), `total_op_time_ps` (sum of self times),
     `idle_time_ps`; `program_names` {program_id: "name(id)"}; `peaks`
     (see `chip_peaks`); `reason` says why `ops` is empty.
+
+    `source` is "tpu" (XProf's computation), "gpu" (XLA kernels with an
+    `hlo_op` stat) or "cpu" (XLA:CPU thunks on the host). For "gpu" and
+    "cpu", `ops` also has `flops_estimated` (FLOPs and bytes derived from the
+    HloProto), `opcode` and `hlo_module`; peaks are NaN (unknown), there is
+    no idle time (total = summed op self time), and `notes` says so.
     """
 
-    def __init__(self, ops, total_time_ps, total_op_time_ps, program_names, peaks, reason=""):
+    def __init__(self, ops, total_time_ps, total_op_time_ps, program_names, peaks, reason="",
+                 source="tpu", notes=""):
         self.ops = ops
         self.total_time_ps = int(total_time_ps)
         self.total_op_time_ps = int(total_op_time_ps)
@@ -248,6 +264,8 @@ class DeviceOpMetrics:
         self.program_names = program_names
         self.peaks = peaks
         self.reason = reason
+        self.source = source
+        self.notes = notes
 
     @property
     def empty(self):
@@ -266,7 +284,9 @@ def _program_names(run):
 
 
 def device_op_metrics(run) -> DeviceOpMetrics:
-    """Per-HLO-op metrics over all TPU cores of `run` (see DeviceOpMetrics)."""
+    """Per-HLO-op metrics of `run` (see DeviceOpMetrics): over all TPU cores
+    as XProf; failing those, over GPU kernels, then XLA:CPU thunks, that
+    carry an `hlo_op` stat."""
     per_core, total = [], 0
     for plane in _device_planes(run):
         ops, t = _plane_op_metrics(plane)
@@ -276,9 +296,18 @@ def device_op_metrics(run) -> DeviceOpMetrics:
         total += max(t, int(ops["self_time_ps"].sum()))
     peaks = chip_peaks(run)
     if not per_core:
+        space = run.xspace()
+        gpu = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+        host = [p for p in space.planes if p.name == _HOST_PLANE]
+        for source, planes in (("gpu", gpu), ("cpu", host)):
+            db = _hlo_event_op_metrics(run, planes, source) if planes else None
+            if db is not None:
+                return db
+        what = "GPU kernels" if gpu else "host events"
         return DeviceOpMetrics(pd.DataFrame(columns=["program_id", "name"] + _SUM_COLUMNS), 0, 0,
                                _program_names(run), peaks,
-                               reason="no device (TPU) XLA ops in this profile; XProf shows an empty op profile")
+                               reason=("no device (TPU) XLA ops in this profile, and no " + what + " carry an "
+                                       "`hlo_op` stat (not XLA-compiled); XProf shows an empty op profile"))
     allops = pd.concat(per_core, ignore_index=True)
     sums = [c for c in _SUM_COLUMNS if c in allops]
     firsts = allops.groupby(["program_id", "name"], sort=False).first()
@@ -294,11 +323,292 @@ def device_op_metrics(run) -> DeviceOpMetrics:
     return DeviceOpMetrics(ops, total, op_time, _program_names(run), peaks)
 
 
+# --- Ops from events that carry an `hlo_op` stat (GPU kernels, XLA:CPU thunks) ---
+
+_HOST_PLANE = "/host:CPU"
+# XProf's derived GPU lines repeat the kernels' time; only raw stream lines count.
+_DERIVED_LINES = {"XLA Modules", "XLA Ops", "TensorFlow Ops", "TensorFlow Name Scope", "Source code",
+                  "Steps", "Framework Ops", "Framework Name Scope", "XLA TraceMe", "Launch Stats",
+                  "SparseCore Ops", "SparseCore Modules"}
+ELEMENTWISE_OPCODES = frozenset({
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cos", "divide",
+    "exp", "expm1", "floor", "imag", "is-finite", "log", "log1p", "maximum", "minimum", "multiply", "negate",
+    "not", "or", "popcnt", "power", "real", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
+    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "sqrt",
+    "subtract", "tan", "tanh", "xor", "constant", "logistic", "erf",
+})
+_REDUCTIONS = {"reduce", "reduce-window", "all-reduce", "reduce-scatter"}
+# Control-flow thunks contain other thunks, which are counted on their own.
+_CONTAINERS = {"while", "call", "conditional", "async-start", "async-done"}
+_BYTES_PER_ELEMENT = {
+    "PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4, "F32": 4,
+    "S64": 8, "U64": 8, "F64": 8, "C64": 8, "C128": 16,
+}
+_SUB_BYTE_BITS = {"S1": 1, "U1": 1, "S2": 2, "U2": 2, "S4": 4, "U4": 4, "F4E2M1FN": 4}
+
+
+def _hlo_event_op_metrics(run, planes, source):
+    """DeviceOpMetrics from the events of `planes` that carry `hlo_op`, or None.
+
+    Times come from the events (ps), all kernels of an op summed; self time
+    subtracts events nested on the same line (a `while` thunk around its
+    body's thunks). `kernels` counts events, `occurrences` executions (see
+    below). FLOPs and bytes are estimated per execution from the HloProto
+    (see `_hlo_op_info`) and multiplied by the executions.
+    """
+    frames = []
+    for plane in planes:
+        for line in plane.lines:
+            if line.name in _DERIVED_LINES or len(line) == 0:
+                continue
+            st = line.stats(names=["hlo_op", "hlo_module", "program_id"])
+            if "hlo_op" not in st:
+                continue
+            idx = np.flatnonzero(st["hlo_op"].notna().to_numpy())
+            if len(idx) == 0:
+                continue
+            begin = line.start_ps[idx].astype(np.int64)
+            dur = line.event_duration_ps[idx].astype(np.int64)
+            col = lambda k: st[k].to_numpy()[idx] if k in st else np.full(len(idx), None)  # noqa: E731
+            frames.append(pd.DataFrame({
+                "name": col("hlo_op").astype(str), "hlo_module": col("hlo_module"),
+                "program_id": pd.to_numeric(pd.Series(col("program_id")), errors="coerce").to_numpy(),
+                "event_name": np.asarray(line.names(), dtype=object)[idx],
+                "kernels": 1, "time_ps": dur, "children_time_ps": _children_time(begin, begin + dur),
+            }))
+    if not frames:
+        return None
+    ev = pd.concat(frames, ignore_index=True)
+    ev["hlo_module"] = ev["hlo_module"].fillna("").astype(str)
+    names = _program_names(run)
+    if ev["program_id"].isna().any():
+        # Kernels may name their module without its id: take the id of the
+        # only module of that name, else -1.
+        base = {k: v[:v.rindex("(")] for k, v in names.items()}
+        counts = pd.Series(list(base.values()), dtype=object).value_counts()
+        by_module = {m: k for k, m in base.items() if counts[m] == 1}
+        missing = ev["program_id"].isna()
+        ev.loc[missing, "program_id"] = ev.loc[missing, "hlo_module"].map(by_module).fillna(-1)
+    ev["program_id"] = ev["program_id"].astype(np.int64)
+    g = ev.groupby(["program_id", "name"], sort=False)
+    ops = g[["kernels", "time_ps", "children_time_ps"]].sum()
+    ops["hlo_module"] = g["hlo_module"].first()
+    # One execution of an op launches each of its kernels once: executions
+    # are the count of its most frequent event name (thunks: one per event).
+    per_name = ev.groupby(["program_id", "name", "event_name"], sort=False).size()
+    ops["occurrences"] = per_name.groupby(level=[0, 1], sort=False).max()
+    ops = ops.reset_index()
+    ops["self_time_ps"] = ops["time_ps"] - ops["children_time_ps"]
+    for pid, mod in ops.loc[~ops["program_id"].isin(list(names)), ["program_id", "hlo_module"]].drop_duplicates(
+            "program_id").itertuples(index=False):
+        names[int(pid)] = f"{mod}({pid})" if pid >= 0 else (mod or "main")
+    info = _hlo_op_info(run, ops)
+    ops = ops.merge(info, on=["program_id", "name"], how="left")
+    ops["in_hlo"] = ops["in_hlo"].fillna(False).astype(bool)
+    ops["flops_estimated"] = ops["flops_estimated"].fillna(False).astype(bool)
+    for k in ("category", "expression", "provenance", "deduplicated_name", "opcode"):
+        ops[k] = ops[k].fillna("").astype(str)
+    ops.loc[ops["category"] == "", "category"] = "unknown"
+    occ = ops["occurrences"].to_numpy(dtype=np.float64)
+    ops["flops"] = ops["flops_per_occurrence"].fillna(0).to_numpy(float) * occ
+    ops["model_flops"] = ops["flops"]
+    ops["bytes_accessed"] = ops["bytes_per_occurrence"].fillna(0).to_numpy(float) * occ
+    ops = ops.drop(columns=["flops_per_occurrence", "bytes_per_occurrence"])
+    for c in _SUM_COLUMNS:
+        if c not in ops:
+            ops[c] = 0
+    ops["has_breakdown"] = False
+    ops["normalized_time_ps"] = ops["time_ps"]
+    op_time = int(ops["self_time_ps"].sum())
+    nan = float("nan")
+    peaks = dict.fromkeys(chip_peaks(run), nan)
+    what = "XLA GPU kernels (several kernels per HLO op summed)" if source == "gpu" else "XLA:CPU thunks on the host"
+    notes = (f"Ops from {what}, not an XProf tool. FLOPs and bytes are estimated from the HloProto "
+             "(dot: 2*M*N*K, convolution: 2*output*kernel/output-features, elementwise: 1 per output "
+             "element, reduce: 1 per input element; bytes: operands + result), see `flops_estimated`. "
+             "The processor's peak FLOP/s and bandwidth are unknown, so utilisations are NaN. Time "
+             "fractions are of the summed op self time (ops on several threads/streams overlap, so "
+             "there is no idle time).")
+    return DeviceOpMetrics(ops, op_time, op_time, names, peaks, source=source, notes=notes)
+
+
+def _elements(shape):
+    if shape.tuple_shapes:
+        return sum(_elements(s) for s in shape.tuple_shapes)
+    return math.prod(shape.dimensions)
+
+
+def _shape_bytes(shape, type_names):
+    if shape.tuple_shapes:
+        return sum(_shape_bytes(s, type_names) for s in shape.tuple_shapes)
+    t = type_names.get(shape.element_type, "")
+    n = math.prod(shape.dimensions)
+    if t in _SUB_BYTE_BITS:
+        return (n * _SUB_BYTE_BITS[t] + 7) // 8
+    return n * _BYTES_PER_ELEMENT.get(t, 0)
+
+
+def _shape_text(shape, type_names):
+    if shape.tuple_shapes:
+        return "(" + ", ".join(_shape_text(s, type_names) for s in shape.tuple_shapes) + ")"
+    text = f"{type_names.get(shape.element_type, '?').lower()}[{','.join(map(str, shape.dimensions))}]"
+    if shape.HasField("layout") and shape.dimensions:
+        text += "{" + ",".join(map(str, shape.layout.minor_to_major)) + "}"
+    return text
+
+
+def dot_flops(instr, lhs_shape) -> int:
+    """FLOPs of one HLO dot: 2 x output elements x contracted size
+    (= 2*M*N*K, batch included), as XLA's HloCostAnalysis counts them."""
+    k = math.prod(lhs_shape.dimensions[d] for d in instr.dot_dimension_numbers.lhs_contracting_dimensions)
+    return 2 * _elements(instr.shape) * k
+
+
+def _conv_flops(instr, rhs_shape):
+    """2 x output elements x kernel elements per output feature (padding and
+    dilation ignored)."""
+    dims = list(rhs_shape.dimensions)
+    kout = dims[instr.convolution_dimension_numbers.kernel_output_feature_dimension] if dims else 0
+    return 2 * _elements(instr.shape) * (math.prod(dims) // kout) if kout else 0
+
+
+def _instr_flops(instr, comp_by_id, shapes):
+    """(FLOPs of one execution, whether any count was estimated) of an HLO
+    instruction; fusions sum their fused instructions."""
+    op = instr.opcode
+    if op == "dot" and instr.operand_ids:
+        return dot_flops(instr, shapes[instr.operand_ids[0]]), True
+    if op == "convolution" and len(instr.operand_ids) > 1:
+        return _conv_flops(instr, shapes[instr.operand_ids[1]]), True
+    if op in ELEMENTWISE_OPCODES and op != "constant":
+        return _elements(instr.shape), True
+    if op in _REDUCTIONS and instr.operand_ids:
+        return _elements(shapes[instr.operand_ids[0]]), True
+    if op == "fusion":
+        total, est = 0, False
+        for cid in instr.called_computation_ids:
+            comp = comp_by_id.get(cid)
+            if comp is None:
+                continue
+            inner = {i.id: i.shape for i in comp.instructions}
+            for i in comp.instructions:
+                f, e = _instr_flops(i, comp_by_id, inner)
+                total, est = total + f, est or e
+        return total, True
+    return 0, False
+
+
+def _fusion_category(instr, comp_by_id):
+    """XProf's names: fusions with a dot or convolution are "convolution
+    fusion"; others "<kind> fusion" from `fusion_kind` (kLoop: "loop")."""
+    stack, seen = list(instr.called_computation_ids), set()
+    while stack:
+        cid = stack.pop()
+        if cid in seen or cid not in comp_by_id:
+            continue
+        seen.add(cid)
+        for i in comp_by_id[cid].instructions:
+            if i.opcode in ("dot", "convolution"):
+                return "convolution fusion"
+            stack.extend(i.called_computation_ids)
+    kind = instr.fusion_kind[1:].lower() if instr.fusion_kind.startswith("k") else ""
+    return f"{kind} fusion" if kind else "fusion"
+
+
+def _expression(instr, names, comp_by_id, type_names):
+    """HLO text of one instruction, as `HloInstruction::ToString` prints it
+    (attributes limited to fusion kind/calls, dot dimensions and custom-call
+    target)."""
+    args = ", ".join(f"%{names.get(o, o)}" for o in instr.operand_ids)
+    text = f"%{instr.name} = {_shape_text(instr.shape, type_names)} {instr.opcode}({args})"
+    if instr.opcode == "fusion":
+        text += f", kind={instr.fusion_kind}"
+    if instr.opcode == "dot":
+        d = instr.dot_dimension_numbers
+        for label, v in (("lhs_batch_dims", d.lhs_batch_dimensions), ("lhs_contracting_dims", d.lhs_contracting_dimensions),
+                         ("rhs_batch_dims", d.rhs_batch_dimensions), ("rhs_contracting_dims", d.rhs_contracting_dimensions)):
+            if v:
+                text += f", {label}={{{','.join(map(str, v))}}}"
+    if instr.custom_call_target:
+        text += f', custom_call_target="{instr.custom_call_target}"'
+    called = [comp_by_id[c].name for c in instr.called_computation_ids if c in comp_by_id]
+    if called:
+        key = "calls" if instr.opcode in ("fusion", "call", "custom-call") else "to_apply"
+        if instr.opcode == "while" and len(called) == 2:
+            text += f", condition=%{called[0]}, body=%{called[1]}"
+        else:
+            text += f", {key}=" + ", ".join(f"%{c}" for c in called)
+    return text
+
+
+def _hlo_op_info(run, ops):
+    """Per (program_id, name) of `ops`, from its module's HloProto: opcode,
+    category, expression, provenance (op_name metadata), deduplicated_name,
+    flops_per_occurrence (FLOPs), bytes_per_occurrence (operand and result
+    bytes), flops_estimated and in_hlo. Loops over distinct ops only."""
+    from ..io.hlo import parse_hlo_proto
+
+    wanted = {}
+    for pid, name in zip(ops["program_id"], ops["name"]):
+        wanted.setdefault(int(pid), set()).add(name)
+    by_pid = {}
+    for key, data in (getattr(run, "hlo_protos", {}) or {}).items():
+        try:
+            by_pid[int(key[key.rindex("(") + 1:-1])] = data
+        except ValueError:
+            continue
+    rows = []
+    for pid, names in wanted.items():
+        if pid not in by_pid:
+            continue
+        try:
+            hlo = parse_hlo_proto(by_pid[pid])
+        except Exception:  # a bad HLO proto only loses the op details
+            continue
+        module = hlo.hlo_module
+        enum = type(module).DESCRIPTOR.fields_by_name["computations"].message_type.fields_by_name[
+            "instructions"].message_type.fields_by_name["shape"].message_type.fields_by_name["element_type"].enum_type
+        type_names = {v.number: v.name for v in enum.values}
+        comp_by_id = {c.id: c for c in module.computations}
+        for comp in module.computations:
+            instrs = [i for i in comp.instructions if i.name in names]
+            if not instrs:
+                continue
+            shapes = {i.id: i.shape for i in comp.instructions}
+            id_names = {i.id: i.name for i in comp.instructions}
+            for i in instrs:
+                flops, est = _instr_flops(i, comp_by_id, shapes)
+                if i.opcode in _CONTAINERS:
+                    nbytes = 0
+                else:
+                    nbytes = _shape_bytes(i.shape, type_names) + sum(
+                        _shape_bytes(shapes[o], type_names) for o in i.operand_ids if o in shapes)
+                if i.opcode == "fusion":
+                    cat = _fusion_category(i, comp_by_id)
+                elif i.opcode in ELEMENTWISE_OPCODES:
+                    cat = "non-fusion elementwise"
+                else:
+                    cat = i.opcode
+                rows.append({
+                    "program_id": pid, "name": i.name, "opcode": i.opcode, "category": cat,
+                    "expression": _expression(i, id_names, comp_by_id, type_names),
+                    "provenance": i.metadata.op_name, "deduplicated_name": i.metadata.deduplicated_name,
+                    "flops_per_occurrence": float(flops), "bytes_per_occurrence": float(nbytes),
+                    "flops_estimated": est or nbytes > 0, "in_hlo": True,
+                })
+    cols = ["program_id", "name", "opcode", "category", "expression", "provenance", "deduplicated_name",
+            "flops_per_occurrence", "bytes_per_occurrence", "flops_estimated", "in_hlo"]
+    info = pd.DataFrame(rows, columns=cols).drop_duplicates(["program_id", "name"])
+    info["program_id"] = info["program_id"].astype(np.int64)
+    return info
+
+
 _HLO_STATS_COLUMNS = [
     "rank", "program_id", "program", "category", "hlo_op_name", "expression", "framework_op", "occurrences",
     "total_time_ps", "avg_time_ps", "self_time_ps", "avg_self_time_ps", "self_time_fraction",
     "cumulative_self_time_fraction", "flop_rate_gflops", "model_flop_rate_gflops", "memory_bw_gibs",
     "hbm_bw_gibs", "cmem_read_bw_gibs", "cmem_write_bw_gibs", "operational_intensity", "bound_by",
+    "flops_estimated",
 ]
 
 
@@ -312,13 +622,20 @@ def hlo_stats(run) -> pd.DataFrame:
     flop_rate_gflops and model_flop_rate_gflops (GFLOP/s), memory_bw_gibs
     (all bytes accessed), hbm_bw_gibs, cmem_read_bw_gibs, cmem_write_bw_gibs
     (GiB/s, as XProf's table), operational_intensity (FLOP/byte), bound_by
-    ("Compute", "HBM", ... or "Unknown"). Empty (with `attrs["reason"]`) when
-    the profile has no device ops.
+    ("Compute", "HBM", ... or "Unknown"), flops_estimated (FLOPs and bytes
+    derived from the HloProto, not measured). Empty (with `attrs["reason"]`)
+    when the profile has no device ops.
+
+    Without TPU ops, rows come from GPU kernels or XLA:CPU thunks with an
+    `hlo_op` stat (see `device_op_metrics`): fractions are of the summed op
+    self time, hbm_bw_gibs is NaN and bound_by "Unknown" (no known peaks);
+    `attrs["notes"]` says so.
     """
     db = device_op_metrics(run)
     if db.empty:
         out = pd.DataFrame(columns=_HLO_STATS_COLUMNS)
         out.attrs["reason"] = db.reason
+        out.attrs["notes"] = db.notes
         return out
     ops = db.ops[db.ops["occurrences"] > 0].copy()
     ops = ops.iloc[np.lexsort((np.arange(len(ops)), -ops["self_time_ps"].to_numpy()))]
@@ -369,6 +686,11 @@ def hlo_stats(run) -> pd.DataFrame:
         "cmem_write_bw_gibs": cmem_w,
         "operational_intensity": intensity,
         "bound_by": labels[best],
+        "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool) if "flops_estimated" in ops
+        else np.zeros(len(ops), dtype=bool),
     })
+    if db.source != "tpu":
+        out["hbm_bw_gibs"] = np.nan  # no HBM: bytes are in memory_bw_gibs
     out.attrs["reason"] = ""
+    out.attrs["notes"] = db.notes
     return out

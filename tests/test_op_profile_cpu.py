@@ -1,0 +1,238 @@
+"""Op profile and HLO stats of JAX on CPU, from XLA:CPU thunk events (beyond
+XProf, which shows none), and the GPU kernel path on a synthetic plane."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis.op_profile import op_profile
+from xprof_widgets.analysis.op_stats import device_op_metrics, hlo_stats
+from xprof_widgets.io.hlo import parse_hlo_proto
+
+from .conftest import PROFILES
+
+CPU_RUNS = ["jax_mlp_cpu", "jax_transformer_cpu"]
+
+
+@pytest.fixture(scope="module", params=CPU_RUNS)
+def cpu_run(request):
+    path = PROFILES / request.param
+    if not path.is_dir():
+        pytest.skip(f"{request.param} not in corpus")
+    return xw.load_run(path)
+
+
+def _thunk_events(run):
+    """(program_id, hlo_op, line, begin_ps, duration_ps) of every event with an
+    `hlo_op` stat on /host:CPU, read straight from the trace."""
+    rows = []
+    for line in run.xspace().plane("/host:CPU").lines:
+        st = line.stats(names=["hlo_op", "program_id"])
+        if "hlo_op" not in st:
+            continue
+        m = st["hlo_op"].notna().to_numpy()
+        rows.append(pd.DataFrame({
+            "program_id": st["program_id"].to_numpy()[m].astype(np.int64),
+            "hlo_op": st["hlo_op"].to_numpy()[m].astype(str), "line": line.name,
+            "begin": line.start_ps[m].astype(np.int64), "dur": line.event_duration_ps[m].astype(np.int64)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _top_level_duration(ev):
+    """Summed durations of events not nested in another event of their line
+    (a plain loop, independent of the vectorised code under test)."""
+    total = 0
+    for _, g in ev.groupby("line"):
+        order = np.lexsort((-(g["begin"] + g["dur"]).to_numpy(), g["begin"].to_numpy()))
+        end_max = -1
+        for b, d in zip(g["begin"].to_numpy()[order], g["dur"].to_numpy()[order]):
+            if b + d > end_max:  # not inside the enclosing event
+                if b >= end_max:
+                    total += d
+                else:  # partial overlap: count only the uncovered part
+                    total += b + d - end_max
+                end_max = b + d
+    return total
+
+
+def test_cpu_op_profile_is_not_empty(cpu_run):
+    prof = op_profile(cpu_run)
+    assert not prof.empty and prof.reason == "" and prof.source == "cpu"
+    assert "NaN" in prof.notes and "estimated" in prof.notes
+    assert all(n.kind == "program" for n in prof.root.children)  # no IDLE on CPU
+    stats = hlo_stats(cpu_run)
+    assert not stats.empty and stats.attrs["reason"] == "" and stats.attrs["notes"]
+    assert (stats["self_time_ps"].diff().dropna() <= 0).all()
+    assert stats["cumulative_self_time_fraction"].iloc[-1] == pytest.approx(1.0)
+    assert (stats["bound_by"] == "Unknown").all() and stats["hbm_bw_gibs"].isna().all()
+
+
+def test_cpu_times_match_the_trace(cpu_run):
+    ev = _thunk_events(cpu_run)
+    db = device_op_metrics(cpu_run)
+    ops = db.ops
+    # Every thunk event is counted once, in its op.
+    assert ops["occurrences"].sum() == len(ev)
+    assert ops["time_ps"].sum() == ev["dur"].sum()
+    per_op = ev.groupby(["program_id", "hlo_op"])["dur"].agg(["count", "sum"])
+    got = ops.set_index(["program_id", "name"]).loc[per_op.index]
+    assert (got["occurrences"].to_numpy() == per_op["count"].to_numpy()).all()
+    assert (got["time_ps"].to_numpy() == per_op["sum"].to_numpy()).all()
+    # Self times add up to the time some thunk ran on each thread.
+    assert ops["self_time_ps"].sum() == _top_level_duration(ev)
+    assert db.total_time_ps == ops["self_time_ps"].sum() and db.idle_time_ps == 0
+
+    prof = op_profile(cpu_run)
+    assert prof.root.time_ps == ops["self_time_ps"].sum()
+    for prog in prof.root.children:
+        mine = ops[ops["program_id"] == prog.program_id]
+        assert prog.time_ps == mine["self_time_ps"].sum(), prog.name
+        assert prog.occurrences == 0  # as XProf: program nodes add time only
+        # Leaves hold the ops without nested thunks; while/call add self time only.
+        leaves = mine[mine["children_time_ps"] == 0]
+        assert sum(c.time_ps for c in prog.children) == leaves["time_ps"].sum(), prog.name
+        assert sum(c.occurrences for c in prog.children) == leaves["occurrences"].sum(), prog.name
+
+
+def test_cpu_program_names_and_ops_are_in_the_hlo(cpu_run):
+    db = device_op_metrics(cpu_run)
+    assert db.ops["in_hlo"].all()
+    for pid, names in db.ops.groupby("program_id")["name"]:
+        key = db.program_names[int(pid)]
+        assert key in cpu_run.hlo_protos and key.endswith(f"({pid})")
+        module = parse_hlo_proto(cpu_run.hlo_protos[key]).hlo_module
+        hlo_names = {i.name for c in module.computations for i in c.instructions}
+        assert set(names) <= hlo_names, key
+    stats = hlo_stats(cpu_run)
+    assert set(stats["program"]) <= set(cpu_run.hlo_protos)
+    assert stats["expression"].str.match(r"^%\S+ = ").all()
+    assert (stats["category"] != "unknown").all()
+
+
+def _dot_flops_by_hand(module, name):
+    """2*M*N*K of the (single) dot inside op `name`, with M, N from the result
+    shape and K from the lhs shape, plus its output element count."""
+    comps = {c.id: c for c in module.computations}
+    for comp in module.computations:
+        by_id = {i.id: i for i in comp.instructions}
+        if name not in {i.name for i in comp.instructions}:
+            continue
+        instr = next(i for i in comp.instructions if i.name == name)
+        if instr.opcode == "fusion":
+            (cid,) = instr.called_computation_ids
+            by_id = {i.id: i for i in comps[cid].instructions}
+            (instr,) = [i for i in comps[cid].instructions if i.opcode == "dot"]
+        assert instr.opcode == "dot"
+        lhs = list(by_id[instr.operand_ids[0]].shape.dimensions)
+        out = list(instr.shape.dimensions)
+        assert len(out) == 2 and len(lhs) == 2
+        (kdim,) = instr.dot_dimension_numbers.lhs_contracting_dimensions
+        m, n, k = out[0], out[1], lhs[kdim]
+        return 2 * m * n * k
+    raise AssertionError(f"no dot in {name}")
+
+
+def test_cpu_dot_flops_from_shapes():
+    run = xw.load_run(PROFILES / "jax_mlp_cpu")
+    module = parse_hlo_proto(run.hlo_protos["jit_step(30)"]).hlo_module
+    ops = device_op_metrics(run).ops.set_index(["program_id", "name"])
+    dot = ops.loc[(30, "dot.1")]
+    assert dot["category"] == "dot" and dot["flops_estimated"]
+    expected = _dot_flops_by_hand(module, "dot.1")
+    assert expected == 2 * 1024 * 1024 * 256  # the MLP's 1024x1024 weight gradient, batch 256
+    assert dot["flops"] == dot["occurrences"] * expected
+    # A YNNPACK matmul fusion holds just a dot: its FLOPs are the dot's.
+    fusion = ops.loc[(30, "ynn_fusion.4")]
+    assert fusion["category"] == "convolution fusion"
+    assert fusion["flops"] == fusion["occurrences"] * _dot_flops_by_hand(module, "ynn_fusion.4")
+    assert fusion["flops"] == fusion["model_flops"]
+    # Elementwise fusion: one FLOP per element of each fused elementwise op.
+    add_max = ops.loc[(30, "add_maximum_fusion")]
+    assert add_max["flops"] == add_max["occurrences"] * 2 * 256 * 1024  # add + maximum
+    # f32 bytes: operands [256,1024] + [1024] and the [256,1024] result.
+    assert add_max["bytes_accessed"] == add_max["occurrences"] * 4 * (2 * 256 * 1024 + 1024)
+    stats = hlo_stats(run).set_index("hlo_op_name")
+    assert stats.loc["dot.1", "flop_rate_gflops"] == pytest.approx(dot["flops"] / (dot["time_ps"] / 1e3))
+
+
+def test_cpu_utilisations_are_nan_and_flops_marked(cpu_run):
+    prof = op_profile(cpu_run)
+    df = prof.to_dataframe()
+    busy = df[df["time_ps"] > 0]
+    assert busy["flops_utilization"].isna().all() and busy["hbm_utilization"].isna().all()
+    assert busy["wasted_time_fraction"].isna().all()
+    assert df.loc[df["flops"] > 0, "flops_estimated"].all()
+    assert df.loc[0, "flops_estimated"]
+    by_cat = op_profile(cpu_run, "category")
+    assert sum(c.time_ps for c in by_cat.root.children) <= by_cat.root.time_ps
+    assert math.isclose(sum(c.time_fraction for c in prof.root.children), 1.0)
+
+
+def test_tf_gpu_without_xla_stays_empty():
+    path = PROFILES / "tf_gpu_multiworker"
+    if not path.is_dir():
+        pytest.skip("tf_gpu_multiworker not in corpus")
+    run = xw.load_run(path)
+    prof = op_profile(run)
+    assert prof.empty and "hlo_op" in prof.reason and "GPU" in prof.reason
+    assert hlo_stats(run).empty
+
+
+# --- GPU kernels with hlo_op: no such profile in the corpus, so a synthetic plane ---
+
+class _Line:
+    def __init__(self, name, names, begin, dur, stats):
+        self.name, self.start_ps, self.event_duration_ps = name, np.asarray(begin), np.asarray(dur)
+        self._names, self._stats = names, pd.DataFrame(stats)
+
+    def __len__(self):
+        return len(self.start_ps)
+
+    def names(self):
+        return pd.Categorical(self._names)
+
+    def stats(self, names=None, events=None):
+        return self._stats[[n for n in names if n in self._stats]]
+
+
+class _Plane:
+    def __init__(self, name, lines):
+        self.name, self.lines, self.stats = name, lines, {}
+
+
+class _Run:
+    def __init__(self, planes, hlo_protos):
+        self._space = type("Space", (), {"planes": planes})()
+        self.hlo_protos = hlo_protos
+
+    def xspace(self):
+        return self._space
+
+
+def test_gpu_kernels_aggregate_per_hlo_op():
+    real = xw.load_run(PROFILES / "jax_mlp_cpu")
+    protos = {"jit_step(30)": real.hlo_protos["jit_step(30)"]}
+    # dot.1 runs as two kernels per occurrence, twice; a derived "XLA Ops"
+    # line repeats them and must be ignored; one kernel names only its module.
+    kernels = ["gemm", "splitk_reduce", "gemm", "splitk_reduce", "loop_fusion", "memcpy"]
+    stream = _Line("Stream #7(compute)", kernels, [0, 100, 1000, 1100, 2000, 3000], [100, 50, 100, 50, 400, 10], {
+        "hlo_op": ["dot.1", "dot.1", "dot.1", "dot.1", "ynn_fusion.4", None],
+        "hlo_module": ["jit_step"] * 5 + [None],
+        "program_id": [30, 30, 30, 30, None, None],
+    })
+    derived = _Line("XLA Ops", ["dot.1"], [0], [150], {"hlo_op": ["dot.1"], "hlo_module": ["jit_step"], "program_id": [30]})
+    run = _Run([_Plane("/host:CPU", []), _Plane("/device:GPU:0", [stream, derived])], protos)
+    db = device_op_metrics(run)
+    assert db.source == "gpu" and db.reason == "" and "GPU kernels" in db.notes
+    ops = db.ops.set_index(["program_id", "name"])
+    assert ops.loc[(30, "dot.1"), "kernels"] == 4
+    assert ops.loc[(30, "dot.1"), "occurrences"] == 2  # executions, two kernels each
+    assert ops.loc[(30, "dot.1"), "time_ps"] == 300
+    assert ops.loc[(30, "ynn_fusion.4"), "time_ps"] == 400  # program id found from the module name
+    assert ops.loc[(30, "dot.1"), "flops"] == 2 * 2 * 1024 * 1024 * 256
+    prof = op_profile(run)
+    assert prof.source == "gpu" and prof.root.time_ps == 700
+    assert [c.name for c in prof.root.children] == ["jit_step(30)"]
