@@ -19,7 +19,7 @@ def _mib(n):
 def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     url, token, notebook_dir = jupyter_lab
     shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart.ipynb")
-    run_notebook_in_lab(page, url, token, "quickstart.ipynb")
+    run_notebook_in_lab(page, url, token, "quickstart.ipynb", ready_count=2)  # memory viewer, op profile
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()
@@ -39,6 +39,11 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     assert widget.locator("[data-testid='module']").input_value() == expected.module
     save_screenshot(page, "memory-viewer-1-rendered")
     widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget.png"))
+    ops = page.locator(".xprof-widget").nth(1)  # the quickstart's op profile of JAX on CPU
+    ops.scroll_into_view_if_needed()
+    assert ops.locator("[data-testid='op-table']").get_attribute("data-rows") not in (None, "0")
+    ops.screenshot(path=str(ARTIFACTS / "op-profile-cpu-quickstart.png"))
+    widget.scroll_into_view_if_needed()
 
     # Click the middle of the widest buffer of the program-order chart.
     order = expected.buffers_at_peak.sort_values("program_order_index")
@@ -86,7 +91,7 @@ def test_quickstart_in_notebook7(page, jupyter_lab):
     """The same notebook in Jupyter Notebook 7: the widget draws offline there too."""
     url, token, notebook_dir = jupyter_lab
     shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart7.ipynb")
-    run_notebook_in_notebook7(page, url, token, "quickstart7.ipynb")
+    run_notebook_in_notebook7(page, url, token, "quickstart7.ipynb", ready_count=2)
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import traitlets
 from bokeh.models import ColumnDataSource, HoverTool, TapTool
-from bokeh.palettes import RdYlGn11
+from bokeh.palettes import Category20, RdYlGn11
 from bokeh.plotting import figure
 
 from ..run import Run, load_run
@@ -31,10 +31,16 @@ CONTROLS = ("group_by", "sort_by", "top_n", "exclude_idle", "name_filter")
 
 
 def _color(node):
-    util = max(node.flops_utilization_of_time, node.hbm_utilization)
-    if util is None or (isinstance(util, float) and math.isnan(util)):
+    """Colour of max(FLOPS, HBM) utilisation; grey where the chip's peaks are unknown (CPU)."""
+    util = np.fmax(node.flops_utilization_of_time, node.hbm_utilization)
+    if np.isnan(util):
         return "#bab0ac"
     return UTILIZATION_COLORS[min(int(util * len(UTILIZATION_COLORS)), len(UTILIZATION_COLORS) - 1)]
+
+
+def _pct(x, digits=2):
+    """A fraction as a percentage; "n/a" where it is unknown (no peak for this chip)."""
+    return "n/a" if x is None or np.isnan(x) else f"{100 * x:.{digits}f} %"
 
 
 class OpProfileWidget(BokehWidget):
@@ -180,6 +186,18 @@ class OpProfileWidget(BokehWidget):
             inner = 0.35 + (depth - 1) * 0.5
             rows.append((i, inner, inner + 0.48, math.pi / 2 - (a0 + width), math.pi / 2 - a0, node))
         root = self.nodes[0][0]
+        known = not np.isnan(np.fmax(root.flops_utilization_of_time, root.hbm_utilization))
+        if known:
+            colors = [_color(r[5]) for r in rows]
+            title = f"{root.name}: colour = max(FLOPS, HBM) utilisation, red low, green high"
+        else:  # no chip peaks (CPU): colour by the category the node sits in
+            category = {}
+            for i, (node, depth, parent, _) in enumerate(self.nodes):
+                category[i] = node.name if node.kind == "category" else category.get(parent, node.category or node.name)
+            names = sorted({category[r[0]] for r in rows})
+            palette = {c: Category20[20][k % 20] for k, c in enumerate(names)}
+            colors = [palette[category[r[0]]] for r in rows]
+            title = f"{root.name}: colour = category (no known peak here)"
         src = ColumnDataSource(
             {
                 "id": np.array([r[0] for r in rows], dtype=np.int32),
@@ -187,19 +205,20 @@ class OpProfileWidget(BokehWidget):
                 "outer": [r[2] for r in rows],
                 "start": [r[3] for r in rows],
                 "end": [r[4] for r in rows],
-                "color": [_color(r[5]) for r in rows],
+                "color": colors,
                 "name": [r[5].name for r in rows],
                 "kind": [r[5].kind for r in rows],
-                "time": [100 * r[5].time_fraction for r in rows],
-                "flops": [100 * r[5].flops_utilization_of_time for r in rows],
-                "hbm": [100 * r[5].hbm_utilization for r in rows],
+                # numpy columns travel as binary, NaN (unknown peak) included
+                "time": np.array([100 * r[5].time_fraction for r in rows], dtype=np.float64),
+                "flops": np.array([100 * r[5].flops_utilization_of_time for r in rows], dtype=np.float64),
+                "hbm": np.array([100 * r[5].hbm_utilization for r in rows], dtype=np.float64),
             },
             name="wedges",
         )
         extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
         fig = figure(
             width=400, height=420, x_range=(-extent, extent), y_range=(-extent, extent), match_aspect=True,
-            tools="", title=f"{root.name}: colour = max(FLOPS, HBM) utilisation, red low, green high",
+            tools="", title=title,
         )
         wedges = fig.annular_wedge(
             x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end",
@@ -231,6 +250,11 @@ class OpProfileWidget(BokehWidget):
                     i = self.nodes[i][2]
         return sorted(keep)
 
+    def _notes_html(self):
+        notes = getattr(self.profile, "notes", None) or []
+        notes = [notes] if isinstance(notes, str) else notes
+        return "".join(f'<div class="xw-note">{esc(n)}</div>' for n in notes)
+
     def _html(self):
         root = self.profile.root
         controls = (
@@ -247,8 +271,8 @@ class OpProfileWidget(BokehWidget):
         )
         stats = stat_cards([
             ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
-            ("flops_utilization", "FLOPS utilization", f"{100 * root.flops_utilization_of_time:.4f} %"),
-            ("hbm_utilization", "HBM bandwidth utilization", f"{100 * root.hbm_utilization:.2f} %"),
+            ("flops_utilization", "FLOPS utilization", _pct(root.flops_utilization_of_time, 4)),
+            ("hbm_utilization", "HBM bandwidth utilization", _pct(root.hbm_utilization)),
             ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
         ])
         selected = self.selected_op.get("id") if self.selected_op else None
@@ -262,9 +286,9 @@ class OpProfileWidget(BokehWidget):
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'
                 f"<td class=num>{100 * node.time_fraction:.2f} %</td>"
                 f"<td class=num>{node.time_ps / 1e9:,.3f}</td>"
-                f"<td class=num>{100 * node.flops_utilization_of_time:.2f} %</td>"
-                f"<td class=num>{100 * node.hbm_utilization:.2f} %</td>"
-                f"<td class=num>{100 * node.wasted_time_fraction:.2f} %</td></tr>"
+                f"<td class=num>{_pct(node.flops_utilization_of_time)}</td>"
+                f"<td class=num>{_pct(node.hbm_utilization)}</td>"
+                f"<td class=num>{_pct(node.wasted_time_fraction)}</td></tr>"
             )
         return f"""
 <style>
@@ -278,11 +302,13 @@ class OpProfileWidget(BokehWidget):
 .xw-op tr.hov td {{ background: #e8f0fb; }}
 .xw-op tr.sel td {{ background: #ffe9a8; font-weight: 600; }}
 .xw-op td:first-child {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; }}
+.xw-op .xw-note {{ color: #666; font-size: 11px; }}
 .xw-op .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; }}
 </style>
 <div class="xw-op">
   <div class="xw-head"><b>HLO op profile</b> {controls}</div>
   {stats}
+  {self._notes_html()}
   <div class="xw-body">
     <div data-figure="sunburst"></div>
     <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th><th>Time</th>
