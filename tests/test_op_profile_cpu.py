@@ -236,3 +236,26 @@ def test_gpu_kernels_aggregate_per_hlo_op():
     prof = op_profile(run)
     assert prof.source == "gpu" and prof.root.time_ps == 700
     assert [c.name for c in prof.root.children] == ["jit_step(30)"]
+
+
+@pytest.mark.parametrize("logdir", ["jax_mlp_cpu", "tpu_v6e_inference"])
+def test_group_by_provenance(logdir):
+    """The framework-op path as a tree: each node's time is the sum of the ops below it."""
+    import xprof_widgets as xw
+    from xprof_widgets.analysis.op_profile import NO_PROVENANCE
+
+    run = xw.load_run(PROFILES / logdir)
+    prof = run.op_profile(group_by="provenance", top_n=10_000, exclude_idle=True)
+    by_program = run.op_profile(top_n=10_000, exclude_idle=True)
+    leaves = [n for n, _, _ in prof.root.walk() if n.kind == "op"]
+    assert sorted(n.name for n in leaves) == sorted(n.name for n, _, _ in by_program.root.walk() if n.kind == "op")
+    for node, _, _ in prof.root.walk():
+        if node.kind == "provenance":
+            below = [c for c, _, _ in node.walk() if c.kind == "op"]
+            assert node.time_ps == pytest.approx(sum(c.time_ps for c in below))
+    for leaf in leaves:  # each op sits under its own path
+        path = [p for p in (leaf.provenance or "").split("/") if p] or [NO_PROVENANCE]
+        node = prof.root
+        for part in path:
+            node = next(c for c in node.children if c.name == part and c.kind == "provenance")
+        assert any(c is leaf for c in node.children)

@@ -129,6 +129,10 @@ class OpProfile:
         return f"OpProfile(group_by={self.group_by!r}, exclude_idle={self.exclude_idle}, nodes={sum(1 for _ in self.root.walk())})"
 
 
+GROUP_BY = ("program", "category", "provenance")
+NO_PROVENANCE = "(no framework op)"
+
+
 def _is_fusion(category):
     return "fusion" in category.lower()
 
@@ -210,13 +214,15 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     """XProf's op profile of `run`'s device ops.
 
     group_by: "program" (program -> category -> deduplicated group -> op ->
-    fused ops) or "category" (category -> group -> op -> fused ops).
+    fused ops), "category" (category -> group -> op -> fused ops) or
+    "provenance" (the framework op path, split at "/", one level a component
+    -> op -> fused ops; ops without one under "(no framework op)").
     exclude_idle: leave out the IDLE node and use the busy time as the total.
     top_n: children kept per node below the program/category level (XProf:
     100). sort_by: "time" (XProf) or "wasted_time". Times in ps.
     """
-    if group_by not in ("program", "category"):
-        raise ValueError(f"group_by must be 'program' or 'category', not {group_by!r}")
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
     db = device_op_metrics(run)
     root = OpNode(name=f"by_{group_by}", kind="root")
     if db.empty:
@@ -224,7 +230,9 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
     fused = _fused_children(run, ops)
     programs, categories, groups = {}, {}, {}
-    for op in ops.to_dict("records"):
+    if group_by == "provenance":
+        _by_provenance(root, ops, fused)
+    for op in ops.to_dict("records") if group_by != "provenance" else []:
         _add(root, op, as_self=True)
         pid = int(op["program_id"])
         parent = root
@@ -267,10 +275,35 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     p = db.peaks
     for n, _, _ in root.walk():
         _utilisations(n, total, p)
-    level = 2 if group_by == "program" else 1
+    level = {"program": 2, "category": 1, "provenance": 1}[group_by]
     _sort_and_prune(root, top_n, level, sort_by)
     _finalize_groups(root)
     return OpProfile(root, group_by, exclude_idle, source=db.source, notes=db.notes)
+
+
+def _by_provenance(root, ops, fused):
+    """root -> one node per framework-op path component -> op -> fused ops."""
+    nodes = {}
+    for op in ops.to_dict("records"):
+        _add(root, op, as_self=True)
+        if op["children_time_ps"] > 0:
+            continue
+        parent = root
+        parts = [p for p in str(op["provenance"] or "").split("/") if p] or [NO_PROVENANCE]
+        for part in parts:
+            key = (id(parent), part)
+            node = nodes.get(key)
+            if node is None:
+                node = nodes[key] = OpNode(name=part, kind="provenance")
+                parent.children.append(node)
+            _add(node, op)
+            parent = node
+        pid = int(op["program_id"])
+        leaf = OpNode(name=op["name"], kind="op", category=op["category"], expression=op["expression"] or "",
+                      provenance=op["provenance"], program_id=pid)
+        leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
+        _add(leaf, op)
+        parent.children.append(leaf)
 
 
 def _utilisations(n, total, p):

@@ -51,7 +51,9 @@ class OpProfileWidget(BokehWidget):
     (see `op_details`); `select_op(name)` selects a node by name.
     """
 
-    group_by = traitlets.Unicode("program", help='"program" or "category".').tag(sync=True)
+    group_by = traitlets.Unicode("program", help='"program", "category" or "provenance" (framework op path).').tag(
+        sync=True
+    )
     sort_by = traitlets.Unicode("time", help='"time" or "wasted_time".').tag(sync=True)
     top_n = traitlets.Int(100, help="Children shown per node.").tag(sync=True)
     exclude_idle = traitlets.Bool(False, help="Leave idle time out of the fractions.").tag(sync=True)
@@ -74,8 +76,8 @@ class OpProfileWidget(BokehWidget):
 
     @traitlets.validate("group_by")
     def _check_group_by(self, proposal):
-        if proposal["value"] not in ("program", "category"):
-            raise traitlets.TraitError('group_by must be "program" or "category"')
+        if proposal["value"] not in ("program", "category", "provenance"):
+            raise traitlets.TraitError('group_by must be "program", "category" or "provenance"')
         return proposal["value"]
 
     @traitlets.validate("sort_by")
@@ -259,7 +261,7 @@ class OpProfileWidget(BokehWidget):
         root = self.profile.root
         controls = (
             f'<label>Group by <select data-request="control" data-params=\'{{"name": "group_by"}}\' '
-            f'data-testid="group-by">{options(["program", "category"], self.group_by)}</select></label>'
+            f'data-testid="group-by">{options(["program", "category", "provenance"], self.group_by)}</select></label>'
             f'<label>Sort by <select data-request="control" data-params=\'{{"name": "sort_by"}}\' '
             f'data-testid="sort-by">{options(["time", "wasted_time"], self.sort_by)}</select></label>'
             f'<label>Top <select data-request="control" data-params=\'{{"name": "top_n"}}\' '
