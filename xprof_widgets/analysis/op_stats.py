@@ -422,12 +422,21 @@ def _hlo_event_op_metrics(run, planes, source):
     op_time = int(ops["self_time_ps"].sum())
     nan = float("nan")
     peaks = dict.fromkeys(chip_peaks(run), nan)
+    peak_note = "The processor's peak FLOP/s and bandwidth are unknown, so utilisations are NaN."
+    if source == "gpu":
+        devices = getattr(run, "devices", None)
+        gpus = devices[devices.kind == "GPU"] if devices is not None else []
+        if len(gpus) and not np.isnan(gpus.peak_flops.iloc[0]):
+            # The GPU's FP32 peak (SMs x clock x lanes of its compute capability) and HBM bandwidth.
+            peaks["peak_flops"] = float(gpus.peak_flops.iloc[0])
+            peaks["peak_hbm_bw"] = float(gpus.peak_hbm_bw.iloc[0])
+            peak_note = ("Utilisations use the GPU's FP32 peak derived from its SMs, clock and compute "
+                         "capability (tensor cores not counted) and its memory bandwidth.")
     what = "XLA GPU kernels (several kernels per HLO op summed)" if source == "gpu" else "XLA:CPU thunks on the host"
     notes = (f"Ops from {what}, not an XProf tool. FLOPs and bytes are estimated from the HloProto "
              "(dot: 2*M*N*K, convolution: 2*output*kernel/output-features, elementwise: 1 per output "
-             "element, reduce: 1 per input element; bytes: operands + result), see `flops_estimated`. "
-             "The processor's peak FLOP/s and bandwidth are unknown, so utilisations are NaN. Time "
-             "fractions are of the summed op self time (ops on several threads/streams overlap, so "
+             f"element, reduce: 1 per input element; bytes: operands + result), see `flops_estimated`. {peak_note} "
+             "Time fractions are of the summed op self time (ops on several threads/streams overlap, so "
              "there is no idle time).")
     return DeviceOpMetrics(ops, op_time, op_time, names, peaks, source=source, notes=notes)
 
