@@ -49,6 +49,11 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     assert card.inner_text() == node.name
     assert widget.locator("tr.sel td").first.inner_text() == node.name
     assert node.expression.split(" ")[0] in widget.locator("[data-testid='op-expression']").inner_text()
+    # The card's numbers are that op's: total time, occurrences, HBM bandwidth.
+    text = widget.locator("[data-op-card]").inner_text()
+    seconds = node.time_ps * 1e-12
+    for shown in (f"{node.time_ps / 1e9:,.3f} ms", f"{node.occurrences:,}", f"{node.hbm_bytes / seconds / 1e9:,.2f} GB/s"):
+        assert shown in text, (shown, text)
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "op-profile-1-wedge")
     widget.screenshot(path=str(ARTIFACTS / "op-profile-widget.png"))
