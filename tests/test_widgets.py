@@ -153,6 +153,10 @@ def test_op_profile_widget_controls_and_selection():
             ancestors.add(i)
     assert matches and set(rows) == set(matches) | ancestors
     assert w.html.count("data-node=") == len(rows)
+    pushed = []
+    w.push_columns = lambda source, columns, mode="replace": pushed.append((source, columns))
+    w.on_request("hover-row", {"id": 1})
+    assert pushed[-1][0] == "hover_wedge" and len(pushed[-1][1]["inner"]) == 1
     with pytest.raises(traitlets.TraitError):
         w.sort_by = "size"
     with pytest.raises(KeyError):

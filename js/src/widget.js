@@ -147,12 +147,15 @@ class WidgetView {
     this.onSelected = () => this.applySelection();
     this.onClick = (event) => this.domRequest(event, "click");
     this.onChange = (event) => this.domRequest(event, "change");
+    this.onOver = (event) => this.domHover(event);
+    this.lastDomHover = null;
     model.on("msg:custom", this.onMessage);
     model.on("change:html", this.onHtml);
     model.on("change:figures", this.onFigures);
     model.on("change:selected", this.onSelected);
     this.root.addEventListener("click", this.onClick);
     this.root.addEventListener("change", this.onChange);
+    this.root.addEventListener("mouseover", this.onOver);
   }
 
   start() {
@@ -417,6 +420,22 @@ class WidgetView {
   // HTML from Python asks for data declaratively:
   //   <button data-request="KIND" data-params='{"n": 10}'>
   //   <select data-request="KIND"> (params gain {value})
+  // HTML from Python asks to hear about hovering declaratively:
+  //   <tr data-hover="KIND" data-params='{"id": 3}'> sends a KIND request when
+  //   the pointer enters it (once per element; the newest request wins).
+  domHover(event) {
+    const el = event.target.closest?.("[data-hover]");
+    if (el == null || !this.root.contains(el) || el === this.lastDomHover) return;
+    this.lastDomHover = el;
+    let params = {};
+    try {
+      params = JSON.parse(el.dataset.params ?? "{}");
+    } catch (error) {
+      console.error("xprof_widgets: bad data-params", error);
+    }
+    this.request(el.dataset.hover, params).catch(() => {});
+  }
+
   domRequest(event, type) {
     const el = event.target.closest?.("[data-request]");
     if (el == null || !this.root.contains(el)) return;

@@ -58,6 +58,12 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     save_screenshot(page, "op-profile-1-wedge")
     widget.screenshot(path=str(ARTIFACTS / "op-profile-widget.png"))
 
+    # Hovering a row outlines its wedge (one row pushed into "hover_wedge").
+    widget.locator(f"tr[data-node='{int(wedges['id'][k])}']").hover()
+    page.wait_for_function(
+        "() => { const d = document.querySelector('.xprof-widget').dataset;"
+        " return d.lastPush === 'hover_wedge' && d.lastPushRows === '1'; }", timeout=15_000
+    )
     # A row click selects that node instead.
     other = next(i for i, (n, *_r) in enumerate(ref.nodes) if n.kind == "op" and n.name != node.name)
     widget.locator(f"tr[data-node='{other}']").click()
@@ -73,6 +79,11 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
         "() => document.querySelector(\"[data-testid='sort-by']\")?.value === 'wasted_time'", timeout=15_000
     )
     page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
+    # The selection survives the new order: the card comes back with the same op.
+    page.wait_for_function(
+        "v => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === v",
+        arg=ref.nodes[other][0].name, timeout=15_000,
+    )
     names = widget.locator("tr[data-node] td:first-child").all_inner_texts()
     assert first_op.name in names
     save_screenshot(page, "op-profile-2-wasted")

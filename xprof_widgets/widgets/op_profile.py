@@ -151,6 +151,12 @@ class OpProfileWidget(BokehWidget):
     def on_request(self, kind, params):
         if kind == "select":
             self._select_index(int(params["id"]))
+        elif kind == "hover-row":
+            geometry = self._wedge_of.get(int(params["id"]))
+            columns = dict(zip(("inner", "outer", "start", "end"),
+                               (np.array([v], dtype=np.float64) for v in geometry))) if geometry else \
+                {k: np.zeros(0) for k in ("inner", "outer", "start", "end")}
+            self.push_columns("hover_wedge", columns)
         elif kind == "control":
             name, value = params["name"], params["value"]
             if name not in CONTROLS:
@@ -187,6 +193,7 @@ class OpProfileWidget(BokehWidget):
                 continue
             inner = 0.35 + (depth - 1) * 0.5
             rows.append((i, inner, inner + 0.48, math.pi / 2 - (a0 + width), math.pi / 2 - a0, node))
+        self._wedge_of = {r[0]: r[1:5] for r in rows}  # node -> (inner, outer, start, end), for row hovers
         root = self.nodes[0][0]
         known = not np.isnan(np.fmax(root.flops_utilization_of_time, root.hbm_utilization))
         if known:
@@ -227,6 +234,11 @@ class OpProfileWidget(BokehWidget):
             source=src, fill_color="color", line_color="white", selection_line_color="black",
             selection_line_width=3, nonselection_fill_alpha=0.6,
         )
+        # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
+        hovered = ColumnDataSource({"inner": [], "outer": [], "start": [], "end": []}, name="hover_wedge")
+        fig.annular_wedge(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start",
+                          end_angle="end", source=hovered, fill_alpha=0, line_color="#222", line_width=3,
+                          line_dash="dashed")
         fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
             ("", "@kind @name"), ("time", "@time{0.00} %"), ("FLOPS util", "@flops{0.00} %"),
             ("HBM util", "@hbm{0.00} %"),
@@ -283,7 +295,8 @@ class OpProfileWidget(BokehWidget):
             node, depth, _, _ = self.nodes[i]
             cls = " ".join(c for c, on in (("sel", i == selected), ("hov", i == self._hovered)) if on)
             body.append(
-                f'<tr data-request="select" data-params=\'{json.dumps({"id": i})}\' data-node="{i}"'
+                f'<tr data-request="select" data-hover="hover-row" data-params=\'{json.dumps({"id": i})}\' '
+                f'data-node="{i}"'
                 f'{f" class={cls!r}" if cls else ""}>'
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'
                 f"<td class=num>{100 * node.time_fraction:.2f} %</td>"
