@@ -316,6 +316,7 @@ class Fields:
         self.scalar = {}
         self.present = {}
         self.ranges = {}
+        self.rest = None  # where each record's undecoded fields start (see decode_records)
 
     def value(self, number, dtype=np.int64):
         """Field `number` as `dtype` (int64 for proto int64, float64 for double)."""
@@ -366,16 +367,18 @@ def decode_fields(data, starts, stops, scalars=(), lengths=()):
     return _decode(data, np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64), scalars, lengths)
 
 
-def decode_records(data, record_pos, scalars=(), lengths=(), end=None):
+def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=False):
     """`decode_fields` for LENGTH records given by the positions of their tags.
 
     Payload bounds are found block by block, so the whole input never needs
-    a second pair of position arrays.
+    a second pair of position arrays. With `rest`, `.rest` holds, per record,
+    the byte offset from its tag to the first field not decoded (e.g. where an
+    event's stats begin), so a later pass can start there.
     """
-    return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end)
+    return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
-def _decode(data, starts, stops, scalars, lengths, end=None):
+def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
     """Decode in blocks of BLOCK_RECORDS on a thread pool, into preallocated columns.
 
     Small blocks stay in cache and numpy releases the GIL in the work that
@@ -387,6 +390,8 @@ def _decode(data, starts, stops, scalars, lengths, end=None):
     for n in scalars:
         out.scalar[n] = np.zeros(count, dtype=np.uint64)
         out.present[n] = np.zeros(count, dtype=bool)
+    if want_rest:
+        out.rest = np.zeros(count, dtype=np.int64)
     cuts = range(0, count, BLOCK_RECORDS)
 
     def block(c):
@@ -395,7 +400,10 @@ def _decode(data, starts, stops, scalars, lengths, end=None):
             s, e = record_payloads(data, starts[part], end)
         else:
             s, e = starts[part], stops[part]
-        return _decode_block(data, s, e, scalars, lengths, out, c)
+        ranges = _decode_block(data, s, e, scalars, lengths, out, c)
+        if want_rest:
+            out.rest[part] -= starts[part]  # _decode_block left absolute positions there
+        return ranges
 
     if len(cuts) <= 1:
         found = [block(c) for c in cuts]
@@ -420,9 +428,14 @@ def _decode_block(data, starts, stops, scalars, lengths, out, offset):
     last_wanted = max((*scalars, *lengths), default=0)
     repeated_last = last_wanted in lengths  # a repeated field may come again
     pos = starts.copy()
+    rest = out.rest[offset : offset + len(starts)] if out.rest is not None else None
+    if rest is not None:
+        rest[:] = stops  # records with nothing left to decode
     todo = np.flatnonzero(pos < stops)
     while todo.size:
         p = pos[todo]
+        if rest is not None:
+            rest[todo] = p  # a record that stops before this field resumes here
         tag, width = varints(data, p)
         p += width
         number = (tag >> np.uint64(3)).astype(np.int64)
@@ -471,6 +484,9 @@ def _decode_block(data, starts, stops, scalars, lengths, out, offset):
         pos[todo] = nxt
         more = nxt < stops[todo]
         more &= (number < last_wanted) | ((number == last_wanted) & repeated_last)
+        if rest is not None:
+            done = ~more & (number <= last_wanted)  # read to the end of a wanted field
+            rest[todo[done]] = nxt[done]
         todo = todo[more]
     ranges = {}
     for n, parts in found.items():

@@ -77,6 +77,7 @@ class Line:
     event_duration_ps: np.ndarray
     metadata_id: np.ndarray
     record_pos: np.ndarray = field(repr=False)  # byte offset of each event record
+    stats_at: np.ndarray = field(repr=False, default=None)  # offset from record_pos to its stats
 
     def __len__(self):
         return len(self.start_ps)
@@ -100,7 +101,12 @@ class Line:
         """
         data = self.plane.space.data
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
-        ev = wire.decode_records(data, self.record_pos[idx], lengths=(_EVENT_STATS,))
+        pos = self.record_pos[idx]
+        if self.stats_at is None:
+            ev = wire.decode_records(data, pos, lengths=(_EVENT_STATS,))
+        else:  # start at the stats: fields 1-3 were read at open
+            _, stops = wire.record_payloads(data, pos)
+            ev = wire.decode_fields(data, pos + self.stats_at[idx], stops, lengths=(_EVENT_STATS,))
         owner, s, e = ev.ranges[_EVENT_STATS]
         columns = self.plane.decode_stats(s, e, owner, len(idx), names)
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
@@ -502,8 +508,11 @@ def _parse_line(plane, buf, start, end):
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
     record_pos = np.concatenate(runs) if runs else np.zeros(0, np.int64)
     ev = wire.decode_records(
-        data, record_pos, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end
+        data, record_pos, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end, rest=True
     )
+    # Offset from each event's tag to its stats (after fields 1-3): small, so
+    # stored narrow; stats decoding starts there instead of re-reading 1-3.
+    stats_at = ev.rest.astype(np.uint16) if len(ev.rest) and ev.rest.max() < 2**16 else ev.rest
     timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
     start_ps = ev.value(_EVENT_OFFSET_PS)
     start_ps += timestamp_ns * 1000
@@ -519,4 +528,5 @@ def _parse_line(plane, buf, start, end):
         event_duration_ps=ev.value(_EVENT_DURATION_PS),
         metadata_id=ev.value(_EVENT_METADATA_ID),
         record_pos=record_pos,
+        stats_at=stats_at,
     )
