@@ -12,7 +12,6 @@ from xprof_widgets.analysis.memory_profile import (
     UNUSED_PREALLOCATED,
     _box_filter,
     data_type_name,
-    memory_profile,
 )
 
 from .conftest import PROFILES, REFERENCE
