@@ -339,7 +339,11 @@ class Run:
         """
         from .analysis.memory_profile import memory_profile
 
-        return memory_profile(self, memory_id=memory_id, host=host)
+        space = self.xspace(host)
+        key = ("memory_profile", memory_id)
+        if key not in space.cache:  # widgets ask again for ids and on every switch
+            space.cache[key] = memory_profile(self, memory_id=memory_id, host=host)
+        return space.cache[key]
 
 
 def _check_header(path):

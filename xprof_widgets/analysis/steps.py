@@ -139,7 +139,7 @@ def _host_events(space, roots):
         ev_type = host_event_type(cats)[codes]
         marker = is_step_marker_name(cats)[codes]
         # The root carries the step name: an implicit marker.
-        r_event = roots["event"][roots["line"] == li].to_numpy(np.int64) if len(roots) else []
+        r_event = roots["event"][roots["line"] == li].to_numpy(np.int64) if len(roots) else np.zeros(0, np.int64)
         pos = np.searchsorted(idx, r_event)
         ok = pos < len(idx)
         ok[ok] = idx[pos[ok]] == r_event[ok]
