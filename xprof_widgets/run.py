@@ -329,6 +329,15 @@ class Run:
 
         return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
 
+    def input_pipeline(self, host=None):
+        """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
+        step time waiting for input, the host-side breakdown (µs), the tf.data input
+        ops and a recommendation. Without steps, `.reason` says how to add markers.
+        CPU-only runs today; GPU/TPU device steps are not computed yet."""
+        from .analysis.input_pipeline import input_pipeline
+
+        return input_pipeline(self, host=host)
+
     def memory_profile(self, memory_id=None, host=None):
         """XProf's memory profile: allocator timeline, summary and breakdown at peak.
 
