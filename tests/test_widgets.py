@@ -181,3 +181,36 @@ def test_op_details_card_is_its_own_widget_and_escapes():
     assert "&lt;i&gt;x&lt;/i&gt;" in card.value and "<i>x</i>" not in card.value and "&lt;b&gt;" in card.value
     assert "n/a" in card.value  # unknown peak: no made-up utilisation
     assert card.value == op_details_html(card.op)
+
+
+# --- InputPipelineWidget ---------------------------------------------------------
+
+
+def test_input_pipeline_widget_state():
+    w = xw.InputPipelineWidget(PROFILES / "tf_keras_cpu")
+    r = w.result
+    assert f'data-stat="avg_step_time_ms">{r.avg_step_time_ms:,.3f} ms<' in w.html
+    rows = w._op_rows()
+    assert len(rows) == len(r.input_ops)
+    # The tree follows the iterator path (input indices like [0] ignored).
+    depth = {op["op_name"]: d for op, d, _ in rows}
+    assert depth["Iterator::Root"] == 0
+    assert depth["Iterator::Root::Prefetch::ForeverRepeat[0]::MapAndBatch"] == \
+        depth["Iterator::Root::Prefetch::ForeverRepeat"] + 1
+    w.on_request("toggle", {"path": "Iterator::Root::Prefetch"})
+    assert [op["op_name"] for op, *_ in w._op_rows()] == ["Iterator::Root", "Iterator::Root::Prefetch"]
+    w.on_request("toggle", {"path": "Iterator::Root::Prefetch"})
+    assert len(w._op_rows()) == len(r.input_ops)
+    w.on_request("sort", {"column": "count"})
+    assert w.sort_by == "count"
+    w.selected = {"figure": "steps", "source": "steps", "index": 2, "id": 2}
+    step = r.steps.iloc[2]
+    assert w.selected_step["step_name"] == step.step_name and w.selected_step["begin_ps"] == step.begin_ps
+    assert w.selected_step["end_ps"] - w.selected_step["begin_ps"] == pytest.approx(step.step_time_ms * 1e9, abs=1)
+    with pytest.raises(traitlets.TraitError):
+        w.sort_by = "nope"
+
+
+def test_input_pipeline_widget_without_steps_says_how():
+    w = xw.InputPipelineWidget(PROFILES / "tpu_v6e_inference")
+    assert "StepTraceAnnotation" in w.html and w.figures == {}

@@ -16,6 +16,7 @@ _WIDGETS = {
     "MemoryProfileWidget": ".widgets.memory_profile",
     "OpProfileWidget": ".widgets.op_profile",
     "OpDetailsCard": ".widgets.op_details",
+    "InputPipelineWidget": ".widgets.input_pipeline",
 }
 
 

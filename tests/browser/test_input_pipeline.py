@@ -1,0 +1,50 @@
+"""InputPipelineWidget in JupyterLab in headless Chromium: the average step time
+and the verdict on the page are the analysis', a click on a step selects it,
+the input-op tree folds; nothing fetched from off this machine."""
+
+import xprof_widgets as xw
+
+from ..conftest import PROFILES
+from .harness import ARTIFACTS, run_notebook_in_lab, save_screenshot, write_notebook
+
+LOGDIR = PROFILES / "tf_keras_cpu"
+
+
+def test_input_pipeline_widget_in_lab(page, jupyter_lab):
+    url, token, notebook_dir = jupyter_lab
+    write_notebook(notebook_dir, "input_pipeline.ipynb", [
+        f"import xprof_widgets as xw\nw = xw.InputPipelineWidget({str(LOGDIR)!r})\nw",
+    ])
+    run_notebook_in_lab(page, url, token, "input_pipeline.ipynb")
+    expected = xw.load_run(LOGDIR).input_pipeline()
+    widget = page.locator(".xprof-widget").first
+    widget.scroll_into_view_if_needed()
+    assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
+    assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
+    assert int(widget.locator("[data-testid='input-ops']").get_attribute("data-rows")) == len(expected.input_ops)
+    save_screenshot(page, "input-pipeline-1")
+
+    # Click the middle of the step-time chart: a step is selected.
+    canvas = widget.locator("[data-figure='steps'] canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    chosen = widget.locator("[data-testid='selected-step']")
+    for fraction in (0.33, 0.47, 0.61, 0.75):  # bars have gaps between them: try a few
+        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.7)
+        try:
+            chosen.wait_for(timeout=4_000)
+            break
+        except Exception:
+            continue
+    chosen.wait_for(timeout=10_000)
+    assert chosen.inner_text().startswith("Selected train ")
+
+    # Fold the root iterator: only its row stays.
+    widget.locator("tr[data-op='Iterator::Root'] .xw-fold").click()
+    page.wait_for_function(
+        "() => document.querySelector(\"[data-testid='input-ops']\")?.dataset.rows === '1'", timeout=15_000
+    )
+    widget.scroll_into_view_if_needed()
+    save_screenshot(page, "input-pipeline-2-step-folded")
+    widget.screenshot(path=str(ARTIFACTS / "input-pipeline-widget.png"))
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"

@@ -1,0 +1,245 @@
+"""InputPipelineWidget: is the program waiting for input, and which input op costs what.
+
+Shows what `Run.input_pipeline()` computes, as XProf's input pipeline analyzer
+does: the verdict with its numbers, the step-time graph (each step's time
+stacked by XProf's breakdown), the host-side breakdown of input time, and the
+tf.data input ops as a table that sorts and folds along the iterator
+hierarchy (`Iterator::Root::Prefetch::...`). Clicking a step selects it:
+`selected_step` says which time range it covers, for the other widgets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import traitlets
+from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, stat_cards
+
+BREAKDOWN = {  # column -> label, in XProf's order
+    "device_compute_ms": "Device compute",
+    "device_to_device_ms": "Device to device",
+    "device_collectives_ms": "Collectives",
+    "host_compute_ms": "Host compute",
+    "kernel_launch_ms": "Kernel launch",
+    "input_ms": "Input",
+    "output_ms": "Output",
+    "compilation_ms": "Compilation",
+    "all_others_ms": "All others",
+}
+HOST = {
+    "enqueue": "Enqueue (to the device)",
+    "demanded_file_read": "Demanded file read",
+    "advanced_file_read": "Advanced file read",
+    "preprocessing": "Preprocessing",
+    "unclassified": "Other",
+}
+OP_COLUMNS = {
+    "op_name": "Input op",
+    "count": "Count",
+    "time_us": "Total time (µs)",
+    "time_percent": "Total %",
+    "self_time_us": "Self time (µs)",
+    "self_time_percent": "Self %",
+    "category": "Category",
+}
+
+
+def _plain(path):
+    """An iterator path without input indices: A::B[0]::C -> A::B::C."""
+    return re.sub(r"\[\d+\]", "", path)
+
+
+class InputPipelineWidget(BokehWidget):
+    """XProf's input pipeline analyzer for a run.
+
+    `sort_by` (an input-op column) and `collapsed` (iterator paths folded) are
+    traits Python can read and set; `selected_step` holds the clicked step
+    ({step_number, step_name, begin_ps, end_ps, step_time_ms}; {} for none).
+    """
+
+    sort_by = traitlets.Unicode("self_time_us", help="Input-op column sorted on (sizes descending).").tag(sync=True)
+    collapsed = traitlets.List(traitlets.Unicode(), help="Iterator paths whose children are hidden.").tag(sync=True)
+    selected_step = traitlets.Dict(help="The clicked step and its time range (ps); {} for none.").tag(sync=True)
+
+    def __init__(self, run, host=None, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        super().__init__(**kwargs)
+        self.result = self.run.input_pipeline(host=host)
+        if self.result.steps.empty and self.result.input_ops.empty:
+            self.html = notice(f"No input pipeline analysis for run {self.run.name}: {self.result.reason}")
+            return
+        if not self.result.steps.empty:
+            self.set_figures({"steps": self._steps_figure()})
+        self.html = self._html()
+
+    @traitlets.validate("sort_by")
+    def _check_sort(self, proposal):
+        if proposal["value"] not in OP_COLUMNS:
+            raise traitlets.TraitError(f"sort_by must be one of {list(OP_COLUMNS)}")
+        return proposal["value"]
+
+    @traitlets.observe("sort_by", "collapsed")
+    def _redraw(self, change):
+        self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") != "steps" or sel.get("id") is None:
+            self.selected_step = {}
+        else:
+            row = self.result.steps.iloc[int(sel["id"])]
+            begin = int(row.begin_ps)
+            self.selected_step = {
+                "step_number": int(row.step_number),
+                "step_name": str(row.step_name),
+                "begin_ps": begin,
+                "end_ps": begin + int(round(row.step_time_ms * 1e9)),
+                "step_time_ms": float(row.step_time_ms),
+            }
+        self.html = self._html()
+
+    def on_request(self, kind, params):
+        if kind == "sort":
+            self.sort_by = str(params["column"])
+        elif kind == "toggle":
+            path = str(params["path"])
+            self.collapsed = [p for p in self.collapsed if p != path] if path in self.collapsed else [
+                *self.collapsed, path]
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _steps_figure(self):
+        steps = self.result.steps
+        used = [c for c in BREAKDOWN if c in steps and steps[c].abs().sum() > 0]
+        data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}
+        data["x"] = np.arange(len(steps), dtype=np.float64)
+        data["id"] = np.arange(len(steps))
+        data["name"] = steps["step_name"].astype(str).tolist()
+        data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
+        src = ColumnDataSource(data, name="steps")
+        fig = figure(height=280, sizing_mode="stretch_width", title="Step time, by XProf's breakdown (ms)",
+                     x_axis_label="step", y_axis_label="ms", tools="xpan,xwheel_zoom,reset,save")
+        colors = Category10[10][: max(len(used), 3)]
+        bars = fig.vbar_stack(used, x="x", width=0.8, source=src, color=colors[: len(used)],
+                              legend_label=[BREAKDOWN[c] for c in used], nonselection_fill_alpha=0.35)
+        fig.add_tools(HoverTool(renderers=bars, tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")] + [
+            (BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used]))
+        fig.add_tools(TapTool(renderers=bars))
+        fig.xaxis.major_label_overrides = {i: n for i, n in enumerate(data["name"])}
+        fig.xaxis.major_label_orientation = 0.8
+        fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "above")  # not over the first bars
+        fig.toolbar.logo = None
+        return fig
+
+    def _op_rows(self):
+        """Input ops in hierarchy order: siblings sorted, children of folded paths hidden."""
+        ops = self.result.input_ops
+        if ops.empty:
+            return []
+        names = ops["op_name"].astype(str).tolist()
+        by_name = dict(zip(names, ops.to_dict("records")))
+        # "ForeverRepeat[0]" is input 0 of "ForeverRepeat": match paths without the index.
+        plain = {_plain(n): n for n in names}
+        parent = {}
+        for n in names:  # nearest listed ancestor along the iterator path
+            parts = _plain(n).split("::")
+            parent[n] = next((plain["::".join(parts[:k])] for k in range(len(parts) - 1, 0, -1)
+                              if "::".join(parts[:k]) in plain), None)
+        children = {}
+        for n in names:
+            children.setdefault(parent[n], []).append(n)
+        descending = self.sort_by not in ("op_name", "category")
+        key = lambda n: by_name[n][self.sort_by]  # noqa: E731
+        rows, folded = [], set(self.collapsed)
+
+        def visit(name, depth):
+            rows.append((name, depth, bool(children.get(name))))
+            if name in folded:
+                return
+            for child in sorted(children.get(name, []), key=key, reverse=descending):
+                visit(child, depth + 1)
+
+        for top in sorted(children.get(None, []), key=key, reverse=descending):
+            visit(top, 0)
+        return [(by_name[n], d, has) for n, d, has in rows]
+
+    def _html(self):
+        r = self.result
+        cards = stat_cards([
+            ("avg_step_time_ms", "Average step time", f"{r.avg_step_time_ms:,.3f} ms"),
+            ("std_step_time_ms", "Standard deviation", f"{r.std_step_time_ms:,.3f} ms"),
+            ("range_ms", "Min / max", f"{r.min_step_time_ms:,.3f} / {r.max_step_time_ms:,.3f} ms"),
+            ("input_percent", "Waiting for input", f"{r.input_percent:.1f} % of step time"),
+            ("steps", "Steps analysed", f"{len(r.steps)}"),
+        ]) if not r.steps.empty else ""
+        step = r"" if not self.selected_step else (
+            f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
+            f'{self.selected_step["step_time_ms"]:,.3f} ms</div>')
+        total_host = sum(r.host_breakdown_us.values()) or 1.0
+        host = "".join(
+            f'<tr><td>{esc(label)}</td><td class=num data-host="{k}">{r.host_breakdown_us.get(k, 0.0):,.1f} µs</td>'
+            f'<td><div class="xw-bar" style="width:{200 * r.host_breakdown_us.get(k, 0.0) / total_host:.0f}px"></div>'
+            f'</td></tr>' for k, label in HOST.items()
+        )
+        head = "".join(
+            f'<th data-request="sort" data-params=\'{json.dumps({"column": c})}\''
+            f'{" class=sorted" if c == self.sort_by else ""}>{esc(label)}</th>' for c, label in OP_COLUMNS.items()
+        )
+        body = []
+        for op, depth, has_children in self._op_rows():
+            name = op["op_name"]
+            short = name.split("::")[-1] if depth else name
+            fold = (f'<span class="xw-fold" data-request="toggle" data-params=\'{json.dumps({"path": name})}\'>'
+                    f'{"▸" if name in self.collapsed else "▾"}</span> ') if has_children else ""
+            body.append(
+                f'<tr data-op="{esc(name)}" title="{esc(name)}"><td style="padding-left:{6 + 14 * depth}px">{fold}'
+                f'{esc(short)}</td><td class=num>{op["count"]:,}</td><td class=num>{op["time_us"]:,.1f}</td>'
+                f'<td class=num>{op["time_percent"]:.1f}</td><td class=num>{op["self_time_us"]:,.1f}</td>'
+                f'<td class=num>{op["self_time_percent"]:.1f}</td><td>{esc(op["category"])}</td></tr>'
+            )
+        ops_html = (
+            f'<div class="xw-scroll"><table data-testid="input-ops" data-rows="{len(body)}"><thead><tr>{head}'
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+            if body else '<div class="xw-note">No tf.data input ops in this profile.</div>'
+        )
+        reason = f'<div class="xw-note">{esc(r.reason)}</div>' if r.reason else ""
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-ip")}
+.xw-ip .xw-verdict {{ border-left: 4px solid #f28e2b; padding: 4px 8px; margin: 4px 0 8px; background: #fff8ef; }}
+.xw-ip table {{ border-collapse: collapse; font-size: 12px; }}
+.xw-ip th {{ text-align: left; border-bottom: 1px solid #999; cursor: pointer; padding: 2px 6px; }}
+.xw-ip th.sorted {{ text-decoration: underline; }}
+.xw-ip td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
+.xw-ip td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.xw-ip .xw-bar {{ height: 10px; background: #4e79a7; }}
+.xw-ip .xw-fold {{ cursor: pointer; color: #4e79a7; }}
+.xw-ip .xw-scroll {{ max-height: 360px; overflow: auto; }}
+.xw-ip .xw-note {{ color: #666; }}
+</style>
+<div class="xw-ip">
+  <div class="xw-head"><b>Input pipeline analysis</b></div>
+  <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>
+  {reason}{cards}
+  <div data-figure="steps"></div>{step}
+  <h4>Host-side analysis: where the input time went</h4>
+  <table data-testid="host-breakdown">{host}</table>
+  <h4>Input ops (tf.data), by {esc(OP_COLUMNS[self.sort_by].lower())}</h4>
+  {ops_html}
+</div>"""
+
+
+__all__ = ["InputPipelineWidget"]
