@@ -58,6 +58,17 @@ def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_
              ready_count, timeout_ms, wait_idle=True)
 
 
+def show_widget(page, jupyter_lab, nb_name, source, ready_count=1):
+    """Write a notebook whose cell `source` displays a widget, run it in JupyterLab,
+    and return the first widget's locator, scrolled into view."""
+    url, token, notebook_dir = jupyter_lab
+    write_notebook(notebook_dir, nb_name, [source])
+    run_notebook_in_lab(page, url, token, nb_name, ready_count=ready_count)
+    widget = page.locator(".xprof-widget").first
+    widget.scroll_into_view_if_needed()
+    return widget
+
+
 def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
     """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
     _run_all(page, url, token, f"/notebooks/{urllib.parse.quote(nb_name)}?token={token}", nb_name,

@@ -5,20 +5,19 @@ the input-op tree folds; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, run_notebook_in_lab, save_screenshot, write_notebook
+from .harness import ARTIFACTS, save_screenshot, show_widget
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
 
 def test_input_pipeline_widget_in_lab(page, jupyter_lab):
-    url, token, notebook_dir = jupyter_lab
-    write_notebook(notebook_dir, "input_pipeline.ipynb", [
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "input_pipeline.ipynb",
         f"import xprof_widgets as xw\nw = xw.InputPipelineWidget({str(LOGDIR)!r})\nw",
-    ])
-    run_notebook_in_lab(page, url, token, "input_pipeline.ipynb")
+    )
     expected = xw.load_run(LOGDIR).input_pipeline()
-    widget = page.locator(".xprof-widget").first
-    widget.scroll_into_view_if_needed()
     assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
     assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
     assert int(widget.locator("[data-testid='input-ops']").get_attribute("data-rows")) == len(expected.input_ops)

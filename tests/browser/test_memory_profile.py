@@ -6,20 +6,19 @@ import xprof_widgets as xw
 from xprof_widgets.widgets.memory_profile import human_bytes
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, run_notebook_in_lab, save_screenshot, write_notebook
+from .harness import ARTIFACTS, save_screenshot, show_widget
 from .test_platform import PAINTED_PIXELS_JS
 
 LOGDIR = PROFILES / "tpu_v6e_inference"
 
 
 def test_memory_profile_widget_in_lab(page, jupyter_lab):
-    url, token, notebook_dir = jupyter_lab
-    write_notebook(notebook_dir, "memory_profile.ipynb", [
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "memory_profile.ipynb",
         f"import xprof_widgets as xw\nw = xw.MemoryProfileWidget({str(LOGDIR)!r})\nw",
-    ])
-    run_notebook_in_lab(page, url, token, "memory_profile.ipynb")
-    widget = page.locator(".xprof-widget").first
-    widget.scroll_into_view_if_needed()
+    )
     run = xw.load_run(LOGDIR)
     first = run.memory_profile()
     assert widget.locator("[data-testid='memory-id']").input_value() == first.memory_id
@@ -31,7 +30,8 @@ def test_memory_profile_widget_in_lab(page, jupyter_lab):
     widget.locator("[data-testid='memory-id']").select_option(other)
     page.wait_for_function(  # the peak time tells allocators apart
         "v => document.querySelector(\"[data-stat='peak_time_ms']\")?.innerText.startsWith(v)",
-        arg=f"{expected.peak_time_ms:,.3f} ms", timeout=20_000,
+        arg=f"{expected.peak_time_ms:,.3f} ms",
+        timeout=20_000,
     )
     page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
     assert widget.locator("[data-stat='peak_heap_bytes']").inner_text() == human_bytes(expected.peak_heap_bytes)

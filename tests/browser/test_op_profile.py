@@ -7,25 +7,23 @@ import math
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, run_notebook_in_lab, save_screenshot, write_notebook
+from .harness import ARTIFACTS, save_screenshot, show_widget
 from .test_platform import PAINTED_PIXELS_JS
 
 LOGDIR = PROFILES / "tpu_v6e_inference"
 
 
 def test_op_profile_widget_in_lab(page, jupyter_lab):
-    url, token, notebook_dir = jupyter_lab
-    write_notebook(notebook_dir, "op_profile.ipynb", [
-        f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(LOGDIR)!r})\nw",
-    ])
-    run_notebook_in_lab(page, url, token, "op_profile.ipynb")
-    widget = page.locator(".xprof-widget").first
-    widget.scroll_into_view_if_needed()
+    widget = show_widget(
+        page, jupyter_lab, "op_profile.ipynb", f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(LOGDIR)!r})\nw"
+    )
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     ref = xw.OpProfileWidget(LOGDIR)  # the same tree, to know where each wedge is
     root = ref.profile.root
-    assert widget.locator("[data-stat='flops_utilization']").inner_text() == \
-        f"{100 * root.flops_utilization_of_time:.4f} %"
+    assert (
+        widget.locator("[data-stat='flops_utilization']").inner_text()
+        == f"{100 * root.flops_utilization_of_time:.4f} %"
+    )
 
     # The largest op (depth 3) and the middle of its wedge.
     wedges = ref._sunburst().renderers[0].data_source.data
@@ -52,7 +50,11 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     # The card's numbers are that op's: total time, occurrences, HBM bandwidth.
     text = widget.locator("[data-op-card]").inner_text()
     seconds = node.time_ps * 1e-12
-    for shown in (f"{node.time_ps / 1e9:,.3f} ms", f"{node.occurrences:,}", f"{node.hbm_bytes / seconds / 1e9:,.2f} GB/s"):
+    for shown in (
+        f"{node.time_ps / 1e9:,.3f} ms",
+        f"{node.occurrences:,}",
+        f"{node.hbm_bytes / seconds / 1e9:,.2f} GB/s",
+    ):
         assert shown in text, (shown, text)
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "op-profile-1-wedge")
@@ -62,14 +64,16 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     widget.locator(f"tr[data-node='{int(wedges['id'][k])}']").hover()
     page.wait_for_function(
         "() => { const d = document.querySelector('.xprof-widget').dataset;"
-        " return d.lastPush === 'hover_wedge' && d.lastPushRows === '1'; }", timeout=15_000
+        " return d.lastPush === 'hover_wedge' && d.lastPushRows === '1'; }",
+        timeout=15_000,
     )
     # A row click selects that node instead.
     other = next(i for i, (n, *_r) in enumerate(ref.nodes) if n.kind == "op" and n.name != node.name)
     widget.locator(f"tr[data-node='{other}']").click()
     page.wait_for_function(
         "v => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === v",
-        arg=ref.nodes[other][0].name, timeout=15_000,
+        arg=ref.nodes[other][0].name,
+        timeout=15_000,
     )
     # Sort by wasted time: the first op row is the op with the most wasted time.
     widget.locator("[data-testid='sort-by']").select_option("wasted_time")
@@ -82,7 +86,8 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     # The selection survives the new order: the card comes back with the same op.
     page.wait_for_function(
         "v => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === v",
-        arg=ref.nodes[other][0].name, timeout=15_000,
+        arg=ref.nodes[other][0].name,
+        timeout=15_000,
     )
     names = widget.locator("tr[data-node] td:first-child").all_inner_texts()
     assert first_op.name in names

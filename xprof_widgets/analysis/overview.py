@@ -190,22 +190,38 @@ def device_framework_op_count(db) -> int:
     return int(tf["occurrences"].sum())
 
 
+def _is_framework_op_name(name):
+    """XProf's `ParseTfOpFullname` gives a known category: TF `name:Type`,
+    JAX `scope/op:op`, `Iterator::...`, or a memcpy."""
+    if name.lower().startswith("memcpy") or name.startswith("Iterator::"):
+        return True
+    if _TF_OP.match(name):
+        return True
+    scope, sep, kind = name.partition(":")
+    return bool(sep and scope and _JAX_TYPE.match(kind) and kind.split("[")[0] in scope.rsplit("/", 1)[-1])
+
+
 def host_framework_op_count(space) -> int:
-    """Executions of framework ops on the host threads of one file: TF ops
-    (`name:Type`), tf.data iterators (`Iterator::...`) and memcpy ops."""
+    """Executions of framework ops on the host threads of one file, as XProf's
+    host op database counts them: events named as a framework op (see
+    `_is_framework_op_name`) plus events with a non-empty `tf_op` stat."""
     plane = space.plane("/host:CPU")
     if plane is None:
         return 0
+    has_tf_op_stat = "tf_op" in plane.stat_names.values()
     total = 0
     for line in plane.lines:
         if not len(line):
             continue
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
-        is_op = np.array([bool(_TF_OP.match(n)) or n.startswith("Iterator::")
-                          or n.lower().startswith("memcpy") for n in cats], dtype=bool)
+        is_op = np.array([_is_framework_op_name(n) for n in cats], dtype=bool)  # distinct names
         codes = np.asarray(names.codes)
         total += int(is_op[codes[codes >= 0]].sum())
+        if has_tf_op_stat:
+            v = line.stats(names=["tf_op"]).get("tf_op")
+            if v is not None:
+                total += int((v.notna() & (v.astype(str) != "")).sum())
     return total
 
 
