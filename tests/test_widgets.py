@@ -214,3 +214,24 @@ def test_input_pipeline_widget_state():
 def test_input_pipeline_widget_without_steps_says_how():
     w = xw.InputPipelineWidget(PROFILES / "tpu_v6e_inference")
     assert "StepTraceAnnotation" in w.html and w.figures == {}
+
+
+# --- OverviewWidget --------------------------------------------------------------
+
+
+def test_overview_widget_state():
+    run = xw.load_run(PROFILES / "tf_keras_cpu")
+    w = xw.OverviewWidget(run)
+    o = run.overview()
+    assert f'data-stat="avg_step_time_ms">{o.avg_step_time_ms:,.3f} ms<' in w.html
+    assert set(w.figures) == {"steps"}
+    w.selected = {"figure": "steps", "source": "steps", "index": 0, "id": 0}
+    assert w.selected_step["step_name"] == o.steps.step_name.iloc[0]
+    w.selected = {}
+    assert w.selected_step == {}
+
+
+def test_overview_widget_without_steps_still_shows_what_it_can():
+    w = xw.OverviewWidget(PROFILES / "tpu_v6e_inference")
+    assert "StepTraceAnnotation" in w.html  # says how to add step markers
+    assert w.figures == {} and 'data-testid="top-ops"' in w.html  # and still shows the top ops

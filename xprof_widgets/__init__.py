@@ -17,6 +17,7 @@ _WIDGETS = {
     "OpProfileWidget": ".widgets.op_profile",
     "OpDetailsCard": ".widgets.op_details",
     "InputPipelineWidget": ".widgets.input_pipeline",
+    "OverviewWidget": ".widgets.overview",
 }
 
 

@@ -329,6 +329,14 @@ class Run:
 
         return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
 
+    def overview(self, host=None):
+        """XProf's overview page: step time (ms) and its breakdown, input %, duty
+        cycle, op placement, precision, top operations, run environment and a
+        recommendation. Without steps, `.reason` says how to add step markers."""
+        from .analysis.overview import overview
+
+        return overview(self, host=host)
+
     def input_pipeline(self, host=None):
         """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
         step time waiting for input, the host-side breakdown (µs), the tf.data input

@@ -52,6 +52,44 @@ OP_COLUMNS = {
 }
 
 
+def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
+    """Stacked bars, one a step, of the breakdown columns used; a tap selects a step (source "steps")."""
+    used = [c for c in BREAKDOWN if c in steps and steps[c].abs().sum() > 0]
+    data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}
+    data["x"] = np.arange(len(steps), dtype=np.float64)
+    data["id"] = np.arange(len(steps))
+    data["name"] = steps["step_name"].astype(str).tolist()
+    data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
+    src = ColumnDataSource(data, name="steps")
+    fig = figure(height=280, sizing_mode="stretch_width", title=title,
+                 x_axis_label="step", y_axis_label="ms", tools="xpan,xwheel_zoom,reset,save")
+    colors = Category10[10][: max(len(used), 3)]
+    bars = fig.vbar_stack(used, x="x", width=0.8, source=src, color=colors[: len(used)],
+                          legend_label=[BREAKDOWN[c] for c in used], nonselection_fill_alpha=0.35)
+    fig.add_tools(HoverTool(renderers=bars, tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")] + [
+        (BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used]))
+    fig.add_tools(TapTool(renderers=bars))
+    fig.xaxis.major_label_overrides = {i: n for i, n in enumerate(data["name"])}
+    fig.xaxis.major_label_orientation = 0.8
+    fig.legend.orientation = "horizontal"
+    fig.add_layout(fig.legend[0], "above")  # not over the first bars
+    fig.toolbar.logo = None
+    return fig
+
+
+def step_range(steps, index):
+    """The step at row `index` and the time range it covers: {step_number, step_name, begin_ps, end_ps, step_time_ms}."""
+    row = steps.iloc[int(index)]
+    begin = int(row.begin_ps)
+    return {
+        "step_number": int(row.step_number),
+        "step_name": str(row.step_name),
+        "begin_ps": begin,
+        "end_ps": begin + int(round(row.step_time_ms * 1e9)),
+        "step_time_ms": float(row.step_time_ms),
+    }
+
+
 def _plain(path):
     """An iterator path without input indices: A::B[0]::C -> A::B::C."""
     return re.sub(r"\[\d+\]", "", path)
@@ -77,7 +115,7 @@ class InputPipelineWidget(BokehWidget):
             self.html = notice(f"No input pipeline analysis for run {self.run.name}: {self.result.reason}")
             return
         if not self.result.steps.empty:
-            self.set_figures({"steps": self._steps_figure()})
+            self.set_figures({"steps": steps_figure(self.result.steps)})
         self.html = self._html()
 
     @traitlets.validate("sort_by")
@@ -96,15 +134,7 @@ class InputPipelineWidget(BokehWidget):
         if sel.get("source") != "steps" or sel.get("id") is None:
             self.selected_step = {}
         else:
-            row = self.result.steps.iloc[int(sel["id"])]
-            begin = int(row.begin_ps)
-            self.selected_step = {
-                "step_number": int(row.step_number),
-                "step_name": str(row.step_name),
-                "begin_ps": begin,
-                "end_ps": begin + int(round(row.step_time_ms * 1e9)),
-                "step_time_ms": float(row.step_time_ms),
-            }
+            self.selected_step = step_range(self.result.steps, sel["id"])
         self.html = self._html()
 
     def on_request(self, kind, params):
@@ -119,30 +149,6 @@ class InputPipelineWidget(BokehWidget):
         return {"ok": True}, None
 
     # --- drawing -----------------------------------------------------------------
-
-    def _steps_figure(self):
-        steps = self.result.steps
-        used = [c for c in BREAKDOWN if c in steps and steps[c].abs().sum() > 0]
-        data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}
-        data["x"] = np.arange(len(steps), dtype=np.float64)
-        data["id"] = np.arange(len(steps))
-        data["name"] = steps["step_name"].astype(str).tolist()
-        data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
-        src = ColumnDataSource(data, name="steps")
-        fig = figure(height=280, sizing_mode="stretch_width", title="Step time, by XProf's breakdown (ms)",
-                     x_axis_label="step", y_axis_label="ms", tools="xpan,xwheel_zoom,reset,save")
-        colors = Category10[10][: max(len(used), 3)]
-        bars = fig.vbar_stack(used, x="x", width=0.8, source=src, color=colors[: len(used)],
-                              legend_label=[BREAKDOWN[c] for c in used], nonselection_fill_alpha=0.35)
-        fig.add_tools(HoverTool(renderers=bars, tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")] + [
-            (BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used]))
-        fig.add_tools(TapTool(renderers=bars))
-        fig.xaxis.major_label_overrides = {i: n for i, n in enumerate(data["name"])}
-        fig.xaxis.major_label_orientation = 0.8
-        fig.legend.orientation = "horizontal"
-        fig.add_layout(fig.legend[0], "above")  # not over the first bars
-        fig.toolbar.logo = None
-        return fig
 
     def _op_rows(self):
         """Input ops in hierarchy order: siblings sorted, children of folded paths hidden."""
@@ -242,4 +248,4 @@ class InputPipelineWidget(BokehWidget):
 </div>"""
 
 
-__all__ = ["InputPipelineWidget"]
+__all__ = ["InputPipelineWidget", "steps_figure", "step_range"]

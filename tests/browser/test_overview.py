@@ -1,0 +1,35 @@
+"""OverviewWidget in JupyterLab in headless Chromium: the average step time and
+the verdict on the page are the analysis'; a click on the step graph selects a
+step; nothing fetched from off this machine."""
+
+import xprof_widgets as xw
+
+from ..conftest import PROFILES
+from .harness import ARTIFACTS, save_screenshot, show_widget
+
+LOGDIR = PROFILES / "tf_keras_cpu"
+
+
+def test_overview_widget_in_lab(page, jupyter_lab):
+    widget = show_widget(page, jupyter_lab, "overview.ipynb",
+                         f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(LOGDIR)!r})\nw")
+    expected = xw.load_run(LOGDIR).overview()
+    assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
+    assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
+    assert widget.locator("[data-stat='device_type']").inner_text() == expected.device_type
+    canvas = widget.locator("[data-figure='steps'] canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    chosen = widget.locator("[data-testid='selected-step']")
+    for fraction in (0.33, 0.47, 0.61, 0.75):  # bars have gaps between them: try a few
+        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.7)
+        try:
+            chosen.wait_for(timeout=4_000)
+            break
+        except Exception:
+            continue
+    assert chosen.inner_text().startswith("Selected train ")
+    widget.scroll_into_view_if_needed()
+    save_screenshot(page, "overview-1")
+    widget.screenshot(path=str(ARTIFACTS / "overview-widget.png"))
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"

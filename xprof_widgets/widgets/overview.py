@@ -1,0 +1,106 @@
+"""OverviewWidget: the first page of a profile, as XProf's overview page.
+
+Shows what `Run.overview()` computes: the summary (average step time and its
+spread, waiting for input, device duty cycle, op placement, precision), the
+recommendation, the step-time graph (each step stacked by XProf's
+breakdown), the top operations by self time, and the run environment.
+Clicking a step selects it: `selected_step` says which time range it covers,
+for the other widgets (the trace viewer).
+"""
+
+from __future__ import annotations
+
+import traitlets
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, stat_cards
+from .input_pipeline import step_range, steps_figure
+
+
+def _ms(ps):
+    return f"{ps / 1e9:,.3f} ms"
+
+
+class OverviewWidget(BokehWidget):
+    """XProf's overview page for a run. `selected_step` holds the clicked step
+    ({step_number, step_name, begin_ps, end_ps, step_time_ms}; {} for none)."""
+
+    selected_step = traitlets.Dict(help="The clicked step and its time range (ps); {} for none.").tag(sync=True)
+
+    def __init__(self, run, host=None, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        super().__init__(**kwargs)
+        self.result = self.run.overview(host=host)
+        if not self.result.steps.empty:
+            self.set_figures({"steps": steps_figure(self.result.steps, "Step-time graph (ms), by XProf's breakdown")})
+        self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        ok = sel.get("source") == "steps" and sel.get("id") is not None
+        self.selected_step = step_range(self.result.steps, sel["id"]) if ok else {}
+        self.html = self._html()
+
+    def _html(self):
+        r = self.result
+        stats = []
+        if not r.steps.empty:
+            stats += [
+                ("avg_step_time_ms", "Average step time", f"{r.avg_step_time_ms:,.3f} ms"),
+                ("std_step_time_ms", "Standard deviation", f"{r.std_step_time_ms:,.3f} ms"),
+                ("input_percent", "Waiting for input", f"{r.input_percent:.1f} %"),
+            ]
+        if r.device_duty_cycle_percent is not None:
+            stats.append(("device_duty_cycle_percent", "Device duty cycle", f"{r.device_duty_cycle_percent:.1f} %"))
+        if r.op_placement:
+            stats.append(("op_placement", "Op placement (host / device)",
+                          f"{r.op_placement.get('host_percent', 0):.1f} % / {r.op_placement.get('device_percent', 0):.1f} %"))
+        if r.precision:
+            stats.append(("precision", "Device compute 16 / 32-bit",
+                          f"{r.precision.get('16bit_percent', 0):.1f} % / {r.precision.get('32bit_percent', 0):.1f} %"))
+        env = stat_cards([
+            ("host_count", "Hosts", f"{r.host_count}"),
+            ("device_type", "Device type", r.device_type),
+            ("device_core_count", "Device cores", f"{r.device_core_count}"),
+        ])
+        no_steps = f'<div class="xw-note" data-testid="no-steps">{esc(r.reason)}</div>' if r.reason else ""
+        step = "" if not self.selected_step else (
+            f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
+            f'{self.selected_step["step_time_ms"]:,.3f} ms</div>')
+        rows = "".join(
+            f"<tr><td>{esc(op.operation)}</td><td>{esc(op.category)}</td><td class=num>{_ms(op.self_time_ps)}</td>"
+            f"<td class=num>{100 * op.self_time_fraction:.1f} %</td><td class=num>{100 * op.cumulative_time_fraction:.1f} %</td>"
+            f"<td class=num>{op.occurrences:,}</td><td class=num>{op.flop_rate_gflops:,.2f}</td></tr>"
+            for op in r.top_ops.itertuples(index=False)
+        )
+        top = (
+            f'<table data-testid="top-ops" data-rows="{len(r.top_ops)}"><thead><tr><th>Operation</th><th>Category</th>'
+            f"<th>Self time</th><th>Self %</th><th>Cumulative %</th><th>Occurrences</th><th>GFLOP/s</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>" if rows else '<div class="xw-note">No device operations in this profile.</div>'
+        )
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-ov")}
+.xw-ov .xw-verdict {{ border-left: 4px solid #4e79a7; padding: 4px 8px; margin: 4px 0 8px; background: #f3f7fc; }}
+.xw-ov table {{ border-collapse: collapse; font-size: 12px; }}
+.xw-ov th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; }}
+.xw-ov td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
+.xw-ov td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.xw-ov .xw-note {{ color: #666; margin: 4px 0; }}
+</style>
+<div class="xw-ov">
+  <div class="xw-head"><b>Overview of run {esc(self.run.name)}</b></div>
+  {stat_cards(stats) if stats else ""}
+  <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>
+  {no_steps}
+  <div data-figure="steps"></div>{step}
+  <h4>Top operations by self time</h4>
+  {top}
+  <h4>Run environment</h4>
+  {env}
+</div>"""
+
+
+__all__ = ["OverviewWidget"]
