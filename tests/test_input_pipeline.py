@@ -101,7 +101,9 @@ def test_tf_keras_input_percent():
 def test_gpu_input_ops_summed_over_hosts():
     run, ref = _load("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker")
     res = input_pipeline(run)
-    assert res.reason  # device steps not reimplemented
+    # A GPU run's steps are the device steps (steps.gpu_device_steps): XProf's one step "0".
+    assert res.reason == "" and list(res.steps["step_name"]) == ["0"]
+    assert res.steps["step_time_ms"].iloc[0] == pytest.approx(21.310352, abs=1e-6)
     assert f"{res.host_breakdown_us['preprocessing']:.3f}" == ref[2]["p"]["preprocessing_us"]
     rows = _rows(ref[2])
     assert list(res.input_ops["op_name"]) == [r[0] for r in rows]

@@ -21,7 +21,7 @@ RUNS = [
 # XProf's overview_page.json: a list of DataTables.
 TOP_OPS, STEPS, RUN_ENV, RECOMMENDATION = 0, 1, 2, 3
 
-GPU_STEPS = "GPU device steps are not reimplemented (input pipeline gives no steps)"
+GPU_STEPS = "device compute precision (16/32-bit) is not computed yet"
 
 
 def _rows(table):
@@ -48,8 +48,6 @@ def test_step_time(page):
     name, res, ref = page
     rows = _rows(ref[STEPS])
     p = ref[STEPS]["p"]
-    if name == "tf_gpu_multiworker":
-        pytest.xfail(GPU_STEPS)
     if not rows:
         assert res.steps.empty and res.reason
         assert res.avg_step_time_ms == 0.0
@@ -99,15 +97,13 @@ def test_precision(page):
     name, res, ref = page
     p = ref[TOP_OPS]["p"]
     if "device_compute_16bit_percent" in p:
-        pytest.xfail("GPU precision needs the GPU step breakdown: " + GPU_STEPS)
+        pytest.xfail(GPU_STEPS)
     assert res.precision is None
 
 
 def test_recommendation(page):
     name, res, ref = page
     rec = ref[RECOMMENDATION]["p"]
-    if name == "tf_gpu_multiworker":
-        pytest.xfail(GPU_STEPS)
     if name == "jax_transformer_cpu":
         pytest.xfail("input pipeline's all-others share differs (grouping leaves XLA:CPU pool "
                      "threads out of the step, see test_input_pipeline)")

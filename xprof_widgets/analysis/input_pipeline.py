@@ -32,7 +32,7 @@ import pandas as pd
 
 from .grouping import HOST_PLANE
 from .op_stats import _children_time
-from .steps import STEP_COLUMNS, host_steps
+from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -157,7 +157,7 @@ def host_input_ops(space) -> pd.DataFrame:
 def _summary(values):
     if not len(values):
         return 0.0, 0.0, 0.0, 0.0
-    std = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0  # XProf: 0 for a single step
     return float(np.mean(values)), float(np.min(values)), float(np.max(values)), std
 
 
@@ -268,8 +268,8 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
 
     Steps come from one host (`host`, default the first); input ops are summed
     over all hosts, as XProf does for a multi-host session. CPU-only runs get
-    the step analysis; runs with GPU or TPU planes get the input ops only and
-    a `reason` (device steps are not reimplemented, see `steps`).
+    host steps; GPU runs the device steps (`steps.gpu_device_steps`); TPU
+    device steps are not reimplemented yet (input ops only, with a `reason`).
     """
     host = run.hosts[0] if host is None else host
     space = run.xspace(host)
@@ -278,6 +278,10 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
     if len(ops):
         ops = (ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]]
                .sum().reset_index())
+    if any(p.name.startswith("/device:GPU") for p in space.planes):
+        device_steps = gpu_device_steps(space)  # with a GPU, XProf's steps are the device's
+        if len(device_steps):
+            return analyze_input_pipeline(device_steps, ops)
     steps = host_steps(space)
     has_device = any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes)
     if has_device:

@@ -245,3 +245,102 @@ def host_steps(space, drop_partial=True) -> pd.DataFrame:
         ps = sum((steps[t].fillna(0).to_numpy(np.float64) for t in types if t in steps), np.zeros(len(steps)))
         out[col] = ps / _PS_PER_MS
     return out
+
+
+# --- GPU device steps (XProf's `ConvertDeviceTraceXPlaneToStepEvents`) ---
+
+_STEP_INFO_LINE_ID = -559038737  # XProf's derived "Steps" line of a GPU plane
+
+
+def gpu_event_type(names, shapes=None):
+    """XProf's `ClassifyGpuEvent` by kernel name (and tensor shapes): memcpy
+    HToD / DToH / DToD, `nccl...` collectives, else compute (16-bit when the
+    name or shapes say half / fp16 / bf16). Names such as `MemcpyH2D` do not
+    match XProf's spellings and count as compute, as in XProf. Returns int64."""
+    shapes = [""] * len(names) if shapes is None else shapes
+    out = np.empty(len(names), dtype=np.int64)
+    for i, (n, sh) in enumerate(zip(names, shapes)):  # over distinct (name, shape)
+        low = n.lower()
+        if low.startswith("memcpyhtod"):
+            out[i] = HOST_TO_DEVICE
+        elif low.startswith("memcpydtoh"):
+            out[i] = DEVICE_TO_HOST
+        elif low.startswith("memcpydtod"):
+            out[i] = DEVICE_TO_DEVICE
+        elif low.startswith("nccl"):
+            out[i] = DEVICE_COLLECTIVES
+        elif any(k in low or k in str(sh).lower() for k in ("half", "fp16", "bf16")):
+            out[i] = DEVICE_COMPUTE_16
+        else:
+            out[i] = DEVICE_COMPUTE_32
+    return out
+
+
+def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
+    """The steps of one host with GPUs, as XProf's step database for GPU.
+
+    A step is a group id with a marker on a GPU plane's "Steps" line; its
+    time is the longest marker of the group over the GPUs. Its events are the
+    kernels and memcpys (raw stream lines, with `correlation_id` and
+    `group_id`) of all GPUs, typed by `gpu_event_type`, clipped to the step
+    and resolved by priority as in `host_steps`; uncovered time is "all
+    others". Host events do not enter (XProf ignores them when there is a
+    device). Same columns as `host_steps` (ms); step_name is the group id.
+    """
+    marks, ev = [], {k: [] for k in ("group", "start", "end", "type")}
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU:"):
+            continue
+        for line in plane.lines:
+            if not len(line):
+                continue
+            if line.id == _STEP_INFO_LINE_ID:
+                g = line.stats(names=["group_id"]).get("group_id")
+                if g is None:
+                    continue
+                ok = g.notna().to_numpy()
+                marks.append(pd.DataFrame({"group_id": g[ok].to_numpy(np.int64),
+                                           "begin_ps": line.start_ps[ok],
+                                           "end_ps": line.start_ps[ok] + line.event_duration_ps[ok]}))
+            elif line.id >= 0:  # derived lines repeat the kernels
+                st = line.stats(names=["group_id", "correlation_id", "shape"])
+                if "group_id" not in st or "correlation_id" not in st:
+                    continue
+                ok = (st["group_id"].notna() & st["correlation_id"].notna()).to_numpy()
+                if not ok.any():
+                    continue
+                names = np.asarray(line.names(), dtype=object)[ok]
+                shapes = (st["shape"][ok].astype(str).to_numpy(object) if "shape" in st
+                          else np.full(ok.sum(), "", dtype=object))
+                key = pd.MultiIndex.from_arrays([names, shapes])
+                distinct, inverse = np.unique(key.codes[0] * (len(key.levels[1]) + 1) + key.codes[1],
+                                              return_inverse=True)
+                first = np.unique(inverse, return_index=True)[1]
+                types = gpu_event_type(names[first], shapes[first])[inverse]
+                ev["group"].append(st["group_id"][ok].to_numpy(np.int64))
+                ev["start"].append(line.start_ps[ok])
+                ev["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
+                ev["type"].append(types)
+    if not marks or not ev["group"]:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    ev = {k: np.concatenate(v) for k, v in ev.items()}
+    marks = pd.concat(marks, ignore_index=True)
+    marks["dur"] = marks["end_ps"] - marks["begin_ps"]
+    steps = marks.sort_values(["group_id", "dur"], ascending=[True, False], kind="stable")
+    steps = steps.drop_duplicates("group_id").reset_index(drop=True)
+    steps = steps[(steps["dur"] > 0) & steps["group_id"].isin(np.unique(ev["group"]))]
+    bd = _breakdown(ev, steps).drop(columns="well_formed")
+    steps = steps.set_index("group_id").join(bd)
+    if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
+        steps = steps.iloc[1:-1]
+    out = pd.DataFrame({
+        "step_number": steps.index.to_numpy(np.int64),
+        "step_name": [str(g) for g in steps.index],
+        "group_id": steps.index.to_numpy(np.int64),
+        "begin_ps": steps["begin_ps"].to_numpy(np.int64),
+        "step_time_ms": steps["dur"].to_numpy(np.float64) / _PS_PER_MS,
+    })
+    for col, types in {**BREAKDOWN_COLUMNS, **INPUT_PARTS}.items():
+        ps = sum((steps[t].fillna(0).to_numpy(np.float64) for t in types if t in steps), np.zeros(len(steps)))
+        out[col] = ps / _PS_PER_MS
+    return out
