@@ -19,7 +19,7 @@ def _mib(n):
 def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     url, token, notebook_dir = jupyter_lab
     shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart.ipynb")
-    run_notebook_in_lab(page, url, token, "quickstart.ipynb", ready_count=2)  # memory viewer, op profile
+    run_notebook_in_lab(page, url, token, "quickstart.ipynb", ready_count=3)  # memory viewer, op profile, overview
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()
@@ -91,7 +91,7 @@ def test_quickstart_in_notebook7(page, jupyter_lab):
     """The same notebook in Jupyter Notebook 7: the widget draws offline there too."""
     url, token, notebook_dir = jupyter_lab
     shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart7.ipynb")
-    run_notebook_in_notebook7(page, url, token, "quickstart7.ipynb", ready_count=2)
+    run_notebook_in_notebook7(page, url, token, "quickstart7.ipynb", ready_count=3)
     expected = xw.sample_run().memory_viewer()
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()
