@@ -216,7 +216,8 @@ class Plane:
         if names is not None:
             # Field 1 (the stat's metadata id) comes first: read only it, then
             # decode in full just the stats asked for.
-            wanted = [k for k, v in self.stat_names.items() if v in set(names)]
+            asked = set(names)
+            wanted = [k for k, v in self.stat_names.items() if v in asked]
             first = wire.decode_fields(data, starts, stops, scalars=(1,)).value(1)
             keep = np.isin(first, np.asarray(wanted, dtype=np.int64))
             starts, stops, owner = np.asarray(starts)[keep], np.asarray(stops)[keep], np.asarray(owner)[keep]
@@ -394,7 +395,19 @@ MEMORY_PER_FILE_BYTE = 1.5
 
 
 def available_memory_bytes():
-    """Memory the OS can give this process now (Linux), or None if unknown."""
+    """Memory the OS can give this process now, or None if unknown.
+
+    Linux's MemAvailable counts the page cache it can reclaim; free pages
+    alone (sysconf's AVPHYS_PAGES) would refuse files that fit once the cache
+    is full, so that is only the fallback.
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
