@@ -69,6 +69,24 @@ def show_widget(page, jupyter_lab, nb_name, source, ready_count=1):
     return widget
 
 
+def click_a_step(page, widget):
+    """Click the step-time chart (its "steps" figure) until a step is selected; return the
+    element that shows the selection. Bars have gaps between them, so a few places are tried."""
+    canvas = widget.locator("[data-figure='steps'] canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    chosen = widget.locator("[data-testid='selected-step']")
+    for fraction in (0.33, 0.47, 0.61, 0.75):
+        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.7)
+        try:
+            chosen.wait_for(timeout=4_000)
+            break
+        except Exception:
+            continue
+    chosen.wait_for(timeout=10_000)
+    return chosen
+
+
 def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
     """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
     _run_all(page, url, token, f"/notebooks/{urllib.parse.quote(nb_name)}?token={token}", nb_name,

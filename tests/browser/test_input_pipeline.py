@@ -5,7 +5,7 @@ the input-op tree folds; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, click_a_step, save_screenshot, show_widget
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
@@ -23,19 +23,7 @@ def test_input_pipeline_widget_in_lab(page, jupyter_lab):
     assert int(widget.locator("[data-testid='input-ops']").get_attribute("data-rows")) == len(expected.input_ops)
     save_screenshot(page, "input-pipeline-1")
 
-    # Click the middle of the step-time chart: a step is selected.
-    canvas = widget.locator("[data-figure='steps'] canvas").first
-    canvas.scroll_into_view_if_needed()
-    box = canvas.bounding_box()
-    chosen = widget.locator("[data-testid='selected-step']")
-    for fraction in (0.33, 0.47, 0.61, 0.75):  # bars have gaps between them: try a few
-        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.7)
-        try:
-            chosen.wait_for(timeout=4_000)
-            break
-        except Exception:
-            continue
-    chosen.wait_for(timeout=10_000)
+    chosen = click_a_step(page, widget)
     assert chosen.inner_text().startswith("Selected train ")
 
     # Fold the root iterator: only its row stays.

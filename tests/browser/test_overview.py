@@ -5,7 +5,7 @@ step; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, click_a_step, save_screenshot, show_widget
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
@@ -17,17 +17,7 @@ def test_overview_widget_in_lab(page, jupyter_lab):
     assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
     assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
     assert widget.locator("[data-stat='device_type']").inner_text() == expected.device_type
-    canvas = widget.locator("[data-figure='steps'] canvas").first
-    canvas.scroll_into_view_if_needed()
-    box = canvas.bounding_box()
-    chosen = widget.locator("[data-testid='selected-step']")
-    for fraction in (0.33, 0.47, 0.61, 0.75):  # bars have gaps between them: try a few
-        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.7)
-        try:
-            chosen.wait_for(timeout=4_000)
-            break
-        except Exception:
-            continue
+    chosen = click_a_step(page, widget)
     assert chosen.inner_text().startswith("Selected train ")
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "overview-1")

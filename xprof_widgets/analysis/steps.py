@@ -234,9 +234,14 @@ def host_steps(space, drop_partial=True) -> pd.DataFrame:
     if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
         steps = steps.iloc[1:-1]
     names = roots.set_index("group_id")["step_name"] if len(roots) else pd.Series(dtype=object)
+    return _step_table(steps, [names.get(g, str(g)) for g in steps.index])
+
+
+def _step_table(steps, step_names):
+    """The public step table from per-step time (ps) by event type: names, times and breakdown (ms)."""
     out = pd.DataFrame({
         "step_number": steps.index.to_numpy(np.int64),
-        "step_name": [names.get(g, str(g)) for g in steps.index],
+        "step_name": step_names,
         "group_id": steps.index.to_numpy(np.int64),
         "begin_ps": steps["begin_ps"].to_numpy(np.int64),
         "step_time_ms": steps["dur"].to_numpy(np.float64) / _PS_PER_MS,
@@ -333,14 +338,4 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     steps = steps.set_index("group_id").join(bd)
     if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
         steps = steps.iloc[1:-1]
-    out = pd.DataFrame({
-        "step_number": steps.index.to_numpy(np.int64),
-        "step_name": [str(g) for g in steps.index],
-        "group_id": steps.index.to_numpy(np.int64),
-        "begin_ps": steps["begin_ps"].to_numpy(np.int64),
-        "step_time_ms": steps["dur"].to_numpy(np.float64) / _PS_PER_MS,
-    })
-    for col, types in {**BREAKDOWN_COLUMNS, **INPUT_PARTS}.items():
-        ps = sum((steps[t].fillna(0).to_numpy(np.float64) for t in types if t in steps), np.zeros(len(steps)))
-        out[col] = ps / _PS_PER_MS
-    return out
+    return _step_table(steps, [str(g) for g in steps.index])
