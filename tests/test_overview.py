@@ -21,7 +21,6 @@ RUNS = [
 # XProf's overview_page.json: a list of DataTables.
 TOP_OPS, STEPS, RUN_ENV, RECOMMENDATION = 0, 1, 2, 3
 
-GPU_STEPS = "device compute precision (16/32-bit) is not computed yet"
 
 
 def _rows(table):
@@ -96,9 +95,11 @@ def test_tpu_duty_cycle_and_idle(page):
 def test_precision(page):
     name, res, ref = page
     p = ref[TOP_OPS]["p"]
-    if "device_compute_16bit_percent" in p:
-        pytest.xfail(GPU_STEPS)
-    assert res.precision is None
+    if "device_compute_16bit_percent" in p:  # XProf shows one decimal: "30.5%"
+        assert f"{res.precision['16bit_percent']:.1f}%" == p["device_compute_16bit_percent"]
+        assert f"{res.precision['32bit_percent']:.1f}%" == p["device_compute_32bit_percent"]
+    else:
+        assert res.precision is None
 
 
 def test_recommendation(page):

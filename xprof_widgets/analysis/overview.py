@@ -24,9 +24,11 @@ for the run environment and the TPU duty cycle):
 * **Recommendation**: the input pipeline verdict, then XProf's precision and
   eager statements where they apply.
 
-Not reimplemented: GPU device steps and precision (XProf's GPU step
-breakdown), TPU roofline utilisation (needs complete TPU steps; 0 in the
-references), power and serving latency.
+* **Precision (GPU)**: 16-bit share of the steps' non-overlapped device
+  compute time (a kernel is 16-bit by its tensor shapes, else its name).
+
+Not reimplemented: TPU steps and roofline utilisation (needs complete TPU
+steps; 0 in the references), power and serving latency.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -295,10 +297,17 @@ def overview(run, host=None) -> OverviewResult:
         host_idle = 100.0
 
     recommendation = ip.recommendation
+    precision = None
+    steps = ip.steps
+    if len(steps) and "device_compute_16bit_ms" in steps:
+        # XProf: the share of non-overlapped device compute time in 16-bit kernels.
+        c16, c32 = float(steps["device_compute_16bit_ms"].sum()), float(steps["device_compute_32bit_ms"].sum())
+        if c16 + c32 > 0:
+            precision = {"16bit_percent": 100 * c16 / (c16 + c32), "32bit_percent": 100 * c32 / (c16 + c32)}
     return OverviewResult(
         host_count=len(hostnames), device_type=kind, device_core_count=cores, steps=ip.steps,
         avg_step_time_ms=ip.avg_step_time_ms, min_step_time_ms=ip.min_step_time_ms,
         max_step_time_ms=ip.max_step_time_ms, std_step_time_ms=ip.std_step_time_ms,
-        top_ops=top, op_placement=placement, precision=None, device_duty_cycle_percent=duty,
+        top_ops=top, op_placement=placement, precision=precision, device_duty_cycle_percent=duty,
         device_idle_percent=dev_idle, host_idle_percent=host_idle, input_percent=ip.input_percent,
         bottleneck=ip.verdict, recommendation=recommendation, reason=ip.reason)

@@ -78,6 +78,9 @@ BREAKDOWN_COLUMNS = {
 INPUT_PARTS = {
     "wait_input_ms": (HOST_WAIT_INPUT,),
     "host_to_device_ms": (HOST_TO_DEVICE, DEVICE_WAIT_HOST),
+    # The parts of device compute, for the overview's 16/32-bit precision.
+    "device_compute_16bit_ms": (DEVICE_COMPUTE_16,),
+    "device_compute_32bit_ms": (DEVICE_COMPUTE_32,),
 }
 
 STEP_COLUMNS = (["step_number", "step_name", "group_id", "begin_ps", "step_time_ms"]
@@ -257,10 +260,18 @@ def _step_table(steps, step_names):
 _STEP_INFO_LINE_ID = -559038737  # XProf's derived "Steps" line of a GPU plane
 
 
+def _is_16bit(name, shapes):
+    """XProf's precision rule: the tensor shapes decide when the kernel has them,
+    else its name (half / fp16 in it)."""
+    if shapes:
+        return "half" in shapes
+    return "half" in name or "fp16" in name
+
+
 def gpu_event_type(names, shapes=None):
     """XProf's `ClassifyGpuEvent` by kernel name (and tensor shapes): memcpy
-    HToD / DToH / DToD, `nccl...` collectives, else compute (16-bit when the
-    name or shapes say half / fp16 / bf16). Names such as `MemcpyH2D` do not
+    HToD / DToH / DToD, `nccl...` collectives, else compute (16-bit by
+    `_is_16bit`). Names such as `MemcpyH2D` do not
     match XProf's spellings and count as compute, as in XProf. Returns int64."""
     shapes = [""] * len(names) if shapes is None else shapes
     out = np.empty(len(names), dtype=np.int64)
@@ -274,7 +285,7 @@ def gpu_event_type(names, shapes=None):
             out[i] = DEVICE_TO_DEVICE
         elif low.startswith("nccl"):
             out[i] = DEVICE_COLLECTIVES
-        elif any(k in low or k in str(sh).lower() for k in ("half", "fp16", "bf16")):
+        elif _is_16bit(low, str(sh or "").lower()):
             out[i] = DEVICE_COMPUTE_16
         else:
             out[i] = DEVICE_COMPUTE_32
