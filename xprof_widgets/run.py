@@ -22,6 +22,10 @@ from .io import fs, hlo
 from .io.xspace import XSPACE_SUFFIXES, host_of, read_xspace
 
 PROFILE_SUBDIR = ("plugins", "profile")
+NO_HLO_MODULES = (
+    "no HLO modules in the profile: the program was compiled before tracing started, "
+    "or the framework does not record them (JAX and TensorFlow/XLA do)"
+)
 
 
 def _profile_files(folder):
@@ -283,12 +287,7 @@ class Run:
 
         has_events = any(len(ln) for s in self.xspaces() for p in s.planes for ln in p.lines)
         return [
-            (
-                "memory_viewer",
-                bool(self.hlo_protos),
-                "" if self.hlo_protos else "no HLO modules in the profile: the program was compiled before "
-                "tracing started, or the framework does not record them (JAX and TensorFlow/XLA do)",
-            ),
+            ("memory_viewer", bool(self.hlo_protos), "" if self.hlo_protos else NO_HLO_MODULES),
             ("memory_profile", *memory_profile_status(self)),
             ("trace_viewer", has_events, "" if has_events else "the profile holds no events"),
         ]
@@ -305,8 +304,7 @@ class Run:
 
         protos = self.hlo_protos
         if not protos:
-            reason = dict((t, why) for t, _, why in self._tool_status())["memory_viewer"]
-            raise ProfileError(self.path, reason)
+            raise ProfileError(self.path, NO_HLO_MODULES)
         if module is None:
             module = default_module(protos)
         if module not in protos:

@@ -182,25 +182,29 @@ class Plane:
 
     @cached_property
     def _metadata_stat_table(self):
-        """{stat name: {metadata id: value}} for stats set on event metadata."""
+        """{stat name: (sorted metadata ids, value column)} for stats set on event metadata.
+
+        Built once per plane: every `Line.stats()` call looks values up here.
+        """
         names = self.stat_names
-        table = {}
+        by_name = {}
         for mid, md in self.message.event_metadata.items():
             for s in md.stats:
-                table.setdefault(names.get(s.metadata_id, str(s.metadata_id)), {})[mid] = stat_value(s, names)
+                by_name.setdefault(names.get(s.metadata_id, str(s.metadata_id)), {})[mid] = stat_value(s, names)
+        table = {}
+        for name, by_id in by_name.items():
+            keys = np.fromiter(by_id.keys(), dtype=np.int64, count=len(by_id))
+            vals = list(by_id.values())
+            order = np.argsort(keys)
+            table[name] = (keys[order], _column([vals[i] for i in order]))
         return table
 
     def metadata_stats(self, metadata_id, names=None):
         """Per-event columns of the stats that sit on each event's metadata."""
         out = {}
-        for name, by_id in self._metadata_stat_table.items():
+        for name, (keys, values) in self._metadata_stat_table.items():
             if names is not None and name not in names:
                 continue
-            keys = np.fromiter(by_id.keys(), dtype=np.int64, count=len(by_id))
-            vals = list(by_id.values())
-            order = np.argsort(keys)
-            keys = keys[order]
-            values = _column([vals[i] for i in order])
             pos = np.clip(np.searchsorted(keys, metadata_id), 0, len(keys) - 1)
             hit = keys[pos] == metadata_id
             col = values[pos]

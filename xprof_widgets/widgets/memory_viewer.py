@@ -17,7 +17,8 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 from bokeh.plotting import figure
 
-from ..run import Run, load_run
+from ..analysis.memory_viewer import default_module
+from ..run import NO_HLO_MODULES, Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc, notice, options, stat_cards
 
@@ -56,14 +57,13 @@ class MemoryViewerWidget(BokehWidget):
     def __init__(self, run, module=None, memory_space=0, **kwargs):
         self.run = run if isinstance(run, Run) else load_run(run)
         if not self.run.hlo_protos:
-            reason = dict((t, why) for t, _, why in self.run._tool_status())["memory_viewer"]
-            super().__init__(html=notice(f"No memory viewer for run {self.run.name}: {reason}."), **kwargs)
+            super().__init__(html=notice(f"No memory viewer for run {self.run.name}: {NO_HLO_MODULES}."), **kwargs)
             self.result = None
             return
         super().__init__(**kwargs)
         self.result = None
         self.memory_space = memory_space
-        self.module = module or self.run.memory_viewer().module  # default: the largest module
+        self.module = module or default_module(self.run.hlo_protos)  # the largest module, as run.memory_viewer()
 
     # --- state -------------------------------------------------------------------
 
