@@ -78,6 +78,7 @@ LEGACY_ROOT = "TraceContext"
 IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", EXECUTOR)
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
+REGION = "ThreadpoolListener::Region"
 #: `ContextType::kThreadpoolEvent`, the type of a threadpool region's context.
 THREADPOOL_CONTEXT = 15
 #: A context with at least this many producers and consumers is not connected.
@@ -94,27 +95,31 @@ _REGIONS = False
 
 
 def _int_stat(st, name, n):
-    """(int64 values, present mask) of a stat column; uint64 ids keep their bits."""
+    """(int64 values, present mask) of a stat column; uint64 ids keep their bits.
+
+    `st` maps stat names to columns as `Line.stat_columns` returns them (a
+    DataFrame works too): int64/uint64 arrays when every event has the stat,
+    nullable integer arrays when some lack it, float or object arrays otherwise.
+    """
     if name not in st:
         return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     col = st[name]
-    present = ~pd.isna(col).to_numpy()
+    if isinstance(col, pd.Series):
+        col = col.array
     values = np.zeros(n, dtype=np.int64)
-    if not present.any():
-        return values, present
-    arr = col.to_numpy()
-    if arr.dtype == object:
-        vals = [int(v) & 0xFFFFFFFFFFFFFFFF if isinstance(v, (int, np.integer)) else 0 for v in arr[present]]
-        values[present] = np.array(vals, dtype=np.uint64).view(np.int64)
-        present[present] = [isinstance(v, (int, np.integer)) for v in arr[present]]
-        return values, present
-    if hasattr(col, "array") and isinstance(col.array, pd.arrays.IntegerArray):
-        raw = col.array.to_numpy(dtype=col.dtype.numpy_dtype, na_value=0)
+    if isinstance(col, pd.arrays.IntegerArray):
+        present = ~np.asarray(col.isna())
+        raw = col.to_numpy(dtype=col.dtype.numpy_dtype, na_value=0)
     else:
-        raw = np.asarray(arr)
-    if raw.dtype.kind == "f":
-        raw = np.where(present, raw, 0).astype(np.int64)
-    values[:] = raw.astype(np.uint64, copy=False).view(np.int64) if raw.dtype == np.uint64 else raw.astype(np.int64)
+        arr = np.asarray(col)
+        if arr.dtype == object:
+            present = np.array([isinstance(v, (int, np.integer)) for v in arr], dtype=bool)
+            vals = [int(v) & 0xFFFFFFFFFFFFFFFF for v in arr[present]]
+            values[present] = np.array(vals, dtype=np.uint64).view(np.int64)
+            return values, present
+        present = ~np.isnan(arr) if arr.dtype.kind == "f" else np.ones(n, dtype=bool)
+        raw = np.where(present, arr, 0) if arr.dtype.kind == "f" else arr
+    values[:] = raw.view(np.int64) if raw.dtype == np.uint64 else raw.astype(np.int64)
     return values, present
 
 
@@ -152,6 +157,10 @@ class _Nodes:
         )}
         stats = {k: ([], []) for k in _STATS if k != "graph_type"}
         graph_type = []
+        # Names as integer codes into one table (a plane's categories at an
+        # offset; the last entry stands for "no name"): comparing codes is
+        # far cheaper than comparing millions of Python strings.
+        tables, code_offset = [np.array([REGION], dtype=object)], 1  # code 0: synthetic regions
         self.lines = []  # (plane name, line index)
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
@@ -163,21 +172,30 @@ class _Nodes:
                 self.loop_ops = True
             pid = plane.stats.get("process_id") if plane.lines else None
             has_regions = START_REGION in md_names and STOP_REGION in md_names
+            plane_names = None
             for li, line in enumerate(plane.lines):
                 self.lines.append((plane.name, li))
                 n = len(line)
                 if n == 0:
                     continue
-                st = line.stats(names=_STATS)
+                st = line.stat_columns(names=_STATS)
                 cat = line.names()
-                names = np.append(np.asarray(cat.categories, dtype=object), None)[cat.codes]  # code -1: None
+                if plane_names is None:
+                    plane_names = np.asarray(cat.categories, dtype=object)
+                    tables.append(plane_names)
+                    code_offset += len(plane_names)
+                codes_ = np.asarray(cat.codes, dtype=np.int64)
+                names = np.where(codes_ >= 0, codes_ + (code_offset - len(plane_names)), -1)
                 start = line.start_ps
                 end = start + line.event_duration_ps
                 vals = {k: _int_stat(st, k, n) for k in stats}
-                gt = st["graph_type"].to_numpy(dtype=object) if "graph_type" in st else np.full(n, None, object)
+                gt = np.asarray(st["graph_type"], dtype=object) if "graph_type" in st else np.full(n, None, object)
                 event = np.arange(n, dtype=np.int64)
                 if has_regions and _REGIONS:
-                    start, end, names, vals, gt, event = _add_regions(start, end, names, vals, gt, event)
+                    base = code_offset - len(plane_names)
+                    codes = {v: base + i for i, v in enumerate(plane_names)}
+                    start, end, names, vals, gt, event = _add_regions(
+                        start, end, names, vals, gt, event, codes[START_REGION], codes[STOP_REGION])
                 m = len(start)
                 for k, v in (("plane", np.full(m, pi)), ("line", np.full(m, len(self.lines) - 1)),
                              ("event", event), ("start", start), ("end", end), ("name", names),
@@ -203,7 +221,8 @@ class _Nodes:
         self.event = cat("event", np.int64)
         self.start = cat("start", np.int64)
         self.end = cat("end", np.int64)
-        self.name = cat("name", object)
+        self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
+        self.name = cat("name", np.int64)  # codes into name_table; -1: none (the table's last entry)
         self.host = cat("host", bool)
         self.tpu = cat("tpu", bool)
         self.pid = cat("pid", np.int64)
@@ -215,11 +234,21 @@ class _Nodes:
         self.n = len(self.start)
         self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
 
+    def codes_of(self, *names):
+        """The name codes of these event names (any plane)."""
+        return np.flatnonzero(np.isin(self.name_table[:-1], list(names)))
+
     def where_name(self, *names):
-        return np.flatnonzero(np.isin(self.name, list(names)))
+        codes = self.codes_of(*names)
+        if len(codes) == 1:
+            return np.flatnonzero(self.name == codes[0])
+        return np.flatnonzero(np.isin(self.name, codes))
+
+    def name_of(self, node):
+        return self.name_table[self.name[node]]
 
 
-def _add_regions(start, end, names, vals, gt, event):
+def _add_regions(start, end, names, vals, gt, event, start_code, stop_code):
     """Adds a `ThreadpoolListener::Region` per StartRegion..StopRegion of a line.
 
     As XProf's mutator: each StopRegion closes a region from the last
@@ -230,9 +259,9 @@ def _add_regions(start, end, names, vals, gt, event):
     """
     n = len(start)
     c, c_has = vals["_c"]
-    is_start = (names == START_REGION) & c_has
+    is_start = (names == start_code) & c_has
     last = np.maximum.accumulate(np.where(is_start, np.arange(n), -1))
-    stops = np.flatnonzero((names == STOP_REGION) & (last >= 0))
+    stops = np.flatnonzero((names == stop_code) & (last >= 0))
     src = last[stops]
     keep = start[src] != 0
     stops, src = stops[keep], src[keep]
@@ -252,7 +281,7 @@ def _add_regions(start, end, names, vals, gt, event):
         else:
             v2, p2 = np.concatenate([v, np.zeros(k, np.int64)]), np.concatenate([p, np.zeros(k, bool)])
         out[key] = (v2[order], p2[order])
-    names2 = np.concatenate([names, np.full(k, "ThreadpoolListener::Region", dtype=object)])[order]
+    names2 = np.concatenate([names, np.zeros(k, names.dtype)])[order]  # code 0: REGION
     gt2 = np.concatenate([gt, np.full(k, None, dtype=object)])[order]
     event2 = np.concatenate([event, np.full(k, -1)])[order]  # -1: synthetic
     return start2[order], end2[order], names2, out, gt2, event2
@@ -413,10 +442,12 @@ def _forest(space):
     r, r_has = nodes.stat["_r"]
     level[r_has] = r[r_has]
     is_root = r_has.copy()
-    legacy = (nodes.name == LEGACY_ROOT) & ~is_root
+    legacy = np.zeros(n, bool)
+    legacy[nodes.where_name(LEGACY_ROOT)] = True
+    legacy &= ~is_root
     level[legacy], is_root[legacy] = 1, True
     for name, lv in FORCED_ROOT_LEVEL.items():
-        m = nodes.name == name
+        m = nodes.where_name(name)
         level[m], is_root[m] = lv, True
 
     if len(loop_roots):
@@ -535,7 +566,7 @@ def step_events(space, recompute=False):
             if gt is None and nodes.graph_type[v] is not None:
                 gt = str(nodes.graph_type[v])
             v = parent[v]
-        name = nodes.name[node]
+        name = nodes.name_of(node)
         prefix = gt if gt is not None else (None if name in IMPLICIT_ROOTS else name)
         num = int(g) if num is None else num
         rows.append({
