@@ -54,8 +54,9 @@ def test_steps_and_step_times(cpu):
 def test_breakdown_columns(cpu):
     name, res, ref = cpu
     if name == "jax_transformer_cpu":
-        pytest.xfail("grouping leaves XLA:CPU pool-thread events (e.g. 'ThunkExecutor::Execute "
-                     "(wait for completion)') out of the step; XProf counts them as host compute")
+        pytest.xfail("XProf counts XLA:CPU pool-thread work (threadpool regions) as host compute in "
+                     "steps 1, 4-6, 9-11 and not in 2, 3, 7, 8, 12; our groups equal its trace viewer's "
+                     "(no regions); with regions on we count them in every step (grouping._REGIONS)")
     theirs = np.array([r[1:10] for r in _rows(ref[1])], float)
     np.testing.assert_allclose(res.steps[BREAKDOWN].to_numpy(float), theirs, atol=1e-6)
     np.testing.assert_allclose(res.steps[BREAKDOWN].sum(axis=1), res.steps["step_time_ms"], atol=1e-6)
