@@ -116,3 +116,31 @@ def test_framework_op_names():
     assert framework_op("model/dense/MatMul:MatMul", "dot.1") == ("model/dense/MatMul", "MatMul")
     assert framework_op("jit(f)/jit(main)/add:", "fusion") == ("jit(f)/jit(main)/add", "add")
     assert framework_op("", "copy-done.4") == ("copy-done.4", "Unknown")
+
+
+def test_module_latency_tpu_inference():
+    """Ours (XProf's latency table is empty here): each module's executions over the 4 cores' XLA Modules lines."""
+    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    lat = overview(run).module_latency
+    durations = {}
+    for plane in run.xspace().planes:
+        for line in plane.lines:
+            if plane.name.startswith("/device:TPU:") and line.name == "XLA Modules":
+                for name, d in zip(line.names().astype(object), line.event_duration_ps):
+                    durations.setdefault(name, []).append(d / 1e9)
+    assert set(lat["module"]) == set(durations)
+    assert lat["module"].iloc[0] == max(durations, key=lambda k: sum(durations[k]))  # most total time first
+    for row in lat.itertuples(index=False):
+        d = np.array(durations[row.module])
+        assert row.executions == len(d)
+        assert row.mean_ms == pytest.approx(d.mean())
+        assert row.p50_ms == pytest.approx(np.median(d))
+        assert row.p99_ms == pytest.approx(np.percentile(d, 99))
+        assert row.max_ms == pytest.approx(d.max())
+    top = lat.iloc[0]
+    assert top["module"].startswith("jit_f(") and top["executions"] == 400  # 100 calls on each of 4 cores
+
+
+def test_module_latency_empty_without_device_modules():
+    lat = overview(xw.load_run(PROFILES / "jax_mlp_cpu")).module_latency
+    assert lat.empty and list(lat.columns)[:2] == ["module", "executions"]

@@ -235,3 +235,8 @@ def test_overview_widget_without_steps_still_shows_what_it_can():
     w = xw.OverviewWidget(PROFILES / "tpu_v6e_inference")
     assert "StepTraceAnnotation" in w.html  # says how to add step markers
     assert w.figures == {} and 'data-testid="top-ops"' in w.html  # and still shows the top ops
+    # and, for this inference run, each XLA module's execution latency, before the top ops
+    lat = xw.load_run(PROFILES / "tpu_v6e_inference").overview().module_latency
+    assert f'data-testid="module-latency" data-rows="{len(lat)}"' in w.html
+    assert w.html.index("module-latency") < w.html.index("top-ops")
+    assert f"<td class=num>{lat.p99_ms.iloc[0]:,.3f}</td>" in w.html

@@ -27,8 +27,14 @@ for the run environment and the TPU duty cycle):
 * **Precision (GPU)**: 16-bit share of the steps' non-overlapped device
   compute time (a kernel is 16-bit by its tensor shapes, else its name).
 
+* **Module latency** (ours; XProf's inference latency table needs serving
+  sessions and is empty on every reference): per XLA module, the run-time
+  spread of its executions on the device "XLA Modules" lines (count, mean,
+  p50/p90/p99, max). For a run without steps (inference, serving) it is
+  the latency users ask about.
+
 Not reimplemented: TPU steps and roofline utilisation (needs complete TPU
-steps; 0 in the references), power and serving latency.
+steps; 0 in the references), power and XProf's session latency.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -51,6 +57,8 @@ EAGER_REPORT_PERCENT = 10
 
 TOP_OP_COLUMNS = ["operation", "category", "self_time_ps", "self_time_fraction",
                   "cumulative_time_fraction", "time_ps", "flops", "flop_rate_gflops", "occurrences"]
+
+LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
 
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done",
              "megacore fusion"}
@@ -82,6 +90,9 @@ class OverviewResult:
     bottleneck: "host", "both", "device" or "unknown" (XProf's verdict).
     recommendation: XProf's statements, in sentences with the numbers.
     reason: empty when there are steps; else why there are none.
+    module_latency: DataFrame, one row per XLA module run on a device
+        (module, executions, mean_ms, p50_ms, p90_ms, p99_ms, max_ms), the
+        most total time first; empty where no device plane has "XLA Modules".
     """
 
     host_count: int
@@ -102,6 +113,7 @@ class OverviewResult:
     bottleneck: str = "unknown"
     recommendation: str = ""
     reason: str = ""
+    module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
 
 
 def _device_planes(space, prefix):
@@ -263,6 +275,29 @@ def tpu_duty_cycle(space):
     return busy, idle
 
 
+def module_latency(spaces) -> pd.DataFrame:
+    """Execution time spread of each XLA module over the device "XLA Modules" lines of all files."""
+    names, durations = [], []
+    for space in spaces:
+        for plane in space.planes:
+            if not plane.name.startswith("/device:"):
+                continue
+            for line in plane.lines:
+                if line.name == "XLA Modules" and len(line):
+                    names.append(np.asarray(line.names().astype(object)))
+                    durations.append(line.event_duration_ps)
+    if not names:
+        return pd.DataFrame(columns=LATENCY_COLUMNS)
+    df = pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
+    g = df.groupby("module", sort=False)["ms"]
+    out = pd.DataFrame({
+        "executions": g.size(), "mean_ms": g.mean(), "p50_ms": g.quantile(0.5), "p90_ms": g.quantile(0.9),
+        "p99_ms": g.quantile(0.99), "max_ms": g.max(), "total": g.sum(),
+    })
+    out = out.sort_values("total", ascending=False, kind="stable").drop(columns="total")
+    return out.reset_index()[LATENCY_COLUMNS]
+
+
 def _pct(a, b):
     return 100.0 * a / b if b else 0.0
 
@@ -310,4 +345,5 @@ def overview(run, host=None) -> OverviewResult:
         max_step_time_ms=ip.max_step_time_ms, std_step_time_ms=ip.std_step_time_ms,
         top_ops=top, op_placement=placement, precision=precision, device_duty_cycle_percent=duty,
         device_idle_percent=dev_idle, host_idle_percent=host_idle, input_percent=ip.input_percent,
-        bottleneck=ip.verdict, recommendation=recommendation, reason=ip.reason)
+        bottleneck=ip.verdict, recommendation=recommendation, reason=ip.reason,
+        module_latency=module_latency(spaces))

@@ -18,6 +18,9 @@ from ._html import BASE_CSS, esc, stat_cards
 from .input_pipeline import step_range, steps_figure
 
 
+LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
+
+
 def _ms(ps):
     return f"{ps / 1e9:,.3f} ms"
 
@@ -80,6 +83,18 @@ class OverviewWidget(BokehWidget):
             f"<th>Self time</th><th>Self %</th><th>Cumulative %</th><th>Occurrences</th><th>GFLOP/s</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>" if rows else '<div class="xw-note">No device operations in this profile.</div>'
         )
+        lat_rows = "".join(
+            f"<tr><td>{esc(m.module)}</td><td class=num>{m.executions:,}</td><td class=num>{m.mean_ms:,.3f}</td>"
+            f"<td class=num>{m.p50_ms:,.3f}</td><td class=num>{m.p90_ms:,.3f}</td><td class=num>{m.p99_ms:,.3f}</td>"
+            f"<td class=num>{m.max_ms:,.3f}</td></tr>"
+            for m in r.module_latency.head(LATENCY_ROWS).itertuples(index=False)
+        )
+        latency = (
+            f'<h4>XLA module latency (ms, per execution on a device core)</h4>'
+            f'<table data-testid="module-latency" data-rows="{len(r.module_latency)}"><thead><tr><th>Module</th>'
+            f"<th>Executions</th><th>Mean</th><th>p50</th><th>p90</th><th>p99</th><th>Max</th></tr></thead>"
+            f"<tbody>{lat_rows}</tbody></table>" if lat_rows else ""
+        )
         return f"""
 <style>
 {BASE_CSS.format(root=".xw-ov")}
@@ -96,8 +111,10 @@ class OverviewWidget(BokehWidget):
   <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>
   {no_steps}
   <div data-figure="steps"></div>{step}
+  {latency if r.steps.empty else ""}
   <h4>Top operations by self time</h4>
   {top}
+  {latency if not r.steps.empty else ""}
   <h4>Run environment</h4>
   {env}
 </div>"""
