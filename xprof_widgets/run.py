@@ -360,6 +360,15 @@ class Run:
             space.cache[key] = memory_profile(self, memory_id=memory_id, host=host)
         return space.cache[key]
 
+    def trace(self, host=None):
+        """The trace of `host` (default: the first): tracks, window queries, event details, search.
+
+        Built once per host (see `analysis.trace.Trace`).
+        """
+        from .analysis.trace import trace
+
+        return trace(self, host)
+
 
 def _check_header(path):
     """Cheap check that a file can be an XSpace: not empty, starts like one."""
