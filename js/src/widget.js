@@ -7,6 +7,7 @@
 //   JS -> Py  {type: "load-bokeh", nonce, version}
 //   Py -> JS  {type: "bokeh", nonce, version} + [bundle bytes]
 //   JS -> Py  {type: "request", id, view, kind, params}
+//   Py -> JS  {type: "range", figure, start, end}: set a figure's x range
 //   Py -> JS  {type: "reply", id, view, kind, content, source, mode, columns, error?} + buffers
 //   Py -> JS  {type: "push", source, mode, columns} + buffers
 //   JS -> Py  {type: "hover", view, figure, source, index, id}
@@ -103,8 +104,15 @@ function asTypedArray(view, dtype) {
 function decodeColumns(meta, buffers) {
   const columns = {};
   for (const column of meta ?? []) {
-    columns[column.name] =
-      column.values != null ? column.values : asTypedArray(buffers[column.buffer], column.dtype);
+    if (column.values != null) {
+      columns[column.name] = column.values;
+    } else if (column.table != null) {
+      // Dictionary-encoded strings: codes in a buffer, each distinct value once.
+      const codes = asTypedArray(buffers[column.buffer], column.dtype);
+      columns[column.name] = Array.from(codes, (code) => column.table[code]);
+    } else {
+      columns[column.name] = asTypedArray(buffers[column.buffer], column.dtype);
+    }
   }
   return columns;
 }
@@ -363,8 +371,25 @@ class WidgetView {
     if (msg == null) return;
     if (msg.type === "push") {
       this.applyColumns(msg.source, decodeColumns(msg.columns, buffers), msg.mode);
+    } else if (msg.type === "range") {
+      this.setRange(msg);
     } else if (msg.type === "reply" && msg.view === this.viewId) {
       this.handleReply(msg, buffers);
+    }
+  }
+
+  // Python moves the x range of a figure's plots tagged with request_on_range
+  // ({type: "range", figure, start, end}); they then ask for that window's data.
+  setRange(msg) {
+    const slot = this.slots.get(msg.figure);
+    if (slot == null) return;
+    for (const doc of slot.docs) {
+      for (const model of doc.all_models) {
+        const tags = Array.isArray(model.tags) ? model.tags : [];
+        if (model.x_range != null && tags.some((t) => typeof t === "string" && t.startsWith(RANGE_TAG))) {
+          model.x_range.setv({ start: msg.start, end: msg.end });
+        }
+      }
     }
   }
 
@@ -373,7 +398,7 @@ class WidgetView {
   // a reply is dropped when a newer request of its kind is already waiting.
   request(kind, params = {}) {
     return new Promise((resolve, reject) => {
-      const request = { kind, params, resolve, reject };
+      const request = { kind, params, resolve, reject, createdAt: performance.now() };
       if (this.inflight != null) {
         this.pending.get(kind)?.resolve(null);
         this.pending.set(kind, request);
@@ -414,6 +439,13 @@ class WidgetView {
     const columns = decodeColumns(msg.columns, buffers);
     if (msg.source != null) this.applyColumns(msg.source, columns, msg.mode);
     this.root.dataset.replies = String(Number(this.root.dataset.replies ?? 0) + 1);
+    // From the request (e.g. a wheel step moving the range) to the frame that
+    // shows its data: what a user waits for. Browser tests read it.
+    const replies = this.root.dataset.replies;
+    requestAnimationFrame(() => {
+      this.root.dataset.lastDrawMs = (performance.now() - request.createdAt).toFixed(1);
+      this.root.dataset.drawnReplies = replies;
+    });
     request.resolve({ content: msg.content ?? {}, columns, buffers });
   }
 

@@ -17,7 +17,8 @@ by events:
 * the shorter events are counted per pixel by binary search of the pixel
   edges; each pixel that has any becomes one merged box with its count and
   its dominant name (the most frequent among up to 8 evenly spaced events in
-  it), so nothing disappears.
+  it), so nothing disappears; neighbouring such pixels of a row become one
+  box.
 
 Times are absolute picoseconds, as in the file.
 """
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .grouping import _prev_enclosing
 
 BLOCK = 64  # events per block of the long-event index
 SAMPLES = 8  # events looked at per merged box to name it
@@ -38,20 +38,28 @@ QUERY_COLUMNS = ["track", "row", "start_ps", "end_ps", "count", "index", "name"]
 
 
 def _depths(start, end):
-    """Nesting depth of each event of a start-sorted line (0 = top level)."""
-    parent = _prev_enclosing(end)
-    if len(parent):
-        ok = parent >= 0
-        ok[ok] = start[parent[ok]] <= start[ok]
-        parent = np.where(ok, parent, -1)
-    depth = np.zeros(len(start), np.int32)
-    active = np.flatnonzero(parent >= 0)
-    cur = parent[active]
-    while len(active):  # one pass per level: total work = sum of depths
-        depth[active] += 1
-        keep = parent[cur] >= 0
-        active, cur = active[keep], parent[cur[keep]]
-    return depth
+    """Nesting depth of each event of a line sorted by start, longer first at equal starts (0 = top).
+
+    An event's depth is the number of earlier events still open when it
+    starts (ending after its start): for nested events, its ancestors.
+    Counted for all events at once: i minus the events that ended by then
+    (one binary search into the sorted ends), less zero-length events at the
+    same start that come after it, which the search also counts.
+    """
+    n = len(start)
+    closed = np.searchsorted(np.sort(end), start, side="right")
+    # Events at index >= i with end <= start[i] are zero-length ones starting at start[i].
+    zero = end == start
+    later_zero = np.zeros(n, np.int64)
+    if zero.any():
+        key = start[zero]
+        pos = np.flatnonzero(zero)
+        total_at = np.searchsorted(key, start, side="right") - np.searchsorted(key, start, side="left")
+        before = np.searchsorted(pos, np.arange(n), side="left")  # zero-length events before i
+        before_at = before - np.searchsorted(key, start, side="left")  # ... of them at start[i]
+        later_zero = total_at - before_at
+    depth = np.arange(n) - (closed - later_zero)
+    return np.maximum(depth, 0).astype(np.int32)
 
 
 @dataclass
@@ -89,8 +97,10 @@ class Trace:
                 start = line.start_ps
                 end = start + line.event_duration_ps
                 order = None
-                if n > 1 and (np.diff(start) < 0).any():  # writers sort lines; be safe when one did not
-                    order = np.argsort(start, kind="stable")
+                step = np.diff(start)
+                if (step < 0).any() or ((step == 0) & (end[1:] > end[:-1])).any():
+                    # Writers sort lines by start; nesting wants the longer first at equal starts.
+                    order = np.lexsort((start - end, start))
                     start, end = start[order], end[order]
                 depth = _depths(start, end)
                 track = len(tracks)
@@ -98,7 +108,8 @@ class Trace:
                                "events": n, "rows": int(depth.max()) + 1})
                 lo = start.min() if lo is None else min(lo, start.min())
                 hi = end.max() if hi is None else max(hi, end.max())
-                by_depth = np.argsort(depth, kind="stable")  # keeps start order inside a depth
+                # Stable (radix for 16-bit keys): start order is kept inside a depth.
+                by_depth = np.argsort(depth.astype(np.int16 if depth.max() < 2**15 else np.int32), kind="stable")
                 cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
                 for d in range(int(depth.max()) + 1):
                     sel = by_depth[cuts[d]:cuts[d + 1]]
@@ -188,6 +199,12 @@ class Trace:
         first = np.searchsorted(r.start, edges[1:-1], side="left")
         bounds = np.concatenate([[lo], np.clip(first, lo, hi), [hi]])
         counts = np.diff(bounds)
+        # Events starting before the window that ended before it (a partly
+        # overlapping event at this depth keeps the running max of ends high)
+        # are not in it: take them out of pixel 0.
+        inside = int(np.searchsorted(r.start, start, side="left"))
+        if inside > lo:
+            counts[0] -= int(np.count_nonzero(r.end[lo:min(inside, hi)] < start))
         if len(long_):
             pix = np.clip(np.searchsorted(edges, r.start[long_], side="right") - 1, 0, len(counts) - 1)
             counts = counts - np.bincount(pix, minlength=len(counts))
@@ -209,15 +226,27 @@ class Trace:
             pick = sample[np.arange(len(merged)), votes.argmax(axis=1)]
         else:
             pick = np.zeros(0, np.int64)
+        # Neighbouring merged pixels of a row become one box (count summed, the
+        # busiest pixel's name): a dense stretch costs one box, not one per pixel.
+        if len(merged) > 1:
+            run_id = np.concatenate([[0], np.cumsum(np.diff(merged) != 1)])
+            heads = np.flatnonzero(np.concatenate([[True], run_id[1:] != run_id[:-1]]))
+            tails = np.concatenate([heads[1:], [len(merged)]]) - 1
+            m_counts = counts[merged]
+            busiest = np.lexsort((-m_counts, run_id))[heads]  # per run, its pixel with the most events
+            m_start, m_end, pick = m_start[heads], m_end[tails], pick[busiest]
+            merged_counts = np.add.reduceat(m_counts, heads)
+        else:
+            merged_counts = counts[merged]
         own = np.concatenate([long_, solo]).astype(np.int64)
-        n_own, n_m = len(own), len(merged)
+        n_own, n_m = len(own), len(m_start)
         name_src = np.concatenate([own, pick]).astype(np.int64)
         return {
             "track": np.full(n_own + n_m, r.track, np.int64),
             "row": np.full(n_own + n_m, r.depth, np.int64),
             "start_ps": np.concatenate([r.start[own], m_start]),
             "end_ps": np.concatenate([r.end[own], m_end]),
-            "count": np.concatenate([np.ones(n_own, np.int64), counts[merged]]),
+            "count": np.concatenate([np.ones(n_own, np.int64), merged_counts]),
             "index": np.concatenate([r.index[own].astype(np.int64), np.full(n_m, -1, np.int64)]),
             "name_src": r.index[name_src],
         }
@@ -245,7 +274,8 @@ class Trace:
             if module is not None:
                 out["program"] = f"{module}({pid})" if pid is not None else str(module)
         elif line.name == "XLA Ops":  # TPU: the event is the op; the module runs around it
-            out["hlo_op"] = name
+            # Named by its HLO text ("%copy-done = f32[...] copy-done(...)") or by the op alone.
+            out["hlo_op"] = name[1:].split(" = ", 1)[0] if name.startswith("%") else name
             modules = next((ln for ln in line.plane.lines if ln.name == "XLA Modules" and len(ln)), None)
             if modules is not None:
                 k = int(np.searchsorted(modules.start_ps, start, side="right")) - 1

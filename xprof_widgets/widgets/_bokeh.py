@@ -32,6 +32,7 @@ from typing import Any
 import anywidget
 import bokeh
 import numpy as np
+import pandas as pd
 import traitlets
 from bokeh.embed import json_item
 from bokeh.model import Model
@@ -80,7 +81,9 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
 
     Numeric columns travel as one binary buffer each (no copy when already a
     contiguous array of a supported dtype); string and object columns travel
-    as JSON lists. datetime64 columns become float64 milliseconds since the
+    as JSON lists, or dictionary-encoded when values repeat (``table``: each
+    distinct string once, codes in a uint16/uint32 buffer; the page expands
+    them). datetime64 columns become float64 milliseconds since the
     epoch, Bokeh's convention. All columns must have the same length.
     """
     meta: list[dict] = []
@@ -107,7 +110,16 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
             meta.append({"name": str(name), "dtype": array.dtype.name, "buffer": len(buffers)})
             buffers.append(memoryview(array).cast("B"))
         else:
-            meta.append({"name": str(name), "values": [None if v is None else str(v) for v in array.tolist()]})
+            text = [None if v is None else str(v) for v in array.tolist()]
+            codes, table = pd.factorize(pd.Series(text, dtype=object), use_na_sentinel=False)
+            if len(text) >= 64 and 2 * len(table) <= len(text):
+                # Repeated strings (event names): each distinct value once, codes as a buffer.
+                codes = codes.astype(np.uint16 if len(table) < 2**16 else np.uint32)
+                meta.append({"name": str(name), "dtype": codes.dtype.name, "buffer": len(buffers),
+                             "table": [None if v is None else str(v) for v in table]})
+                buffers.append(memoryview(np.ascontiguousarray(codes.astype(codes.dtype.newbyteorder("<")))).cast("B"))
+            else:
+                meta.append({"name": str(name), "values": text})
     return meta, buffers
 
 
@@ -165,6 +177,11 @@ class BokehWidget(anywidget.AnyWidget):
             RANGE_TAG + kind
         ]
         return plot
+
+    def set_x_range(self, figure: str, start: float, end: float) -> None:
+        """Move the x range of ``figure``'s plots tagged with :meth:`request_on_range` in every
+        view; each view then sends its range request for the new window."""
+        self.send({"type": "range", "figure": str(figure), "start": float(start), "end": float(end)})
 
     def push_columns(self, source_name: str, columns: Mapping[str, Any], mode: str = "replace") -> None:
         """Replace (``mode="replace"``) or update (``"update"``: merge columns) the data of

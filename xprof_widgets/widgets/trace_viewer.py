@@ -1,0 +1,438 @@
+"""TraceViewerWidget: every device and host thread on one timeline, for millions of events.
+
+Shows `Run.trace()`: one section per device (its XLA Modules, XLA Ops, ...
+rows) and one for the host threads, each row split into its nesting depths.
+The page never holds the profile: each view (wheel zoom, drag pan, a range
+set from Python) asks Python for that window at the plot's pixel width and
+gets binary columns back: every event at least a pixel wide, and merged
+boxes (count and dominant name, drawn lighter) where shorter events crowd a
+pixel, so the answer is bounded by pixels x rows. A click on an event shows
+its details (all stats, decoded for it alone); on an XLA op, the same op
+details card as the op profile. Box select (drag with the select tool)
+measures: the span from the first selected start to the last end, and the
+events in it. Search finds events by name (substring or regex), with next /
+previous. `selected_event` and `window_ps` are traits Python can read;
+`show_range()`, `find()` and `link()` drive the view from Python and from
+the other widgets (a step in OverviewWidget, an op in OpProfileWidget, a
+moment in MemoryProfileWidget).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.models import (
+    BoxSelectTool,
+    ColumnDataSource,
+    FixedTicker,
+    HoverTool,
+    LinearColorMapper,
+    Range1d,
+    ResetTool,
+    TapTool,
+    WheelZoomTool,
+    PanTool,
+)
+from bokeh.palettes import Category20_20
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, options
+from .op_details import op_details, op_details_html
+
+ROW_PX = 18  # height of one nesting row on the page
+MAX_HEIGHT_PX = 640  # taller layouts scroll vertically (drag pan)
+LABEL_MIN_PX = 60  # boxes at least this wide carry their name
+SEARCH_SHOWN = 20  # matches listed under the search box
+_ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 below 2**53
+
+
+def _ms(ps):
+    return f"{ps / 1e9:,.3f} ms" if abs(ps) >= 1e6 else f"{ps / 1e6:,.3f} µs"
+
+
+def _color_codes(names):
+    """A stable colour index (0..19) per name: the same op has the same colour in every view."""
+    codes, uniq = pd.factorize(pd.Series(names, dtype=object))
+    table = np.array([zlib.crc32(str(n).encode()) % 20 for n in uniq], dtype=np.uint8)
+    return table[codes] if len(table) else np.zeros(len(names), np.uint8)
+
+
+def _palette():
+    """20 colours for events, then the same 20 lighter for merged boxes."""
+    light = []
+    for c in Category20_20:
+        r, g, b = (int(c[i:i + 2], 16) for i in (1, 3, 5))
+        light.append("#%02x%02x%02x" % tuple(int(v + (255 - v) * 0.55) for v in (r, g, b)))
+    return list(Category20_20) + light
+
+
+class TraceViewerWidget(BokehWidget):
+    """A run's trace: devices and host threads on one zoomable timeline.
+
+    `TraceViewerWidget(run)` (or a path) shows the whole profile of the first
+    host. Traits: `host`, `window_ps` ([start, end] absolute ps of the view),
+    `selected_event` (details of the clicked event, {} for none), `search`
+    (the search pattern), `collapsed` (section names folded).
+    """
+
+    host = traitlets.Unicode(help="The host shown.").tag(sync=True)
+    window_ps = traitlets.List(help="[start, end] of the view, absolute ps.").tag(sync=True)
+    selected_event = traitlets.Dict(help="Details of the clicked event; {} for none.").tag(sync=True)
+    search = traitlets.Unicode("", help="Search pattern (substring; /.../ for a regex).").tag(sync=True)
+    collapsed = traitlets.List(help="Sections folded to their header.").tag(sync=True)
+
+    def __init__(self, run, host=None, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        super().__init__(**kwargs)
+        self._matches = None
+        self._match_at = -1
+        self._measure = {}
+        self._highlight = None  # names to outline in every view
+        self._links = []
+        self.host = host or self.run.hosts[0]
+        self._open_host()
+
+    # ---- building the view ------------------------------------------------
+
+    def _open_host(self):
+        self.trace = self.run.trace(self.host)
+        self._matches, self._match_at, self._measure, self.selected_event = None, -1, {}, {}
+        t = self.trace
+        self.origin_ps = int(t.start_ps)
+        if t.end_ps <= t.start_ps:
+            self.set_figures({})
+            self.html = notice(f"The trace of host {self.host} has no events.")
+            return
+        self.window_ps = [int(t.start_ps), int(t.end_ps)]
+        self._draw()
+
+    def _layout(self):
+        """Track -> first y row, and the y ticks (a label per track, a header per section)."""
+        tracks = self.trace.tracks
+        offset = {}
+        ticks, labels = [], {}
+        y = 0
+        for section, group in tracks.groupby("section", sort=False):
+            ticks.append(y)
+            folded = section in self.collapsed
+            labels[y] = ("▸ " if folded else "▾ ") + section
+            y += 1
+            if folded:
+                continue
+            for row in group.itertuples():
+                offset[row.Index] = y
+                ticks.append(y)
+                labels[y] = row.name
+                y += max(int(row.rows), 1)
+        return offset, ticks, labels, max(y, 1)
+
+    def _draw(self):
+        self._offset, ticks, labels, total = self._layout()
+        start, end = self.window_ps
+        height = min(MAX_HEIGHT_PX, 40 + ROW_PX * total)
+        rows_shown = (height - 40) / ROW_PX
+        p = figure(
+            height=height, sizing_mode="stretch_width", x_axis_label="time from profile start (ms)",
+            x_range=Range1d((start - self.origin_ps) / 1e9, (end - self.origin_ps) / 1e9),
+            y_range=Range1d(min(total, rows_shown) - 0.5, -0.5, bounds=(-0.5, total + 0.5)),
+            tools=[], toolbar_location="above", output_backend="webgl",
+        )
+        data = self._columns(start, end, 1200)
+        boxes = ColumnDataSource(data["boxes"], name="events")
+        texts = ColumnDataSource(data["labels"], name="labels")
+        mapper = LinearColorMapper(palette=_palette(), low=0, high=39)
+        quad = p.hbar(y="y", left="x0", right="x1", height=0.85, source=boxes,
+                      fill_color={"field": "color", "transform": mapper}, fill_alpha=0.9,
+                      line_color="#d62728", line_width="lw",
+                      selection_line_color="black", selection_line_width=2, nonselection_fill_alpha=0.9)
+        p.text(x="x", y="y", text="text", source=texts, text_font_size="10px", text_baseline="middle",
+               text_color="#111", x_offset=2)
+        wheel = WheelZoomTool(dimensions="width")
+        pan = PanTool(dimensions="both")
+        p.add_tools(pan, wheel, BoxSelectTool(dimensions="width", renderers=[quad]), TapTool(renderers=[quad]),
+                    HoverTool(renderers=[quad], tooltips=[("", "@name"), ("events", "@count"),
+                                                            ("ms", "@x0{0,0.000000} to @x1{0,0.000000}")]),
+                    ResetTool())
+        p.toolbar.active_drag = pan
+        p.toolbar.active_scroll = wheel
+        p.yaxis.ticker = FixedTicker(ticks=ticks)
+        p.yaxis.major_label_overrides = {t: labels[t][:40] for t in ticks}
+        p.ygrid.grid_line_color = None
+        p.xgrid.grid_line_alpha = 0.3
+        p.min_border_left = 10
+        self.request_on_range(p, "view")
+        self.set_figures({"timeline": p})
+        self.html = self._html()
+
+    # ---- data for a window ------------------------------------------------
+
+    def _columns(self, start_ps, end_ps, width_px):
+        """The query for a window as the page's columns (boxes and labels)."""
+        tracks = [t for t in self._offset]
+        q = self.trace.query(int(start_ps), int(end_ps), int(max(width_px, 50)), tracks=list(self._offset))
+        track = q["track"].to_numpy(np.int64)
+        offs = np.zeros(len(self.trace.tracks) + 1, dtype=np.int64)
+        for t, o in self._offset.items():
+            offs[t] = o
+        y = (offs[track] + q["row"].to_numpy(np.int64)).astype(np.uint16 if len(offs) and offs.max() < 60000
+                                                                 else np.float32)
+        s = q["start_ps"].to_numpy(np.int64)
+        e = q["end_ps"].to_numpy(np.int64)
+        index = q["index"].to_numpy(np.int64)
+        names = q["name"].to_numpy(object)
+        real = index >= 0
+        ids = np.where(real, track.astype(np.float64) * _ID_TRACK + index, -1.0 - np.arange(len(index)))
+        self._last_boxes = (s, e)  # merged box at row k has id -1-k: a tap on it zooms into it
+        lw = np.zeros(len(index), dtype=np.uint8)
+        if self._highlight and len(names):
+            lw[np.isin(names, list(self._highlight))] = 2
+        color = _color_codes(names) if len(names) else np.zeros(0, np.uint8)
+        color = np.where(real, color, color + 20).astype(np.uint8)  # merged boxes: the lighter shade
+        x0 = (s - self.origin_ps) / 1e9
+        x1 = (e - self.origin_ps) / 1e9
+        boxes = {"x0": x0, "x1": x1, "y": y, "color": color, "lw": lw,
+                 "count": q["count"].to_numpy(np.int64).astype(np.uint32), "id": ids, "name": names}
+        px = (end_ps - start_ps) / max(width_px, 1)
+        wide = np.flatnonzero((e - s) >= LABEL_MIN_PX * px)
+        text = [str(n)[: max(int((e[i] - s[i]) / px / 7), 1)] for i, n in zip(wide, names[wide])]
+        labels = {"x": np.maximum(x0[wide], (start_ps - self.origin_ps) / 1e9), "y": y[wide],
+                  "text": np.asarray(text, dtype=object)}
+        return {"boxes": boxes, "labels": labels, "events": len(index)}
+
+    def view_bytes(self, start_ps, end_ps, width_px):
+        """Bytes one view sends to the page (its binary columns and JSON), as measured by the benchmark."""
+        from ._bokeh import encode_columns
+
+        data = self._columns(start_ps, end_ps, width_px)
+        total = 0
+        for cols in (data["boxes"], data["labels"]):
+            meta, buffers = encode_columns(cols)
+            total += len(json.dumps(meta)) + sum(b.nbytes for b in buffers)
+        return total
+
+    def on_request(self, kind, params):
+        if kind == "view":
+            start = self.origin_ps + float(params["x_start"]) * 1e9
+            end = self.origin_ps + float(params["x_end"]) * 1e9
+            self.window_ps = [int(start), int(end)]
+            data = self._columns(start, end, params.get("width_px") or 1200)
+            self.push_columns("labels", data["labels"])
+            return {"source": "events", "boxes": data["events"]}, data["boxes"]
+        if kind == "host":
+            self.host = str(params["value"])
+            return {}, None
+        if kind == "section":
+            name = str(params["section"])
+            self.collapsed = [c for c in self.collapsed if c != name] if name in self.collapsed else [
+                *self.collapsed, name]
+            return {}, None
+        if kind == "search":
+            self.search = str(params.get("value", ""))
+            return {}, None
+        if kind in ("next", "prev"):
+            self._step_match(1 if kind == "next" else -1)
+            return {}, None
+        if kind == "zoom-out":
+            self.show_range(self.trace.start_ps, self.trace.end_ps)
+            return {}, None
+        raise ValueError(f"unknown request {kind!r}")
+
+    # ---- Python API ---------------------------------------------------------
+
+    def show_range(self, start_ps, end_ps):
+        """Show the window [start_ps, end_ps] (absolute ps) in every view."""
+        start_ps, end_ps = int(start_ps), int(max(end_ps, start_ps + 1000))
+        self.window_ps = [start_ps, end_ps]
+        self.set_x_range("timeline", (start_ps - self.origin_ps) / 1e9, (end_ps - self.origin_ps) / 1e9)
+
+    def find(self, pattern, regex=False):
+        """Search event names; outlines the matches and shows the first. Returns the matches (DataFrame)."""
+        self._matches = self.trace.search(pattern, regex=regex)
+        self._highlight = set(self._matches["name"].unique()) if len(self._matches) else set()
+        self._match_at = -1
+        if len(self._matches):
+            self._step_match(1)
+        else:
+            self.html = self._html()
+        return self._matches
+
+    def link(self, other):
+        """Follow another widget: a step (OverviewWidget, InputPipelineWidget) shows its time range,
+        an op (OpProfileWidget) is searched and outlined, a memory moment (MemoryProfileWidget) is centred."""
+        if other.has_trait("selected_step"):
+            other.observe(lambda c: c["new"] and self.show_range(c["new"]["begin_ps"], c["new"]["end_ps"]),
+                          "selected_step")
+        if other.has_trait("selected_op"):
+            other.observe(lambda c: c["new"] and self.find(c["new"]["name"].split(" ")[0]), "selected_op")
+        if other.has_trait("moment_ps"):
+            def centre(change):
+                if change["new"] >= 0:
+                    half = max((self.window_ps[1] - self.window_ps[0]) // 20, 10**6)
+                    self.show_range(change["new"] - half, change["new"] + half)
+            other.observe(centre, "moment_ps")
+        self._links.append(other)
+        return self
+
+    # ---- reactions ----------------------------------------------------------
+
+    @traitlets.observe("host")
+    def _on_host(self, change):
+        if change["old"] and change["old"] != change["new"]:
+            self._open_host()
+
+    @traitlets.observe("collapsed")
+    def _on_collapsed(self, change):
+        if hasattr(self, "trace"):
+            self._draw()
+
+    @traitlets.observe("search")
+    def _on_search(self, change):
+        text = change["new"].strip()
+        if not text:
+            self._matches, self._highlight = None, None
+            self.html = self._html()
+            return
+        regex = len(text) > 2 and text.startswith("/") and text.endswith("/")
+        try:
+            self.find(text[1:-1] if regex else text, regex=regex)
+        except re.error as error:
+            self._matches, self._highlight = None, None
+            self.html = self._html(error=f"bad regular expression: {error}")
+
+    def _step_match(self, step):
+        m = self._matches
+        if m is None or not len(m):
+            return
+        self._match_at = (self._match_at + step) % len(m)
+        row = m.iloc[self._match_at]
+        width = self.window_ps[1] - self.window_ps[0]
+        dur = int(row["end_ps"] - row["start_ps"])
+        if dur > width or width >= (self.trace.end_ps - self.trace.start_ps):
+            width = max(dur * 4, 10**6)
+        centre = int(row["start_ps"]) + dur // 2
+        self.show_range(centre - width // 2, centre + width // 2)
+        self.selected_event = self.trace.event(int(row["track"]), int(row["index"]))
+        self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_selected(self, change):
+        sel = change["new"] or {}
+        ids = [i for i in (sel.get("ids") or []) if i is not None]
+        if sel.get("source") != "events" or not ids:
+            self.selected_event, self._measure = {}, {}
+            self.html = self._html()
+            return
+        real = [int(i) for i in ids if i >= 0]
+        if len(ids) == 1 and not real:  # a merged box: zoom into it
+            k = int(-1 - ids[0])
+            starts, ends = self._last_boxes
+            if 0 <= k < len(starts):
+                pad = max((ends[k] - starts[k]) // 10, 1000)
+                self.show_range(starts[k] - pad, ends[k] + pad)
+            return
+        events = [self.trace.event(i // _ID_TRACK, i % _ID_TRACK) for i in real[:2000]]
+        if len(ids) == 1:
+            self.selected_event, self._measure = events[0], {}
+        else:
+            self.selected_event = events[0] if events else {}
+            starts = [ev["start_ps"] for ev in events]
+            ends = [ev["start_ps"] + ev["duration_ps"] for ev in events]
+            by_name = {}
+            for ev in events:
+                by_name[ev["name"]] = by_name.get(ev["name"], 0) + ev["duration_ps"]
+            self._measure = {"events": len(ids), "span_ps": (max(ends) - min(starts)) if events else 0,
+                             "top": sorted(by_name.items(), key=lambda kv: -kv[1])[:5]}
+        self.html = self._html()
+
+    # ---- HTML ---------------------------------------------------------------
+
+    def _op_card(self, ev):
+        """The op profile's details card for an XLA op event, when the op profile knows the op."""
+        op, program = ev.get("hlo_op"), ev.get("program")
+        if not op:
+            return ""
+        try:
+            root = self.run.op_profile(group_by="program", top_n=10**9).root
+        except Exception:  # noqa: BLE001 (no op profile for this run: the event details still show)
+            return ""
+        for prog in root.children:
+            if program and prog.name != program:
+                continue
+            stack = list(prog.children)
+            while stack:
+                node = stack.pop()
+                if node.name == op and node.kind == "op":
+                    return op_details_html(op_details(node, prog.name))
+                stack.extend(node.children)
+        return ""
+
+    def _html(self, error=""):
+        t = self.trace
+        sections = list(dict.fromkeys(t.tracks["section"]))
+        boxes = "".join(
+            f'<label><input type="checkbox" data-request="section" data-params="{esc(json.dumps({"section": s}))}"'
+            f'{"" if s in self.collapsed else " checked"}> {esc(s)}</label>' for s in sections
+        )
+        hosts = (f'<select data-request="host">{options(self.run.hosts, self.host)}</select>'
+                 if len(self.run.hosts) > 1 else f"<b>{esc(self.host)}</b>")
+        m = self._matches
+        found = ""
+        if error:
+            found = f'<span class="xw-err" data-testid="search-error">{esc(error)}</span>'
+        elif m is not None:
+            found = (f'<span data-testid="search-count">{len(m):,} matches</span>'
+                     + (f' <span data-testid="search-at">({self._match_at + 1} of {len(m):,})</span>'
+                        '<button data-request="prev">◀</button><button data-request="next">▶</button>'
+                        if len(m) else ""))
+        details = self._details_html()
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-tv")}
+.xw-tv .xw-sections label {{ margin-right: 10px; font-size: 12px; }}
+.xw-tv .xw-card {{ border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; margin-top: 6px; }}
+.xw-tv table {{ border-collapse: collapse; font-size: 12px; }}
+.xw-tv td {{ border-bottom: 1px solid #eee; padding: 1px 6px; vertical-align: top; }}
+.xw-tv .xw-err {{ color: #b00; }}
+</style>
+<div class="xw-tv">
+  <div class="xw-head"><b>Trace of run {esc(self.run.name)}</b> host {hosts}
+    <span data-testid="event-count">{t.event_count:,} events</span>
+    <button data-request="zoom-out">Whole profile</button>
+    <input type="text" placeholder="search names (/regex/)" value="{esc(self.search)}" data-request="search"
+      data-testid="search" size="28"> {found}</div>
+  <div class="xw-sections">{boxes}</div>
+  <div data-figure="timeline"></div>
+  {details}
+</div>"""
+
+    def _details_html(self):
+        ev = self.selected_event
+        parts = []
+        if self._measure:
+            ms = self._measure
+            top = "".join(f"<tr><td>{esc(n)}</td><td>{_ms(d)}</td></tr>" for n, d in ms["top"])
+            parts.append(f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} boxes, '
+                         f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>'
+                         f"<table>{top}</table></div>")
+        if ev:
+            stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
+            parts.append(
+                f'<div class="xw-card" data-testid="event-details"><b data-testid="event-name">{esc(ev["name"])}</b>'
+                f' on {esc(ev.get("section", ""))} / {esc(ev.get("track_name", ""))}<br>'
+                f'start {_ms(ev["start_ps"] - self.origin_ps)}, '
+                f'<span data-testid="event-duration">duration {_ms(ev["duration_ps"])}</span>'
+                f"<table>{stats}</table></div>")
+            card = self._op_card(ev)
+            if card:
+                parts.append(f'<div data-testid="op-card">{card}</div>')
+        return "".join(parts)
+
+
+__all__ = ["TraceViewerWidget"]
