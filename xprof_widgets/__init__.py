@@ -6,6 +6,8 @@
     xw.MemoryViewerWidget(run)           # in a notebook
 """
 
+from .analysis.compare import compare
+from .capture import capture
 from .errors import ProfileError
 from .run import Run, list_runs, load_run, sample_run
 
@@ -18,6 +20,10 @@ _WIDGETS = {
     "OpDetailsCard": ".widgets.op_details",
     "InputPipelineWidget": ".widgets.input_pipeline",
     "OverviewWidget": ".widgets.overview",
+    "TraceViewerWidget": ".widgets.trace_viewer",
+    "ProfileWidget": ".widgets.profile",
+    "CaptureWidget": ".widgets.capture",
+    "CompareWidget": ".widgets.compare",
 }
 
 
@@ -31,4 +37,4 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ProfileError", "Run", "list_runs", "load_run", "sample_run", *_WIDGETS]
+__all__ = ["ProfileError", "Run", "capture", "compare", "list_runs", "load_run", "sample_run", *_WIDGETS]

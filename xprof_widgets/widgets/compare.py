@@ -1,0 +1,193 @@
+"""CompareWidget: two runs side by side, as `xw.compare(run_a, run_b)` computes them.
+
+The summary in sentences, the average step of each run as one stacked bar
+(XProf's breakdown), then tables: the step breakdown with deltas, the HLO ops
+whose time changed most (and those that ran in one run only), the modules'
+peak heap and the allocators' peak memory. Where a part cannot be compared,
+the widget says why. Every table is a DataFrame on `widget.result`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+
+from ..analysis.compare import (
+    DISJOINT_BREAKDOWN,
+    STEP_QUANTITIES,
+    CompareResult,
+    compare,
+    fmt_bytes,
+)
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc
+
+#: Op rows shown in the table (all are in `result.ops`).
+OP_ROWS = 30
+
+
+def _num(x, fmt):
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
+
+
+def _pct(ratio):
+    return "" if ratio is None or not math.isfinite(ratio) else f"{100 * (ratio - 1):+.1f} %"
+
+
+def _cls(delta):
+    """Slower / bigger is a regression (red), faster / smaller an improvement (green)."""
+    if delta is None or not math.isfinite(delta) or delta == 0:
+        return ""
+    return ' class="num up"' if delta > 0 else ' class="num down"'
+
+
+def breakdown_figure(result: CompareResult):
+    """One stacked bar per run: its average step, by XProf's breakdown (ms)."""
+    steps = result.steps.set_index("quantity")
+    used = [q for q in DISJOINT_BREAKDOWN if q in steps.index]
+    runs = [f"a: {result.name_a}", f"b: {result.name_b}"]
+    data = {q: np.nan_to_num(steps.loc[q, ["a_ms", "b_ms"]].to_numpy(dtype=np.float64)) for q in used}
+    # Numeric x with labels, as the other step charts: the bundled BokehJS draws
+    # these; a categorical (FactorRange) axis failed to embed in the browser.
+    data["x"] = np.array([0.0, 1.0])
+    data["run"] = runs
+    data["total"] = np.nan_to_num(steps.loc["step_time_ms", ["a_ms", "b_ms"]].to_numpy(dtype=np.float64))
+    fig = figure(x_range=(-0.6, 1.6), height=260, width=560, title="Average step time (ms), by XProf's breakdown",
+                 y_axis_label="ms", tools="save,reset")
+    colors = Category10[10][: max(len(used), 3)]
+    src = ColumnDataSource(data, name="compare_steps")
+    bars = fig.vbar_stack(used, x="x", width=0.6, source=src, color=colors[: len(used)],
+                          legend_label=[STEP_QUANTITIES[q] for q in used])
+    fig.add_tools(HoverTool(renderers=bars, tooltips=[("run", "@run"), ("step time", "@total{0.000} ms")] + [
+        (STEP_QUANTITIES[q], f"@{q}{{0.000}} ms") for q in used]))
+    fig.xaxis.ticker = [0, 1]
+    fig.xaxis.major_label_overrides = {0: "run a", 1: "run b"}  # names are long: in the hover and the header
+    fig.xgrid.grid_line_color = None
+    fig.y_range.start = 0
+    fig.add_layout(fig.legend[0], "right")  # not over the bars
+    fig.toolbar.logo = None
+    return fig
+
+
+class CompareWidget(BokehWidget):
+    """Run b against run a: `CompareWidget(run_a, run_b)` (Runs or paths), or
+    `CompareWidget(result)` with a CompareResult. `result` holds the numbers."""
+
+    def __init__(self, run_a, run_b=None, max_ops=OP_ROWS, **kwargs):
+        super().__init__(**kwargs)
+        self.result = run_a if isinstance(run_a, CompareResult) else compare(run_a, run_b)
+        self.max_ops = max_ops
+        r = self.result
+        if r.avg_step_time_a_ms is not None or r.avg_step_time_b_ms is not None:
+            self.set_figures({"steps": breakdown_figure(r)})
+        self.html = self._html()
+
+    def _note(self, text, testid):
+        return f'<div class="xw-note" data-testid="{testid}">{esc(text)}</div>' if text else ""
+
+    def _steps_html(self):
+        r = self.result
+        rows = "".join(
+            f"<tr><td>{esc(x.label)}</td><td class=num>{_num(x.a_ms, ',.3f')}</td><td class=num>{_num(x.b_ms, ',.3f')}</td>"
+            f"<td{_cls(x.delta_ms)}>{_num(x.delta_ms, '+,.3f')}</td><td class=num>{_pct(x.ratio)}</td></tr>"
+            for x in r.steps.itertuples(index=False)
+        )
+        table = (f'<table data-testid="steps" data-rows="{len(r.steps)}"><thead><tr><th>Average per step (ms)</th>'
+                 f"<th>a</th><th>b</th><th>b - a</th><th>change</th></tr></thead><tbody>{rows}</tbody></table>")
+        counts = f"<div>Steps: {r.step_count_a} in a, {r.step_count_b} in b.</div>"
+        return table + counts + self._note(r.steps_reason, "steps-reason")
+
+    def _ops_html(self):
+        r = self.result
+        if r.ops.empty:
+            return self._note(r.ops_reason or "No HLO ops in either run.", "ops-reason")
+
+        def util(x):
+            return f"{_num(100 * x, '.1f')} %" if x is not None and math.isfinite(x) else ""
+
+        shown = r.ops.head(self.max_ops)
+        # Utilisation needs the chip's peaks; XLA:CPU has none, so no empty columns.
+        has_util = shown[["flops_utilization_a", "flops_utilization_b"]].notna().to_numpy().any()
+        rows = "".join(
+            f'<tr data-present="{esc(x.present)}"><td>{esc(x.hlo_op_name)}</td><td>{esc(x.program)}</td>'
+            f"<td>{esc(x.category)}</td><td>{esc(x.present)}</td>"
+            f"<td class=num>{x.total_time_a_ps / 1e9:,.3f}</td><td class=num>{x.total_time_b_ps / 1e9:,.3f}</td>"
+            f"<td{_cls(x.delta_ps)}>{x.delta_ps / 1e9:+,.3f}</td><td class=num>{_pct(x.ratio)}</td>"
+            + (f"<td class=num>{util(x.flops_utilization_a)}</td><td class=num>{util(x.flops_utilization_b)}</td>"
+               if has_util else "") + "</tr>"
+            for x in shown.itertuples(index=False)
+        )
+        more = (f"<div>{len(r.ops) - len(shown)} more ops: see the widget's .result.ops</div>"
+                if len(r.ops) > len(shown) else "")
+        only = f"<div>{len(r.ops_only_a)} op(s) ran only in a, {len(r.ops_only_b)} only in b.</div>"
+        return (f'<div class="xw-scroll"><table data-testid="ops" data-rows="{len(r.ops)}"><thead><tr>'
+                "<th>Op</th><th>Program</th><th>Category</th><th>In</th><th>Total a (ms)</th><th>Total b (ms)</th>"
+                "<th>b - a (ms)</th><th>change</th>"
+                + ("<th>FLOPS util. a</th><th>FLOPS util. b</th>" if has_util else "") + "</tr></thead>"
+                f"<tbody>{rows}</tbody></table></div>{more}{only}" + self._note(r.ops_reason, "ops-reason"))
+
+    def _memory_html(self):
+        r = self.result
+        parts = []
+        if len(r.modules):
+            rows = "".join(
+                f"<tr><td>{esc(x.name)}</td><td>{esc(x.module_a if isinstance(x.module_a, str) else '')}</td>"
+                f"<td>{esc(x.module_b if isinstance(x.module_b, str) else '')}</td>"
+                f"<td class=num>{esc(fmt_bytes(x.peak_heap_a_bytes))}</td>"
+                f"<td class=num>{esc(fmt_bytes(x.peak_heap_b_bytes))}</td>"
+                f"<td{_cls(x.delta_bytes)}>{esc(fmt_bytes(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td>"
+                f"<td>{esc(x.matched_by)}</td></tr>"
+                for x in r.modules.itertuples(index=False)
+            )
+            parts.append(
+                f'<div class="xw-scroll"><table data-testid="modules" data-rows="{len(r.modules)}"><thead><tr>'
+                "<th>Module</th><th>a</th><th>b</th><th>Peak heap a</th><th>Peak heap b</th><th>b - a</th>"
+                f"<th>change</th><th>Matched by</th></tr></thead><tbody>{rows}</tbody></table></div>")
+        parts.append(self._note(r.modules_reason, "modules-reason"))
+        if len(r.allocators):
+            rows = "".join(
+                f"<tr><td>{esc(x.memory_id)}</td><td class=num>{esc(fmt_bytes(x.peak_bytes_in_use_a))}</td>"
+                f"<td class=num>{esc(fmt_bytes(x.peak_bytes_in_use_b))}</td>"
+                f"<td{_cls(x.delta_bytes)}>{esc(fmt_bytes(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td></tr>"
+                for x in r.allocators.itertuples(index=False)
+            )
+            parts.append(
+                f'<table data-testid="allocators" data-rows="{len(r.allocators)}"><thead><tr><th>Memory id</th>'
+                "<th>Peak in use a</th><th>Peak in use b</th><th>b - a</th><th>change</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>")
+        parts.append(self._note(r.allocators_reason, "allocators-reason"))
+        return "".join(parts)
+
+    def _html(self):
+        r = self.result
+        summary = "".join(f"<li>{esc(s)}</li>" for s in r.summary)
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-cmp")}
+.xw-cmp table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 4px; }}
+.xw-cmp th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; }}
+.xw-cmp td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
+.xw-cmp td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.xw-cmp td.up {{ color: #b00020; }}
+.xw-cmp td.down {{ color: #2e7d32; }}
+.xw-cmp .xw-note {{ color: #666; margin: 4px 0; }}
+.xw-cmp .xw-scroll {{ max-height: 360px; overflow: auto; }}
+</style>
+<div class="xw-cmp">
+  <div class="xw-head"><b>Run b ({esc(r.name_b)}) against run a ({esc(r.name_a)})</b></div>
+  <ul data-testid="summary">{summary}</ul>
+  <div data-figure="steps"></div>
+  <h4>Step time</h4>
+  {self._steps_html()}
+  <h4>HLO ops, by the change in total time</h4>
+  {self._ops_html()}
+  <h4>Memory</h4>
+  {self._memory_html()}
+</div>"""
+
+
+__all__ = ["CompareWidget", "breakdown_figure"]
