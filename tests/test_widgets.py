@@ -240,3 +240,29 @@ def test_overview_widget_without_steps_still_shows_what_it_can():
     assert f'data-testid="module-latency" data-rows="{len(lat)}"' in w.html
     assert w.html.index("module-latency") < w.html.index("top-ops")
     assert f"<td class=num>{lat.p99_ms.iloc[0]:,.3f}</td>" in w.html
+
+
+# --- ProfileWidget ----------------------------------------------------------------
+
+
+def test_profile_widget_runs_hosts_tools(tmp_path):
+    import shutil
+
+    w = xw.ProfileWidget(PROFILES / "tf_keras_cpu")
+    runs = list(w.run_select.options)
+    assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
+    assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
+    assert "tools without data" in w.status.value and "Memory viewer" in w.status.value  # and why
+    w.tool_select.value = "trace_viewer"
+    assert type(w.current).__name__ == "TraceViewerWidget"
+    w.run_select.value = runs[1]
+    assert w.current.run.name == runs[1]
+    # a run written while the widget is open shows up on refresh
+    logdir = tmp_path / "logdir"
+    shutil.copytree(PROFILES / "jax_mlp_cpu", logdir)
+    w2 = xw.ProfileWidget(logdir)
+    assert len(w2.run_select.options) == 1
+    src = next((logdir / "plugins" / "profile").iterdir())
+    shutil.copytree(src, src.parent / "2099_01_01_00_00_00")
+    w2.refresh()
+    assert w2.run_select.options[0] == "2099_01_01_00_00_00"
