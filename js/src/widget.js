@@ -163,6 +163,15 @@ class WidgetView {
     model.on("change:selected", this.onSelected);
     this.root.addEventListener("click", this.onClick);
     this.root.addEventListener("change", this.onChange);
+    // Enter in a text field asks at once; the notebook must not take the key
+    // (JupyterLab's command mode would otherwise swallow it).
+    this.onKey = (event) => {
+      if (event.key !== "Enter" || !event.target.matches?.("input[data-request]")) return;
+      event.preventDefault();
+      event.stopPropagation();
+      this.domRequest(event, "change");
+    };
+    this.root.addEventListener("keydown", this.onKey);
     this.root.addEventListener("mouseover", this.onOver);
   }
 

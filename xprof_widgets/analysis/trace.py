@@ -1,317 +1,926 @@
-"""The trace model behind the trace viewer: tracks, rows, and bounded window queries.
+"""Trace viewer model: tracks, nesting rows, and the boxes to draw for any window.
 
-A *track* is one line of a plane (a device's "XLA Ops", a host thread); its
-*rows* are the nesting depths inside it (an event's parent is the innermost
-earlier event that contains it, `grouping._prev_enclosing`). Sections are
-planes: devices first (by name), then the host.
+`Trace(space)` lays out one host's events as XProf's trace viewer does, and
+answers a viewport query (`query(start_ps, end_ps, resolution)`) with a
+number of boxes bounded by pixels x rows, however many events there are.
+`run.trace(host)` builds it once per host.
 
-`Trace.query(start, end, resolution)` answers what to draw for a window at
-that many pixels across, with work and output bounded by pixels x rows, not
-by events:
+**Layout** (XProf 2.24.2: `xprof/convert/xplane_to_trace_container.cc`; for
+the per-track counts openxla/xla `xla/tsl/profiler/convert/xplane_to_trace_events.cc`):
 
-* per row, events are sorted by start; a running maximum of their ends makes
-  "overlaps the window" two binary searches;
-* every event at least one pixel long comes back on its own: a block index
-  (the longest duration per block of `BLOCK` events) finds them, scanning
-  only blocks whose longest event is long enough;
-* the shorter events are counted per pixel by binary search of the pixel
-  edges; each pixel that has any becomes one merged box with its count and
-  its dominant name (the most frequent among up to 8 evenly spaced events in
-  it), so nothing disappears; neighbouring such pixels of a row become one
-  box.
+* Sections are planes, in XProf's process-id order: device planes first
+  (`/device:GPU:*`, or `/device:TPU:*` when there is no GPU plane; pid
+  1 + plane id), then custom devices (`/device:CUSTOM:*`), then the host
+  (`/host:CPU`). Other planes (`/host:metadata`, `Task Environment`,
+  `/host:CUPTI`...) are not part of the trace.
+* A track is a line with events. Within a section tracks follow XProf's
+  thread sort index: the line's display id (its id when that is 0) as an
+  unsigned 32-bit number. Counter lines (`_counters_`, `counters_*`) are
+  not boxes and are left out.
+* Events XProf never shows are dropped: the allocator and tf.data
+  bookkeeping events of its `IsInternalEvent` (`INTERNAL_EVENTS`).
+* Events XProf adds when it preprocesses a plane are added: a
+  `ThreadpoolListener::Region` from the last `ThreadpoolListener::StartRegion`
+  (with a `_c` stat) to each `StopRegion` after it (openxla/xla
+  `preprocess_xplane.h`, ThreadpoolLineMutator). They have no record in the
+  file (`Trace.event` marks them `synthetic`).
+* An event's name is its metadata's display name when set (TPU ops:
+  `fusion.3`, not the whole HLO text), else the metadata name; on `Steps`
+  lines a `step_name` stat replaces it, as in XProf.
+* Not reproduced: the lines XProf derives when it loads a TPU profile, which
+  are not in the file (`Steps`, `Framework Ops`, `Framework Name Scope`,
+  `Source code`, `Host Offload Ops`; `xprof/utils/derived_timeline.cc`).
+  XProf's non-streaming trace also skips `Async XLA Ops` lines; its
+  streaming viewer, which this follows, shows them.
 
-Times are absolute picoseconds, as in the file.
+**Rows.** A track is sorted by start, longer events first at equal starts
+(XProf's `SortXLine`), and each event's row is the number of the track's
+events still open when it starts. For properly nested events that is the
+nesting depth, the row XProf's trace viewer packs it in. An event that starts
+inside another and ends after it (a step annotation that outlives the Python
+frame it began in, overlapping async copies) would share a row with a
+neighbour: such events are taken out, the rest laid out again, and they go to
+extra rows below the nesting rows (first fit), so that no two events of a row
+overlap. All of it is vectorised: a sort of end times and a binary search.
+
+**Query.** Within a row events do not overlap and are sorted by start, so
+their ends are sorted too, and the events overlapping a window are one
+contiguous range found by binary search. Events at least a pixel long come
+back one by one; the others are merged: a run of them whose gaps are all
+under a pixel becomes one box with its count, extent and dominant name (that
+of its longest event). So there are at most 2 x (pixels + 1) boxes per row.
+When a window holds many events the runs are built from a pyramid of time
+buckets (2**k ps, levels a factor 2 apart, built once from the finest up):
+per bucket its first event, its one event at least a bucket long (rows do not
+overlap, so there is at most one, and it is the bucket's last) and its longest
+shorter event. A query reads the level whose buckets are at most a pixel
+wide: about 2 x pixels buckets per row, whatever the number of events.
+
+Times are integer picoseconds, absolute (as in the file).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+HOST_PLANE_PREFIX = "/host:CPU"
+GPU_PLANE_PREFIX = "/device:GPU:"
+TPU_PLANE_PREFIX = "/device:TPU:"
+CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
+XLA_OPS_LINE = "XLA Ops"
+XLA_MODULES_LINE = "XLA Modules"
+#: Skipped by XProf's non-streaming trace (`kXlaAsyncOpLineName`), shown here.
+ASYNC_OPS_LINE = "Async XLA Ops"
+STEPS_LINE = "Steps"
+COUNTER_LINE = "_counters_"
+COUNTER_LINE_PREFIX = "counters_"
 
-BLOCK = 64  # events per block of the long-event index
-SAMPLES = 8  # events looked at per merged box to name it
+# XProf's trace process ids (openxla/xla `xla/tsl/profiler/utils/trace_utils.h`): they order sections.
+_FIRST_DEVICE_PID, _LAST_DEVICE_PID = 1, 500
+_FIRST_CUSTOM_PID = _LAST_DEVICE_PID + 1
+_HOST_PID = _FIRST_CUSTOM_PID + 200
+
+#: Events XProf's trace viewer never shows (`IsInternalEvent`, xplane_schema.cc).
+INTERNAL_EVENTS = frozenset({
+    "MemoryAllocation", "MemoryDeallocation",
+    "PrefetchProduce", "PrefetchConsume",
+    "ParallelInterleaveProduce", "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput",
+    "ParallelMapProduce", "ParallelMapConsume",
+    "MapAndBatchProduce", "MapAndBatchConsume",
+    "ParseExampleProduce", "ParseExampleConsume",
+})
+START_REGION = "ThreadpoolListener::StartRegion"
+STOP_REGION = "ThreadpoolListener::StopRegion"
+REGION = "ThreadpoolListener::Region"
+#: `ContextType::kThreadpoolEvent`: the `_ct` XProf gives a region.
+THREADPOOL_CONTEXT = 15
+
+#: Windows with at most this many events are answered from the events
+#: themselves, larger ones from the bucket pyramid (same boxes; see `query`).
+RAW_LIMIT = 50_000
+#: The finest pyramid level aims at this many events per bucket, were they even.
+EVENTS_PER_BUCKET = 16
+
 QUERY_COLUMNS = ["track", "row", "start_ps", "end_ps", "count", "index", "name"]
 
 
-def _depths(start, end):
-    """Nesting depth of each event of a line sorted by start, longer first at equal starts (0 = top).
+@dataclass
+class _Track:
+    """One drawn track: a line's events after XProf's rules, sorted by start."""
 
-    An event's depth is the number of earlier events still open when it
-    starts (ending after its start): for nested events, its ancestors.
-    Counted for all events at once: i minus the events that ended by then
-    (one binary search into the sorted ends), less zero-length events at the
-    same start that come after it, which the search also counts.
-    """
-    n = len(start)
-    closed = np.searchsorted(np.sort(end), start, side="right")
-    # Events at index >= i with end <= start[i] are zero-length ones starting at start[i].
-    zero = end == start
-    later_zero = np.zeros(n, np.int64)
-    if zero.any():
-        key = start[zero]
-        pos = np.flatnonzero(zero)
-        total_at = np.searchsorted(key, start, side="right") - np.searchsorted(key, start, side="left")
-        before = np.searchsorted(pos, np.arange(n), side="left")  # zero-length events before i
-        before_at = before - np.searchsorted(key, start, side="left")  # ... of them at start[i]
-        later_zero = total_at - before_at
-    depth = np.arange(n) - (closed - later_zero)
-    return np.maximum(depth, 0).astype(np.int32)
+    section: str
+    name: str
+    plane: int  # index in space.planes
+    line: int  # index in plane.lines
+    pid: int
+    tid: int
+    start: np.ndarray  # int64 ps, absolute
+    dur: np.ndarray  # int64 ps
+    # Index of each event in the file's line, -(k + 1) for synthetic region k;
+    # None when the track is the line itself (same events, same order).
+    src: np.ndarray | None
+    region_ids: list = field(default_factory=list)  # `_c` of each synthetic region
+    file_events: int = 0
+    rows: int = 0
+    nesting_rows: int = 0
+
+    def __len__(self):
+        return len(self.start)
 
 
 @dataclass
-class _Row:
-    track: int
-    depth: int
-    index: np.ndarray  # event indices in the line, by start
-    start: np.ndarray
-    end_max: np.ndarray  # running max of ends: monotone, for binary search
-    end: np.ndarray
-    block_max: np.ndarray  # longest duration per BLOCK events
+class _Level:
+    """One pyramid level: buckets of 2**shift ps, row after row, as global positions."""
+
+    shift: int
+    first: np.ndarray  # int32: each bucket's first event; a bucket ends where the next begins
+    long: np.ndarray  # int32: the bucket's event >= 2**shift ps long (its last one), or -1
+    top: np.ndarray  # int32: the bucket's longest shorter event (first of equals), or -1
+
+
+class SearchResult(pd.DataFrame):
+    """Events whose name matches a search, one row each, sorted by start.
+
+    Columns `track`, `index` (the event in its track), `start_ps`, `end_ps`,
+    `name`; its length is the number of matches. `next_match(after_ps)` and
+    `prev_match(before_ps)` step through them by time.
+    """
+
+    _metadata: ClassVar[list] = ["pattern"]
+
+    @property
+    def _constructor(self):
+        return SearchResult
+
+    def next_match(self, after_ps):
+        """The first match starting after `after_ps` (ps) as a Series, or None."""
+        i = int(np.searchsorted(self["start_ps"].to_numpy(), after_ps, side="right"))
+        return self.iloc[i] if i < len(self) else None
+
+    def prev_match(self, before_ps):
+        """The last match starting before `before_ps` (ps) as a Series, or None."""
+        i = int(np.searchsorted(self["start_ps"].to_numpy(), before_ps, side="left")) - 1
+        return self.iloc[i] if i >= 0 else None
 
 
 class Trace:
-    """Tracks and window queries of one host's profile (see the module doc).
+    """One host's trace, laid out in tracks and rows, with a viewport index.
 
-    `tracks`: DataFrame, one row a track: section (plane name), name (line
-    title), plane, line (indices in the file), events, rows (nesting depths),
-    in display order (its index is the track id). `start_ps`, `end_ps`: the
-    profile's extent. `event_count`: events in all tracks.
+    `tracks`: DataFrame, one row per track in display order (its index is the
+    track id used everywhere): `section` (plane name), `name` (line title),
+    `plane` / `line` (indices in the XSpace), `pid` / `tid` (XProf's process
+    and thread sort ids), `events` (drawn), `file_events` (in the file's
+    line), `rows` (rows the track needs) and `nesting_rows` (of those, the
+    nesting levels; the rest hold improperly nested events).
+    `start_ps` / `end_ps`: the extent of all events (absolute ps).
+    `names`: the table the `name` columns' categories come from.
     """
 
     def __init__(self, space):
         self.space = space
-        planes = [p for p in space.planes if p.name != "/host:metadata" and any(len(ln) for ln in p.lines)]
-        planes.sort(key=lambda p: (not p.name.startswith("/device:"), p.name))
-        rows, tracks = [], []
-        lo, hi = None, None
-        for plane in planes:
-            pi = space.planes.index(plane)
-            for li, line in enumerate(plane.lines):
-                n = len(line)
-                if n == 0:
-                    continue
-                start = line.start_ps
-                end = start + line.event_duration_ps
-                order = None
-                step = np.diff(start)
-                if (step < 0).any() or ((step == 0) & (end[1:] > end[:-1])).any():
-                    # Writers sort lines by start; nesting wants the longer first at equal starts.
-                    order = np.lexsort((start - end, start))
-                    start, end = start[order], end[order]
-                depth = _depths(start, end)
-                track = len(tracks)
-                tracks.append({"section": plane.name, "name": line.title, "plane": pi, "line": li,
-                               "events": n, "rows": int(depth.max()) + 1})
-                lo = start.min() if lo is None else min(lo, start.min())
-                hi = end.max() if hi is None else max(hi, end.max())
-                # Stable (radix for 16-bit keys): start order is kept inside a depth.
-                by_depth = np.argsort(depth.astype(np.int16 if depth.max() < 2**15 else np.int32), kind="stable")
-                cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-                for d in range(int(depth.max()) + 1):
-                    sel = by_depth[cuts[d]:cuts[d + 1]]
-                    s, e = start[sel], end[sel]
-                    dur = e - s
-                    pad = (-len(dur)) % BLOCK
-                    bm = np.concatenate([dur, np.zeros(pad, dur.dtype)]).reshape(-1, BLOCK).max(axis=1)
-                    idx = sel if order is None else order[sel]
-                    rows.append(_Row(track, d, idx.astype(np.int32 if n < 2**31 else np.int64), s,
-                                     np.maximum.accumulate(e), e, bm))
-        self.tracks = pd.DataFrame(tracks, columns=["section", "name", "plane", "line", "events", "rows"])
-        self._rows = rows
-        self._rows_of = {}
-        for k, r in enumerate(rows):
-            self._rows_of.setdefault(r.track, []).append(k)
-        self.start_ps = int(lo) if lo is not None else 0
-        self.end_ps = int(hi) if hi is not None else 0
-        self.event_count = int(self.tracks["events"].sum()) if len(self.tracks) else 0
-        self._lines = [space.planes[p].lines[li] for p, li in zip(self.tracks["plane"], self.tracks["line"])]
+        self._tracks = _build_tracks(space)
+        self._build_index()
 
-    # ---- lines and names ----------------------------------------------------
+    # --- building ----------------------------------------------------------------------
 
-    def _line(self, track):
-        return self._lines[int(track)]
+    def _build_index(self):
+        tracks = self._tracks
+        names, plane_codes = _name_table(self.space, {t.plane for t in tracks})
+        known = {name: i for i, name in enumerate(names)}
 
-    def _names(self, track, index):
-        line = self._line(track)
-        cat = line.plane.names_for(line.metadata_id[index])
-        return np.append(np.asarray(cat.categories, dtype=object), "")[cat.codes]  # code -1: ""
+        def code_of(name):  # names not in any metadata: the regions, step names
+            if name not in known:
+                known[name] = len(names)
+                names.append(name)
+            return known[name]
 
-    # ---- the window query ------------------------------------------------------
+        total = sum(len(t) for t in tracks)
+        self.start_ps = min((int(t.start[0]) for t in tracks), default=0)
+        self.end_ps = max((int((t.start + t.dur).max()) for t in tracks), default=0)
+        # Every event in row-major order: track after track, row after row, by
+        # start within a row. Positions are int32: up to 2**31 events.
+        self._start = np.empty(total, dtype=np.int64)
+        self._end = np.empty(total, dtype=np.int64)
+        self._name = np.empty(total, dtype=np.int32)
+        self._index = np.empty(total, dtype=np.int32)  # the event's index in its track
+        row_track, row_depth, row_off = [], [], [0]
+        pos = 0
+        for ti, t in enumerate(tracks):
+            n = len(t)
+            sl = slice(pos, pos + n)
+            order, row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl])
+            t.rows = int(row[-1]) + 1
+            t.nesting_rows = t.rows - overflow
+            np.take(_event_codes(self.space, t, plane_codes[t.plane], code_of), order, out=self._name[sl])
+            self._index[sl] = order
+            del order
+            for depth, count in enumerate(np.bincount(row, minlength=t.rows).tolist()):
+                if count:
+                    row_track.append(ti)
+                    row_depth.append(depth)
+                    row_off.append(row_off[-1] + count)
+            pos += n
+        self._row_track = np.asarray(row_track, dtype=np.int32)
+        self._row_depth = np.asarray(row_depth, dtype=np.int32)
+        self._row_off = np.asarray(row_off, dtype=np.int64)  # row r: positions [row_off[r], row_off[r+1])
+        self.names = pd.Index(names, dtype=object)
+        self._levels = _pyramid(self._start, self._end, self._row_off, self.start_ps)
+        self.tracks = pd.DataFrame(
+            {
+                "section": [t.section for t in tracks],
+                "name": [t.name for t in tracks],
+                "plane": [t.plane for t in tracks],
+                "line": [t.line for t in tracks],
+                "pid": [t.pid for t in tracks],
+                "tid": [t.tid for t in tracks],
+                "events": [len(t) for t in tracks],
+                "file_events": [t.file_events for t in tracks],
+                "rows": [t.rows for t in tracks],
+                "nesting_rows": [t.nesting_rows for t in tracks],
+            },
+            columns=["section", "name", "plane", "line", "pid", "tid", "events", "file_events", "rows",
+                     "nesting_rows"],
+        )
+        self.tracks.index.name = "track"
 
-    def query(self, start_ps=None, end_ps=None, resolution=2000, tracks=None):
-        """Boxes to draw for [start_ps, end_ps) at `resolution` pixels across (see module doc).
+    def __repr__(self):
+        return (f"<Trace {self.space.host!r}: {len(self.tracks)} tracks, {self.event_count:,} events, "
+                f"{(self.end_ps - self.start_ps) / 1e9:.3f} ms>")
 
-        A DataFrame with QUERY_COLUMNS: track, row (depth), start_ps, end_ps,
-        count (1 for an event, n for a merged box), index (the event's index
-        in its line; -1 for merged boxes) and name.
+    @property
+    def event_count(self):
+        """Events drawn, over all tracks."""
+        return len(self._start)
+
+    # --- the viewport query --------------------------------------------------------------
+
+    def query(self, start_ps=None, end_ps=None, resolution=2000, tracks=None, raw_limit=RAW_LIMIT):
+        """The boxes to draw for the window [start_ps, end_ps) at `resolution` pixels across.
+
+        `start_ps` / `end_ps` are absolute ps (None: the trace's start / end);
+        `tracks` limits the answer to those track ids. Returns a DataFrame,
+        one row per box, sorted by track, row and start (`QUERY_COLUMNS`):
+
+        * `track`, `row` (int64): the track id and its row (0 at the top),
+        * `start_ps`, `end_ps` (int64, absolute ps): whole events, not
+          clipped to the window,
+        * `count` (int32): 1 for an event, else the events a merged box
+          stands for,
+        * `index` (int64): the event's index in its track, with `track` a
+          stable id for `Trace.event`; -1 for a box of several events,
+        * `name` (categorical over `trace.names`).
+
+        Every event overlapping the window that lasts at least a pixel
+        ((end_ps - start_ps) / resolution) is a box of its own; the others
+        are merged: a run of them in a row whose gaps are all under a pixel
+        is one box from its first start to its last end, named after its
+        longest event. In each row the counts add up to the events
+        overlapping the window (a zero-length event overlaps where it is),
+        and there are at most 2 x (resolution + 1) boxes per row. Windows
+        holding more than `raw_limit` events are read from the bucket
+        pyramid: same boxes, except that a merged box cut by the window's
+        edge may be named after another of its events.
         """
-        start = self.start_ps if start_ps is None else int(start_ps)
-        end = self.end_ps + 1 if end_ps is None else int(end_ps)
-        end = max(end, start + 1)
-        res = max(int(resolution), 1)
-        px = (end - start) / res
-        edges = start + (np.arange(res + 1) * px).astype(np.int64)
-        wanted = range(len(self.tracks)) if tracks is None else tracks
-        parts = []
-        for t in wanted:
-            mine = [p for p in (self._query_row(self._rows[k], start, end, px, edges)
-                                for k in self._rows_of.get(int(t), [])) if p is not None]
-            if mine:  # names of a track in one lookup
-                src = np.concatenate([p.pop("name_src") for p in mine])
-                names = self._names(t, src)
-                at = 0
-                for p in mine:
-                    p["name"] = names[at:at + len(p["track"])]
-                    at += len(p["track"])
-                parts.extend(mine)
-        if not parts:
-            return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in QUERY_COLUMNS})
-        cols = {c: np.concatenate([p[c] for p in parts]) for c in QUERY_COLUMNS if c != "name"}
-        names = np.empty(len(cols["track"]), dtype=object)
-        at = 0
-        for p in parts:  # names per track, in one lookup each
-            names[at:at + len(p["track"])] = p["name"]
-            at += len(p["track"])
-        cols["name"] = names
-        return pd.DataFrame(cols, columns=QUERY_COLUMNS)
+        ws = self.start_ps if start_ps is None else int(start_ps)
+        we = self.end_ps + 1 if end_ps is None else int(end_ps)
+        resolution = max(1, int(resolution))
+        rows = np.arange(len(self._row_track))
+        if tracks is not None:
+            rows = rows[np.isin(self._row_track, np.asarray(list(tracks), dtype=np.int64))]
+        empty = np.zeros(0, np.int64)
+        if we <= ws or len(rows) == 0:
+            return self._frame(empty, empty, empty, empty, empty)
+        pixel = (we - ws) / resolution
+        lo, hi = self._window(rows, ws, we)
+        keep = hi > lo
+        rows, lo, hi = rows[keep], lo[keep], hi[keep]
+        level = self._level_for(pixel)
+        if level is None or int((hi - lo).sum()) <= raw_limit:
+            parts = self._raw_parts(rows, lo, hi, pixel)
+        else:
+            parts = self._pyramid_parts(level, rows, lo, hi, pixel)
+        return self._boxes(*parts, pixel)
 
-    def _query_row(self, r, start, end, px, edges):
-        lo = int(np.searchsorted(r.end_max, start, side="left"))  # events ending at the window start count
-        hi = int(np.searchsorted(r.start, end, side="left"))
-        if hi <= lo:
-            return None
-        # Long events (>= 1 px): only blocks whose longest event is long enough.
-        b0, b1 = lo // BLOCK, (hi - 1) // BLOCK + 1
-        blocks = b0 + np.flatnonzero(r.block_max[b0:b1] >= px)
-        if len(blocks):
-            cand = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
-            cand = cand[(cand >= lo) & (cand < hi)]
-            long_ = cand[(r.end[cand] - r.start[cand]) >= px]
-            long_ = long_[r.end[long_] > start]
-        else:
-            long_ = np.zeros(0, np.int64)
-        # Short events: counted per pixel by where they start (those starting
-        # before the window go to pixel 0).
-        first = np.searchsorted(r.start, edges[1:-1], side="left")
-        bounds = np.concatenate([[lo], np.clip(first, lo, hi), [hi]])
-        counts = np.diff(bounds)
-        # Events starting before the window that ended before it (a partly
-        # overlapping event at this depth keeps the running max of ends high)
-        # are not in it: take them out of pixel 0.
-        inside = int(np.searchsorted(r.start, start, side="left"))
-        if inside > lo:
-            counts[0] -= int(np.count_nonzero(r.end[lo:min(inside, hi)] < start))
-        if len(long_):
-            pix = np.clip(np.searchsorted(edges, r.start[long_], side="right") - 1, 0, len(counts) - 1)
-            counts = counts - np.bincount(pix, minlength=len(counts))
-        busy = np.flatnonzero(counts > 0)
-        # A pixel whose only event is short and alone: send it as itself.
-        a, b = bounds[busy], bounds[busy + 1]
-        single = (b - a == 1) & (counts[busy] == 1)
-        solo = a[single]
-        merged = busy[~single]
-        ma, mb = bounds[merged], bounds[merged + 1]
-        m_start = np.maximum(r.start[ma], edges[merged])
-        m_end = np.maximum(np.minimum(r.end_max[mb - 1], edges[merged + 1]), m_start + max(int(px), 1))
-        # Dominant name: the most frequent among up to SAMPLES evenly spaced events.
-        if len(merged):
-            span = (mb - ma)[:, None]
-            sample = ma[:, None] + (np.arange(SAMPLES)[None, :] * span) // SAMPLES
-            mid = self._line(r.track).metadata_id[r.index[sample]]
-            votes = (mid[:, :, None] == mid[:, None, :]).sum(axis=2)
-            pick = sample[np.arange(len(merged)), votes.argmax(axis=1)]
-        else:
-            pick = np.zeros(0, np.int64)
-        # Neighbouring merged pixels of a row become one box (count summed, the
-        # busiest pixel's name): a dense stretch costs one box, not one per pixel.
-        if len(merged) > 1:
-            run_id = np.concatenate([[0], np.cumsum(np.diff(merged) != 1)])
-            heads = np.flatnonzero(np.concatenate([[True], run_id[1:] != run_id[:-1]]))
-            tails = np.concatenate([heads[1:], [len(merged)]]) - 1
-            m_counts = counts[merged]
-            busiest = np.lexsort((-m_counts, run_id))[heads]  # per run, its pixel with the most events
-            m_start, m_end, pick = m_start[heads], m_end[tails], pick[busiest]
-            merged_counts = np.add.reduceat(m_counts, heads)
-        else:
-            merged_counts = counts[merged]
-        own = np.concatenate([long_, solo]).astype(np.int64)
-        n_own, n_m = len(own), len(m_start)
-        name_src = np.concatenate([own, pick]).astype(np.int64)
-        return {
-            "track": np.full(n_own + n_m, r.track, np.int64),
-            "row": np.full(n_own + n_m, r.depth, np.int64),
-            "start_ps": np.concatenate([r.start[own], m_start]),
-            "end_ps": np.concatenate([r.end[own], m_end]),
-            "count": np.concatenate([np.ones(n_own, np.int64), merged_counts]),
-            "index": np.concatenate([r.index[own].astype(np.int64), np.full(n_m, -1, np.int64)]),
-            "name_src": r.index[name_src],
-        }
+    def _window(self, rows, ws, we):
+        """Per row, the range [lo, hi) of positions of the events overlapping [ws, we)."""
+        a, b = self._row_off[rows], self._row_off[rows + 1]
+        # Overlapping: starts before `we`, and ends after `ws` or starts at/after
+        # it (zero-length events). Each is monotone along a row.
+        lo = np.minimum(_search(self._end, a, b, ws, right=True), _search(self._start, a, b, ws, right=False))
+        hi = _search(self._start, a, b, we, right=False)
+        return lo, hi
 
-    # ---- details and search ----------------------------------------------------
+    def _level_for(self, pixel):
+        """The coarsest pyramid level whose buckets are at most a pixel wide, or None."""
+        best = None
+        for level in self._levels:
+            if (1 << level.shift) <= pixel:
+                best = level
+        return best
+
+    def _raw_parts(self, rows, lo, hi, pixel):
+        """Events a pixel long, and the shorter ones as parts to merge, from the events."""
+        pos = _ranges(lo, hi)
+        row = np.repeat(rows, hi - lo)
+        dur = self._end[pos] - self._start[pos]
+        single = dur >= pixel
+        part = ~single
+        ppos = pos[part]
+        return pos[single], row[single], row[part], ppos, ppos, np.ones(len(ppos), np.int64), ppos, dur[part]
+
+    def _pyramid_parts(self, level, rows, lo, hi, pixel):
+        """Events a pixel long, and one part to merge per bucket, from a pyramid level."""
+        first = level.first
+        bl = np.searchsorted(first, lo, side="right") - 1  # the bucket holding lo
+        bh = np.searchsorted(first, hi - 1, side="right")  # past the bucket holding hi - 1
+        b = _ranges(bl, bh)
+        row = np.repeat(rows, bh - bl)
+        # Each bucket's events, clipped to the window's: [a, z).
+        a = np.maximum(first[b], np.repeat(lo, bh - bl))
+        z = np.minimum(np.append(first, len(self._start))[b + 1], np.repeat(hi, bh - bl))
+        long_ = level.long[b].astype(np.int64)
+        has_long = (long_ >= a) & (long_ < z)
+        long_dur = np.where(has_long, self._end[long_] - self._start[long_], -1)
+        single = has_long & (long_dur >= pixel)
+        # The long event is its bucket's last: the others are [a, z - single).
+        last = z - 1 - single
+        count = z - a - single
+        top = level.top[b].astype(np.int64)
+        top_in = (top >= a) & (top < z)
+        top_dur = np.where(top_in, self._end[top] - self._start[top], -1)
+        lost = ~top_in & (count > has_long & ~single)
+        if lost.any():  # the window cut a bucket's longest event off: look at what is left
+            top[lost], top_dur[lost] = self._longest(a[lost], last[lost] + 1, pixel)
+        take_long = has_long & ~single & (long_dur > top_dur)
+        top = np.where(take_long, long_, top)
+        top_dur = np.where(take_long, long_dur, top_dur)
+        part = count > 0
+        return (long_[single], row[single],
+                row[part], a[part], last[part], count[part], top[part], top_dur[part])
+
+    def _longest(self, a, z, pixel, limit=RAW_LIMIT):
+        """Per range [a, z): its first longest event under `pixel`, and that duration.
+
+        Past `limit` events in all, each range's first event stands in (only a
+        name depends on it).
+        """
+        if int((z - a).sum()) > limit:
+            return a, self._end[a] - self._start[a]
+        pos = _ranges(a, z)
+        dur = self._end[pos] - self._start[pos]
+        at, best = _first_max(np.where(dur < pixel, dur, -1), np.cumsum(z - a) - (z - a))
+        return pos[at], best
+
+    def _boxes(self, s_pos, s_row, p_row, p_first, p_last, p_count, p_top, p_topdur, pixel):
+        """Merge consecutive parts of a row whose gap is under a pixel; add the single events."""
+        if len(p_row):
+            p_start = self._start[p_first]
+            p_end = self._end[p_last]
+            new = np.empty(len(p_row), dtype=bool)
+            new[0] = True
+            new[1:] = (p_row[1:] != p_row[:-1]) | (p_start[1:] - p_end[:-1] >= pixel)
+            head = np.flatnonzero(new)
+            tail = np.append(head[1:], len(p_row)) - 1
+            m_count = np.add.reduceat(p_count, head)
+            at, _ = _first_max(p_topdur, head)
+            m_top, m_row, m_start, m_end = p_top[at], p_row[head], p_start[head], p_end[tail]
+        else:
+            m_count = m_top = m_row = m_start = m_end = np.zeros(0, np.int64)
+        row = np.concatenate([s_row, m_row])
+        pos = np.concatenate([s_pos, m_top])
+        start = np.concatenate([self._start[s_pos], m_start])
+        end = np.concatenate([self._end[s_pos], m_end])
+        count = np.concatenate([np.ones(len(s_pos), np.int64), m_count])
+        order = np.lexsort((start, row))
+        return self._frame(row[order], pos[order], start[order], end[order], count[order])
+
+    def _frame(self, row, pos, start, end, count):
+        """The query's DataFrame, from global rows and each box's representative event."""
+        pos = pos.astype(np.int64)
+        return pd.DataFrame(
+            {
+                "track": self._row_track[row].astype(np.int64),
+                "row": self._row_depth[row].astype(np.int64),
+                "start_ps": start.astype(np.int64),
+                "end_ps": end.astype(np.int64),
+                "count": count.astype(np.int32),
+                "index": np.where(count == 1, self._index[pos], -1).astype(np.int64),
+                "name": pd.Categorical.from_codes(self._name[pos], categories=self.names, validate=False),
+            },
+            columns=QUERY_COLUMNS,
+        )
+
+    # --- events and search ---------------------------------------------------------------
 
     def event(self, track, index):
-        """One event's details: name, start_ps, duration_ps, stats (all, decoded for it alone),
-        section and track name, and the HLO op and program (module) it belongs to when known."""
+        """Details of one event, by `track` id and `index` in the track (see `query`).
+
+        A dict: `track`, `index`, `section`, `track_name`, `row`, `name`,
+        `long_name` (the metadata's full name, e.g. the HLO text of a TPU op),
+        `start_ps`, `duration_ps`, `end_ps` (ps), `stats` (every stat of the
+        event, metadata stats included, decoded for this event alone), and
+        its XLA context where the profile has one: `hlo_op`, `program`
+        (the module as `name(program_id)`) and `program_id`. CPU and GPU
+        events carry `hlo_op` / `hlo_module` / `program_id` stats; on TPU the
+        `XLA Ops` event is the op and the `XLA Modules` event around it the
+        module. `synthetic` is True for the threadpool regions XProf adds,
+        which have no record in the file.
+        """
         track, index = int(track), int(index)
-        line = self._line(track)
-        t = self.tracks.iloc[track]
-        st = line.stats(events=[index])
-        stats = {k: v for k, v in st.iloc[0].items() if not (v is None or (isinstance(v, float) and np.isnan(v))
-                                                             or v is pd.NA)}
-        name = str(line.plane.names_for(line.metadata_id[[index]]).astype(object)[0])
-        start = int(line.start_ps[index])
-        out = {"track": track, "index": index, "section": t.section, "track_name": t["name"], "name": name,
-               "start_ps": start, "duration_ps": int(line.event_duration_ps[index]),
-               "stats": {k: (v.item() if hasattr(v, "item") else v) for k, v in stats.items()},
-               "hlo_op": None, "program": None}
-        if "hlo_op" in stats:  # XLA on CPU/GPU: the thunk or kernel names its op and module
-            out["hlo_op"] = str(stats["hlo_op"])
-            module, pid = stats.get("hlo_module"), stats.get("program_id")
-            if module is not None:
-                out["program"] = f"{module}({pid})" if pid is not None else str(module)
-        elif line.name == "XLA Ops":  # TPU: the event is the op; the module runs around it
-            # Named by its HLO text ("%copy-done = f32[...] copy-done(...)") or by the op alone.
-            out["hlo_op"] = name[1:].split(" = ", 1)[0] if name.startswith("%") else name
-            modules = next((ln for ln in line.plane.lines if ln.name == "XLA Modules" and len(ln)), None)
-            if modules is not None:
-                k = int(np.searchsorted(modules.start_ps, start, side="right")) - 1
-                if k >= 0 and modules.start_ps[k] + modules.event_duration_ps[k] >= start:
-                    out["program"] = str(modules.plane.names_for(modules.metadata_id[[k]]).astype(object)[0])
+        t = self._tracks[track]
+        if not 0 <= index < len(t):
+            raise IndexError(f"track {track} has {len(t)} events; no event {index}")
+        plane = self.space.planes[t.plane]
+        line = plane.lines[t.line]
+        src = index if t.src is None else int(t.src[index])
+        start, dur = int(t.start[index]), int(t.dur[index])
+        out = {"track": track, "index": index, "section": t.section, "track_name": t.name,
+               "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur,
+               "end_ps": start + dur, "synthetic": src < 0}
+        if src < 0:  # a threadpool region XProf adds
+            out.update(name=REGION, long_name=REGION, stats={"_c": t.region_ids[-src - 1], "_ct": THREADPOOL_CONTEXT},
+                       hlo_op=None, program=None, program_id=None)
+            return out
+        md = plane.event_metadata
+        mid = int(line.metadata_id[src])
+        long_name = str(md["name"].get(mid, ""))
+        name = str(md["display_name"].get(mid, "") or long_name)
+        st = line.stats(events=[src])
+        stats = {k: _plain(v) for k, v in st.iloc[0].items() if not _missing(v)}
+        if t.name == STEPS_LINE and stats.get("step_name"):
+            name = str(stats["step_name"])
+        out.update(name=name, long_name=long_name, stats=stats)
+        out.update(_xla_context(plane, t, line, src, name, stats))
         return out
 
-    def search(self, pattern, regex=False):
-        """Events whose name contains `pattern` (case-insensitive; a regex with `regex=True`).
+    def _row_of(self, track, index):
+        """The row one event is drawn in."""
+        a, b, _ = self._track_span(track)
+        at = a + int(np.flatnonzero(self._index[a:b] == index)[0])
+        return int(self._row_depth[np.searchsorted(self._row_off, at, side="right") - 1])
 
-        A DataFrame (track, index, start_ps, end_ps, name) sorted by start.
+    def _track_span(self, track):
+        """Positions [a, b) of a track's events, and its global rows."""
+        rows = np.flatnonzero(self._row_track == int(track))
+        return int(self._row_off[rows[0]]), int(self._row_off[rows[-1] + 1]), rows
+
+    def events(self, track):
+        """One track's events as a DataFrame indexed by their index in the track:
+        `row`, `start_ps`, `end_ps` (absolute ps) and `name`."""
+        a, b, rows = self._track_span(track)
+        row = np.repeat(self._row_depth[rows], np.diff(self._row_off[rows[0]:rows[-1] + 2]))
+        order = np.argsort(self._index[a:b], kind="stable")
+        pos = a + order
+        frame = pd.DataFrame(
+            {
+                "row": row[order].astype(np.int16),
+                "start_ps": self._start[pos],
+                "end_ps": self._end[pos],
+                "name": pd.Categorical.from_codes(self._name[pos], categories=self.names, validate=False),
+            }
+        )
+        frame.index.name = "index"
+        return frame
+
+    def search(self, pattern, regex=False):
+        """Events whose name contains `pattern` (case-insensitive), by start time.
+
+        `regex=True` takes `pattern` as a regular expression (`re.search`,
+        case-insensitive). The distinct names are matched, then events by name
+        code in one pass. Returns a SearchResult: a DataFrame (`track`,
+        `index`, `start_ps`, `end_ps`, `name`) with `next_match(after_ps)` and
+        `prev_match(before_ps)`.
         """
-        rx = re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE)
-        parts = []
-        for track, t in enumerate(self.tracks.itertuples(index=False)):
-            line = self.space.planes[t.plane].lines[t.line]
-            md = line.plane.event_metadata
-            ids = md["id"].to_numpy()[[bool(rx.search(str(n))) for n in md["name"]]]
-            if not len(ids):
-                continue
-            idx = np.flatnonzero(np.isin(line.metadata_id, ids))
-            if len(idx):
-                parts.append(pd.DataFrame({
-                    "track": track, "index": idx, "start_ps": line.start_ps[idx],
-                    "end_ps": line.start_ps[idx] + line.event_duration_ps[idx],
-                    "name": line.plane.names_for(line.metadata_id[idx]).astype(object),
-                }))
-        if not parts:
-            return pd.DataFrame(columns=["track", "index", "start_ps", "end_ps", "name"])
-        return pd.concat(parts, ignore_index=True).sort_values(["start_ps", "track"], kind="stable",
-                                                                ignore_index=True)
+        rx = re.compile(pattern if regex else re.escape(str(pattern)), re.IGNORECASE)
+        hit = np.fromiter((rx.search(n) is not None for n in self.names), dtype=bool, count=len(self.names))
+        pos = np.flatnonzero(hit[self._name]) if hit.any() else np.zeros(0, np.int64)
+        order = np.argsort(self._start[pos], kind="stable")
+        pos = pos[order]
+        row = np.searchsorted(self._row_off, pos, side="right") - 1
+        out = SearchResult(
+            {
+                "track": self._row_track[row].astype(np.int64),
+                "index": self._index[pos].astype(np.int32),
+                "start_ps": self._start[pos],
+                "end_ps": self._end[pos],
+                "name": pd.Categorical.from_codes(self._name[pos], categories=self.names, validate=False),
+            }
+        )
+        out.pattern = pattern
+        return out
 
 
 def trace(run, host=None):
-    """The Trace of `host` (default: the first), built once per host."""
+    """The Trace of a run's `host` (default: the first), built once per host."""
     space = run.xspace(host)
     if "trace" not in space.cache:
         space.cache["trace"] = Trace(space)
     return space.cache["trace"]
+
+
+# --- layout ----------------------------------------------------------------------------------
+
+
+def _section_pid(plane, planes):
+    """XProf's process id for a plane's section, or None when the trace leaves it out."""
+    name = plane.name
+    has_gpu = any(p.name.startswith(GPU_PLANE_PREFIX) for p in planes)
+    if name.startswith(GPU_PLANE_PREFIX) or (not has_gpu and name.startswith(TPU_PLANE_PREFIX)):
+        pid = _FIRST_DEVICE_PID + plane.id
+        return pid if pid <= _LAST_DEVICE_PID else _FIRST_DEVICE_PID
+    if name.startswith(CUSTOM_PLANE_PREFIX):
+        return _FIRST_CUSTOM_PID + plane.id
+    if name.startswith(HOST_PLANE_PREFIX):
+        hosts = sorted(p.name for p in planes if p.name.startswith(HOST_PLANE_PREFIX))
+        return _HOST_PID + hosts.index(name)
+    return None
+
+
+def _build_tracks(space):
+    """Every drawn track, in display order, with XProf's drops and additions made."""
+    sections = []
+    for pi, plane in enumerate(space.planes):
+        pid = _section_pid(plane, space.planes)
+        if pid is not None and plane.lines:
+            sections.append((pid, pi, plane))
+    sections.sort(key=lambda s: (s[0], s[1]))
+    tracks = []
+    for pid, pi, plane in sections:
+        internal, start_ids, stop_ids = _special_metadata(plane)
+        lines = []
+        for li, line in enumerate(plane.lines):
+            if len(line) and line.name != COUNTER_LINE and not line.name.startswith(COUNTER_LINE_PREFIX):
+                lines.append(((line.display_id or line.id) & 0xFFFFFFFF, li, line))
+        lines.sort(key=lambda x: (x[0], x[1]))
+        for tid, li, line in lines:
+            t = _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids)
+            if len(t):
+                tracks.append(t)
+    return tracks
+
+
+def _special_metadata(plane):
+    """Metadata ids of internal events, and of region start / stop markers (when both exist)."""
+    md = plane.event_metadata
+    names = md["name"].to_numpy(dtype=object)
+    ids = md["id"].to_numpy()
+    internal = ids[np.isin(names, list(INTERNAL_EVENTS))]
+    start_ids, stop_ids = ids[names == START_REGION], ids[names == STOP_REGION]
+    if not len(start_ids) or not len(stop_ids):  # XProf's mutator needs both
+        start_ids = stop_ids = np.zeros(0, np.int64)
+    return internal, start_ids, stop_ids
+
+
+def _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids):
+    """One line as a track: internal events dropped, regions added, sorted by start."""
+    start, dur = line.start_ps, line.event_duration_ps
+    src = None
+    if len(internal):
+        keep = ~np.isin(line.metadata_id, internal)
+        if not keep.all():
+            src = np.flatnonzero(keep)
+            start, dur = start[src], dur[src]
+    region_ids = []
+    regions = _regions(line, start_ids, stop_ids) if len(start_ids) else None
+    if regions is not None:
+        r_start, r_end, region_ids = regions
+        base = np.arange(len(line)) if src is None else src
+        src = np.concatenate([base, -1 - np.arange(len(r_start))])
+        start = np.concatenate([start, r_start])
+        dur = np.concatenate([dur, r_end - r_start])
+    # XProf sorts a line by start, longer events first at equal starts.
+    same = start[1:] == start[:-1]
+    if not np.all((start[1:] > start[:-1]) | (same & (dur[1:] <= dur[:-1]))):
+        order = np.lexsort((-dur, start))  # stable: file order among equals
+        start, dur = start[order], dur[order]
+        src = order if src is None else src[order]
+    return _Track(section=plane.name, name=line.title, plane=pi, line=li, pid=pid, tid=tid, start=start, dur=dur,
+                  src=None if src is None else src.astype(np.int32), region_ids=region_ids,
+                  file_events=len(line))
+
+
+def _regions(line, start_ids, stop_ids):
+    """XProf's threadpool regions of a line: (start_ps, end_ps, `_c` ids), or None.
+
+    In file order, each StopRegion closes a region opened by the last
+    StartRegion before it that has a `_c` stat (one start may open several),
+    unless that start's timestamp is 0 (XProf's "no start yet").
+    """
+    starts = np.flatnonzero(np.isin(line.metadata_id, start_ids))
+    stops = np.flatnonzero(np.isin(line.metadata_id, stop_ids))
+    if not len(starts) or not len(stops):
+        return None
+    c = line.stats(names=["_c"], events=starts)
+    if "_c" not in c:
+        return None
+    has_c = ~pd.isna(c["_c"]).to_numpy()
+    starts, c_ids = starts[has_c], c["_c"].to_numpy(dtype=object)[has_c]
+    if not len(starts):
+        return None
+    opener = np.searchsorted(starts, stops, side="left") - 1  # the last start before each stop
+    ok = opener >= 0
+    stops, opener = stops[ok], opener[ok]
+    ok = line.start_ps[starts[opener]] != 0
+    stops, opener = stops[ok], opener[ok]
+    if not len(stops):
+        return None
+    return line.start_ps[starts[opener]], line.start_ps[stops], [_plain(v) for v in c_ids[opener]]
+
+
+def _name_table(space, plane_ids):
+    """The shown names of the planes' event metadata (a list, "" included), and per plane
+    (sorted metadata ids, the code of each)."""
+    shown_by_plane = {}
+    for pi in sorted(plane_ids):
+        md = space.planes[pi].event_metadata
+        display = md["display_name"].to_numpy(dtype=object)
+        shown_by_plane[pi] = (md["id"].to_numpy(), np.where(display != "", display, md["name"].to_numpy(dtype=object)))
+    names = np.unique(np.concatenate([s for _, s in shown_by_plane.values()] + [np.array([""], dtype=object)]))
+    codes = {pi: (ids, np.searchsorted(names, shown).astype(np.int32)) for pi, (ids, shown) in shown_by_plane.items()}
+    return names.tolist(), codes
+
+
+def _event_codes(space, t, plane_codes, code_of):
+    """The name code of every event of a track."""
+    line = space.planes[t.plane].lines[t.line]
+    ids, codes = plane_codes
+    real = None if t.src is None else t.src >= 0
+    mid = line.metadata_id if t.src is None else line.metadata_id[np.where(real, t.src, 0)]
+    out = _lookup(ids, codes, mid)
+    if real is not None and not real.all():
+        out[~real] = code_of(REGION)
+    if t.name == STEPS_LINE:  # XProf names step events by their step_name
+        idx = np.arange(len(t)) if real is None else np.flatnonzero(real)
+        st = line.stats(names=["step_name"], events=idx if t.src is None else t.src[idx])
+        if "step_name" in st:
+            for i, v in zip(idx.tolist(), st["step_name"].tolist()):
+                if isinstance(v, str) and v:
+                    out[i] = code_of(v)
+    if (out < 0).any():  # metadata missing from the plane
+        out[out < 0] = code_of("")
+    return out
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+
+def _open_count(start, end):
+    """For each event, how many earlier events (in track order) are still open at its start.
+
+    Track order: by start, longer first at equal starts. Counted as i minus
+    the events ended by then, corrected for the zero-length events at i's
+    start that come at or after i.
+    """
+    n = len(start)
+    closed = np.searchsorted(np.sort(end, kind="stable"), start, side="right")
+    depth = np.arange(n, dtype=np.int64) - closed
+    zero = end == start
+    depth += zero  # i itself was counted as ended
+    tie = np.flatnonzero(start[1:] == start[:-1])
+    if len(tie):  # zero-length events after i at i's start were counted too
+        idx = np.unique(np.concatenate([tie, tie + 1]))
+        group_end = np.searchsorted(start, start[idx], side="right")
+        zeros_from = np.concatenate([np.cumsum(zero[::-1])[::-1], [0]])  # zero-length events in [i, n)
+        depth[idx] += zeros_from[idx + 1] - zeros_from[group_end]
+    return depth
+
+
+def _rows(start, dur, out_start, out_end):
+    """Rows of a track's events (sorted by start, longer first at equal starts).
+
+    Open-count rows. Where two events of a row overlap, the earlier one
+    started inside another event and outlives it (else it would have one more
+    event open at its start than the later one): it is taken out, the rows of
+    the events that start inside it move up one, and this repeats until no
+    row has an overlap. The events taken out go to extra rows after the
+    nesting rows, first fit. Returns (the events in row-major order, their
+    rows in that order, the number of extra rows), and writes their starts
+    and ends in that order to `out_start` and `out_end`.
+    """
+    n = len(start)
+    end = start + dur
+    depth = _open_count(start, end)
+    out = np.zeros(n, dtype=bool)
+    while True:
+        order, od = _by_row(depth, out)
+        np.take(start, order, out=out_start[:len(order)])
+        np.take(end, order, out=out_end[:len(order)])
+        os_, oe = out_start[:len(order)], out_end[:len(order)]
+        bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
+        if not len(bad):
+            break
+        out[bad] = True
+        # Each was counted open for the events that start inside it.
+        stop = np.searchsorted(start, end[bad], side="left")
+        delta = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(delta, bad + 1, -1)
+        np.add.at(delta, stop, 1)
+        depth += np.cumsum(delta[:n])
+    extra = 0
+    if out.any():  # first fit, in start order; these are few
+        nest = int(od[-1]) + 1 if len(od) else 0
+        idx = np.flatnonzero(out)
+        ends = []
+        for i in idx.tolist():
+            s = start[i]
+            r = next((r for r, e in enumerate(ends) if e <= s), len(ends))
+            if r == len(ends):
+                ends.append(0)
+            ends[r] = end[i]
+            depth[i] = nest + r
+        extra = len(ends)
+        tail = idx[np.argsort(depth[idx], kind="stable")]
+        k = len(order)
+        order = np.concatenate([order, tail])
+        od = np.concatenate([od, depth[tail].astype(od.dtype)])
+        out_start[k:] = start[tail]
+        out_end[k:] = end[tail]
+    return order, od, extra
+
+
+def _by_row(depth, out):
+    """Row-major order of the events not `out`, and their rows (a radix sort of small ints)."""
+    d = depth.astype(np.int16) if depth.max(initial=0) < 2**15 - 1 else depth.astype(np.int32)
+    if out.any():
+        d[out] = np.iinfo(d.dtype).max  # last, then cut off
+    order = np.argsort(d, kind="stable")
+    kept = len(order) - int(out.sum())
+    order = order[:kept]
+    return order, d[order]
+
+
+# --- the pyramid -----------------------------------------------------------------------------
+
+
+def _pyramid(g_start, g_end, row_off, t0):
+    """Bucket levels over the row-major events, finest first (see the module docstring)."""
+    n = len(g_start)
+    if n == 0:
+        return []
+    span = int(g_end.max()) - t0 + 1
+    rows = len(row_off) - 1
+    # The finest level: about EVENTS_PER_BUCKET events per bucket, were the
+    # events spread evenly; they cluster, so usually more.
+    shift = max(0, (EVENTS_PER_BUCKET * span // n).bit_length() - 1)
+    row_head = np.zeros(n, dtype=bool)
+    row_head[row_off[:-1]] = True
+    parts = []
+    # A few rows at a time (buckets never cross rows): bounded temporaries.
+    cuts = np.searchsorted(row_off, np.arange(0, n, _CHUNK), side="right") - 1
+    bounds = np.unique(np.append(row_off[cuts], n))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        parts.append(_finest(g_start[a:b], g_end[a:b], row_head[a:b], t0, shift, a))
+    levels = [_Level(shift, *(np.concatenate([p[k] for p in parts]) for k in range(3)))]
+    del parts
+    top_shift = max(shift, span.bit_length())
+    while levels[-1].shift < top_shift and len(levels[-1].first) > rows:
+        levels.append(_coarser(levels[-1], g_start, g_end, row_head, t0))
+        if len(levels) == 2 and len(levels[0].first) > n // 2:
+            levels.pop(0)  # too sparse at that scale to save anything over the events
+    return levels
+
+
+_CHUNK = 1 << 21
+
+
+def _finest(start, end, row_head, t0, shift, offset):
+    """(first, long, top) of the buckets of 2**shift ps over some whole rows of events."""
+    key = (start - t0) >> shift
+    new = row_head.copy()
+    new[0] = True
+    new[1:] |= key[1:] != key[:-1]
+    del key
+    first = np.flatnonzero(new)
+    del new
+    dur = end - start
+    width = 1 << shift
+    long_pos = np.flatnonzero(dur >= width)
+    long_ = np.full(len(first), -1, dtype=np.int64)
+    long_[np.searchsorted(first, long_pos, side="right") - 1] = long_pos + offset
+    short = dur < width
+    if shift < 31:  # (duration, -position) packed in one int64: one max per bucket
+        packed = np.where(short, dur << 32, -1 << 40)
+        packed |= 0xFFFFFFFF - np.arange(len(dur))
+        best = np.maximum.reduceat(packed, first)
+        top = np.where(best >= 0, 0xFFFFFFFF - (best & 0xFFFFFFFF) + offset, -1)
+    else:
+        at, best = _first_max(np.where(short, dur, -1), first)
+        top = np.where(best >= 0, at + offset, -1)
+    return (first + offset).astype(np.int32), long_.astype(np.int32), top.astype(np.int32)
+
+
+def _coarser(level, g_start, g_end, row_head, t0):
+    """The level with buckets twice as wide, from this level's buckets."""
+    shift = level.shift + 1
+    width = 1 << shift
+    first = level.first
+    key = (g_start[first] - t0) >> shift
+    new = row_head[first]
+    new[1:] |= key[1:] != key[:-1]
+    head = np.flatnonzero(new)
+    long_ = level.long.astype(np.int64)
+    ldur = np.where(long_ >= 0, g_end[long_] - g_start[long_], -1)
+    # A wider bucket's long event is one of its children's, >= `width`: at most one.
+    p_long = np.maximum.reduceat(np.where(ldur >= width, long_, -1), head).astype(np.int32)
+    # Its longest shorter event: a child's, or a child's long event under `width`.
+    top = level.top.astype(np.int64)
+    tdur = np.where(top >= 0, g_end[top] - g_start[top], -1)
+    ldur = np.where(ldur < width, ldur, -1)
+    use_long = ldur > tdur  # on a tie the top wins: it comes first (the long event is last)
+    best = np.where(use_long, long_, top)
+    at, bdur = _first_max(np.where(use_long, ldur, tdur), head)
+    return _Level(shift, first[head], p_long, np.where(bdur >= 0, best[at], -1).astype(np.int32))
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _first_max(keys, heads):
+    """Per group (groups start at `heads`): the position of the first maximum of `keys`, and it."""
+    if len(heads) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=keys.dtype)
+    best = np.maximum.reduceat(keys, heads)
+    sizes = np.diff(np.append(heads, len(keys)))
+    at = np.where(keys == np.repeat(best, sizes), np.arange(len(keys)), len(keys))
+    return np.minimum.reduceat(at, heads), best
+
+
+def _ranges(lo, hi):
+    """np.arange(lo[i], hi[i]) for every i, concatenated, vectorised."""
+    n = hi - lo
+    keep = n > 0
+    lo, n = lo[keep].astype(np.int64), n[keep].astype(np.int64)
+    if not len(n):
+        return np.zeros(0, dtype=np.int64)
+    step = np.ones(int(n.sum()), dtype=np.int64)
+    heads = np.cumsum(n) - n
+    step[0] = lo[0]
+    step[heads[1:]] = lo[1:] - (lo[:-1] + n[:-1] - 1)
+    return np.cumsum(step)
+
+
+def _search(values, a, b, target, right):
+    """Per lane, np.searchsorted(values[a:b], target) as a global position (each slice sorted)."""
+    lo, hi = a.astype(np.int64), b.astype(np.int64)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) >> 1
+        v = values[np.where(active, mid, 0)]
+        go = (v <= target) if right else (v < target)
+        lo = np.where(active & go, mid + 1, lo)
+        hi = np.where(active & ~go, mid, hi)
+
+
+def _lookup(keys, values, x, missing=-1):
+    """values[i] where keys[i] == x, else `missing`, for each x (`keys` sorted, ints)."""
+    if not len(keys):
+        return np.full(len(x), missing, dtype=values.dtype)
+    if 0 <= keys[0] and keys[-1] < 2**24:  # small ids (the usual): a table
+        table = np.full(int(keys[-1]) + 1, missing, dtype=values.dtype)
+        table[keys] = values
+        inside = (x >= 0) & (x <= keys[-1])
+        return table[np.where(inside, x, 0)] if inside.all() else np.where(inside, table[np.where(inside, x, 0)], missing)
+    at = np.clip(np.searchsorted(keys, x), 0, len(keys) - 1)
+    return np.where(keys[at] == x, values[at], missing).astype(values.dtype)
+
+
+def _missing(v):
+    try:
+        return v is None or bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _plain(v):
+    """numpy scalars as Python values."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _xla_context(plane, t, line, src, name, stats):
+    """The HLO op, module (`name(program_id)`) and program id of an event, where known."""
+    op, module, program = stats.get("hlo_op"), stats.get("hlo_module"), stats.get("program_id")
+    if t.name == XLA_OPS_LINE and plane.name.startswith(TPU_PLANE_PREFIX):
+        op = op or name
+        modules = plane.line(XLA_MODULES_LINE)
+        if modules is not None and len(modules):
+            s = int(line.start_ps[src])
+            i = int(np.searchsorted(modules.start_ps, s, side="right")) - 1
+            if i >= 0 and modules.start_ps[i] + modules.event_duration_ps[i] > s:
+                module = str(modules.names()[i])
+    elif t.name == XLA_MODULES_LINE:
+        module = module or name
+    if module is not None:
+        m = re.fullmatch(r"(.*)\((\d+)\)", str(module))
+        if m:
+            program = program if program is not None else int(m.group(2))
+        elif program is not None:
+            module = f"{module}({int(program)})"
+    return {"hlo_op": None if op is None else str(op), "program": None if module is None else str(module),
+            "program_id": None if program is None else int(program)}
