@@ -95,7 +95,7 @@ class TraceViewerWidget(BokehWidget):
         self._match_at = -1
         self._measure = {}
         self._highlight = None  # names to outline in every view
-        self._links = []
+        self._ops = None  # the op profile's op nodes, for the op details card (see _op_nodes)
         self.host = host or self.run.hosts[0]
         self._open_host()
 
@@ -135,6 +135,9 @@ class TraceViewerWidget(BokehWidget):
 
     def _draw(self):
         self._offset, ticks, labels, total = self._layout()
+        # Track id -> its first y row, as an array: each query maps its boxes with one lookup.
+        self._row0 = np.zeros(len(self.trace.tracks) + 1, dtype=np.int64)
+        self._row0[list(self._offset)] = list(self._offset.values())
         start, end = self.window_ps
         height = min(MAX_HEIGHT_PX, 40 + ROW_PX * total)
         rows_shown = (height - 40) / ROW_PX
@@ -175,21 +178,18 @@ class TraceViewerWidget(BokehWidget):
 
     def _columns(self, start_ps, end_ps, width_px):
         """The query for a window as the page's columns (boxes and labels)."""
-        tracks = [t for t in self._offset]
         q = self.trace.query(int(start_ps), int(end_ps), int(max(width_px, 50)), tracks=list(self._offset))
         track = q["track"].to_numpy(np.int64)
-        offs = np.zeros(len(self.trace.tracks) + 1, dtype=np.int64)
-        for t, o in self._offset.items():
-            offs[t] = o
-        y = (offs[track] + q["row"].to_numpy(np.int64)).astype(np.uint16 if len(offs) and offs.max() < 60000
-                                                                 else np.float32)
+        y = self._row0[track] + q["row"].to_numpy(np.int64)
+        y = y.astype(np.uint16 if self._row0.max() < 60000 else np.float32)
         s = q["start_ps"].to_numpy(np.int64)
         e = q["end_ps"].to_numpy(np.int64)
         index = q["index"].to_numpy(np.int64)
         names = q["name"].to_numpy(object)
         real = index >= 0
         ids = np.where(real, track.astype(np.float64) * _ID_TRACK + index, -1.0 - np.arange(len(index)))
-        self._last_boxes = (s, e)  # merged box at row k has id -1-k: a tap on it zooms into it
+        # What is drawn, for selections: merged box k has id -1-k (a tap on it zooms into it).
+        self._last = {"id": ids, "start": s, "end": e, "name": names, "count": q["count"].to_numpy(np.int64)}
         lw = np.zeros(len(index), dtype=np.uint8)
         if self._highlight and len(names):
             lw[np.isin(names, list(self._highlight))] = 2
@@ -205,17 +205,6 @@ class TraceViewerWidget(BokehWidget):
         labels = {"x": np.maximum(x0[wide], (start_ps - self.origin_ps) / 1e9), "y": y[wide],
                   "text": np.asarray(text, dtype=object)}
         return {"boxes": boxes, "labels": labels, "events": len(index)}
-
-    def view_bytes(self, start_ps, end_ps, width_px):
-        """Bytes one view sends to the page (its binary columns and JSON), as measured by the benchmark."""
-        from ._bokeh import encode_columns
-
-        data = self._columns(start_ps, end_ps, width_px)
-        total = 0
-        for cols in (data["boxes"], data["labels"]):
-            meta, buffers = encode_columns(cols)
-            total += len(json.dumps(meta)) + sum(b.nbytes for b in buffers)
-        return total
 
     def on_request(self, kind, params):
         if kind == "view":
@@ -277,7 +266,6 @@ class TraceViewerWidget(BokehWidget):
                     half = max((self.window_ps[1] - self.window_ps[0]) // 20, 10**6)
                     self.show_range(change["new"] - half, change["new"] + half)
             other.observe(centre, "moment_ps")
-        self._links.append(other)
         return self
 
     # ---- reactions ----------------------------------------------------------
@@ -332,23 +320,31 @@ class TraceViewerWidget(BokehWidget):
         real = [int(i) for i in ids if i >= 0]
         if len(ids) == 1 and not real:  # a merged box: zoom into it
             k = int(-1 - ids[0])
-            starts, ends = self._last_boxes
+            starts, ends = self._last["start"], self._last["end"]
             if 0 <= k < len(starts):
                 pad = max((ends[k] - starts[k]) // 10, 1000)
                 self.show_range(starts[k] - pad, ends[k] + pad)
             return
-        events = [self.trace.event(i // _ID_TRACK, i % _ID_TRACK) for i in real[:2000]]
-        if len(ids) == 1:
-            self.selected_event, self._measure = events[0], {}
-        else:
-            self.selected_event = events[0] if events else {}
-            starts = [ev["start_ps"] for ev in events]
-            ends = [ev["start_ps"] + ev["duration_ps"] for ev in events]
-            by_name = {}
-            for ev in events:
-                by_name[ev["name"]] = by_name.get(ev["name"], 0) + ev["duration_ps"]
-            self._measure = {"events": len(ids), "span_ps": (max(ends) - min(starts)) if events else 0,
-                             "top": sorted(by_name.items(), key=lambda kv: -kv[1])[:5]}
+        # Details decode the stats of one event; a box selection is measured on the boxes drawn.
+        self.selected_event = self.trace.event(real[0] // _ID_TRACK, real[0] % _ID_TRACK) if real else {}
+        self._measure = {}
+        if len(ids) > 1:
+            last = self._last
+            wanted = np.asarray(ids, dtype=np.float64)
+            chosen = np.isin(last["id"], wanted)
+            s, e = last["start"][chosen], last["end"][chosen]
+            names, count = list(last["name"][chosen]), int(last["count"][chosen].sum())
+            # Ids not among the boxes drawn (set from Python, or a view since replaced): read those events.
+            for i in np.setdiff1d(wanted[wanted >= 0], last["id"])[:2000].astype(np.int64):
+                ev = self.trace.event(i // _ID_TRACK, i % _ID_TRACK)
+                s = np.append(s, ev["start_ps"])
+                e = np.append(e, ev["start_ps"] + ev["duration_ps"])
+                names.append(ev["name"])
+                count += 1
+            if len(s):
+                by_name = pd.Series(e - s).groupby(pd.Series(names, dtype=object)).sum()
+                self._measure = {"events": count, "span_ps": int(e.max() - s.min()),
+                                 "top": list(by_name.sort_values(ascending=False).head(5).items())}
         self.html = self._html()
 
     # ---- HTML ---------------------------------------------------------------
@@ -358,20 +354,29 @@ class TraceViewerWidget(BokehWidget):
         op, program = ev.get("hlo_op"), ev.get("program")
         if not op:
             return ""
-        try:
-            root = self.run.op_profile(group_by="program", top_n=10**9).root
-        except Exception:  # noqa: BLE001 (no op profile for this run: the event details still show)
-            return ""
-        for prog in root.children:
-            if program and prog.name != program:
-                continue
-            stack = list(prog.children)
-            while stack:
-                node = stack.pop()
-                if node.name == op and node.kind == "op":
-                    return op_details_html(op_details(node, prog.name))
-                stack.extend(node.children)
-        return ""
+        ops = self._op_nodes()
+        if program:
+            found = ops.get((program, op))
+        else:  # no module known: the op's first occurrence in any program
+            found = next((v for (_, name), v in ops.items() if name == op), None)
+        return op_details_html(op_details(*found)) if found else ""
+
+    def _op_nodes(self):
+        """{(program, op name): (op node, program)} of the run's op profile, built on the first op selected."""
+        if self._ops is None:
+            self._ops = {}
+            try:
+                root = self.run.op_profile(group_by="program", top_n=10**9).root
+            except Exception:  # noqa: BLE001 (no op profile for this run: the event details still show)
+                return self._ops
+            for prog in root.children:
+                stack = list(prog.children)
+                while stack:
+                    node = stack.pop()
+                    if node.kind == "op":
+                        self._ops.setdefault((prog.name, node.name), (node, prog.name))
+                    stack.extend(node.children)
+        return self._ops
 
     def _html(self, error=""):
         t = self.trace
@@ -418,7 +423,7 @@ class TraceViewerWidget(BokehWidget):
         if self._measure:
             ms = self._measure
             top = "".join(f"<tr><td>{esc(n)}</td><td>{_ms(d)}</td></tr>" for n, d in ms["top"])
-            parts.append(f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} boxes, '
+            parts.append(f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
                          f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>'
                          f"<table>{top}</table></div>")
         if ev:
