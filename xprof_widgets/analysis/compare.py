@@ -23,25 +23,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .steps import BREAKDOWN_COLUMNS, BREAKDOWN_LABELS
+
 #: Step breakdown rows, in XProf's order, with the words people read.
 STEP_QUANTITIES = {
     "step_time_ms": "Step time",
-    "device_compute_ms": "Device compute",
-    "device_to_device_ms": "Device to device",
-    "device_collectives_ms": "Collectives",
-    "host_compute_ms": "Host compute",
-    "kernel_launch_ms": "Kernel launch",
-    "input_ms": "Input",
-    "output_ms": "Output",
-    "compilation_ms": "Compilation",
-    "all_others_ms": "All others",
+    **BREAKDOWN_LABELS,
     "host_to_device_ms": "Host to device",
     "device_compute_16bit_ms": "Device compute, 16-bit",
     "device_compute_32bit_ms": "Device compute, 32-bit",
 }
 #: Columns of XProf's step breakdown that do not overlap (they add up to the step time).
-DISJOINT_BREAKDOWN = ["device_compute_ms", "device_to_device_ms", "device_collectives_ms", "host_compute_ms",
-                      "kernel_launch_ms", "input_ms", "output_ms", "compilation_ms", "all_others_ms"]
+DISJOINT_BREAKDOWN = list(BREAKDOWN_COLUMNS)
 
 STEP_COLUMNS = ["quantity", "label", "a_ms", "b_ms", "delta_ms", "ratio", "change_percent"]
 OP_COLUMNS = [

@@ -74,6 +74,18 @@ BREAKDOWN_COLUMNS = {
     "compilation_ms": (HOST_COMPILE,),
     "all_others_ms": (UNKNOWN_TIME,),
 }
+#: The breakdown columns as people read them.
+BREAKDOWN_LABELS = {
+    "device_compute_ms": "Device compute",
+    "device_to_device_ms": "Device to device",
+    "device_collectives_ms": "Collectives",
+    "host_compute_ms": "Host compute",
+    "kernel_launch_ms": "Kernel launch",
+    "input_ms": "Input",
+    "output_ms": "Output",
+    "compilation_ms": "Compilation",
+    "all_others_ms": "All others",
+}
 #: The parts of the input column, kept apart for the summary.
 INPUT_PARTS = {
     "wait_input_ms": (HOST_WAIT_INPUT,),

@@ -19,21 +19,12 @@ from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
+from ..analysis.steps import BREAKDOWN_LABELS
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc, notice, stat_cards
 
-BREAKDOWN = {  # column -> label, in XProf's order
-    "device_compute_ms": "Device compute",
-    "device_to_device_ms": "Device to device",
-    "device_collectives_ms": "Collectives",
-    "host_compute_ms": "Host compute",
-    "kernel_launch_ms": "Kernel launch",
-    "input_ms": "Input",
-    "output_ms": "Output",
-    "compilation_ms": "Compilation",
-    "all_others_ms": "All others",
-}
+BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
 HOST = {
     "enqueue": "Enqueue (to the device)",
     "demanded_file_read": "Demanded file read",
