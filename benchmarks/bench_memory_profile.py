@@ -12,13 +12,10 @@ events).
 """
 
 import argparse
-import json
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import fresh_copy, measure, median
 
 OURS = r"""
 import json, resource, sys, time
@@ -48,11 +45,6 @@ print(json.dumps({"seconds": t, "bytes": len(data or b""), "peak_rss_bytes": rss
 """
 
 
-def measure(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file")
@@ -62,21 +54,18 @@ def main():
     ours, theirs = [], []
     for _ in range(args.repeat):
         ours.append(measure([sys.executable, "-c", OURS, args.file]))
-        with tempfile.TemporaryDirectory() as tmp:
-            copy = Path(tmp) / Path(args.file).name
-            shutil.copy(args.file, copy)
+        with fresh_copy(args.file) as copy:
             theirs.append(measure([args.xprof_python, "-c", XPROF, str(copy)]))
-    med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
     print(
         f"{Path(args.file).name} ({Path(args.file).stat().st_size / 1e6:.1f} MB), "
         f"{ours[0]['snapshots']:,} allocator snapshots, median of {args.repeat}:\n"
-        f"  ours : open {med(ours, 'open_s'):.2f} s, + memory_profile {med(ours, 'analysis_s'):.2f} s, "
-        f"+ widget {med(ours, 'widget_s'):.2f} s; {ours[0]['points_drawn']} points and "
-        f"{med(ours, 'bytes_to_page') / 1e3:.0f} KB sent to the page; peak RSS {med(ours, 'peak_rss_bytes') / 1e6:.0f} MB\n"
-        f"  XProf: memory_profile {med(theirs, 'seconds'):.2f} s, {med(theirs, 'bytes') / 1e3:.0f} KB of JSON; "
-        f"peak RSS {med(theirs, 'peak_rss_bytes') / 1e6:.0f} MB\n"
-        f"  ratio ours (open to widget) / XProf: time {med(ours, 'widget_s') / med(theirs, 'seconds'):.3f}, "
-        f"memory {med(ours, 'peak_rss_bytes') / med(theirs, 'peak_rss_bytes'):.3f}"
+        f"  ours : open {median(ours, 'open_s'):.2f} s, + memory_profile {median(ours, 'analysis_s'):.2f} s, "
+        f"+ widget {median(ours, 'widget_s'):.2f} s; {ours[0]['points_drawn']} points and "
+        f"{median(ours, 'bytes_to_page') / 1e3:.0f} KB sent to the page; peak RSS {median(ours, 'peak_rss_bytes') / 1e6:.0f} MB\n"
+        f"  XProf: memory_profile {median(theirs, 'seconds'):.2f} s, {median(theirs, 'bytes') / 1e3:.0f} KB of JSON; "
+        f"peak RSS {median(theirs, 'peak_rss_bytes') / 1e6:.0f} MB\n"
+        f"  ratio ours (open to widget) / XProf: time {median(ours, 'widget_s') / median(theirs, 'seconds'):.3f}, "
+        f"memory {median(ours, 'peak_rss_bytes') / median(theirs, 'peak_rss_bytes'):.3f}"
     )
 
 

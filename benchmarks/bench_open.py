@@ -20,12 +20,10 @@ median of several repeats.
 
 import argparse
 import json
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import fresh_copy, measure, median
 
 OURS = r"""
 import json, resource, sys, time
@@ -69,11 +67,6 @@ print(json.dumps({"first_view_s": t_view, "import_s": t_import, "bytes": len(dat
 """
 
 
-def measure(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+")
@@ -86,22 +79,19 @@ def main():
         ours, theirs = [], []
         for _ in range(args.repeat):
             ours.append(measure([sys.executable, "-c", OURS, f]))
-            with tempfile.TemporaryDirectory() as tmp:
-                copy = Path(tmp) / Path(f).name
-                shutil.copy(f, copy)
+            with fresh_copy(f) as copy:
                 theirs.append(measure([args.xprof_python, "-c", XPROF, f, str(copy)]))
-        med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
         row = {
             "file": f,
             "size_mb": Path(f).stat().st_size / 1e6,
             "events": ours[0]["events"],
-            "ours_import_s": med(ours, "import_s"),
-            "xprof_import_s": med(theirs, "import_s"),
-            "ours_open_s": med(ours, "open_s"),
-            "ours_first_view_s": med(ours, "first_view_s"),
-            "ours_peak_rss_mb": med(ours, "peak_rss_bytes") / 1e6,
-            "xprof_first_view_s": med(theirs, "first_view_s"),
-            "xprof_peak_rss_mb": med(theirs, "peak_rss_bytes") / 1e6,
+            "ours_import_s": median(ours, "import_s"),
+            "xprof_import_s": median(theirs, "import_s"),
+            "ours_open_s": median(ours, "open_s"),
+            "ours_first_view_s": median(ours, "first_view_s"),
+            "ours_peak_rss_mb": median(ours, "peak_rss_bytes") / 1e6,
+            "xprof_first_view_s": median(theirs, "first_view_s"),
+            "xprof_peak_rss_mb": median(theirs, "peak_rss_bytes") / 1e6,
             "repeats": args.repeat,
         }
         row["ratio_time"] = row["ours_first_view_s"] / row["xprof_first_view_s"]

@@ -24,12 +24,11 @@ the ratio ours / XProf.
 
 import argparse
 import json
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import fresh_copy, measure, median
 
 OURS = r"""
 import json, resource, sys, time
@@ -112,11 +111,6 @@ print(json.dumps({"import_s": t_import, "first_view_s": t_view, "first_view_byte
 """
 
 
-def measure(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file")
@@ -134,20 +128,17 @@ def main():
         print("ours", json.dumps(ours[-1]), flush=True)
         if args.no_xprof:
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            copy = Path(tmp) / Path(args.file).name
-            shutil.copy(args.file, copy)
+        with fresh_copy(args.file) as copy:
             theirs.append(measure([args.xprof_python, "-c", XPROF, str(copy), str(args.xprof_queries),
                                    str(args.resolution), str(i)]))
         print("xprof", json.dumps({k: v for k, v in theirs[-1].items()}), flush=True)
-    med = lambda rows, k: statistics.median(r[k] for r in rows)
     row = {"file": args.file, "size_mb": Path(args.file).stat().st_size / 1e6, "repeats": args.repeat,
            "events": ours[0]["events"], "tracks": ours[0]["tracks"]}
     for k in ("open_s", "trace_s", "first_view_s", "first_view_boxes", "first_view_bytes", "query_p50_ms",
               "query_p95_ms", "query_max_ms", "query_bytes_p95", "query_bytes_max"):
-        row["ours_" + k] = med(ours, k)
-    row["ours_peak_rss_mb"] = med(ours, "peak_rss_bytes") / 1e6
-    row["ours_peak_rss_after_queries_mb"] = med(ours, "peak_rss_after_queries_bytes") / 1e6
+        row["ours_" + k] = median(ours, k)
+    row["ours_peak_rss_mb"] = median(ours, "peak_rss_bytes") / 1e6
+    row["ours_peak_rss_after_queries_mb"] = median(ours, "peak_rss_after_queries_bytes") / 1e6
     print(f"{Path(args.file).name} ({row['size_mb']:.1f} MB, {row['events']:,} events, {row['tracks']} tracks), "
           f"median of {args.repeat}:")
     print(f"  ours : open {row['ours_open_s']:.2f} s + trace() {row['ours_trace_s']:.2f} s; open + trace + first "
@@ -157,9 +148,9 @@ def main():
           f"p95 {row['ours_query_p95_ms']:.1f} ms, max {row['ours_query_max_ms']:.1f} ms; answer p95 "
           f"{row['ours_query_bytes_p95'] / 1e3:.0f} kB, max {row['ours_query_bytes_max'] / 1e3:.0f} kB")
     if theirs:
-        row["xprof_first_view_s"] = med(theirs, "first_view_s")
-        row["xprof_peak_rss_mb"] = med(theirs, "peak_rss_bytes") / 1e6
-        row["xprof_first_view_bytes"] = med(theirs, "first_view_bytes")
+        row["xprof_first_view_s"] = median(theirs, "first_view_s")
+        row["xprof_peak_rss_mb"] = median(theirs, "peak_rss_bytes") / 1e6
+        row["xprof_first_view_bytes"] = median(theirs, "first_view_bytes")
         qt = [t for r in theirs for t in r["query_times_ms"]]
         qb = [b for r in theirs for b in r["query_bytes"]]
         row["ratio_first_view_time"] = row["ours_first_view_s"] / row["xprof_first_view_s"]

@@ -1,0 +1,30 @@
+"""What every benchmark here does the same way: run a measurement in a fresh
+process, give XProf a fresh copy of the file, take medians."""
+
+import contextlib
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def measure(cmd):
+    """Run `cmd` (a fresh Python process) and return the JSON object on its last output line."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def fresh_copy(path):
+    """A copy of `path` in a temporary folder: XProf caches results beside its input."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / Path(path).name
+        shutil.copy(path, copy)
+        yield copy
+
+
+def median(rows, key):
+    """The median of `key` over a list of measurement dicts."""
+    return statistics.median(r[key] for r in rows)
