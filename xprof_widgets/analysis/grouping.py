@@ -132,24 +132,25 @@ def _prev_enclosing(end):
 
     On a line sorted by start this is the parent XProf's stack walk finds: an
     earlier event that ends before event i ends has been popped by then.
-    Binary lifting: a sparse table of range maxima of `end`, then for every i
-    at once the longest run of events just before i that all end earlier.
+    Events that end after every earlier one have none (a running maximum
+    finds them: on most lines, nearly all of them). The others follow
+    pointers: every event strictly between p[j] and j ends before end[j], so
+    when p[i]'s event ends too early, p[i] may jump to p[p[i]]. Jumps double
+    the distance covered, and an event drops out once its pointer holds.
     """
     n = len(end)
+    p = np.arange(-1, n - 1, dtype=np.int64)
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    levels = [end]  # levels[k][q] = max(end[q : q + 2**k])
-    while (1 << len(levels)) <= n:
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        levels.append(np.maximum(prev[:-half], prev[half:]))
-    p = np.arange(n, dtype=np.int64)
-    for k in range(len(levels) - 1, -1, -1):
-        lo = p - (1 << k)
-        ok = lo >= 0
-        block_max = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        block_max[ok] = levels[k][lo[ok]]
-        p = np.where(ok & (block_max < end), lo, p)
-    return p - 1
+        return p
+    before = np.empty(n, dtype=np.int64)  # max(end[:i])
+    before[0] = np.iinfo(np.int64).min
+    np.maximum.accumulate(end[:-1], out=before[1:])
+    p[before < end] = -1
+    todo = np.flatnonzero(before >= end)  # some earlier event encloses: the pointers never reach -1
+    while todo.size:
+        todo = todo[end[p[todo]] < end[todo]]
+        p[todo] = p[p[todo]]
+    return p
 
 
 class _Nodes:

@@ -35,6 +35,7 @@ previous step + 1.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -149,10 +150,10 @@ def _str_column(st, name, n):
     return out
 
 
-def _line_events(line, groups):
+def _line_events(line):
     """The allocator events of one line as a dict of columns (None if it has none).
 
-    `groups` holds the line's group id per event (-1: none).
+    `event` holds each one's index on the line, for its group id (the step).
     """
     names = line.names()
     codes = np.asarray(names.codes)
@@ -183,8 +184,8 @@ def _line_events(line, groups):
         data_type[~has] = ""
     else:
         data_type = np.full(n, "", dtype=object)
-    step = groups[idx].astype(np.int64)
     return {
+        "event": idx,
         "memory_id": memory_id,
         "time_ps": line.start_ps[idx],
         "time_offset_ps": line.start_ps[idx] - line.timestamp_ns * 1000,
@@ -201,7 +202,6 @@ def _line_events(line, groups):
         "region_type": _str_column(st, "region_type", n),
         "data_type": data_type,
         "shape": _str_column(st, "shape", n),
-        "step_id": step,
     }
 
 
@@ -222,10 +222,17 @@ def _allocator_events(run, space, host):
     if plane is None or not status(run, host)[0]:
         parts = []
     else:
-        groups = group_ids(space)
-        parts = [
-            p for p in (_line_events(ln, groups[(plane.name, i)]) for i, ln in enumerate(plane.lines) if len(ln)) if p
-        ]
+        # Grouping the whole plane (the steps) and decoding the allocator events' stats are
+        # independent; numpy releases the GIL in both, so they share the cores.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            grouping = pool.submit(group_ids, space)
+            lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
+            groups = grouping.result()
+        parts = []
+        for i, p in lines:
+            if p:
+                p["step_id"] = groups[(plane.name, i)][p.pop("event")].astype(np.int64)
+                parts.append(p)
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
