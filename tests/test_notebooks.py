@@ -1,11 +1,19 @@
 """The notebooks run top to bottom in a real kernel (nbclient)."""
 
+import importlib
+import re
+import socket
+from html import escape as html_escape
+from importlib.util import find_spec
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 import xprof_widgets as xw
+
+from .conftest import PROFILES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -33,3 +41,170 @@ def test_quickstart_runs_and_shows_the_sample(tmp_path):
     for name in ("OpProfileWidget(", "OverviewWidget("):
         cell = next(c for c in nb.cells if name in c.source)
         assert "application/vnd.jupyter.widget-view+json" in {k for o in cell.outputs for k in o.get("data", {})}
+
+
+# --- helpers for the walk-through notebooks -----------------------------------------------------
+
+
+def _execute(name, cwd, timeout=300):
+    """Run notebook `name` in a fresh kernel with `cwd` as working folder; return it, executed.
+    The kernel inherits this process's environment (monkeypatch.setenv reaches it)."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, [(e["ename"], e["evalue"]) for e in errors]
+    return nb
+
+
+def _cell(nb, snippet):
+    """The first code cell whose source contains `snippet`."""
+    return next(c for c in nb.cells if c.cell_type == "code" and snippet in c.source)
+
+
+def _html(cell):
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell.get("outputs", []))
+
+
+def _all_text(nb):
+    return "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
+
+
+def _shows_widget(cell):
+    return "application/vnd.jupyter.widget-view+json" in {k for o in cell.get("outputs", []) for k in o.get("data", {})}
+
+
+def _size(n):
+    """The notebook's `size()`: MiB below 1 GiB, GiB above."""
+    return f"{n / 2**30:,.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.2f} MiB"
+
+
+# --- memory_peak.ipynb --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ["sample", "tpu_v6e_inference", "tf_keras_cpu"])
+def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
+    """The OOM walk-through on the packaged sample (JAX CPU: memory viewer only, no allocator events),
+    a TPU profile (both tools) and a TensorFlow CPU profile (memory profile only, no compiled modules)."""
+    if profile == "sample":
+        monkeypatch.delenv("XPROF_LOGDIR", raising=False)
+        run = xw.sample_run()
+    else:
+        monkeypatch.setenv("XPROF_LOGDIR", str(PROFILES / profile))
+        run = xw.load_run(PROFILES / profile)
+    nb = _execute("memory_peak.ipynb", tmp_path)
+    text = _all_text(nb)
+    assert f"<Run {run.name!r}" in _text(_cell(nb, "XPROF_LOGDIR"))  # the notebook opened this run
+
+    mp = run.memory_profile()
+    assert bool(mp.reason) == (profile == "sample")
+    if mp.reason:
+        assert f"No memory profile in this run: {mp.reason}" in text
+        assert "(no allocator events: nothing to break down)" in text
+    else:
+        assert (f"allocator {mp.memory_id!r} (allocators: {', '.join(mp.memory_ids)}) on host {mp.host!r}, "
+                f"{len(mp.timeline):,} allocator events") in text
+        assert (f"peak bytes in use: {mp.peak_bytes_in_use:,} bytes ({_size(mp.peak_bytes_in_use)}) "
+                f"of {mp.capacity_bytes:,} bytes capacity") in text
+        assert (f"peak within the profile at {mp.peak_time_ms:,.3f} ms (step {mp.peak_step_id}): "
+                f"heap {mp.peak_heap_bytes:,} + stack {mp.peak_stack_bytes:,} bytes, "
+                f"free {mp.peak_free_bytes:,} bytes, fragmentation {mp.fragmentation_at_peak:.2%}") in text
+        # The breakdown at peak, shown as a table: every size of its first 10 rows.
+        html = _html(_cell(nb, "mp.breakdown_at_peak"))
+        assert len(mp.breakdown_at_peak) > 1
+        for v in mp.breakdown_at_peak["allocation_bytes"].head(10):
+            assert f"<td>{v}</td>" in html
+        # Another moment: where the heap was largest, every allocation live then.
+        tl = mp.timeline
+        largest = tl.loc[tl["heap_bytes"].idxmax()]
+        assert f"largest heap: {int(largest['heap_bytes']):,} bytes at {largest['time_ms']:,.3f} ms" in text
+        moment = mp.breakdown_at(int(largest["time_ps"]))
+        assert len(moment) > 0
+        html = _html(_cell(nb, "mp.breakdown_at("))
+        for v in moment["allocation_bytes"].head(10):
+            assert f"<td>{v}</td>" in html
+
+    if "memory_viewer" in run.tools:
+        assert profile != "tf_keras_cpu"
+        mv = run.memory_viewer()
+        assert (f"{mv.module}: peak heap {mv.peak_heap_bytes:,} bytes ({_size(mv.peak_heap_bytes)}) "
+                f"at program step {mv.peak_position}") in text
+        assert (f"indefinite (parameters, outputs, constants): {mv.indefinite_allocation_bytes:,} bytes; "
+                f"temporaries: {mv.heap_temp_bytes:,} bytes") in text
+        top = mv.buffers_by_size().head(10)
+        assert f"the 10 largest buffers hold {top['size_bytes'].sum() / mv.peak_heap_bytes:.1%} of the peak heap" in text
+        html = _html(_cell(nb, "mv.buffers_by_size()"))
+        for name, nbytes in zip(top["instruction_name"], top["size_bytes"]):
+            assert f"<td>{html_escape(name)}</td>" in html and f"<td>{nbytes}</td>" in html
+    else:
+        assert profile == "tf_keras_cpu"
+        reason = run.tool_status().set_index("tool").loc["memory_viewer", "reason"]
+        assert f"No compiled modules in this run: {reason}" in text
+
+    # Both widgets display, with or without data (they then say why).
+    assert _shows_widget(_cell(nb, "xw.MemoryProfileWidget(run)"))
+    assert _shows_widget(_cell(nb, "xw.MemoryViewerWidget(run)"))
+
+
+# --- capture.ipynb ------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(find_spec("jax") is None, reason="jax is not installed: the notebook's workload is a JAX program")
+@pytest.mark.skipif(importlib.import_module("xprof_widgets.capture").available_client() is None,
+                    reason="no capture client (pip install xprof)")
+def test_capture_walkthrough(tmp_path, monkeypatch):
+    logdir = tmp_path / "captures"
+    monkeypatch.setenv("XPROF_LOGDIR", str(logdir))
+    nb = _execute("capture.ipynb", tmp_path)
+    text = _all_text(nb)
+
+    # Two captures (xw.capture, then the form's), written in the logdir the test gave.
+    runs = xw.list_runs(logdir)
+    assert len(runs) == 2
+    first, second = (xw.load_run(p) for p in runs["path"])
+    events = first.events()
+    assert len(events) > 1000 and "PjitFunction(matmul_loop)" in set(events["name"].astype(str))
+    assert f"captured run {first.name} on hosts {first.hosts}: {len(events):,} events" in text
+    assert f"written to {first.path}" in text
+    ov = first.overview()
+    assert len(ov.steps) > 50
+    assert f"{len(ov.steps)} steps captured, average step time {ov.avg_step_time_ms:.3f} ms" in text
+    assert repr(first.trace()) in text
+    assert (f"second capture: run {second.name}, {len(second.events()):,} events; 2 runs in the logdir") in text
+    for snippet in ("xw.OverviewWidget(run)", "xw.TraceViewerWidget(run)", "xw.CaptureWidget("):
+        assert _shows_widget(_cell(nb, snippet)), snippet
+
+    # The profiled program was stopped: nothing listens on its port any more.
+    port = int(re.search(r"profiler server listening on localhost:(\d+)", text).group(1))
+    assert "profiler server stopped, exit code" in text
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+# --- colab_tpu_vm.ipynb -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(find_spec("jax") is None, reason="jax is not installed: the notebook profiles a JAX program")
+def test_colab_tpu_vm_notebook(tmp_path, monkeypatch):
+    logdir = tmp_path / "logdir"
+    monkeypatch.setenv("XPROF_LOGDIR", str(logdir))
+    nb = _execute("colab_tpu_vm.ipynb", tmp_path)
+    text = _all_text(nb)
+
+    # The install cell was skipped (the package is importable): it printed nothing, reached no network.
+    install = _cell(nb, "pip install")
+    assert not install.outputs
+    assert "backend: cpu" in text
+
+    # jax.profiler.trace wrote one run into the logdir; the numbers printed are that run's.
+    runs = xw.list_runs(logdir)
+    assert len(runs) == 1
+    run = xw.load_run(logdir)
+    assert len(run.events()) > 1000
+    assert (f"run {run.name}: hosts {run.hosts}, {len(run.events()):,} events; "
+            f"tools with data: {', '.join(run.tools)}") in text
+    assert "memory_viewer" in run.tools and "trace_viewer" in run.tools
+    ov = run.overview()
+    assert len(ov.steps) >= 15
+    assert f"{len(ov.steps)} steps, average step time {ov.avg_step_time_ms:.3f} ms on {ov.device_type}" in text
+    assert any(m.startswith("jit_train_step(") for m in run.modules["module"])  # compiled inside the trace
+    assert _shows_widget(_cell(nb, "xw.ProfileWidget(LOGDIR)"))
