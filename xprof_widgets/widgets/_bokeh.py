@@ -18,13 +18,18 @@ the widget state or the saved notebook). Data moves as numpy buffers:
   from Python selects the rows with that id in the page.
 * Hovering a glyph of a named source (the figure needs a ``HoverTool`` for
   that renderer) calls :meth:`BokehWidget.on_hover` with the hovered id.
+* :meth:`BokehWidget.to_html` writes the current view as one self-contained
+  page (front end, BokehJS, state and the last data sent per source inline;
+  no kernel, no network), for sharing in a bug report.
 
 See docs/frontend.md for the message formats.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -123,6 +128,21 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
     return meta, buffers
 
 
+def _range_kind(item: Any) -> str | None:
+    """The request kind of the first plot in a json_item tagged by request_on_range, if any."""
+    stack = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if value.startswith(RANGE_TAG):
+                return value[len(RANGE_TAG):]
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return None
+
+
 def _as_item(figure: Any) -> dict:
     if isinstance(figure, Model):
         return json_item(figure)
@@ -155,6 +175,10 @@ class BokehWidget(anywidget.AnyWidget):
     )
 
     def __init__(self, figures: Mapping[str, Any] | None = None, html: str = "", **kwargs: Any) -> None:
+        # For to_html: the last data sent per source name (see _record_push) and the
+        # x range last asked of each range-tagged figure (see _record_range).
+        self._export_pushes: dict[str, dict] = {}
+        self._export_ranges: dict[str, dict] = {}
         super().__init__(html=html, **kwargs)
         if figures:
             self.set_figures(figures)
@@ -182,6 +206,9 @@ class BokehWidget(anywidget.AnyWidget):
         """Move the x range of ``figure``'s plots tagged with :meth:`request_on_range` in every
         view; each view then sends its range request for the new window."""
         self.send({"type": "range", "figure": str(figure), "start": float(start), "end": float(end)})
+        previous = self._export_ranges.get(str(figure), {})
+        params = {**previous.get("params", {}), "figure": str(figure), "x_start": float(start), "x_end": float(end)}
+        self._export_ranges[str(figure)] = {"kind": previous.get("kind"), "params": params, "answered": False}
 
     def push_columns(self, source_name: str, columns: Mapping[str, Any], mode: str = "replace") -> None:
         """Replace (``mode="replace"``) or update (``"update"``: merge columns) the data of
@@ -189,6 +216,7 @@ class BokehWidget(anywidget.AnyWidget):
         if mode not in ("replace", "update"):
             raise ValueError(f"mode must be 'replace' or 'update', not {mode!r}")
         meta, buffers = encode_columns(columns)
+        self._record_push(source_name, mode, meta, buffers)
         self.send({"type": "push", "source": source_name, "mode": mode, "columns": meta}, buffers)
 
     def on_request(self, kind: str, params: dict) -> tuple[dict, Mapping[str, Any] | None]:
@@ -203,6 +231,151 @@ class BokehWidget(anywidget.AnyWidget):
 
     def on_hover(self, source: str, id: Any, figure: str) -> None:
         """Called when the hovered glyph of the named ``source`` changes (``id`` None: none). Override."""
+
+    # ---- static export -----------------------------------------------------
+
+    def to_html(self, path: str | os.PathLike | None = None, *, title: str | None = None) -> str | pathlib.Path:
+        """The current view as one self-contained HTML page, for sharing (e.g. in a bug report).
+
+        The page holds this widget's front end and BokehJS inline, its synced
+        state (figures, HTML, selection) and the last data Python sent to the
+        page for each named source (pushes, and replies to the page's
+        requests), with the x range last shown by each range-tagged figure.
+        It opens from a file with no kernel and no network (nothing is loaded from
+        a URL): zoom, pan, hover and tap work on what is there; anything that
+        would ask Python for new data does nothing (a banner says so).
+
+        If a range was set from Python (:meth:`set_x_range`) and no view has
+        answered for it yet, the range's data is computed first by calling
+        :meth:`on_request` as a view would. Size: about 1.33 MB (BokehJS) plus the
+        widget's figures and data.
+
+        Returns the HTML text when ``path`` is None; otherwise writes it there
+        (UTF-8) and returns the path as a :class:`pathlib.Path`, so that a
+        notebook cell ending in ``w.to_html("bug.html")`` shows the path, not
+        the page.
+        """
+        from .. import __version__
+        from . import _export  # the page template: only when exporting
+
+        self._refresh_ranges()
+        state = self.get_state()
+        esm = state.get("_esm") or _MISSING_FRONT_END_ESM
+        css = state.get("_css") if isinstance(state.get("_css"), str) else ""
+        synced = {}
+        for name, value in state.items():
+            if name.startswith("_") or name in ("status", "layout"):
+                continue  # the page's front end sets status itself; layout is another widget
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                continue
+            synced[name] = value
+        synced["status"] = ""
+        cls = type(self).__name__
+        subject = self._export_subject()
+        try:
+            bundle = _bokeh_bundle_bytes()
+        except OSError as error:
+            raise RuntimeError(
+                f"BokehJS bundle missing ({error}); rebuild the package front end (npm run build in js/)"
+            ) from error
+        page = _export.export_page(
+            title=title if title is not None else (f"{cls} \u2014 {subject}" if subject else cls),
+            widget_class=cls,
+            subject=subject,
+            esm=esm.encode("utf-8") if isinstance(esm, str) else bytes(esm),
+            bokeh_js=bundle,
+            bokeh_version=bokeh.__version__,
+            state=synced,
+            ranges=[
+                {"figure": figure, "start": entry["params"]["x_start"], "end": entry["params"]["x_end"]}
+                for figure, entry in self._export_ranges.items()
+                if figure in self.figures
+            ],
+            pushes=self._recorded_pushes(),
+            package_version=__version__,
+            css=css,
+        )
+        if path is None:
+            return page
+        path = pathlib.Path(path)
+        path.write_text(page, encoding="utf-8")
+        return path
+
+    def _export_subject(self) -> str:
+        """What the page shows, for its title and banner: the run (or runs) and host."""
+        parts = []
+        name = getattr(getattr(self, "run", None), "name", None)
+        result = getattr(self, "result", None)
+        if name:
+            parts.append(f"run {name}")
+        elif getattr(result, "name_a", None) and getattr(result, "name_b", None):
+            parts.append(f"{result.name_a} vs {result.name_b}")
+        if self.has_trait("host") and getattr(self, "host", None):
+            parts.append(f"host {self.host}")
+        return ", ".join(str(p) for p in parts)
+
+    def _record_push(self, source: str, mode: str, meta: list[dict], buffers: list) -> None:
+        """Keep the last data sent to ``source`` (an "update" merges into it) for :meth:`to_html`.
+        Buffers are copied: they may be views of arrays the caller changes later."""
+        columns = {}
+        for column in meta:
+            column = dict(column)
+            data = bytes(buffers[column.pop("buffer")]) if "buffer" in column else None
+            columns[column["name"]] = (column, data)
+        previous = self._export_pushes.pop(source, None)  # re-inserted last: replayed in the order sent
+        if mode == "update" and previous is not None:
+            previous["columns"].update(columns)
+            self._export_pushes[source] = previous
+        else:
+            self._export_pushes[source] = {"mode": mode, "columns": columns}
+
+    def _recorded_pushes(self) -> list[tuple[dict, list[bytes]]]:
+        """The recorded data as push messages with their buffers."""
+        pushes = []
+        for source, record in self._export_pushes.items():
+            meta, buffers = [], []
+            for column, data in record["columns"].values():
+                column = dict(column)
+                if data is not None:
+                    column["buffer"] = len(buffers)
+                    buffers.append(data)
+                meta.append(column)
+            pushes.append(({"type": "push", "source": source, "mode": record["mode"], "columns": meta}, buffers))
+        return pushes
+
+    def _record_range(self, kind: str, params: dict) -> None:
+        """Note the x range a view asked about (a request from a range-tagged figure), answered."""
+        if "figure" in params and "x_start" in params and "x_end" in params:
+            self._export_ranges[str(params["figure"])] = {"kind": kind, "params": params, "answered": True}
+
+    def _refresh_ranges(self) -> None:
+        """Compute the data of ranges set from Python that no view has asked about yet."""
+        for figure, entry in list(self._export_ranges.items()):
+            if entry["answered"] or figure not in self.figures:
+                continue
+            kind = entry["kind"] or _range_kind(self.figures[figure])
+            if kind is None:
+                continue
+            params = {"y_start": None, "y_end": None, "width_px": None, **entry["params"]}
+            try:
+                result, columns = self.on_request(kind, params)
+                result = dict(result or {})
+                if isinstance(columns, Mapping) and result.get("source") is not None:
+                    meta, buffers = encode_columns(columns)
+                    self._record_push(str(result["source"]), result.get("mode", "replace"), meta, buffers)
+            except Exception:
+                log.warning("xprof_widgets: %s could not compute the %r range for export", type(self).__name__,
+                            figure, exc_info=True)
+                continue
+            self._export_ranges[figure] = {"kind": kind, "params": params, "answered": True}
+
+    @traitlets.observe("figures")
+    def _forget_recorded_data(self, change: Any) -> None:
+        # New figures are embedded afresh in every view: data sent to the old ones is gone there too.
+        self._export_pushes = {}
+        self._export_ranges = {}
 
     # ---- message plumbing --------------------------------------------------
 
@@ -251,9 +424,12 @@ class BokehWidget(anywidget.AnyWidget):
             reply["mode"] = result.get("mode", "replace")
             if isinstance(columns, Mapping):
                 reply["columns"], buffers = encode_columns(columns)
+                if reply["source"] is not None:
+                    self._record_push(str(reply["source"]), reply["mode"], reply["columns"], buffers)
             elif columns:  # raw buffers, passed through for a subclass with its own format
                 buffers = [memoryview(b) for b in columns]
                 reply["columns"] = []
+            self._record_range(str(content.get("kind")), dict(content.get("params") or {}))
         except Exception as error:
             log.exception("xprof_widgets: %s request %r failed", type(self).__name__, content.get("kind"))
             reply["error"] = f"{type(error).__name__}: {error}"
