@@ -8,7 +8,8 @@
 //   Py -> JS  {type: "bokeh", nonce, version} + [bundle bytes]
 //   JS -> Py  {type: "request", id, view, kind, params}
 //   Py -> JS  {type: "range", figure, start, end}: set a figure's x range
-//   Py -> JS  {type: "reply", id, view, kind, content, source, mode, columns, error?} + buffers
+//   Py -> JS  {type: "reply", id, view, kind, content, source, mode, columns, also?, error?} + buffers
+//             (also: [{source, mode, columns}], other sources replaced in the same frame)
 //   Py -> JS  {type: "push", source, mode, columns} + buffers
 //   JS -> Py  {type: "hover", view, figure, source, index, id}
 // `columns` is a list of {name, dtype, buffer} (buffer: index into the
@@ -445,8 +446,15 @@ class WidgetView {
       request.reject(new Error(msg.error));
       return;
     }
+    const arrived = performance.now();
+    // Sources that change with the main one, applied in the same task: one frame draws them all.
+    for (const extra of msg.also ?? []) this.applyColumns(extra.source, decodeColumns(extra.columns, buffers), extra.mode);
     const columns = decodeColumns(msg.columns, buffers);
     if (msg.source != null) this.applyColumns(msg.source, columns, msg.mode);
+    // Where a wait goes: request to reply (kernel and transport), then decoding and
+    // handing the data to BokehJS; the rest up to lastDrawMs is drawing.
+    this.root.dataset.lastReplyMs = (arrived - request.createdAt).toFixed(1);
+    this.root.dataset.lastApplyMs = (performance.now() - arrived).toFixed(1);
     this.root.dataset.replies = String(Number(this.root.dataset.replies ?? 0) + 1);
     // From the request (e.g. a wheel step moving the range) to the frame that
     // shows its data: what a user waits for. Browser tests read it.

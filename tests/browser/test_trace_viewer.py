@@ -40,18 +40,23 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
     plot = widget.locator(".xprof-figure").first
     box = plot.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5)
-    draws = []
+    draws, phases = [], []
     for step in range(8):
         before = int(page.evaluate("() => Number(document.querySelector('.xprof-widget').dataset.drawnReplies ?? 0)"))
         page.mouse.wheel(0, -240)  # zoom in
         page.wait_for_function(
             "n => Number(document.querySelector('.xprof-widget').dataset.drawnReplies ?? 0) > n", arg=before,
             timeout=30_000)
-        draws.append(float(page.evaluate("() => document.querySelector('.xprof-widget').dataset.lastDrawMs")))
+        timing = page.evaluate("() => { const d = document.querySelector('.xprof-widget').dataset;"
+                               " return [d.lastDrawMs, d.lastReplyMs, d.lastApplyMs, d.lastPushRows]; }")
+        draws.append(float(timing[0]))
+        phases.append({"reply_ms": float(timing[1]), "apply_ms": float(timing[2]), "boxes": int(timing[3])})
         rows = int(page.evaluate("() => document.querySelector('.xprof-widget').dataset.lastPushRows"))
         assert rows > 0  # new boxes (and labels) arrived for the zoomed window
     result = {"events": expected, "wheel_steps": len(draws), "draw_ms": draws,
-              "median_ms": statistics.median(draws)}
+              "median_ms": statistics.median(draws),
+              "median_reply_ms": statistics.median(p["reply_ms"] for p in phases),
+              "median_apply_ms": statistics.median(p["apply_ms"] for p in phases), "steps": phases}
     (ARTIFACTS / "trace-zoom.json").write_text(json.dumps(result, indent=1))
     print("trace viewer zoom, wheel step to drawn frame:", result)
     save_screenshot(page, "trace-viewer-zoomed")

@@ -225,6 +225,8 @@ class BokehWidget(anywidget.AnyWidget):
         Returns ``(content, columns)``: ``content`` is JSON-able; if it holds
         ``"source": NAME`` the browser puts ``columns`` (name -> 1-D array) into
         the ColumnDataSource of that name (``"mode"``: "replace" or "update").
+        ``"also": {NAME: columns}`` replaces other sources in the same reply, so
+        the page draws them together (one frame, not one per source).
         Raise to send an error back; the kernel stays up.
         """
         raise NotImplementedError(f"{type(self).__name__} does not answer {kind!r} requests")
@@ -345,6 +347,20 @@ class BokehWidget(anywidget.AnyWidget):
             pushes.append(({"type": "push", "source": source, "mode": record["mode"], "columns": meta}, buffers))
         return pushes
 
+    def _encode_also(self, also: Mapping[str, Mapping[str, Any]], buffers: list) -> list[dict]:
+        """Other sources a reply replaces too ({source: columns}): their wire entries, with their
+        buffers appended to ``buffers``. The page applies them with the main source, in one frame."""
+        entries = []
+        for source, columns in also.items():
+            meta, own = encode_columns(columns)
+            self._record_push(str(source), "replace", meta, own)
+            for column in meta:
+                if "buffer" in column:
+                    column["buffer"] += len(buffers)
+            buffers.extend(own)
+            entries.append({"source": str(source), "mode": "replace", "columns": meta})
+        return entries
+
     def _record_range(self, kind: str, params: dict) -> None:
         """Note the x range a view asked about (a request from a range-tagged figure), answered."""
         if "figure" in params and "x_start" in params and "x_end" in params:
@@ -362,6 +378,7 @@ class BokehWidget(anywidget.AnyWidget):
             try:
                 result, columns = self.on_request(kind, params)
                 result = dict(result or {})
+                self._encode_also(result.pop("also", None) or {}, [])
                 if isinstance(columns, Mapping) and result.get("source") is not None:
                     meta, buffers = encode_columns(columns)
                     self._record_push(str(result["source"]), result.get("mode", "replace"), meta, buffers)
@@ -422,6 +439,7 @@ class BokehWidget(anywidget.AnyWidget):
             reply["content"] = result
             reply["source"] = result.get("source")
             reply["mode"] = result.get("mode", "replace")
+            also = result.pop("also", None) or {}
             if isinstance(columns, Mapping):
                 reply["columns"], buffers = encode_columns(columns)
                 if reply["source"] is not None:
@@ -429,6 +447,8 @@ class BokehWidget(anywidget.AnyWidget):
             elif columns:  # raw buffers, passed through for a subclass with its own format
                 buffers = [memoryview(b) for b in columns]
                 reply["columns"] = []
+            if also:
+                reply["also"] = self._encode_also(also, buffers)
             self._record_range(str(content.get("kind")), dict(content.get("params") or {}))
         except Exception as error:
             log.exception("xprof_widgets: %s request %r failed", type(self).__name__, content.get("kind"))

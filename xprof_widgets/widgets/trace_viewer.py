@@ -32,11 +32,11 @@ from bokeh.models import (
     FixedTicker,
     HoverTool,
     LinearColorMapper,
+    PanTool,
     Range1d,
     ResetTool,
     TapTool,
     WheelZoomTool,
-    PanTool,
 )
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
@@ -141,11 +141,14 @@ class TraceViewerWidget(BokehWidget):
         start, end = self.window_ps
         height = min(MAX_HEIGHT_PX, 40 + ROW_PX * total)
         rows_shown = (height - 40) / ROW_PX
+        # Canvas, not WebGL: a view holds at most pixels x rows boxes (the query merges the rest),
+        # which a 2D canvas draws in a few ms, while WebGL's copy of its canvas onto the page
+        # (drawImage) cost 100-170 ms a frame where there is no GPU (headless, VMs, remote desktops).
         p = figure(
             height=height, sizing_mode="stretch_width", x_axis_label="time from profile start (ms)",
             x_range=Range1d((start - self.origin_ps) / 1e9, (end - self.origin_ps) / 1e9),
             y_range=Range1d(min(total, rows_shown) - 0.5, -0.5, bounds=(-0.5, total + 0.5)),
-            tools=[], toolbar_location="above", output_backend="webgl",
+            tools=[], toolbar_location="above", output_backend="canvas",
         )
         data = self._columns(start, end, 1200)
         boxes = ColumnDataSource(data["boxes"], name="events")
@@ -212,8 +215,8 @@ class TraceViewerWidget(BokehWidget):
             end = self.origin_ps + float(params["x_end"]) * 1e9
             self.window_ps = [int(start), int(end)]
             data = self._columns(start, end, params.get("width_px") or 1200)
-            self.push_columns("labels", data["labels"])
-            return {"source": "events", "boxes": data["events"]}, data["boxes"]
+            # Labels come in the same reply as the boxes: the page draws both in one frame.
+            return {"source": "events", "boxes": data["events"], "also": {"labels": data["labels"]}}, data["boxes"]
         if kind == "host":
             self.host = str(params["value"])
             return {}, None
