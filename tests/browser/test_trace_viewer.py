@@ -1,7 +1,8 @@
 """TraceViewerWidget in JupyterLab in headless Chromium, on jax_transformer_cpu tiled 12x (9.7 M events)
 when ../shared/tools is there (else the untiled profile): the wheel zooms and new boxes arrive, the time from
 each wheel step to the frame that shows its data is recorded (tests/artifacts/trace-zoom.json), a search for
-an XLA op selects it and shows its op details card; nothing fetched from off this machine."""
+an XLA op selects it and shows its op details card, a click on another op's box on the canvas shows that op's
+details and card; nothing fetched from off this machine."""
 
 import json
 import statistics
@@ -15,6 +16,34 @@ from .harness import ARTIFACTS, save_screenshot, show_widget
 
 TOOL = PROFILES.parent / "tools" / "tile_xplane.py"
 SOURCE = next((PROFILES / "jax_transformer_cpu" / "plugins" / "profile").glob("*/*.xplane.pb"))
+
+
+# In the last widget's timeline: the widest real (not merged) box on the outlined match's row with
+# another name, and the page point at its middle (BokehJS's own scales, so no layout is assumed).
+PICK_ANOTHER_OP_JS = """
+async () => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  const views = [...Object.values(Bokeh.embed.index)];
+  const view = views.filter((v) => (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
+    .filter((v) => v.el.isConnected).pop();
+  const source = [...view.model.document.all_models].find((m) => m.name === "events" && m.data !== undefined);
+  const d = source.data;
+  const match = d.lw.findIndex((w) => w > 0);
+  if (match < 0) return null;
+  let best = -1;
+  for (let i = 0; i < d.id.length; i++) {
+    if (d.id[i] < 0 || d.y[i] !== d.y[match] || d.name[i] === d.name[match]) continue;
+    if (best < 0 || d.x1[i] - d.x0[i] > d.x1[best] - d.x0[best]) best = i;
+  }
+  if (best < 0) return null;
+  const frame = view.frame;
+  const sx = frame.x_scale.compute((d.x0[best] + d.x1[best]) / 2);
+  const sy = frame.y_scale.compute(d.y[best]);
+  if (Math.abs(frame.x_scale.compute(d.x1[best]) - frame.x_scale.compute(d.x0[best])) < 6) return null;
+  const rect = view.canvas_view.el.getBoundingClientRect();
+  return { name: String(d.name[best]), x: rect.left + sx, y: rect.top + sy };
+}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +106,17 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
         raise
     assert "matches" in widget.locator("[data-testid='search-count']").inner_text()
     assert widget.locator("[data-testid='event-name']").inner_text().startswith("dot.")
+
+    # Click another op on the canvas: its details and its op card replace the match's.
+    widget.scroll_into_view_if_needed()
+    target = page.evaluate(PICK_ANOTHER_OP_JS)
+    assert target is not None, "no other op box wide enough to click next to the match"
+    page.mouse.click(target["x"], target["y"])
+    page.wait_for_function(
+        "name => document.querySelectorAll('.xprof-widget')[document.querySelectorAll('.xprof-widget').length - 1]"
+        ".querySelector(\"[data-testid='event-name']\")?.innerText === name", arg=target["name"], timeout=30_000)
+    widget.locator("[data-testid='op-card']").wait_for(timeout=30_000)
+    assert widget.locator("[data-testid='op-card-name']").inner_text().startswith(target["name"])
     widget.scroll_into_view_if_needed()
     widget.screenshot(path=str(ARTIFACTS / "trace-viewer.png"))
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
