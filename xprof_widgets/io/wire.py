@@ -378,6 +378,79 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
     return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
+def repeated_run(data, starts, stops, number):
+    """Payload ranges of a repeated LENGTH field `number` (< 16) that opens each record's rest.
+
+    `starts[i]:stops[i]` is the part of record i from where the field's run
+    begins (e.g. an event's stats, after the fields read at open). Returns
+    `(owner, start, stop)` ordered by owner, then as in the file: what
+    `decode_fields(data, starts, stops, lengths=(number,)).ranges[number]`
+    gives, with less work per element (the tag is one known byte). Blocks of
+    records go to the thread pool. A record whose run meets a field numbered
+    `number` or lower that is not the repeated field (a layout protobuf allows
+    but writers do not produce) sends the whole call to `decode_fields`.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    stops = np.asarray(stops, dtype=np.int64)
+    cuts = range(0, len(starts), BLOCK_RECORDS)
+
+    def block(c):
+        part = slice(c, c + BLOCK_RECORDS)
+        return _repeated_block(data, starts[part], stops[part], number, c)
+
+    if len(cuts) <= 1:
+        found = [block(c) for c in cuts]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
+            found = list(pool.map(block, cuts))
+    if any(f is None for f in found):
+        return decode_fields(data, starts, stops, lengths=(number,)).ranges[number]
+    if not found:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate(x) for x in zip(*found))
+
+
+def _repeated_block(data, starts, stops, number, offset):
+    """`repeated_run` on one block of records (owners from `offset`); None: not the usual layout."""
+    tag_byte = (number << 3) | LENGTH
+    todo = np.flatnonzero(starts < stops)
+    p, stop = starts[todo], stops[todo]
+    steps = []  # (owners, payload starts, payload ends) of the k-th element of each run
+    while todo.size:
+        tag = data[p]
+        if not (tag == tag_byte).all():
+            later = (tag >= 0x80) | ((tag >> 3) > number)  # a later field ends the run
+            if not (later | (tag == tag_byte)).all():
+                return None
+            keep = ~later
+            todo, p, stop = todo[keep], p[keep], stop[keep]
+            if not todo.size:
+                break
+        size, width = varints(data, p + 1)
+        body = p + 1 + width
+        end = body + size.astype(np.int64)
+        if (end > stop).any():
+            at = todo[np.argmax(end > stop)]
+            raise WireError(f"truncated: field runs past the record at byte {starts[at]}")
+        steps.append((todo, body, end))
+        more = end < stop
+        todo, p, stop = todo[more], end[more], stop[more]
+    # Element k of record r goes to first[r] + k: the output is in (owner, file) order, no sort.
+    count = np.zeros(len(starts), dtype=np.int64)
+    for owners, _, _ in steps:
+        count[owners] += 1
+    first = np.cumsum(count) - count
+    total = int(count.sum())
+    owner = np.empty(total, dtype=np.int64)
+    start = np.empty(total, dtype=np.int64)
+    stop = np.empty(total, dtype=np.int64)
+    for k, (owners, body, end) in enumerate(steps):
+        at = first[owners] + k
+        owner[at], start[at], stop[at] = owners + offset, body, end
+    return owner, start, stop
+
+
 def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
     """Decode in blocks of BLOCK_RECORDS on a thread pool, into preallocated columns.
 
@@ -511,5 +584,6 @@ __all__ = [
     "decode_fields",
     "decode_records",
     "decode_strings",
+    "repeated_run",
     "Fields",
 ]

@@ -119,11 +119,10 @@ class Line:
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
         pos = self.record_pos[idx]
         if self.stats_at is None:
-            ev = wire.decode_records(data, pos, lengths=(_EVENT_STATS,))
+            owner, s, e = wire.decode_records(data, pos, lengths=(_EVENT_STATS,)).ranges[_EVENT_STATS]
         else:  # start at the stats: fields 1-3 were read at open
             _, stops = wire.record_payloads(data, pos)
-            ev = wire.decode_fields(data, pos + self.stats_at[idx], stops, lengths=(_EVENT_STATS,))
-        owner, s, e = ev.ranges[_EVENT_STATS]
+            owner, s, e = wire.repeated_run(data, pos + self.stats_at[idx], stops, _EVENT_STATS)
         columns = self.plane.decode_stats(s, e, owner, len(idx), names)
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
         for name, values in from_metadata.items():
