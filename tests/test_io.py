@@ -241,3 +241,50 @@ def test_huge_file_is_refused_up_front(tmp_path, monkeypatch):
     monkeypatch.setattr(xspace, "available_memory_bytes", lambda: src.stat().st_size)  # pretend: little free
     message = _error(src)
     assert "too large to open here" in message
+
+
+def _event(stats, tail=b""):
+    """An XEvent-like payload: field 1 (varint), then repeated field 4 (LENGTH) records, then `tail`."""
+    out = b"\x08\x05"
+    for payload in stats:
+        out += b"\x22" + _varint(len(payload)) + payload
+    return out + tail
+
+
+def _varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+@pytest.mark.parametrize("block", [2, 1 << 16])
+def test_repeated_run_equals_the_general_decoder(monkeypatch, block):
+    """Stat runs of any length (none, long payloads with 2-byte lengths, a later field after
+    them) come back as decode_fields gives them; an unusual layout falls back to it."""
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
+    rng = np.random.default_rng(1)
+    records = []
+    for i in range(40):
+        stats = [bytes(rng.integers(0, 256, int(rng.choice([0, 3, 200])), dtype=np.uint8)) for _ in range(i % 5)]
+        records.append(_event(stats, tail=b"\x28\x07" if i % 3 == 0 else b""))
+    buf, size = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    bounds = np.cumsum([0] + [len(r) for r in records])
+    starts, stops = bounds[:-1] + 2, bounds[1:]  # after field 1
+    want = wire.decode_fields(data, starts, stops, lengths=(4,)).ranges[4]
+    got = wire.repeated_run(data, starts, stops, 4)
+    assert len(got[0]) == sum(i % 5 for i in range(40))
+    for w, g in zip(want, got):
+        assert g.tolist() == w.tolist()
+    # Field 2 after the stats (allowed by protobuf, never written): the general decoder decides.
+    odd = records[:3] + [_event([b"ab"], tail=b"\x10\x01") + b""] + records[3:]
+    buf, _ = wire.padded(b"".join(odd))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    bounds = np.cumsum([0] + [len(r) for r in odd])
+    starts, stops = bounds[:-1] + 2, bounds[1:]
+    want = wire.decode_fields(data, starts, stops, lengths=(4,)).ranges[4]
+    for w, g in zip(want, wire.repeated_run(data, starts, stops, 4)):
+        assert g.tolist() == w.tolist()
