@@ -252,7 +252,7 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     runs = list(w.run_select.options)
     assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
-    assert "tools without data" in w.status.value and "Memory viewer" in w.status.value  # and why
+    assert "1 tool without data" in w.status.value and "Memory viewer" in w.status.value  # and why
     w.tool_select.value = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"
     w.run_select.value = runs[1]
@@ -266,3 +266,205 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     shutil.copytree(src, src.parent / "2099_01_01_00_00_00")
     w2.refresh()
     assert w2.run_select.options[0] == "2099_01_01_00_00_00"
+
+
+def _logdir_with(tmp_path, *runs):
+    """A logdir holding copies of corpus runs (`(corpus logdir, run name or None for its newest, new name)`)."""
+    import shutil
+
+    root = tmp_path / "logdir" / "plugins" / "profile"
+    root.mkdir(parents=True, exist_ok=True)
+    for source, name, new in runs:
+        folders = sorted((source / "plugins" / "profile").iterdir())
+        src = folders[-1] if name is None else source / "plugins" / "profile" / name
+        shutil.copytree(src, root / new)
+    return tmp_path / "logdir"
+
+
+def test_read_padded_reports_bytes_as_it_reads(tmp_path, monkeypatch):
+    import gzip
+
+    from xprof_widgets.io import xspace
+
+    path = next((PROFILES / "tf_keras_cpu" / "plugins" / "profile").glob("*/vm.xplane.pb"))
+    size = path.stat().st_size
+    monkeypatch.setattr(xspace, "READ_CHUNK_BYTES", 256 * 1024)
+    calls = []
+    buf, got = xspace.read_padded(path, progress=lambda done, total: calls.append((done, total)))
+    assert got == size and bytes(buf[:size]) == path.read_bytes()
+    assert calls[0] == (0, size) and calls[-1] == (size, size)
+    assert len(calls) == 2 + size // (256 * 1024)  # one before, one per chunk
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and {t for _, t in calls} == {size}
+    # gzip: the compressed bytes are reported, the decompressed ones returned
+    packed = tmp_path / "vm.xplane.pb.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
+    calls.clear()
+    buf, got = xspace.read_padded(packed, progress=lambda done, total: calls.append((done, total)))
+    assert got == size and calls[-1] == (packed.stat().st_size,) * 2 and len(calls) > 2
+    # the same XSpace with or without a callback
+    plain, counted = xspace.read_xspace(path), xspace.read_xspace(path, progress=lambda d, t: None)
+    assert plain.event_count == counted.event_count > 0
+
+
+def test_run_progress_names_the_host_once(tmp_path):
+    calls = []
+    run = xw.load_run(PROFILES / "tf_gpu_multiworker", progress=lambda *a: calls.append(a))
+    first, second = run.hosts
+    assert {c[0] for c in calls} == {first}  # load_run reads the first host only
+    size = run.files[first].stat().st_size
+    assert calls[-1] == (first, size, size)
+    calls.clear()
+    run.xspace(first, progress=lambda *a: calls.append(a))
+    assert calls == []  # read before: nothing to report
+    run.xspace(second, progress=lambda *a: calls.append(a))
+    assert calls[0][0] == second and calls[-1][1] == calls[-1][2] == run.files[second].stat().st_size
+
+
+def test_profile_widget_progress_shows_bytes_read(tmp_path, monkeypatch):
+    from xprof_widgets.io import xspace
+
+    monkeypatch.setattr(xspace, "READ_CHUNK_BYTES", 1 << 20)
+    logdir = _logdir_with(tmp_path, (PROFILES / "tf_gpu_multiworker", None, "2020_12_23_gpu_multi_worker"))
+    seen = []  # (label, bar value, bar max) after each report
+    reporter = xw.ProfileWidget._reporter
+
+    def spy(self, name, sizes):
+        report = reporter(self, name, sizes)
+
+        def wrapped(host, done, total):
+            report(host, done, total)
+            seen.append((self.progress_label.value, self.progress.value, self.progress.max, self.loading.layout.display))
+        return wrapped
+
+    monkeypatch.setattr(xw.ProfileWidget, "_reporter", spy)
+    w = xw.ProfileWidget(logdir, tool="trace_viewer", background=False)
+    hosts = w.run.hosts
+    total = sum(f.stat().st_size for f in w.run.files.values())
+    texts = [t for t, *_ in seen]
+    assert texts[0] == f"Reading {hosts[0]}: 0.0 / 3.0 MB (host 1 of 2)"
+    assert f"Reading {hosts[0]}: 2.1 / 3.0 MB (host 1 of 2)" in texts
+    assert f"Decoding {hosts[0]}… (host 1 of 2)" in texts and texts[-1] == f"Decoding {hosts[1]}… (host 2 of 2)"
+    bar = [v for _, v, _, _ in seen]
+    assert bar == sorted(bar) and bar[-1] == total and {m for _, _, m, _ in seen} == {total}
+    assert {d for *_, d in seen} == {""}  # shown while reading
+    assert w.loading.layout.display == "none"  # hidden once the tool shows
+    assert type(w.current).__name__ == "TraceViewerWidget"
+    seen.clear()
+    w.refresh()  # no new run: nothing read again
+    assert seen == [] and w.ready.done()
+
+
+def test_profile_widget_opens_runs_in_a_thread(tmp_path):
+    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
+                          (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"))
+    w = xw.ProfileWidget(logdir, background=True)
+    run = w.wait(timeout=120)
+    assert run.name == "2026_11_22_03_16_48" and w.ready.done()
+    assert type(w.current).__name__ == "OverviewWidget" and w.current.run is run
+    assert w.loading.layout.display == "none" and "Memory viewer" in w.status.value
+    # switching runs opens the other in the background too; wait() follows the selection
+    w.run_select.value = "2026_11_22_03_16_08"
+    assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and w.current.run.name == "2026_11_22_03_16_08"
+    # back to an open run: at once, no thread
+    w.run_select.value = "2026_11_22_03_16_48"
+    assert w.ready.done() and w.current.run is run
+
+
+def test_profile_widget_shows_errors_from_the_thread(tmp_path):
+    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"))
+    bad = logdir / "plugins" / "profile" / "2099_01_01_00_00_00"
+    bad.mkdir()
+    (bad / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")  # a plane longer than the file
+    w = xw.ProfileWidget(logdir, background=True)
+    assert w.run_select.value == "2099_01_01_00_00_00"
+    with pytest.raises(xw.ProfileError, match="vm.xplane.pb"):
+        w.wait(timeout=60)
+    assert "vm.xplane.pb" in w.status.value and w.current is None and w.loading.layout.display == "none"
+    with pytest.raises(xw.ProfileError, match="vm.xplane.pb"):
+        w.to_html()
+    w.run_select.value = "2026_11_22_03_16_08"  # the good run still opens
+    assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and "vm.xplane.pb" not in w.status.value
+
+
+def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
+    w = xw.ProfileWidget(PROFILES / "tf_keras_cpu", background=True)
+    out = w.to_html(tmp_path / "page.html")  # waits for the run
+    assert out == tmp_path / "page.html"
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "OverviewWidget" in page
+    assert w.to_html(title="t").startswith("<!DOCTYPE html>")
+    w.tool_select.value = "memory_viewer"  # no HLO modules in a TF CPU run: the page says so, and exports
+    assert "No memory viewer for run" in w.to_html()
+
+    def broken(run, **kwargs):
+        raise xw.ProfileError(run.path, "HLO proto of jit_step(1) does not decode")
+
+    monkeypatch.setattr(xw, "OpProfileWidget", broken)  # a tool that cannot show this run
+    w.tool_select.value = "op_profile"
+    assert "does not decode" in w.current.value
+    with pytest.raises(xw.ProfileError, match="HLO op profile tool has no view of this run.*does not decode"):
+        w.to_html(tmp_path / "op.html")
+    assert not (tmp_path / "op.html").exists()
+    empty = tmp_path / "empty"
+    (empty / "plugins" / "profile").mkdir(parents=True)
+    nothing = xw.ProfileWidget(empty)
+    assert "No runs" in nothing.status.value and nothing.wait() is None
+    with pytest.raises(xw.ProfileError, match="no run is shown"):
+        nothing.to_html()
+
+
+def test_capture_widget_to_html(tmp_path, monkeypatch):
+    import xprof_widgets.widgets.capture as capture_module
+
+    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", None, "2026_11_22_03_16_48"))
+    w = xw.CaptureWidget(address="localhost:1", logdir=str(logdir))
+    with pytest.raises(xw.ProfileError, match="no profile captured yet"):
+        w.to_html()
+
+    def fail(*a, **k):
+        raise xw.ProfileError("localhost:1", "no profiler server answered")
+
+    monkeypatch.setattr(capture_module, "capture", fail)
+    assert w.capture() is None
+    with pytest.raises(xw.ProfileError, match="the last capture failed.*no profiler server"):
+        w.to_html()
+    monkeypatch.setattr(capture_module, "capture", lambda *a, **k: xw.load_run(logdir))
+    assert w.capture().name == "2026_11_22_03_16_48"
+    page = w.to_html()
+    assert page.startswith("<!DOCTYPE html>") and "OverviewWidget" in page
+    assert w.to_html(tmp_path / "c.html") == tmp_path / "c.html"
+    plain = xw.CaptureWidget(address="localhost:1", logdir=str(logdir), show_overview=False)
+    plain.capture()
+    with pytest.raises(xw.ProfileError, match="show_overview=False"):
+        plain.to_html()
+
+
+def test_profile_widget_switching_runs_while_one_is_read(tmp_path, monkeypatch):
+    import threading
+
+    from xprof_widgets.io import xspace
+
+    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
+                          (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"))
+    go, reading = threading.Event(), threading.Event()
+    read_chunks = xspace._read_chunks
+
+    def held(f, view, progress):  # the newest run's file waits until the test lets it go
+        if "16_48" in f.name:
+            reading.set()
+            assert go.wait(60)
+        return read_chunks(f, view, progress)
+
+    monkeypatch.setattr(xspace, "_read_chunks", held)
+    w = xw.ProfileWidget(logdir, background=True)
+    assert reading.wait(60) and not w.ready.done() and w.current is None and w.run is None
+    assert w.loading.layout.display == "" and w.progress_label.value.startswith("Opening 2026_11_22_03_16_48")
+    first = w.ready
+    w.run_select.value = "2026_11_22_03_16_08"  # while the newest is still being read
+    assert w.wait(timeout=120).name == "2026_11_22_03_16_08"
+    go.set()
+    assert first.result(timeout=120).name == "2026_11_22_03_16_48"  # read, but not shown: not selected
+    assert w.current.run.name == "2026_11_22_03_16_08" and w.loading.layout.display == "none"
+    w.run_select.value = "2026_11_22_03_16_48"  # read already: shown at once
+    assert w.ready.done() and w.current.run.name == "2026_11_22_03_16_48"

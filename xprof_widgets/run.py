@@ -75,13 +75,14 @@ def list_runs(logdir):
     return pd.DataFrame(rows, columns=["run", "path", "hosts", "size_bytes"])
 
 
-def load_run(path):
+def load_run(path, progress=None):
     """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
 
     Paths are local or fsspec URLs (`gs://...`). Run folders are named by
     capture time (`2026_11_22_03_11_56`), so the newest is the last by name.
     Files may be gzip-compressed (`.xplane.pb.gz`). Raises ProfileError naming
-    the path and what is wrong.
+    the path and what is wrong. `progress(host, bytes_read, file_size)`, if
+    given, hears how reading the first host's file goes (see `Run.xspace`).
     """
     if isinstance(path, (list, tuple)):
         if not path:
@@ -89,20 +90,20 @@ def load_run(path):
         for f in path:
             if not fs.isfile(_local(f)):
                 raise ProfileError(f, "no such file")
-        return Run(fs.name(_parent(path[0])), [_local(f) for f in path])
+        return Run(fs.name(_parent(path[0])), [_local(f) for f in path], progress=progress)
     p = _local(path)
     if not fs.exists(p):
         raise ProfileError(p, "no such file or folder")
     if fs.isfile(p):
-        return Run(fs.name(_parent(p)), [p])
+        return Run(fs.name(_parent(p)), [p], progress=progress)
     files = _profile_files(p)
     if files:
-        return Run(fs.name(p), files)
+        return Run(fs.name(p), files, progress=progress)
     runs = list_runs(p)
     if runs.empty:
         raise ProfileError(_profile_root(p), "holds no run with a .xplane.pb file")
     newest = runs.iloc[-1]
-    return Run(newest["run"], _profile_files(_local(newest["path"])))
+    return Run(newest["run"], _profile_files(_local(newest["path"])), progress=progress)
 
 
 def _local(path):
@@ -129,10 +130,11 @@ class Run:
     """One capture: a profile file per host, read on first use.
 
     `name` is the run folder's name, `hosts` the host names, `files` a
-    {host: path} dict.
+    {host: path} dict. The first host's file is read at once (`progress` as
+    in `xspace`), so a bad file fails here.
     """
 
-    def __init__(self, name, files):
+    def __init__(self, name, files, progress=None):
         self.name = str(name)
         self.files = {host_of(fs.name(f)): _local(f) for f in files}
         if not self.files:
@@ -140,7 +142,7 @@ class Run:
         for path in self.files.values():
             _check_header(path)
         self._spaces = {}
-        self.xspace()  # fail now, not in the first widget, if the file is bad
+        self.xspace(progress=progress)  # fail now, not in the first widget, if the file is bad
 
     def __repr__(self):
         return f"<Run {self.name!r}: hosts {self.hosts}>"
@@ -155,15 +157,23 @@ class Run:
         """The run folder."""
         return _parent(next(iter(self.files.values())))
 
-    def xspace(self, host=None):
-        """The XSpaceFile of `host` (default: the first), read on first use."""
+    def xspace(self, host=None, progress=None):
+        """The XSpaceFile of `host` (default: the first), read on first use.
+
+        `progress(host, bytes_read, file_size)`, if given, is called as the file
+        is read (a chunk at a time; remote files once, when read), never if it
+        was read before; decoding follows its last call.
+        """
         host = self.hosts[0] if host is None else host
         if host not in self.files:
             raise KeyError(f"no host {host!r} in run {self.name!r}; hosts: {self.hosts}")
         if host not in self._spaces:
             path = self.files[host]
+            report = None if progress is None else (lambda done, total: progress(host, done, total))
             data = _read_remote(path) if fs.is_url(path) else None
-            self._spaces[host] = read_xspace(path, data=data)
+            if data is not None and report is not None:
+                report(len(data), len(data))
+            self._spaces[host] = read_xspace(path, data=data, progress=report)
         return self._spaces[host]
 
     def xspaces(self):

@@ -380,26 +380,51 @@ class XSpaceFile:
         return f"<XSpaceFile {self.host!r}: {len(self.planes)} planes, {self.event_count} events>"
 
 
-def read_padded(path):
+#: Bytes read per call when reading a profile file: a progress callback hears
+#: from each chunk, so a 185 MB file reports about a dozen times.
+READ_CHUNK_BYTES = 16 * 2**20
+
+
+def _read_chunks(f, view, progress):
+    """Fill `view` from `f` a chunk at a time, calling `progress(done, len(view))`; returns bytes read."""
+    total, done = len(view), 0
+    if progress is not None:
+        progress(0, total)
+    while done < total:
+        got = f.readinto(view[done : done + READ_CHUNK_BYTES])
+        if not got:
+            break
+        done += got
+        if progress is not None:
+            progress(done, total)
+    return done
+
+
+def read_padded(path, progress=None):
     """The decompressed bytes of a profile file in a padded buffer: (buffer, size).
 
     Read straight into a buffer with room for `wire.PADDING` zero bytes, so a
-    185 MB profile is not copied once more. Raises ProfileError.
+    185 MB profile is not copied once more. `progress`, if given, is called as
+    `progress(bytes_read, file_size)` before the first chunk and after each
+    (`READ_CHUNK_BYTES`); for a gzip file these are compressed bytes, and the
+    decompression follows the last call. Raises ProfileError.
     """
     p = Path(path)
     try:
         with open(p, "rb") as f:
             head = f.read(2)
             f.seek(0)
+            size = os.fstat(f.fileno()).st_size
             if str(path).endswith(".gz") or head == b"\x1f\x8b":
+                packed = bytearray(size)
+                got = _read_chunks(f, memoryview(packed), progress)
                 try:
-                    return wire.padded(gzip.decompress(f.read()))
+                    return wire.padded(gzip.decompress(memoryview(packed)[:got]))
                 except (OSError, EOFError, zlib.error) as e:
                     raise ProfileError(path, f"is not a valid gzip file ({e})") from None
-            size = os.fstat(f.fileno()).st_size
             _check_fits(path, size)
             buf = bytearray(size + wire.PADDING)
-            got = f.readinto(memoryview(buf)[:size])
+            got = _read_chunks(f, memoryview(buf)[:size], progress)
             return buf, got
     except FileNotFoundError:
         raise ProfileError(path, "no such file") from None
@@ -445,13 +470,14 @@ def _check_fits(path, size):
         )
 
 
-def read_xspace(path, data=None):
+def read_xspace(path, data=None, progress=None):
     """Read one `.xplane.pb[.gz]` file into an XSpaceFile, or raise ProfileError.
 
     `data` may hold the file's (decompressed) bytes already, e.g. read through
-    fsspec from a remote logdir.
+    fsspec from a remote logdir. `progress(bytes_read, file_size)` hears how
+    the reading goes (see `read_padded`); decoding follows its last call.
     """
-    buf, size = read_padded(path) if data is None else wire.padded(data)
+    buf, size = read_padded(path, progress) if data is None else wire.padded(data)
     if not size:
         raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
     space = XSpaceFile(path, buf, size)

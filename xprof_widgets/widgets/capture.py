@@ -3,7 +3,8 @@
 Address, duration and logdir in, a Capture button, a status line that says
 what happened in words (the ProfileError's message when it failed), and the
 captured run's overview below. `capture()` is what the button calls, so a
-script or a test can press it too; `run` holds the last captured Run.
+script or a test can press it too; `run` holds the last captured Run, and
+`to_html(path)` exports the overview shown as a self-contained page.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class CaptureWidget(ipywidgets.VBox):
         self.show_overview = show_overview
         self.run = None
         self.error = ""
+        self._shown_error = ""  # why the captured run's overview is not shown
         self._callbacks = []
         self.button.on_click(lambda _b: self.capture())
         form = ipywidgets.HBox([self.address, self.duration_ms])
@@ -65,7 +67,7 @@ class CaptureWidget(ipywidgets.VBox):
             return None
         finally:
             self.button.disabled = False
-        self.run, self.error = run, ""
+        self.run, self.error, self._shown_error = run, "", ""
         if not self.logdir.value.strip():
             self.logdir.value = str(run.path.parent.parent.parent)  # the logdir, so the next capture goes beside it
         self.status.value = self._line(f"Captured run {run.name} ({', '.join(run.hosts)}) in {run.path}", "ok")
@@ -81,8 +83,28 @@ class CaptureWidget(ipywidgets.VBox):
 
                 return OverviewWidget(run)
             except Exception as e:  # noqa: BLE001 - the capture worked; say why the page does not show
+                self._shown_error = f"the overview could not be built: {e}"
                 return ipywidgets.HTML(self._line(f"Captured, but the overview could not be built: {e}", "error"))
         return ipywidgets.HTML(self._line(f"Open it with xw.load_run({str(run.path)!r})"))
+
+    def to_html(self, path=None, **kwargs):
+        """The captured run's overview as one self-contained HTML page (see
+        `BokehWidget.to_html`): the text when `path` is None, else written there
+        (the path is returned). Raises ProfileError when no overview is shown:
+        nothing captured yet, the capture failed, `show_overview=False`, or the
+        overview could not be built (the message says which).
+        """
+        shown = self.result.children[0] if self.run is not None and self.result.children else None
+        export = getattr(shown, "to_html", None)
+        if export is not None:
+            return export(path, **kwargs)
+        if self.run is None:
+            why = f"the last capture failed ({self.error})" if self.error else "no profile captured yet: press Capture"
+            raise ProfileError(self.address.value.strip() or "CaptureWidget", f"nothing to export: {why}")
+        why = self._shown_error or (
+            f"this widget shows no overview (show_overview=False); export one with "
+            f"xw.OverviewWidget(xw.load_run({str(self.run.path)!r})).to_html(path)")
+        raise ProfileError(self.run.path, f"nothing to export: {why}")
 
 
 __all__ = ["CaptureWidget"]
