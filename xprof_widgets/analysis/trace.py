@@ -27,11 +27,17 @@ the per-track counts openxla/xla `xla/tsl/profiler/convert/xplane_to_trace_event
 * An event's name is its metadata's display name when set (TPU ops:
   `fusion.3`, not the whole HLO text), else the metadata name; on `Steps`
   lines a `step_name` stat replaces it, as in XProf.
-* Not reproduced: the lines XProf derives when it loads a TPU profile, which
-  are not in the file (`Steps`, `Framework Ops`, `Framework Name Scope`,
-  `Source code`, `Host Offload Ops`; `xprof/utils/derived_timeline.cc`).
-  XProf's non-streaming trace also skips `Async XLA Ops` lines; its
-  streaming viewer, which this follows, shows them.
+* Lines XProf derives when it loads a TPU profile are added to each
+  `/device:TPU:N` section, after the file's lines (XProf's derived thread
+  ids): `Framework Name Scope`, `Framework Ops`, `Source code` and
+  `Host Offload Ops row N`, made from the XLA ops' `tf_op` / `source`
+  stats and host-memory copies (`derived_lines`, xprof
+  `xprof/utils/derived_timeline.cc`). They have no line in the file
+  (`tracks.derived`; `Trace.event` marks their events `synthetic` and
+  `Trace.derived_from` gives the XLA ops each was made from). TPU planes
+  get no `Steps` line from XProf either (it derives one on GPU planes only).
+* XProf's non-streaming trace skips `Async XLA Ops` lines; its streaming
+  viewer, which this follows, shows them.
 
 **Rows.** A track is sorted by start, longer events first at equal starts
 (XProf's `SortXLine`), and each event's row is the number of the track's
@@ -67,6 +73,8 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+
+from .derived_lines import DerivedLine, derive_lines, derives_lines
 
 HOST_PLANE_PREFIX = "/host:CPU"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -106,6 +114,9 @@ RAW_LIMIT = 50_000
 #: The finest pyramid level aims at this many events per bucket, were they even.
 EVENTS_PER_BUCKET = 16
 
+#: `Trace.event` lists at most this many of the events a derived event was made from.
+DERIVED_FROM_SHOWN = 100
+
 QUERY_COLUMNS = ["track", "row", "start_ps", "end_ps", "count", "index", "name"]
 
 
@@ -126,6 +137,8 @@ class _Track:
     src: np.ndarray | None
     region_ids: list = field(default_factory=list)  # `_c` of each synthetic region
     file_events: int = 0
+    # A line XProf derives (no line in the file: `line` is -1), its events in track order.
+    derived: DerivedLine | None = None
     rows: int = 0
     nesting_rows: int = 0
 
@@ -179,6 +192,10 @@ class Trace:
     nesting levels; the rest hold improperly nested events).
     `start_ps` / `end_ps`: the extent of all events (absolute ps).
     `names`: the table the `name` columns' categories come from.
+    `derived` is True for the lines XProf derives on TPU planes (Framework
+    Name Scope, Framework Ops, Source code, Host Offload Ops rows; see
+    `derived_lines`): they have no line in the file (`line` is -1,
+    `file_events` 0) and come after the file's lines of their section.
     """
 
     def __init__(self, space):
@@ -242,11 +259,14 @@ class Trace:
                 "file_events": [t.file_events for t in tracks],
                 "rows": [t.rows for t in tracks],
                 "nesting_rows": [t.nesting_rows for t in tracks],
+                "derived": [t.derived is not None for t in tracks],
             },
             columns=["section", "name", "plane", "line", "pid", "tid", "events", "file_events", "rows",
-                     "nesting_rows"],
+                     "nesting_rows", "derived"],
         )
         self.tracks.index.name = "track"
+        self._track_of_line = {(t.plane, t.line): ti for ti, t in enumerate(tracks) if t.derived is None}
+        self._inverse = {}  # track id -> index in the track of each event of its file line (-1: not drawn)
 
     def __repr__(self):
         return (f"<Trace {self.space.host!r}: {len(self.tracks)} tracks, {self.event_count:,} events, "
@@ -429,12 +449,19 @@ class Trace:
         events carry `hlo_op` / `hlo_module` / `program_id` stats; on TPU the
         `XLA Ops` event is the op and the `XLA Modules` event around it the
         module. `synthetic` is True for the threadpool regions XProf adds,
-        which have no record in the file.
+        which have no record in the file, and for the events of derived
+        tracks; those also have `derived_count` (the XLA op events merged
+        into them) and `derived_from` (up to DERIVED_FROM_SHOWN of those as
+        [track, index] pairs, first ones first; `derived_from()` gives all),
+        and their `stats` are the ones XProf gives them (`group_id`; host
+        offload: `_a`, `raw_bytes_accessed`, `shape_with_layout`).
         """
         track, index = int(track), int(index)
         t = self._tracks[track]
         if not 0 <= index < len(t):
             raise IndexError(f"track {track} has {len(t)} events; no event {index}")
+        if t.derived is not None:
+            return self._derived_event(track, index)
         plane = self.space.planes[t.plane]
         line = plane.lines[t.line]
         src = index if t.src is None else int(t.src[index])
@@ -457,6 +484,67 @@ class Trace:
         out.update(name=name, long_name=long_name, stats=stats)
         out.update(_xla_context(plane, t, line, src, name, stats))
         return out
+
+    def _derived_event(self, track, index):
+        """`event()` for an event of a derived track."""
+        t = self._tracks[track]
+        d = t.derived
+        start, dur = int(t.start[index]), int(t.dur[index])
+        stats = {k: _plain(v[index]) for k, v in d.stats.items() if not _missing(v[index])}
+        members = self.derived_from(track, index)
+        return {"track": track, "index": index, "section": t.section, "track_name": t.name,
+                "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur, "end_ps": start + dur,
+                "synthetic": True, "name": str(d.names[index]), "long_name": str(d.long_names[index] or d.names[index]),
+                "stats": stats, "hlo_op": None, "program": None, "program_id": None,
+                "derived_count": len(members),
+                "derived_from": members[["track", "index"]].head(DERIVED_FROM_SHOWN).to_numpy().tolist()}
+
+    def derived_from(self, track, index):
+        """The file events a derived event was made from, by start: a DataFrame with
+        `track`, `index` (-1 where the event is not drawn), `start_ps`, `end_ps`
+        (ps) and `name`. Empty for an event of a track that is not derived."""
+        t = self._tracks[int(track)]
+        cols = ["track", "index", "start_ps", "end_ps", "name"]
+        if t.derived is None:
+            return pd.DataFrame({c: [] for c in cols})
+        d = t.derived
+        lo, hi = int(d.member_lo[index]), int(d.member_hi[index])
+        lines, events = d.members_line[lo:hi], d.members_event[lo:hi]
+        plane = self.space.planes[t.plane]
+        out_track = np.full(len(events), -1, dtype=np.int64)
+        out_index = np.full(len(events), -1, dtype=np.int64)
+        starts = np.empty(len(events), dtype=np.int64)
+        ends = np.empty(len(events), dtype=np.int64)
+        names = np.empty(len(events), dtype=object)
+        md = plane.event_metadata
+        for li in np.unique(lines).tolist():
+            at = np.flatnonzero(lines == li)
+            line, ev = plane.lines[li], events[at]
+            starts[at] = line.start_ps[ev]
+            ends[at] = line.start_ps[ev] + line.event_duration_ps[ev]
+            mid = line.metadata_id[ev]
+            display = md["display_name"].reindex(mid).fillna("").to_numpy(dtype=object)
+            names[at] = np.where(display != "", display, md["name"].reindex(mid).fillna("").to_numpy(dtype=object))
+            ti = self._track_of_line.get((t.plane, li))
+            if ti is not None:
+                out_track[at] = ti
+                out_index[at] = self._inverse_of(ti)[ev]
+        frame = pd.DataFrame({"track": out_track, "index": out_index, "start_ps": starts, "end_ps": ends,
+                              "name": names}, columns=cols)
+        return frame.sort_values("start_ps", kind="stable", ignore_index=True)
+
+    def _inverse_of(self, track):
+        """For a file line's track: the track index of each event of the line (-1: not drawn)."""
+        if track not in self._inverse:
+            t = self._tracks[track]
+            if t.src is None:
+                inv = np.arange(t.file_events, dtype=np.int64)
+            else:
+                inv = np.full(t.file_events, -1, dtype=np.int64)
+                real = np.flatnonzero(t.src >= 0)
+                inv[t.src[real]] = real
+            self._inverse[track] = inv
+        return self._inverse[track]
 
     def _row_of(self, track, index):
         """The row one event is drawn in."""
@@ -556,12 +644,25 @@ def _build_tracks(space):
         for li, line in enumerate(plane.lines):
             if len(line) and line.name != COUNTER_LINE and not line.name.startswith(COUNTER_LINE_PREFIX):
                 lines.append(((line.display_id or line.id) & 0xFFFFFFFF, li, line))
+        if derives_lines(space, plane):
+            lines.extend((d.tid, len(plane.lines) + k, d) for k, d in enumerate(derive_lines(plane)))
         lines.sort(key=lambda x: (x[0], x[1]))
         for tid, li, line in lines:
-            t = _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids)
+            if isinstance(line, DerivedLine):
+                t = _derived_track(plane, pi, line, pid)
+            else:
+                t = _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids)
             if len(t):
                 tracks.append(t)
     return tracks
+
+
+def _derived_track(plane, pi, d, pid):
+    """A derived line as a track: its events sorted by start, longer first at equal starts."""
+    order = np.lexsort((-d.dur, d.start))
+    d = d.take(order)
+    return _Track(section=plane.name, name=d.name, plane=pi, line=-1, pid=pid, tid=d.tid, start=d.start, dur=d.dur,
+                  src=None, derived=d)
 
 
 def _special_metadata(plane):
@@ -647,6 +748,9 @@ def _name_table(space, plane_ids):
 
 def _event_codes(space, t, plane_codes, code_of):
     """The name code of every event of a track."""
+    if t.derived is not None:
+        shown, inverse = np.unique(t.derived.names.astype(str), return_inverse=True)
+        return np.array([code_of(n) for n in shown.tolist()], dtype=np.int32)[inverse]
     line = space.planes[t.plane].lines[t.line]
     ids, codes = plane_codes
     real = None if t.src is None else t.src >= 0
