@@ -1,6 +1,7 @@
 """The trace model (`run.trace()`): layout against XProf's, rows, window queries
 against a brute-force answer, event details, search."""
 
+import html
 import json
 import re
 import time
@@ -673,3 +674,17 @@ def test_trace_viewer_widget_state():
     assert 'data-testid="measure"' in w.html
     # names from the profile are escaped
     assert "<script" not in w.html
+
+
+def test_trace_viewer_shows_what_a_derived_event_was_made_from():
+    """A Framework Ops event's details name the XLA ops it merges, as `derived_from` has them."""
+    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    w = xw.TraceViewerWidget(run)
+    tracks = run.trace().tracks
+    track = int(tracks.index[(tracks["name"] == "Framework Ops").to_numpy()][0])
+    ev = run.trace().event(track, 0)
+    w.selected = {"source": "events", "ids": [float(track * 2**32)], "index": 0}
+    row = re.search(r'data-testid="derived-from">(.*?)</tr>', w.html).group(1)
+    assert f"{ev['derived_count']:,} XLA ops: " in row
+    first = run.trace().event(*ev["derived_from"][0])["name"]
+    assert html.escape(first) in row

@@ -431,6 +431,11 @@ class TraceViewerWidget(BokehWidget):
                          f"<table>{top}</table></div>")
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
+            if ev.get("derived_count"):  # a derived TPU line: the XLA ops it was made from
+                names = [str(self.trace.event(int(t), int(i))["name"]) for t, i in ev.get("derived_from", [])[:5]]
+                more = ev["derived_count"] - len(names)
+                stats += (f'<tr data-testid="derived-from"><td>made from</td><td>{ev["derived_count"]:,} XLA ops: '
+                          f'{esc(", ".join(names))}{f", and {more:,} more" if more > 0 else ""}</td></tr>')
             parts.append(
                 f'<div class="xw-card" data-testid="event-details"><b data-testid="event-name">{esc(ev["name"])}</b>'
                 f' on {esc(ev.get("section", ""))} / {esc(ev.get("track_name", ""))}<br>'
