@@ -105,9 +105,6 @@ def test_precision(page):
 def test_recommendation(page):
     name, res, ref = page
     rec = ref[RECOMMENDATION]["p"]
-    if name == "jax_transformer_cpu":
-        pytest.xfail("input pipeline's all-others share differs (grouping leaves XLA:CPU pool "
-                     "threads out of the step, see test_input_pipeline)")
     assert res.bottleneck == rec["bottleneck"]
     assert res.recommendation.startswith(rec["statement"])
 

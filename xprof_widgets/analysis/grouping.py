@@ -6,17 +6,21 @@ its tools (`PreprocessSingleHostXSpace`: `PreprocessXPlane` then
 `GroupTfEvents`, tsl `group_events.cc`, the "event forest"). This module
 computes the same numbers, vectorised:
 
-1. **Nodes**: every event of every plane. (Newer tsl also adds a synthetic
-   `ThreadpoolListener::Region` per `StartRegion`..`StopRegion` pair, a
-   consumer of the pool `Record` that scheduled the work. XProf 2.24.2's
-   trace viewer shows the work in them ungrouped, and with them off our groups
-   equal its trace viewer's event for event (jax_transformer_cpu: every group,
-   507,495 events in group 0, 878-880 in the others). Its input pipeline
-   breakdown of that run, though, counts pool-thread work as host compute in
-   some steps (1, 4-6, 9-11: 45-133 ms) and not in others (2, 3, 7, 8, 12:
-   3-8 ms); with `_REGIONS` on, we count it in every step. The rule that
-   tells those steps apart is not found yet. `_add_regions` implements the
-   regions, off by default.)
+1. **Nodes**: every event of every plane, plus the synthetic
+   `ThreadpoolListener::Region` XProf's `PreprocessXPlane` adds on a line
+   per `StopRegion`, from the last `StartRegion` with a `_c` stat before it
+   (its `ThreadpoolLineMutator`). In XProf 2.24.2 a region carries no
+   context stats (tsl's "TODO: b/510930307 - Set consumer stat value for the
+   region event"; newer tsl makes it a consumer of the pool's `Record`), so
+   it takes part in nesting only: a pool task is the outermost event of its
+   worker thread, so regions and the work in them stay ungrouped (XProf's
+   own grouped space, from its internal `_xplane.pb` tool, agrees event for
+   event on every CPU profile here). Only the zero-length `StartRegion`, a
+   consumer of the `Record` on the scheduling thread, joins that thread's
+   step; for what that does to the step breakdown see `steps`. Regions are
+   not returned by `group_ids` (not file events); a grouped one, which
+   needs an enclosing event on its worker thread, would be a host event of
+   its step in XProf that `steps` does not see.
 2. **Edges** (parent -> child):
    * nesting on a line: an event's parent is the innermost earlier event that
      contains it (XProf walks a stack; on a line sorted by start that is the
@@ -84,8 +88,6 @@ IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", EXECUTOR)
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
 REGION = "ThreadpoolListener::Region"
-#: `ContextType::kThreadpoolEvent`, the type of a threadpool region's context.
-THREADPOOL_CONTEXT = 15
 #: A context with at least this many producers and consumers is not connected.
 MAX_CONTEXT_FANOUT = 64
 
@@ -94,8 +96,6 @@ _STATS = [
     "correlation_id", "graph_type",
 ]
 _NONE = np.iinfo(np.int64).max
-#: Off: XProf 2.24.2's trace viewer groups without the threadpool regions (see above).
-_REGIONS = False
 
 
 def _int_stat(st, name, n):
@@ -196,7 +196,7 @@ class _Nodes:
                 vals = {k: _int_stat(st, k, n) for k in stats}
                 gt = np.asarray(st["graph_type"], dtype=object) if "graph_type" in st else np.full(n, None, object)
                 event = np.arange(n, dtype=np.int64)
-                if has_regions and _REGIONS:
+                if has_regions:
                     base = code_offset - len(plane_names)
                     codes = {v: base + i for i, v in enumerate(plane_names)}
                     start, end, names, vals, gt, event = _add_regions(
@@ -256,15 +256,14 @@ class _Nodes:
 def _add_regions(start, end, names, vals, gt, event, start_code, stop_code):
     """Adds a `ThreadpoolListener::Region` per StartRegion..StopRegion of a line.
 
-    As XProf's mutator: each StopRegion closes a region from the last
-    StartRegion (with a consumer id) before it, in file order; the region
-    consumes that StartRegion's context as a threadpool event. The line is then
-    re-sorted by start, longer events first at equal starts, so a region
-    contains the events that start with it.
+    As XProf 2.24.2's mutator: each StopRegion closes a region from the last
+    StartRegion (with a consumer id, at a time other than 0) before it, in
+    file order; the region has no stats. The line is then re-sorted by
+    start, longer events first at equal starts, so a region contains the
+    events that start with it (its StartRegion included).
     """
     n = len(start)
-    c, c_has = vals["_c"]
-    is_start = (names == start_code) & c_has
+    is_start = (names == start_code) & vals["_c"][1]
     last = np.maximum.accumulate(np.where(is_start, np.arange(n), -1))
     stops = np.flatnonzero((names == stop_code) & (last >= 0))
     src = last[stops]
@@ -277,15 +276,8 @@ def _add_regions(start, end, names, vals, gt, event, start_code, stop_code):
     start2 = np.concatenate([start, r_start])
     end2 = np.concatenate([end, r_end])
     order = np.lexsort((np.arange(n + k), -(end2 - start2), start2))
-    out = {}
-    for key, (v, p) in vals.items():
-        if key == "_c":
-            v2, p2 = np.concatenate([v, c[src]]), np.concatenate([p, np.ones(k, bool)])
-        elif key == "_ct":
-            v2, p2 = np.concatenate([v, np.full(k, THREADPOOL_CONTEXT)]), np.concatenate([p, np.ones(k, bool)])
-        else:
-            v2, p2 = np.concatenate([v, np.zeros(k, np.int64)]), np.concatenate([p, np.zeros(k, bool)])
-        out[key] = (v2[order], p2[order])
+    out = {key: (np.concatenate([v, np.zeros(k, np.int64)])[order], np.concatenate([p, np.zeros(k, bool)])[order])
+           for key, (v, p) in vals.items()}
     names2 = np.concatenate([names, np.zeros(k, names.dtype)])[order]  # code 0: REGION
     gt2 = np.concatenate([gt, np.full(k, None, dtype=object)])[order]
     event2 = np.concatenate([event, np.full(k, -1)])[order]  # -1: synthetic
@@ -512,14 +504,27 @@ def group_ids(space, recompute=False):
     `is_grouped`) they are returned as they are, as XProf does; with
     `recompute=True` they are ignored and the grouping is computed.
     """
-    key = ("group_ids", bool(recompute))
-    if key not in space.cache:  # per host: the memory profile, overview and steps all use it
-        if is_grouped(space) and not recompute:
-            space.cache[key] = _file_group_ids(space)
-        else:
-            nodes, group, _ = _forest(space)
-            space.cache[key] = _split(space, nodes, group)
-    return space.cache[key]
+    if is_grouped(space) and not recompute:
+        if "file_group_ids" not in space.cache:
+            space.cache["file_group_ids"] = _file_group_ids(space)
+        return space.cache["file_group_ids"]
+    return _computed(space)[0]
+
+
+_STEP_COLUMNS = ["group_id", "plane", "line", "event", "name", "start_ps", "duration_ps", "root_level",
+                 "step_num", "step_name"]
+
+
+def _computed(space):
+    """(group ids by line, step table) of one grouping pass, kept with the space.
+
+    Per host the memory profile, the overview and the steps all ask for them;
+    the pass is the costly part (seconds on millions of events).
+    """
+    if "grouping" not in space.cache:
+        nodes, group, steps = _forest(space)
+        space.cache["grouping"] = (_split(space, nodes, group), _step_table(nodes, steps))
+    return space.cache["grouping"]
 
 
 def _split(space, nodes, group):
@@ -551,9 +556,12 @@ def step_events(space, recompute=False):
     not regroup and keeps no root table; pass `recompute=True` to get one.
     """
     if is_grouped(space) and not recompute:
-        return pd.DataFrame(columns=["group_id", "plane", "line", "event", "name", "start_ps",
-                                     "duration_ps", "root_level", "step_num", "step_name"])
-    nodes, _, steps = _forest(space)
+        return pd.DataFrame(columns=_STEP_COLUMNS)
+    return _computed(space)[1].copy()
+
+
+def _step_table(nodes, steps):
+    """`step_events`' table from the forest's roots (`_forest`'s step table)."""
     # Parents (nesting only, plus self) for the context stats: a few hundred
     # roots, so a Python walk per root is cheap.
     parent = np.full(nodes.n, -1, np.int64)
@@ -581,5 +589,4 @@ def step_events(space, recompute=False):
             "root_level": int(steps.loc[steps["node"] == node, "root_level"].iloc[0]),
             "step_num": num, "step_name": f"{prefix} {num}" if prefix else str(num),
         })
-    return pd.DataFrame(rows, columns=["group_id", "plane", "line", "event", "name", "start_ps",
-                                       "duration_ps", "root_level", "step_num", "step_name"])
+    return pd.DataFrame(rows, columns=_STEP_COLUMNS)

@@ -14,18 +14,27 @@ XProf (`xplane_to_step_events.cc`, `event_span.cc`,
    host-to-device, `MemcpyHToH` host-to-host, `IteratorGetNext*` waiting for
    input, anything else host compute. XProf's host converter never sees a
    device here (kernel launch is a GPU-only type).
-3. **Breakdown**: overlapping events are resolved by priority (waiting for
-   input > host-to-device > host-to-host > host compute), each instant of the
-   step counted once under the highest type active then; time covered by no
-   event is "all others" (XProf's unknown time). Events are clipped to the
-   step's span.
-4. **Steps kept**: only well-formed steps (with a step marker and some host
-   compute, for a CPU-only run), sorted by group id; with more than 5 of
-   them the first and the last are dropped as probably partial.
-
-The priority sweep is done without a loop over events: the time of type t is
-|union of events of types >= t| - |union of types > t|, per step, and a
-union's length is a sort plus a running maximum.
+3. **Breakdown** (`event_span.cc` `ToNonOverlappedEvents`, then
+   `ConvertStepDetailsToStepInfo`): the group's events, all threads
+   together and not clipped, are cut into spans by a sweep over their
+   boundaries that keeps the highest type active (waiting for input >
+   host-to-device > host-to-host > host compute); each span counts for its
+   type what of it lies inside the step; what no span covers is "all
+   others" (XProf's unknown time). Mostly that is the union by priority,
+   but XProf's sweep puts the end of a zero-length event before its start:
+   one at a time when nothing of its type or higher runs leaves that type
+   "on" with nothing counted, so the gap after it counts as that type until
+   the next event of the type (or a higher one) in the group ends. XLA:CPU
+   profiles hit this: a pool worker's `ThreadpoolListener::StartRegion`
+   (zero length, in the step of the Python-thread `Record` that scheduled
+   the task) that falls after the step's last Python op makes the rest of
+   the step host compute (jax_transformer_cpu: where the worker picked up
+   the task late, e.g. step 1, 61.95 of 62.03 ms; where it did so while
+   Python was still inside the launching call, 3-13 ms). See `_sweep`.
+4. **Steps kept**: only well-formed steps (with a step marker and, for a
+   CPU-only run, a span of host compute, even an empty one), sorted by group
+   id; with more than 5 of them the first and the last are dropped as
+   probably partial.
 
 Not reimplemented: GPU and TPU device steps (device events, the `Step`
 line), `input_pipeline_stage_name` stats (newer tf.data root stages),
@@ -189,34 +198,155 @@ def union_length(group, start, end):
     return pd.Series(added).groupby(g).sum()
 
 
-def _breakdown(ev, steps):
-    """Time per event type per step (ps): DataFrame indexed by group id."""
-    span = steps.set_index("group_id")[["begin_ps", "end_ps"]]
-    keep = (ev["type"] >= 0) & np.isin(ev["group"], span.index.to_numpy())
-    g = ev["group"][keep]
-    lo = span["begin_ps"].reindex(g).to_numpy()
-    hi = span["end_ps"].reindex(g).to_numpy()
-    s = np.maximum(ev["start"][keep], lo)
-    e = np.minimum(ev["end"][keep], hi)
-    t = ev["type"][keep]
-    inside = e > s
-    g, s, e, t = g[inside], s[inside], e[inside], t[inside]
-    types = np.unique(t)
-    # covered[k]: union of events of types >= types[k]
-    covered = [union_length(g[t >= ty], s[t >= ty], e[t >= ty]).reindex(span.index, fill_value=0)
-               for ty in types]
+def _sweep(group, start, end, types, mark_type):
+    """XProf's `ToNonOverlappedEvents` on the events of every group at once.
+
+    XProf sorts the start and end boundaries of a group's events (by time; at
+    one time ends before starts, higher types first) and walks them with a
+    count per type and a current maximum type: a start raises the maximum to
+    its type; an end lowers it, to the highest type still counted, only when
+    it is an end of the maximum's own type that brings that count to exactly
+    zero. Each boundary but the last labels the span up to the next one.
+
+    Where spans nest or overlap this is the union by priority. A zero-length
+    event is the exception: its end comes before its start, so at a time when
+    nothing of its type (or higher) runs, its end takes the count to -1 (no
+    change of maximum) and its start puts it back to 0 while raising the
+    maximum to its type. The maximum then stays on that type, with nothing
+    counted, until an end of that type next takes its count to zero, i.e.
+    until the next event of that type (or of a higher one) has ended: the
+    gap is labelled with the type. E.g. a `ThreadpoolListener::StartRegion`
+    of the step, on a worker thread, after the step's last host op: host
+    compute runs on to the end of the next host op still in the group.
+
+    Vectorised, per time (all boundaries of a group at one instant): counts
+    are cumulative sums per type, whence the correct maximum C (highest type
+    counted > 0). The walk's maximum after a time is max(C after its ends,
+    highest type starting there), unless the maximum before was stale (above
+    C), which it then keeps, raised by the types starting. A stale maximum v
+    set at time U is held at a later time T while C stayed below v at every
+    time from U to just before T: per type v, "the last time that started a
+    v-span lies after the last time C reached v", two running maxima.
+
+    `group`, `start`, `end`, `types`: int64 arrays, one entry an event
+    (types >= 0). Returns (spans, marked). spans: dict of arrays, one entry
+    a time, sorted by group then time: group, begin, end (the group's next
+    time; its last time ends where it begins), label (the type of the span).
+    marked: the groups in which some boundary is labelled `mark_type` (XProf
+    keys a step's breakdown by every label, even of an empty span).
+    """
+    n = len(group)
+    if n == 0:
+        e = np.zeros(0, np.int64)
+        return {"group": e, "begin": e, "end": e, "label": e}, e
+    nb = 2 * n
+    bg = np.concatenate([group, group])
+    bt = np.concatenate([start, end])
+    # Ends (0) before starts (1024) at one time, higher types first.
+    minor = np.concatenate([1024 - types, -types])
+    order = np.lexsort((minor, bt, bg))
+    bg, bt, minor = bg[order], bt[order], minor[order]
+    is_start = minor > 0
+    bty = np.where(is_start, 1024 - minor, -minor)
+    # The correct maximum after each boundary (0: nothing counted). A group's
+    # boundaries sum to zero, so cumulative sums over all groups are per group.
+    delta = np.where(is_start, 1, -1)
+    kinds = np.flatnonzero(np.bincount(types))
+    correct = np.zeros(nb, np.int64)
+    for ty in kinds:  # ascending: a higher counted type overrides
+        correct[np.cumsum(np.where(bty == ty, delta, 0)) > 0] = ty
+    # Times: runs of boundaries with the same (group, time).
+    new_time = np.empty(nb, bool)
+    new_time[0] = True
+    np.not_equal(bt[1:], bt[:-1], out=new_time[1:])
+    new_group = np.empty(nb, bool)
+    new_group[0] = True
+    np.not_equal(bg[1:], bg[:-1], out=new_group[1:])
+    new_time |= new_group
+    first = np.flatnonzero(new_time)
+    nt = len(first)
+    t_group, t_time = bg[first], bt[first]
+    group_first = new_group[first]
+    group_last = np.ones(nt, bool)
+    group_last[:-1] = group_first[1:]
+    after = np.append(first[1:], nb)  # one past the time's last boundary
+    n_end = np.add.reduceat(delta < 0, first, dtype=np.int64)
+    c_full = correct[after - 1]
+    # After the time's ends: the last end, else the time before (0 at a
+    # group's first time: the previous group's counts are back to zero).
+    c_ends = correct[first + n_end - 1]
+    has_start = first + n_end < after
+    s_top = np.where(has_start, bty[np.minimum(first + n_end, nb - 1)], 0)
+    label = np.maximum(c_ends, s_top)
+    origin = s_top > c_full
+    if origin.any():
+        idx = np.arange(nt)
+        gfirst = np.maximum.accumulate(np.where(group_first, idx, 0))
+        for ty in np.unique(s_top[origin]):
+            started = np.maximum.accumulate(np.where(s_top == ty, idx, -1))
+            reached = np.maximum.accumulate(np.where(c_full >= ty, idx, -1))
+            held = np.zeros(nt, bool)
+            held[1:] = (started[:-1] > reached[:-1]) & (started[:-1] >= gfirst[1:])
+            label[held] = np.maximum(label[held], ty)
+    t_end = np.where(group_last, t_time, np.append(t_time[1:], 0))
+    spans = {"group": t_group, "begin": t_time, "end": t_end, "label": label}
+    # Groups with a boundary labelled `mark_type`: the last boundary of each
+    # time labels its span, so a group with a span so labelled is marked.
+    # The others: check every boundary but the group's last one (starts
+    # carry their time's label; ends a stale maximum from before, else the
+    # correct maximum there, 0 after the group's last boundary).
+    grank = np.cumsum(group_first) - 1
+    marked = np.zeros(grank[-1] + 1, bool)
+    marked[grank[(label == mark_type) & ~group_last]] = True
+    rest = ~marked[grank]
+    if rest.any():
+        stale_before = np.zeros(nt, bool)
+        stale_before[1:] = (label[:-1] > c_full[:-1]) & ~group_first[1:]
+        before = np.append(0, label[:-1])
+        n_start = after - first - n_end
+        starts = n_start - (group_last & (n_start > 0))
+        ends = n_end - (group_last & (n_start == 0))
+        hit_end = np.add.reduceat((correct == mark_type) & (delta < 0), first, dtype=np.int64) > 0
+        hit = (((starts > 0) & (label == mark_type))
+               | np.where(stale_before, (ends > 0) & (before == mark_type), hit_end))
+        marked[grank[hit]] = True
+    return spans, t_group[group_first][marked]
+
+
+def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
+    """Time per event type per step (ps): DataFrame indexed by group id.
+
+    As XProf (`ConvertStepDetailsToStepInfo`): the group's events, not
+    clipped, resolved into spans by `_sweep`; each span counts for its type
+    what of it lies inside the step's span; what no span of a type covers is
+    unknown time. `well_formed`: some boundary of the step is labelled
+    `well_formed_type` (host compute for a CPU-only host; XProf's test is
+    the type's presence in the breakdown, empty spans included).
+    """
+    span = steps.set_index("group_id")[["begin_ps", "end_ps"]].sort_index()
+    ids = span.index.to_numpy(np.int64)
+    keep = (ev["type"] >= 0) & np.isin(ev["group"], ids)
+    spans, marked = _sweep(*(np.asarray(ev[k][keep], dtype=np.int64) for k in ("group", "start", "end", "type")),
+                           well_formed_type)
+    row = np.searchsorted(ids, spans["group"])
+    lo = span["begin_ps"].to_numpy(np.int64)[row]
+    hi = span["end_ps"].to_numpy(np.int64)[row]
+    ps = np.clip(np.minimum(spans["end"], hi) - np.maximum(spans["begin"], lo), 0, None)
+    kinds = np.flatnonzero(np.bincount(spans["label"]))  # labels are small type numbers
+    rank = np.zeros(kinds[-1] + 1 if len(kinds) else 1, np.int64)
+    rank[kinds] = np.arange(len(kinds))
+    key = row * len(kinds) + rank[spans["label"]]
+    size = len(ids) * len(kinds)
+    # Two exact float sums (each under 2**53) rather than one of int64 ps.
+    high = np.bincount(key, weights=ps >> 32, minlength=size).astype(np.int64)
+    low = np.bincount(key, weights=ps & 0xFFFFFFFF, minlength=size).astype(np.int64)
+    per = ((high << 32) + low).reshape(len(ids), len(kinds))
     out = pd.DataFrame(index=span.index)
-    for k, ty in enumerate(types):
-        above = covered[k + 1] if k + 1 < len(types) else 0
-        out[int(ty)] = covered[k] - above
-    total = covered[0] if len(types) else 0
-    out[UNKNOWN_TIME] = (span["end_ps"] - span["begin_ps"]) - total
-    # Well-formed (CPU only): the step has host compute (XProf: the type
-    # appears in the step's breakdown at all).
-    has = pd.Series(False, index=span.index)
-    hc = ev["group"][ev["type"] == HOST_COMPUTE]
-    has[np.intersect1d(hc, span.index.to_numpy())] = True
-    out["well_formed"] = has
+    for k, ty in enumerate(kinds):
+        if ty != UNKNOWN_TIME and per[:, k].any():
+            out[int(ty)] = per[:, k]
+    out[UNKNOWN_TIME] = (span["end_ps"] - span["begin_ps"]).to_numpy(np.int64) - out.sum(axis=1).to_numpy(np.int64)
+    out["well_formed"] = np.isin(ids, marked)
     return out
 
 
