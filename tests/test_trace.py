@@ -559,7 +559,7 @@ def test_event_details_equal_the_file(name):
             assert (d["start_ps"], d["end_ps"], d["row"], d["name"]) == (
                 ev.at[index, "start_ps"], ev.at[index, "end_ps"], ev.at[index, "row"], ev.at[index, "name"])
             if d["synthetic"]:
-                assert d["name"] == T.REGION and d["stats"]["_ct"] == T.THREADPOOL_CONTEXT
+                assert d["name"] == T.REGION and d["stats"] == {}  # XProf 2.24.2's regions have none
                 continue
             src = int(np.flatnonzero((line.start_ps == d["start_ps"]) & (line.event_duration_ps == d["duration_ps"])
                                      & (shown == d["name"]))[0])
@@ -600,7 +600,7 @@ def test_event_of_a_synthetic_region():
     m = tr.search(T.REGION)
     assert len(m) == (tr.tracks["events"] - tr.tracks["file_events"]).sum()
     d = tr.event(m["track"].iloc[0], m["index"].iloc[0])
-    assert d["synthetic"] and d["stats"]["_ct"] == T.THREADPOOL_CONTEXT and d["stats"]["_c"] is not None
+    assert d["synthetic"] and d["stats"] == {} and d["start_region_c"] is not None
     with pytest.raises(IndexError):
         tr.event(0, 10**9)
 

@@ -105,8 +105,6 @@ INTERNAL_EVENTS = frozenset({
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
 REGION = "ThreadpoolListener::Region"
-#: `ContextType::kThreadpoolEvent`: the `_ct` XProf gives a region.
-THREADPOOL_CONTEXT = 15
 
 #: Windows with at most this many events are answered from the events
 #: themselves, larger ones from the bucket pyramid (same boxes; see `query`).
@@ -470,7 +468,9 @@ class Trace:
                "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur,
                "end_ps": start + dur, "synthetic": src < 0}
         if src < 0:  # a threadpool region XProf adds
-            out.update(name=REGION, long_name=REGION, stats={"_c": t.region_ids[-src - 1], "_ct": THREADPOOL_CONTEXT},
+            # XProf 2.24.2 gives regions no stats (setting their consumer stat is a TODO in its
+            # preprocess_xplane.h); which StartRegion opened it is ours: `start_region_c`.
+            out.update(name=REGION, long_name=REGION, stats={}, start_region_c=t.region_ids[-src - 1],
                        hlo_op=None, program=None, program_id=None)
             return out
         md = plane.event_metadata
