@@ -6,21 +6,20 @@ its tools (`PreprocessSingleHostXSpace`: `PreprocessXPlane` then
 `GroupTfEvents`, tsl `group_events.cc`, the "event forest"). This module
 computes the same numbers, vectorised:
 
-1. **Nodes**: every event of every plane, plus the synthetic
-   `ThreadpoolListener::Region` XProf's `PreprocessXPlane` adds on a line
-   per `StopRegion`, from the last `StartRegion` with a `_c` stat before it
-   (its `ThreadpoolLineMutator`). In XProf 2.24.2 a region carries no
-   context stats (tsl's "TODO: b/510930307 - Set consumer stat value for the
-   region event"; newer tsl makes it a consumer of the pool's `Record`), so
-   it takes part in nesting only: a pool task is the outermost event of its
-   worker thread, so regions and the work in them stay ungrouped (XProf's
-   own grouped space, from its internal `_xplane.pb` tool, agrees event for
-   event on every CPU profile here). Only the zero-length `StartRegion`, a
+1. **Nodes**: every event of every plane. XProf's `PreprocessXPlane` also
+   adds a synthetic `ThreadpoolListener::Region` on a line per `StopRegion`,
+   from the last `StartRegion` with a `_c` stat before it (its
+   `ThreadpoolLineMutator`). In XProf 2.24.2 a region carries no context
+   stats (tsl's "TODO: b/510930307 - Set consumer stat value for the region
+   event"; newer tsl makes it a consumer of the pool's `Record`), so it takes
+   part in nesting only, and a node that only nests passes on no group its
+   enclosing event would not pass on itself. So regions are left out here:
+   the groups are the same (XProf's own grouped space, from its internal
+   `_xplane.pb` tool, agrees event for event on every CPU profile here) and
+   4 M events group 0.4 s faster. Only the zero-length `StartRegion`, a
    consumer of the `Record` on the scheduling thread, joins that thread's
-   step; for what that does to the step breakdown see `steps`. Regions are
-   not returned by `group_ids` (not file events); a grouped one, which
-   needs an enclosing event on its worker thread, would be a host event of
-   its step in XProf that `steps` does not see.
+   step; for what that does to the step breakdown see `steps`. (The trace
+   model, `analysis.trace`, shows the regions, as XProf's trace viewer does.)
 2. **Edges** (parent -> child):
    * nesting on a line: an event's parent is the innermost earlier event that
      contains it (XProf walks a stack; on a line sorted by start that is the
@@ -165,7 +164,7 @@ class _Nodes:
         # Names as integer codes into one table (a plane's categories at an
         # offset; the last entry stands for "no name"): comparing codes is
         # far cheaper than comparing millions of Python strings.
-        tables, code_offset = [np.array([REGION], dtype=object)], 1  # code 0: synthetic regions
+        tables, code_offset = [np.array([REGION], dtype=object)], 1  # code 0: reserved (regions, left out)
         self.lines = []  # (plane name, line index)
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
@@ -176,7 +175,6 @@ class _Nodes:
             if md_names & set(LOOP_OPS):
                 self.loop_ops = True
             pid = plane.stats.get("process_id") if plane.lines else None
-            has_regions = START_REGION in md_names and STOP_REGION in md_names
             plane_names = None
             for li, line in enumerate(plane.lines):
                 self.lines.append((plane.name, li))
@@ -196,11 +194,6 @@ class _Nodes:
                 vals = {k: _int_stat(st, k, n) for k in stats}
                 gt = np.asarray(st["graph_type"], dtype=object) if "graph_type" in st else np.full(n, None, object)
                 event = np.arange(n, dtype=np.int64)
-                if has_regions:
-                    base = code_offset - len(plane_names)
-                    codes = {v: base + i for i, v in enumerate(plane_names)}
-                    start, end, names, vals, gt, event = _add_regions(
-                        start, end, names, vals, gt, event, codes[START_REGION], codes[STOP_REGION])
                 m = len(start)
                 for k, v in (("plane", np.full(m, pi)), ("line", np.full(m, len(self.lines) - 1)),
                              ("event", event), ("start", start), ("end", end), ("name", names),
@@ -251,37 +244,6 @@ class _Nodes:
 
     def name_of(self, node):
         return self.name_table[self.name[node]]
-
-
-def _add_regions(start, end, names, vals, gt, event, start_code, stop_code):
-    """Adds a `ThreadpoolListener::Region` per StartRegion..StopRegion of a line.
-
-    As XProf 2.24.2's mutator: each StopRegion closes a region from the last
-    StartRegion (with a consumer id, at a time other than 0) before it, in
-    file order; the region has no stats. The line is then re-sorted by
-    start, longer events first at equal starts, so a region contains the
-    events that start with it (its StartRegion included).
-    """
-    n = len(start)
-    is_start = (names == start_code) & vals["_c"][1]
-    last = np.maximum.accumulate(np.where(is_start, np.arange(n), -1))
-    stops = np.flatnonzero((names == stop_code) & (last >= 0))
-    src = last[stops]
-    keep = start[src] != 0
-    stops, src = stops[keep], src[keep]
-    if len(stops) == 0:
-        return start, end, names, vals, gt, event
-    k = len(stops)
-    r_start, r_end = start[src], start[stops]
-    start2 = np.concatenate([start, r_start])
-    end2 = np.concatenate([end, r_end])
-    order = np.lexsort((np.arange(n + k), -(end2 - start2), start2))
-    out = {key: (np.concatenate([v, np.zeros(k, np.int64)])[order], np.concatenate([p, np.zeros(k, bool)])[order])
-           for key, (v, p) in vals.items()}
-    names2 = np.concatenate([names, np.zeros(k, names.dtype)])[order]  # code 0: REGION
-    gt2 = np.concatenate([gt, np.full(k, None, dtype=object)])[order]
-    event2 = np.concatenate([event, np.full(k, -1)])[order]  # -1: synthetic
-    return start2[order], end2[order], names2, out, gt2, event2
 
 
 def _context_edges(nodes):
@@ -528,20 +490,17 @@ def _computed(space):
 
 
 def _split(space, nodes, group):
+    """Group ids per line, in file order (-1: none). Nodes come line by line: no sort needed."""
+    bounds = np.searchsorted(nodes.line, np.arange(len(nodes.lines) + 1))
     out = {}
-    real = nodes.event >= 0
-    li = nodes.line[real]
-    ev = nodes.event[real]
-    g = group[real]
-    order = np.lexsort((ev, li))
-    bounds = np.searchsorted(li[order], np.arange(len(nodes.lines) + 1))
     for k, key in enumerate(nodes.lines):
-        sel = order[bounds[k]:bounds[k + 1]]
+        part = slice(bounds[k], bounds[k + 1])
+        ev = nodes.event[part]
+        real = ev >= 0
         arr = np.full(len(space.plane(key[0]).lines[key[1]]), -1, np.int64)
-        arr[ev[sel]] = g[sel]
+        arr[ev[real]] = group[part][real]
         out[key] = arr
     return out
-
 
 def step_events(space, recompute=False):
     """The root event of each group (step), as a DataFrame sorted by group id.
@@ -567,7 +526,7 @@ def _step_table(nodes, steps):
     parent = np.full(nodes.n, -1, np.int64)
     parent[nodes.nesting[1]] = nodes.nesting[0]
     rows = []
-    for g, node in zip(steps["group_id"], steps["node"]):
+    for g, node, level in zip(steps["group_id"], steps["node"], steps["root_level"]):
         num = gt = None
         v = node
         while v >= 0 and (num is None or gt is None):
@@ -586,7 +545,7 @@ def _step_table(nodes, steps):
             "group_id": int(g), "plane": nodes.plane_names[nodes.plane[node]],
             "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event[node]), "name": name,
             "start_ps": int(nodes.start[node]), "duration_ps": int(nodes.end[node] - nodes.start[node]),
-            "root_level": int(steps.loc[steps["node"] == node, "root_level"].iloc[0]),
+            "root_level": int(level),
             "step_num": num, "step_name": f"{prefix} {num}" if prefix else str(num),
         })
     return pd.DataFrame(rows, columns=_STEP_COLUMNS)
