@@ -272,6 +272,29 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     assert len(m) - extra.sum() == len(ours)
     assert (m.loc[~extra, "g_ref"] == m.loc[~extra, "g_ours"]).all()
     assert (m["g_ref"] >= 0).sum() > 1000
+    # is_eager: XProf puts the stat on TF op runs and kernel executions (0 or 1); ours marks the 1s.
+    nodes = G._Nodes(space)
+    targets = G._eager_targets(nodes)
+    bounds = np.searchsorted(nodes.line, np.arange(len(nodes.lines) + 1))
+    target_mask = {}
+    for k, key in enumerate(nodes.lines):
+        mask = np.zeros(len(space.plane(key[0]).lines[key[1]]), bool)
+        mask[nodes.event[bounds[k]:bounds[k + 1]]] = targets[bounds[k]:bounds[k + 1]]
+        target_mask[key] = mask
+    eager = G.eager_events(space)
+    ours_e = _events(space, lambda plane, i, line: np.where(target_mask[(plane.name, i)],
+                                                            eager[(plane.name, i)].astype(int), -1))
+
+    def file_eager(plane, i, line):
+        v, h = G._int_stat(line.stats(names=[G.IS_EAGER]), G.IS_EAGER, len(line))
+        return np.where(h, (v != 0).astype(int), -1)
+
+    me = _events(read_xspace(out), file_eager).merge(ours_e, on=["plane", "line", "ts", "dur", "name", "k"],
+                                                     suffixes=("_ref", "_ours"))
+    assert len(me) == len(ours_e)
+    assert (me["g_ref"] == me["g_ours"]).all()
+    if name.startswith("tf"):
+        assert (me["g_ref"] == 0).sum() > 1000  # TF op runs, none eager (EagerExecute is_func 0 runs no TF op)
     if name.startswith("jax"):
         # The zero-length StartRegion markers of pool workers join the step that scheduled them.
         starts = m[m["name"] == G.START_REGION]

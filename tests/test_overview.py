@@ -1,12 +1,26 @@
 """Overview page against XProf 2.24.2's overview_page.json, every run."""
 
 import json
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis.overview import TOP_OPS_SHOWN, framework_op, overview
+from xprof_widgets.analysis import grouping as G
+from xprof_widgets.analysis.overview import (
+    EAGER_REPORT_PERCENT,
+    TOP_OPS_SHOWN,
+    _stack_self_time,
+    eager_recommendation,
+    framework_op,
+    host_op_metrics,
+    overview,
+)
+from xprof_widgets.io import schema
+from xprof_widgets.io.xspace import read_xspace
 
 from .conftest import PROFILES, REFERENCE
 
@@ -81,6 +95,13 @@ def test_op_placement(page):
     assert f"{res.op_placement['device_percent']:.1f}%" == p["device_tf_op_percent"]
 
 
+def test_eager_percent(page):
+    _, res, ref = page
+    p = ref[TOP_OPS]["p"]
+    assert f"{res.host_op_time_eager_percent:.1f}%" == p["host_op_time_eager_percent"]
+    assert f"{res.device_op_time_eager_percent:.1f}%" == p["device_op_time_eager_percent"]
+
+
 def test_tpu_duty_cycle_and_idle(page):
     _, res, ref = page
     p = ref[TOP_OPS]["p"]
@@ -141,3 +162,242 @@ def test_module_latency_tpu_inference():
 def test_module_latency_empty_without_device_modules():
     lat = overview(xw.load_run(PROFILES / "jax_mlp_cpu")).module_latency
     assert lat.empty and list(lat.columns)[:2] == ["module", "executions"]
+
+
+# --- eager execution, on a space made by hand ---------------------------------------------
+
+REFENV = "/work/refenv/bin/python"
+_NS = 1000  # ps
+
+
+def _eager_space():
+    """Host threads and one GPU stream, times in ns. Eager: ops under an `EagerExecute` with
+    `is_func` 0, nearest first; a kernel by its launch. By hand (self times):
+
+    host  main      dense/MatMul 40 (eager; its ReadVariableOp 10 and a launch nested),
+                    Relu 50 (no EagerExecute above), a `thunk` with tf_op dense/MatMul 20
+          executor  BiasAdd 100, dense/MatMul 20: run by FunctionRun under is_func 1
+          nested    Add 10 (nearest EagerExecute is_func 1), Mul 20 (nearest is_func 0),
+                    Sub 40 (EagerExecute without is_func), A 100 and B (same end: XProf's
+                    op stack drops B)
+    An op is eager when any execution is: dense/MatMul's 80 all count.
+    Host: (80 + 10 + 20) / (80 + 10 + 50 + 100 + 10 + 20 + 40 + 100) = 110 / 410.
+    GPU   MatMul kernel 30 (eager), BiasAdd 10, Relu 20: 30 / 60.
+    """
+    space = schema.XSpace(hostnames=["eager"])
+
+    def plane(pid, name, stat_names):
+        p = space.planes.add(id=pid, name=name)
+        ids = {k: i + 1 for i, k in enumerate(stat_names)}
+        for k, i in ids.items():
+            p.stat_metadata[i].id, p.stat_metadata[i].name = i, k
+        md = {}
+
+        def line(lid, lname, events):
+            ln = p.lines.add(id=lid, display_id=lid, name=lname, timestamp_ns=1_000_000)
+            for name, s, e, stats in events:
+                if name not in md:
+                    md[name] = len(md) + 1
+                    p.event_metadata[md[name]].id, p.event_metadata[md[name]].name = md[name], name
+                ev = ln.events.add(metadata_id=md[name], offset_ps=s * _NS, duration_ps=(e - s) * _NS)
+                for k, v in stats.items():
+                    st = ev.stats.add(metadata_id=ids[k])
+                    if isinstance(v, str):
+                        st.str_value = v
+                    else:
+                        st.int64_value = v
+        return line
+
+    host = plane(1, "/host:CPU", ["is_func", "_p", "_pt", "_c", "_ct", "correlation_id", "tf_op"])
+    host(1, "main", [
+        ("EagerExecute", 0, 100, {"is_func": 0}),
+        ("dense/MatMul:MatMul", 10, 60, {}),
+        ("dense/MatMul/ReadVariableOp:ReadVariableOp", 20, 30, {}),
+        ("cudaLaunchKernel", 40, 45, {"correlation_id": 1}),
+        ("EagerExecute", 200, 500, {"is_func": 1}),
+        ("FunctionRun", 210, 490, {"_pt": 1, "_p": 77}),
+        ("Relu:Relu", 600, 650, {}),
+        ("cudaLaunchKernel", 610, 615, {"correlation_id": 3}),
+        ("thunk", 700, 720, {"tf_op": "dense/MatMul:MatMul"}),
+    ])
+    host(2, "executor", [
+        ("ExecutorState::Process", 220, 480, {"_ct": 1, "_c": 77}),
+        ("model/dense_1/BiasAdd:BiasAdd", 230, 330, {}),
+        ("cudaLaunchKernel", 240, 245, {"correlation_id": 2}),
+        ("dense/MatMul:MatMul", 340, 360, {}),
+    ])
+    host(3, "nested", [
+        ("EagerExecute", 800, 900, {"is_func": 0}),
+        ("EagerExecute", 810, 890, {"is_func": 1}),
+        ("inner/Add:AddV2", 820, 830, {}),
+        ("EagerExecute", 1000, 1100, {"is_func": 1}),
+        ("EagerExecute", 1010, 1090, {"is_func": 0}),
+        ("inner2/Mul:Mul", 1020, 1040, {}),
+        ("EagerExecute", 1200, 1300, {}),
+        ("inner3/Sub:Sub", 1210, 1250, {}),
+        ("q/A:Abs", 1400, 1500, {}),
+        ("q/B:Neg", 1450, 1500, {}),
+    ])
+    gpu = plane(2, "/device:GPU:0", ["correlation_id", "tf_op"])
+    gpu(7, "Stream #7", [
+        ("volta_sgemm", 50, 80, {"correlation_id": 1, "tf_op": "dense/MatMul:MatMul"}),
+        ("bias_kernel", 250, 260, {"correlation_id": 2, "tf_op": "model/dense_1/BiasAdd:BiasAdd"}),
+        ("relu_kernel", 620, 640, {"correlation_id": 3, "tf_op": "Relu:Relu"}),
+    ])
+    return space
+
+
+#: (plane, line index) -> names of the events marked eager, by hand.
+_EAGER_BY_HAND = {
+    ("/host:CPU", 0): ["dense/MatMul:MatMul", "dense/MatMul/ReadVariableOp:ReadVariableOp"],
+    ("/host:CPU", 2): ["inner2/Mul:Mul"],
+    ("/device:GPU:0", 0): ["volta_sgemm"],
+}
+_HOST_EAGER, _DEVICE_EAGER = 100 * 110 / 410, 100 * 30 / 60
+
+
+@pytest.fixture()
+def eager_run(tmp_path):
+    folder = tmp_path / "plugins" / "profile" / "hand"
+    folder.mkdir(parents=True)
+    (folder / "eager.xplane.pb").write_bytes(_eager_space().SerializeToString())
+    return xw.load_run(str(folder))
+
+
+def _marked(space, eager):
+    return {key: list(np.asarray(space.plane(key[0]).lines[key[1]].names().astype(object))[mask])
+            for key, mask in eager.items() if mask.any()}
+
+
+def test_eager_marks_by_hand(eager_run):
+    space = eager_run.xspace()
+    assert _marked(space, G.eager_events(space)) == _EAGER_BY_HAND
+
+
+def test_eager_percent_by_hand(eager_run):
+    res = overview(eager_run)
+    assert res.host_op_time_eager_percent == pytest.approx(_HOST_EAGER)
+    assert res.device_op_time_eager_percent == pytest.approx(_DEVICE_EAGER)
+    assert res.recommendation.endswith(
+        "26.8% of Op time on the host used eager execution. 50.0% of Op time on the device used eager "
+        "execution. Performance could be improved with tf.function.")
+    assert res.op_placement["host_percent"] == pytest.approx(100 * 10 / 13)  # XProf: "76.9%"
+    ops = host_op_metrics(eager_run.xspace()).set_index("name")
+    assert "q/B" not in ops.index  # dropped by the op stack, as in XProf
+    assert ops.loc["dense/MatMul", "occurrences"] == 3 and ops.loc["dense/MatMul", "self_time_ps"] == 80 * _NS
+    assert ops["is_eager"].to_dict() == {
+        "dense/MatMul": True, "dense/MatMul/ReadVariableOp": True, "Relu": False, "model/dense_1/BiasAdd": False,
+        "inner/Add": False, "inner2/Mul": True, "inner3/Sub": False, "q/A": False}
+
+
+def test_eager_widget(eager_run):
+    w = xw.OverviewWidget(eager_run)
+    assert 'data-stat="eager_percent">26.8 % / 50.0 %<' in w.html
+    assert "used eager execution" in w.html
+
+
+def test_eager_recommendation_threshold():
+    assert eager_recommendation(EAGER_REPORT_PERCENT, EAGER_REPORT_PERCENT) == ""
+    assert eager_recommendation(12.34, 0.0) == (
+        "12.3% of Op time on the host used eager execution. Performance could be improved with tf.function.")
+
+
+def test_eager_against_xprof(tmp_path):
+    """XProf 2.24.2 on the same file: the overview's two percentages, and its grouped
+    space (internal `_xplane.pb` tool) marks the same events; read back as a grouped
+    file, its own marks give the same percentages."""
+    if not os.path.exists(REFENV):
+        pytest.skip("no XProf reference install at /work/refenv")
+    work = tmp_path / "xprof"
+    work.mkdir()
+    path = work / "eager.xplane.pb"
+    path.write_bytes(_eager_space().SerializeToString())
+    code = (
+        "import json; from xprof.convert import raw_to_tool_data as r\n"
+        "from xprof.convert import _pywrap_profiler_plugin as p\n"
+        f"f = {str(path)!r}; r.xspace_to_tool_names([f])\n"
+        "out = r.xspace_to_tool_data([f], 'overview_page', {})\n"
+        "d = out[0] if isinstance(out, tuple) else out\n"
+        f"open({str(work / 'overview.json')!r}, 'wb').write(d if isinstance(d, bytes) else d.encode())\n"
+        "g, ok = p.xspace_to_tools_data([f], '_xplane.pb', {})\n"
+        f"open({str(work / 'grouped.bin')!r}, 'wb').write(g)\n"
+    )
+    subprocess.run([REFENV, "-c", code], check=True, capture_output=True, timeout=300)
+    ref = json.loads((work / "overview.json").read_text())[TOP_OPS]["p"]
+    assert ref["host_op_time_eager_percent"] == f"{_HOST_EAGER:.1f}%" == "26.8%"
+    assert ref["device_op_time_eager_percent"] == f"{_DEVICE_EAGER:.1f}%" == "50.0%"
+    # Op placement: 10 host op executions (B dropped by the op stack), 3 GPU TF ops.
+    assert ref["host_tf_op_percent"] == f"{100 * 10 / 13:.1f}%"
+    ours = overview(xw.load_run(str(path)))
+    assert f"{ours.op_placement['host_percent']:.1f}%" == ref["host_tf_op_percent"]
+    assert f"{ours.op_placement['device_percent']:.1f}%" == ref["device_tf_op_percent"]
+    grouped = read_xspace(work / "grouped.bin")
+    assert G.is_grouped(grouped)
+    theirs = {}
+    for plane in grouped.planes:
+        for i, line in enumerate(plane.lines):
+            v, h = G._int_stat(line.stat_columns(names=[G.IS_EAGER]), G.IS_EAGER, len(line))
+            theirs[(plane.name, i)] = h & (v != 0)
+    assert _marked(grouped, theirs) == _EAGER_BY_HAND
+    assert _marked(grouped, G.eager_events(grouped)) == _EAGER_BY_HAND  # a grouped file: its own marks
+    folder = tmp_path / "grouped" / "plugins" / "profile" / "x"
+    folder.mkdir(parents=True)
+    shutil.copy(work / "grouped.bin", folder / "eager.xplane.pb")
+    res = overview(xw.load_run(str(folder)))
+    assert f"{res.host_op_time_eager_percent:.1f}%" == ref["host_op_time_eager_percent"]
+    assert f"{res.device_op_time_eager_percent:.1f}%" == ref["device_op_time_eager_percent"]
+
+
+def _op_stack(begin, end):
+    """XProf's op stack, one activity at a time (the reference for `_stack_self_time`)."""
+    acts = sorted([(b, 2 * i, i, False) for i, b in enumerate(begin)] + [(e, 2 * i + 1, i, True) for i, e in enumerate(end)])
+    stack, counted, children = [], [False] * len(begin), [0] * len(begin)
+    for _, _, i, close in acts:
+        if not close:
+            stack.append(i)
+        elif i in stack:
+            while stack.pop() != i:
+                pass
+            counted[i] = True
+            if stack:
+                children[stack[-1]] += end[i] - begin[i]
+    return np.array(counted), np.array(end) - np.array(begin) - np.array(children)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stack_self_time_equals_op_stack(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    if seed % 2:  # properly nested: intervals cut from a tree, with shared ends
+        begin, end = [], []
+
+        def fill(lo, hi, depth):
+            t = lo
+            while t < hi and depth < 4 and rng.random() < 0.8:
+                b = int(rng.integers(t, hi + 1))
+                e = int(rng.integers(b, hi + 1))
+                begin.append(b), end.append(e)
+                fill(b, e, depth + 1)
+                t = e + int(rng.integers(0, 3))
+        fill(0, 1000, 0)
+        if not begin:
+            begin, end = [0], [1]
+        order = np.lexsort((-np.array(end), np.array(begin)))
+        begin, end = np.array(begin)[order], np.array(end)[order]
+    else:
+        begin = np.sort(rng.integers(0, 100, n))
+        end = begin + rng.integers(0, 40, n)
+    want_counted, want_self = _op_stack(list(begin), list(end))
+    counted, self_ps = _stack_self_time(np.asarray(begin, np.int64), np.asarray(end, np.int64))
+    assert counted.tolist() == want_counted.tolist()
+    assert self_ps[counted].tolist() == want_self[want_counted].tolist()
+
+
+def test_stack_self_time_cases():
+    b, e = np.array([0, 10, 20, 60]), np.array([100, 50, 30, 90])  # properly nested
+    counted, self_ps = _stack_self_time(b, e)
+    assert counted.all() and self_ps.tolist() == [30, 30, 10, 30]
+    counted, self_ps = _stack_self_time(np.array([0, 50]), np.array([100, 100]))  # same end: the inner one dropped
+    assert counted.tolist() == [True, False] and self_ps[0] == 100
+    counted, self_ps = _stack_self_time(np.array([0, 50]), np.array([80, 120]))  # overlapping: the later one dropped
+    assert counted.tolist() == [True, False] and self_ps[0] == 80

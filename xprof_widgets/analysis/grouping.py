@@ -45,6 +45,14 @@ computes the same numbers, vectorised:
    earlier root reached. Equivalently: the group of an event is that of the
    first root (in the order above) that reaches it, which is what a min-label
    propagation over the edges computes, one numpy pass per edge hop.
+5. **Eager marks** (`eager_events`; tsl `MarkEagerlyExecutedCpuTfOps` and
+   `MarkEagerlyExecutedGpuKernels`): TF op runs (events named `name:Type`) and
+   kernel executions (untyped device events with a `correlation_id`) are eager
+   when the nearest `EagerExecute` above them (XProf walks up the edges above
+   breadth first; here one walk down from all of them) has `is_func` = 0. An
+   `EagerExecute` without `is_func` is a compiled function: not eager; so are
+   ops with no `EagerExecute` above (TF1 graphs). The walk runs only when some
+   `EagerExecute` has `is_func` = 0.
 
 What XProf does with `group_id` stats already in the file: if any plane has a
 `group_id` stat in its metadata the space counts as grouped and nothing is
@@ -54,8 +62,8 @@ unless `recompute=True` (then the file's stats are ignored).
 Not reimplemented: the TPU path (`GroupTpuEventsOSS`: step/module lines of
 `/device:TPU:*` planes and the host's TPU launch queues), tf.data
 producer/consumer iterator links (XProf's `ConnectTfDataEvents`, not part of
-`GroupTfEvents`), and `is_eager` marking. TF graphs with loop ops
-(`WhileOp-*`, `ForOp`...) are left ungrouped, as XProf leaves them.
+`GroupTfEvents`). TF graphs with loop ops (`WhileOp-*`, `ForOp`...) are left
+ungrouped and unmarked, as XProf leaves them.
 
 Times are picoseconds (absolute, as in the file).
 """
@@ -84,6 +92,11 @@ FORCED_ROOT_LEVEL = {"ProcessBatch": 2, "OrbaxServing::ProcessBatch": 2, "Batchi
 LEGACY_ROOT = "TraceContext"
 # Roots XProf names by step number alone (no event name in the step name).
 IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", EXECUTOR)
+#: XProf's `kEagerKernelExecute` (named "EagerExecute" in 2.24.2), with its `is_func` stat.
+EAGER_EXECUTE = "EagerExecute"
+IS_FUNC = "is_func"
+IS_EAGER = "is_eager"
+TF_OP_RUN = "TfOpRun"
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
 REGION = "ThreadpoolListener::Region"
@@ -358,13 +371,111 @@ class _Graph:
         return seen
 
 
+# --- eager marking ---------------------------------------------------------------------------
+
+# Names XProf's `FindHostEventType` gives a type of its own (tsl `xplane_schema.cc`): an event
+# with one of these names is neither a TF op run nor a kernel execution, whatever its stats.
+_HOST_EVENT_TYPE_NAMES = frozenset((
+    "UnknownHostEventType", LEGACY_ROOT, "SessionRun", "FunctionRun", "RunGraph", "RunGraphDone", TF_OP_RUN,
+    EAGER_EXECUTE, EXECUTOR, "ExecutorDoneCallback", "MemoryAllocation", "MemoryDeallocation", "RemotePerfCounter",
+    *TF_DATA_FUNCTIONS, *LOOP_OPS, *GET_NEXT, "Iterator", "Iterator::Prefetch::Generator", "PrefetchProduce",
+    "PrefetchConsume", "ParallelInterleaveProduce", "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput",
+    "ParallelMapProduce", "ParallelMapConsume", "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce",
+    "ParseExampleConsume", "ParallelBatchProduce", "ParallelBatchConsume", *FORCED_ROOT_LEVEL, "BrainSessionRun",
+    "ConcatInputTensors", "MergeInputTensors", "ScheduleWithoutSplit", "ScheduleWithSplit",
+    "ScheduleWithEagerSplit", "ASBSQueue::Schedule", "OrbaxServing::ConcatInputBuffers", "TfrtModelRun",
+    "ServingModelRun", "KernelLaunch", "KernelExecute",
+))
+
+
+def _eager_targets(nodes):
+    """Mask of the nodes XProf marks with `is_eager`: TF op runs (an event named `TfOpRun`, or
+    a TensorFlow op `name:Type` by `ParseTfOpFullname`) and kernel executions (an event named
+    `KernelExecute`, or an untyped event with a `correlation_id` off the host plane). TPU
+    planes are left out: XProf puts only their step/module events in its forest."""
+    from .derived_lines import parse_tf_op
+
+    table = nodes.name_table[:-1]
+    typed = np.zeros(len(table) + 1, bool)  # the last entry: no name
+    tf_op_run = np.zeros(len(table) + 1, bool)
+    execute = np.zeros(len(table) + 1, bool)
+    for code, name in enumerate(table):  # distinct names only
+        name = str(name)
+        category = parse_tf_op(name)[0]
+        tf_op_run[code] = name == TF_OP_RUN or (name not in _HOST_EVENT_TYPE_NAMES and category == "tensorflow")
+        typed[code] = name in _HOST_EVENT_TYPE_NAMES or category in ("tensorflow", "tf.data")
+        execute[code] = name == "KernelExecute"
+    code = nodes.name  # -1 (no name) reads the last entry
+    kernel = nodes.stat["correlation_id"][1] & ~nodes.host & ~typed[code]
+    return (tf_op_run[code] | execute[code] | kernel) & ~nodes.tpu
+
+
+def _nearest_source(graph, n, sources):
+    """Per node, the index into `sources` of the nearest one it descends from (-1: none).
+
+    XProf walks up from each marked event breadth first (`FindParentWithComparator`);
+    walking down from all sources at once, one hop a round, finds the same nearest
+    source. A context node stands for direct producer -> consumer edges, so it is
+    crossed within the round. Sources at the same distance: the earliest listed wins.
+    """
+    none = np.iinfo(np.int64).max
+    label = np.full(graph.n, none)
+    label[sources] = np.arange(len(sources))
+    frontier = graph.distinct(sources)
+    while len(frontier):
+        src, dst = graph.out_edges(frontier)
+        new = label[dst] == none
+        src, dst = src[new], dst[new]
+        np.minimum.at(label, dst, label[src])
+        reached = graph.distinct(dst)
+        ctx = reached[reached >= n]
+        if len(ctx):
+            src, dst = graph.out_edges(ctx)
+            new = label[dst] == none
+            src, dst = src[new], dst[new]
+            np.minimum.at(label, dst, label[src])
+            reached = graph.distinct(np.concatenate([reached[reached < n], dst]))
+        frontier = reached
+    return np.where(label == none, -1, label)
+
+
+def _eager_nodes(space, nodes, graph):
+    """Nodes XProf's grouping marks `is_eager` = 1 (tsl `MarkEagerlyExecutedCpuTfOps`,
+    `MarkEagerlyExecutedGpuKernels`, `EventNode::IsEager`).
+
+    A TF op run or kernel execution is eager when the nearest `EagerExecute` it descends
+    from (nesting, producer/consumer contexts, kernel launch -> execute, TF loops) has an
+    `is_func` stat equal to 0; without one it is a compiled function, and without such an
+    ancestor the op is not eager (TF1 graphs, functions run by `FunctionRun`).
+    """
+    eager_execute = nodes.where_name(EAGER_EXECUTE)
+    if not len(eager_execute):
+        return np.zeros(0, np.int64)
+    is_func = np.ones(len(eager_execute), np.int64)  # absent: a compiled function
+    line_of = nodes.line[eager_execute]
+    for li in np.unique(line_of):
+        at = np.flatnonzero(line_of == li)
+        plane_name, idx = nodes.lines[li]
+        line = space.plane(plane_name).lines[idx]
+        values, present = _int_stat(line.stat_columns(names=[IS_FUNC], events=nodes.event[eager_execute[at]]),
+                                    IS_FUNC, len(at))
+        is_func[at[present]] = values[present]
+    if not (is_func == 0).any():
+        return np.zeros(0, np.int64)  # no op can be eager: no walk
+    order = np.lexsort((eager_execute, nodes.start[eager_execute]))
+    sources = eager_execute[order]
+    nearest = _nearest_source(graph, nodes.n, sources)[: nodes.n]
+    targets = np.flatnonzero(_eager_targets(nodes) & (nearest >= 0))
+    return targets[is_func[order][nearest[targets]] == 0]
+
+
 def _forest(space):
-    """(nodes, node group id (-1 none), step table) of XProf's grouping."""
+    """(nodes, node group id (-1 none), step table, eager nodes) of XProf's grouping."""
     nodes = _Nodes(space)
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
-    if nodes.loop_ops or n == 0:
-        return nodes, np.full(n, -1, np.int64), empty
+    if nodes.loop_ops or n == 0:  # XProf groups nothing and marks nothing eager
+        return nodes, np.full(n, -1, np.int64), empty, np.zeros(0, np.int64)
     context_edges, contexts = _context_edges(nodes)
     edges = [nodes.nesting, context_edges]
     executors = nodes.where_name(EXECUTOR)
@@ -396,6 +507,7 @@ def _forest(space):
             edges.append(np.stack([first[other], df["node"].to_numpy()[other]]))
     graph = _Graph(n + contexts, np.concatenate(edges, axis=1))
     total = graph.n  # events, then one node per producer/consumer context
+    eager = _eager_nodes(space, nodes, graph)
 
     level = np.zeros(n, np.int64)
     r, r_has = nodes.stat["_r"]
@@ -416,7 +528,7 @@ def _forest(space):
         label = graph.min_label(label)[:n]
         group = np.where(label == _NONE, -1, label)
         steps = pd.DataFrame({"group_id": np.arange(len(roots)), "node": roots, "root_level": level[roots]})
-        return nodes, group, steps
+        return nodes, group, steps, eager
 
     roots = np.flatnonzero(is_root)
     roots = roots[~(step_has[roots] & np.isin(step_id[roots], tf_data_ids))]
@@ -437,7 +549,7 @@ def _forest(space):
     ids[np.flatnonzero(own)] = np.arange(own.sum())
     group = np.where(label == _NONE, -1, ids[np.minimum(label, len(roots))])
     steps = pd.DataFrame({"group_id": np.arange(own.sum()), "node": roots[own], "root_level": level[roots[own]]})
-    return nodes, group, steps
+    return nodes, group, steps, eager
 
 
 def is_grouped(space):
@@ -484,8 +596,9 @@ def _computed(space):
     the pass is the costly part (seconds on millions of events).
     """
     if "grouping" not in space.cache:
-        nodes, group, steps = _forest(space)
-        space.cache["grouping"] = (_split(space, nodes, group), _step_table(nodes, steps))
+        nodes, group, steps, eager = _forest(space)
+        space.cache["grouping"] = (_split(space, nodes, group), _step_table(nodes, steps),
+                                   _split_nodes(nodes, eager))
     return space.cache["grouping"]
 
 
@@ -501,6 +614,55 @@ def _split(space, nodes, group):
         arr[ev[real]] = group[part][real]
         out[key] = arr
     return out
+
+
+def _split_nodes(nodes, which):
+    """{(plane name, line index): event indices} of some nodes (lines without any left out)."""
+    out = {}
+    if not len(which):
+        return out
+    which = np.sort(which)
+    for li in np.unique(nodes.line[which]):
+        at = which[nodes.line[which] == li]
+        out[nodes.lines[li]] = nodes.event[at]
+    return out
+
+
+def eager_events(space, recompute=False):
+    """Events marked eagerly executed: {(plane name, line index): bool array}, one per line.
+
+    True where XProf's `is_eager` stat is set (see `_eager_nodes` for the rule). If the
+    file is grouped (`is_grouped`) XProf does not regroup and reads the file's own
+    `is_eager` stats; so does this unless `recompute=True`.
+    """
+    if is_grouped(space) and not recompute:
+        if "file_eager" not in space.cache:
+            space.cache["file_eager"] = _file_eager(space)
+        marked = space.cache["file_eager"]
+    else:
+        marked = _computed(space)[2]
+    out = {}
+    for plane in space.planes:
+        for li, line in enumerate(plane.lines):
+            mask = np.zeros(len(line), bool)
+            mask[marked.get((plane.name, li), [])] = True
+            out[(plane.name, li)] = mask
+    return out
+
+
+def _file_eager(space):
+    """{(plane name, line index): indices of the events whose `is_eager` stat is nonzero}."""
+    out = {}
+    for plane in space.planes:
+        if IS_EAGER not in plane.stat_names.values():
+            continue
+        for li, line in enumerate(plane.lines):
+            if len(line):
+                v, h = _int_stat(line.stat_columns(names=[IS_EAGER]), IS_EAGER, len(line))
+                if (h & (v != 0)).any():
+                    out[(plane.name, li)] = np.flatnonzero(h & (v != 0))
+    return out
+
 
 def step_events(space, recompute=False):
     """The root event of each group (step), as a DataFrame sorted by group id.

@@ -16,13 +16,23 @@ for the run environment and the TPU duty cycle):
   (idle excluded), FLOP rate = FLOPs / total time. CPU-only runs have no
   device ops: XProf shows an empty table, and so do we.
 * **Op placement**: host / device share of the *number* of framework op
-  executions (XProf's "Host TF op %", "Device TF op %").
+  executions (XProf's "Host TF op %", "Device TF op %"): on the host, the
+  executions in XProf's host op database (`host_op_metrics`: framework ops on
+  the host threads, less those its op stack drops); on TPUs, per framework op
+  the most executions of its HLO ops; on GPUs, the same over XProf's GPU op
+  database (`gpu_device_ops`).
 * **Duty cycle (TPU)**: per core, busy = union of the "XLA Ops" events that
   are not off-duty (infeed, outfeed, host send/recv, megacore fusion), span =
   first to last event of "XLA Ops" and "XLA Modules"; summed over cores.
   Device idle % = 1 - op self time / device time.
 * **Recommendation**: the input pipeline verdict, then XProf's precision and
   eager statements where they apply.
+
+* **Eager execution**: the share of op self time in eagerly executed ops, on the
+  host (XProf's host op database: framework ops on the host threads, self time
+  less nested framework ops) and on the device (its TF-op database of GPU ops);
+  an op is eager as XProf's grouping marks it (`grouping.eager_events`: under an
+  `EagerExecute` whose `is_func` is 0). Above 10 % the recommendation says so.
 
 * **Precision (GPU)**: 16-bit share of the steps' non-overlapped device
   compute time (a kernel is 16-bit by its tensor shapes, else its name).
@@ -46,6 +56,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .derived_lines import parse_tf_op
+from .grouping import HOST_PLANE, _prev_enclosing, eager_events, group_ids
 from .input_pipeline import input_pipeline
 from .op_stats import device_op_metrics
 
@@ -59,10 +71,13 @@ TOP_OP_COLUMNS = ["operation", "category", "self_time_ps", "self_time_fraction",
                   "cumulative_time_fraction", "time_ps", "flops", "flop_rate_gflops", "occurrences"]
 
 LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
+HOST_OP_COLUMNS = ["name", "occurrences", "time_ps", "self_time_ps", "is_eager"]
+GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
+# XProf's derived thread ids (`IsDerivedThreadId`): lines its op databases skip.
+_DERIVED_LINE_IDS = (0xDEADBEEF, 0xDEADBEEF + 289)
 
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done",
              "megacore fusion"}
-_TF_OP = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_./>\-]*:[A-Z_][A-Za-z0-9_]*$")
 _JAX_TYPE = re.compile(r"^[a-z_][a-z0-9_]*(\[.*\])?$")
 
 
@@ -82,6 +97,9 @@ class OverviewResult:
         (GFLOP/s over the op's total time), occurrences. Empty on CPU runs.
     op_placement: {"host_percent", "device_percent"}: share of framework op
         executions on the host and on the device (%).
+    host_op_time_eager_percent, device_op_time_eager_percent: share of op self
+        time in eagerly executed framework ops on the host / on the device (%;
+        see `eager_percents`).
     precision: {"16bit_percent", "32bit_percent"} of device compute time, or
         None where not computed (no device compute, or GPU; see module doc).
     device_duty_cycle_percent, device_idle_percent, host_idle_percent: TPU
@@ -105,6 +123,8 @@ class OverviewResult:
     std_step_time_ms: float = 0.0
     top_ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TOP_OP_COLUMNS))
     op_placement: dict = field(default_factory=dict)
+    host_op_time_eager_percent: float = 0.0
+    device_op_time_eager_percent: float = 0.0
     precision: dict | None = None
     device_duty_cycle_percent: float | None = None
     device_idle_percent: float | None = None
@@ -204,39 +224,288 @@ def device_framework_op_count(db) -> int:
     return int(tf["occurrences"].sum())
 
 
-def _is_framework_op_name(name):
-    """XProf's `ParseTfOpFullname` gives a known category: TF `name:Type`,
-    JAX `scope/op:op`, `Iterator::...`, or a memcpy."""
-    if name.lower().startswith("memcpy") or name.startswith("Iterator::"):
-        return True
-    if _TF_OP.match(name):
-        return True
-    scope, sep, kind = name.partition(":")
-    return bool(sep and scope and _JAX_TYPE.match(kind) and kind.split("[")[0] in scope.rsplit("/", 1)[-1])
-
-
 def host_framework_op_count(space) -> int:
     """Executions of framework ops on the host threads of one file, as XProf's
-    host op database counts them: events named as a framework op (see
-    `_is_framework_op_name`) plus events with a non-empty `tf_op` stat."""
-    plane = space.plane("/host:CPU")
-    if plane is None:
-        return 0
+    host op database counts them (`host_op_metrics`)."""
+    return int(host_op_metrics(space)["occurrences"].sum())
+
+
+def _stack_self_time(begin, end):
+    """(counted, self time) of nested activities on one thread, as XProf's op stack has them.
+
+    XProf (`ProcessTfActivities`) sorts the begins and ends of the activities by
+    time, stable (each activity's begin, then its end, in line order), pushes on a
+    begin and, on an end, pops down to that activity: one that was popped over is
+    dropped, and so is one whose end finds it gone. A counted activity adds its
+    duration to the children time of the one below it. Properly nested activities
+    (the usual case) are done with arrays; otherwise a loop over the sorted ends.
+    """
+    n = len(begin)
+    dur = end - begin
+    if n == 0:
+        return np.zeros(0, bool), dur
+    ts = np.concatenate([begin, end])
+    closing = np.repeat([False, True], n)
+    act = np.tile(np.arange(n), 2)
+    order = np.lexsort((2 * act + closing, ts))
+    closing, act = closing[order], act[order]
+    depth = np.cumsum(np.where(closing, -1, 1))
+    level = depth + closing  # an open's level after its push, a close's before its pop
+    by_level = np.lexsort((np.arange(2 * n), level))
+    prev = np.roll(by_level, 1)
+    close_at = np.flatnonzero(closing[by_level])
+    matched = ((level[prev[close_at]] == level[by_level[close_at]]) & ~closing[prev[close_at]]
+               & (act[prev[close_at]] == act[by_level[close_at]]))
+    if matched.all():  # every end finds its activity on top
+        pos = np.empty(2 * n, np.int64)
+        pos[order] = np.arange(2 * n)
+        open_pos, close_pos = pos[:n], pos[n:]
+        by_open = np.argsort(open_pos)
+        parent = _prev_enclosing(close_pos[by_open])
+        has = parent >= 0
+        children = np.zeros(n, np.int64)
+        np.add.at(children, by_open[parent[has]], dur[by_open[has]])
+        return np.ones(n, bool), dur - children
+    counted = np.zeros(n, bool)
+    children = np.zeros(n, np.int64)
+    stack = []
+    for a, is_close in zip(act.tolist(), closing.tolist()):
+        if not is_close:
+            stack.append(a)
+            continue
+        if a not in stack:
+            continue
+        while stack[-1] != a:
+            stack.pop()
+        stack.pop()
+        counted[a] = True
+        if stack:
+            children[stack[-1]] += dur[a]
+    return counted, dur - children
+
+
+def host_op_metrics(space, eager=None) -> pd.DataFrame:
+    """XProf's host op database of one file (`ConvertHostThreadsXPlaneToOpMetricsDb`).
+
+    One row per framework op: name (the op name of `ParseTfOpFullname`),
+    occurrences, time_ps, self_time_ps (less the time of framework ops nested in
+    it on its thread) and is_eager (any execution marked eager). Activities are
+    the `/host:CPU` events named as a framework op (TF `name:Type`, JAX,
+    `Iterator::...`, memcpy), with their `is_eager` mark (`grouping.eager_events`,
+    or pass `eager`), and the events with a non-empty `tf_op` stat (never eager).
+    Not reimplemented: input pipeline stage ids (`_ipl_stage_id`).
+    """
+    plane = space.plane(HOST_PLANE)
+    if plane is None or not len(plane.lines):
+        return pd.DataFrame(columns=HOST_OP_COLUMNS)
+    if eager is None:
+        eager = eager_events(space)
     has_tf_op_stat = "tf_op" in plane.stat_names.values()
-    total = 0
-    for line in plane.lines:
-        if not len(line):
+    parsed = {}
+    frames = []
+    for li, line in enumerate(plane.lines):
+        if not len(line) or _DERIVED_LINE_IDS[0] <= line.id <= _DERIVED_LINE_IDS[1]:
             continue
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
-        is_op = np.array([_is_framework_op_name(n) for n in cats], dtype=bool)  # distinct names
         codes = np.asarray(names.codes)
-        total += int(is_op[codes[codes >= 0]].sum())
+        op_names = np.array([parsed.setdefault(c, parse_tf_op(str(c)))[1] for c in cats] + [""], dtype=object)
+        known = np.array([parsed[c][0] != "unknown" and c != "" for c in cats] + [False], dtype=bool)
+        by_name = np.flatnonzero(known[codes])
+        ev = [by_name]
+        sub = [np.zeros(len(by_name), np.int64)]
+        key = [op_names[codes[by_name]]]
+        marked = [eager.get((HOST_PLANE, li), np.zeros(len(line), bool))[by_name]]
         if has_tf_op_stat:
-            v = line.stats(names=["tf_op"]).get("tf_op")
-            if v is not None:
-                total += int((v.notna() & (v.astype(str) != "")).sum())
-    return total
+            col = line.stat_columns(names=["tf_op"]).get("tf_op")
+            if col is not None:
+                values = np.asarray(col, dtype=object)
+                by_stat = np.flatnonzero(pd.notna(values))
+                by_stat = by_stat[np.array([isinstance(v, str) and v != "" for v in values[by_stat]], dtype=bool)]
+                distinct = {v: parsed.setdefault(v, parse_tf_op(v))[1] for v in set(values[by_stat])}
+                ev.append(by_stat)
+                sub.append(np.ones(len(by_stat), np.int64))
+                key.append(np.array([distinct[v] for v in values[by_stat]], dtype=object))
+                marked.append(np.zeros(len(by_stat), bool))
+        ev, sub = np.concatenate(ev), np.concatenate(sub)
+        if not len(ev):
+            continue
+        order = np.lexsort((sub, ev))  # XProf's push order: by event, the name's op first
+        ev = ev[order]
+        begin = line.start_ps[ev].astype(np.int64)
+        end = begin + line.event_duration_ps[ev].astype(np.int64)
+        counted, self_ps = _stack_self_time(begin, end)
+        frames.append(pd.DataFrame({
+            "name": np.concatenate(key)[order][counted], "time_ps": (end - begin)[counted],
+            "self_time_ps": self_ps[counted], "is_eager": np.concatenate(marked)[order][counted],
+        }))
+    if not frames:
+        return pd.DataFrame(columns=HOST_OP_COLUMNS)
+    df = pd.concat(frames, ignore_index=True)
+    return (df.groupby("name", sort=False)
+            .agg(occurrences=("time_ps", "size"), time_ps=("time_ps", "sum"), self_time_ps=("self_time_ps", "sum"),
+                 is_eager=("is_eager", "any"))
+            .reset_index()[HOST_OP_COLUMNS])
+
+
+def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
+    """XProf's GPU device op database of one file (`ConvertDeviceTraceXPlaneToOpMetricsDb`),
+    with what the eager share needs: one row per device op, in XProf's database order.
+
+    Events of the `/device:GPU:*` planes' lines (derived lines left out): an XLA op is
+    an event whose `hlo_op` names an instruction of its `program_id`'s module (else it
+    is skipped); consecutive events of one XLA op and group count as one occurrence
+    of the first one's op and take its `is_eager`. Any other event with a `tf_op` stat
+    is a TF op `name/kernel`. Columns: order, program_id (0 for TF ops), name,
+    framework_op (the key of XProf's TF-op database: the TF op name; for an XLA op
+    the instruction's `op_name` metadata, or its own name without one), occurrences,
+    time_ps (self time = time on GPUs), is_eager (any occurrence eager). Empty
+    without GPU planes, or with TPU planes (XProf's TPU ops carry no eager mark).
+    """
+    planes = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+    if not planes or any(p.name.startswith("/device:TPU:") for p in space.planes):
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    if eager is None:
+        eager = eager_events(space)
+    groups = group_ids(space)
+    frames, offset = [], 0
+    for plane in planes:
+        for li, line in enumerate(plane.lines):
+            n = len(line)
+            if not n or _DERIVED_LINE_IDS[0] <= line.id <= _DERIVED_LINE_IDS[1]:
+                continue
+            st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
+            hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
+            tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
+            pid = (pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
+                   if "program_id" in st else np.full(n, np.nan))
+            is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
+            is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
+            idx = np.flatnonzero(is_hlo | is_tf)
+            if not len(idx):
+                continue
+            frames.append(pd.DataFrame({
+                "pos": offset + idx, "xla": is_hlo[idx],
+                "name": [h.split("::")[-1] if x else "" for h, x in zip(hlo[idx], is_hlo[idx])],
+                "program_id": pid[idx], "tf_op": tf_op[idx],
+                "event_name": np.asarray(line.names(), dtype=object)[idx],
+                "group": groups.get((plane.name, li), np.full(n, -1))[idx],
+                "time_ps": line.event_duration_ps[idx].astype(np.int64),
+                "is_eager": eager.get((plane.name, li), np.zeros(n, bool))[idx],
+                "line": offset,
+            }))
+            offset += n
+    if not frames:
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    ev = pd.concat(frames, ignore_index=True)
+    ev = _with_hlo_provenance(run, ev)
+    ev = ev[~ev["xla"] | ev["in_hlo"]].reset_index(drop=True)
+    # XLA runs: a new occurrence where the op or group changes (an event without a group
+    # compares unequal to any), a TF op comes between, or the line ends.
+    prev = ev.shift(1)
+    new = (~ev["xla"] | ~prev["xla"].fillna(False).astype(bool) | (ev["name"] != prev["name"])
+           | (ev["group"] != prev["group"]) | (ev["group"] < 0) | (ev["line"] != prev["line"]))
+    ev["run"] = np.cumsum(new.to_numpy()) - 1
+    runs = ev.groupby("run", sort=True).agg(
+        xla=("xla", "first"), program_id=("program_id", "first"), name=("name", "first"), tf_op=("tf_op", "first"),
+        provenance=("provenance", "first"), event_name=("event_name", "first"), time_ps=("time_ps", "sum"),
+        is_eager=("is_eager", "first"), first=("pos", "first"), last=("pos", "last"))
+    # An XLA occurrence enters XProf's database when the next op arrives: after its last event.
+    runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
+    tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
+    prov_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[runs["xla"], "provenance"]) if v}
+    runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
+    runs["name"] = [n if x else f"{tf_names[t]}/{e}"
+                    for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])]
+    runs["framework_op"] = [
+        (prov_names.get(p, n) if p else n) if x else tf_names[t]
+        for n, x, t, p in zip(runs["name"], runs["xla"], runs["tf_op"], runs["provenance"])]
+    runs = runs.sort_values("order", kind="stable")
+    ops = runs.groupby(["program_id", "name"], sort=False).agg(
+        order=("order", "first"), framework_op=("framework_op", "first"), occurrences=("time_ps", "size"),
+        time_ps=("time_ps", "sum"), is_eager=("is_eager", "any")).reset_index()
+    return ops[GPU_OP_COLUMNS]
+
+
+def _with_hlo_provenance(run, ev):
+    """`in_hlo` (the event's XLA op is an instruction of its module) and `provenance`
+    (the instruction's `op_name` metadata) for XLA events; TF events keep neither."""
+    ev["in_hlo"] = False
+    ev["provenance"] = ""
+    xla = ev[ev["xla"] & ev["program_id"].notna()]
+    if xla.empty:
+        return ev
+    from .op_stats import _hlo_op_info
+
+    wanted = xla[["program_id", "name"]].drop_duplicates().astype({"program_id": np.int64})
+    info = _hlo_op_info(run, wanted)
+    if info.empty:
+        return ev
+    found = {(int(p), n): prov for p, n, prov in zip(info["program_id"], info["name"], info["provenance"])}
+    keys = list(zip(ev["program_id"].fillna(-1).astype(np.int64), ev["name"]))
+    hit = np.array([x and k in found for k, x in zip(keys, ev["xla"])], dtype=bool)
+    ev["in_hlo"] = hit
+    ev["provenance"] = [found[k] if h else "" for k, h in zip(keys, hit)]
+    return ev
+
+
+def _host_ops(spaces, eager):
+    """The host op databases of all files combined: per op name, self time and eager
+    (XProf ORs the eager mark of an op over its executions, threads and hosts)."""
+    host = [host_op_metrics(s, e) for s, e in zip(spaces, eager)]
+    host = pd.concat(host, ignore_index=True) if host else pd.DataFrame(columns=HOST_OP_COLUMNS)
+    return host.groupby("name", sort=False).agg(
+        occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
+
+
+def _gpu_tf_ops(run, spaces, eager):
+    """XProf's TF-op database of the GPU ops of all files (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
+    device ops combined over files in database order, then per framework op: occurrences
+    (the most of its device ops), time_ps, and the eager mark of its last device op."""
+    dev = [gpu_device_ops(run, s, e).assign(file=i) for i, (s, e) in enumerate(zip(spaces, eager))]
+    dev = [d for d in dev if not d.empty]
+    if not dev:
+        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
+    ops = pd.concat(dev, ignore_index=True).sort_values(["file", "order"], kind="stable")
+    ops = ops.groupby(["program_id", "name"], sort=False).agg(
+        framework_op=("framework_op", "first"), occurrences=("occurrences", "sum"), time_ps=("time_ps", "sum"),
+        is_eager=("is_eager", "any"))
+    return ops.groupby("framework_op", sort=False).agg(
+        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last"))
+
+
+def _eager_share(ops, time):
+    if ops.empty:
+        return 0.0
+    return _pct(float(ops.loc[ops["is_eager"].astype(bool), time].sum()), float(ops[time].sum()))
+
+
+def eager_percents(run, spaces=None):
+    """(host, device) % of op self time in eagerly executed ops, as XProf's overview.
+
+    Host: eager self time / self time over the framework ops of the host op
+    databases of all files (`host_op_metrics`; an op counts as eager when any of its
+    executions, on any thread or host, is). Device: the same over the TF ops of the
+    device op database (`gpu_device_ops`, per TF op the eager mark of its last
+    device op in database order, as XProf's `CreateTfMetricsDbFromDeviceOpMetricsDb`);
+    0 where there are no GPU ops (TPU ops carry no eager mark; CPU runs have no
+    device ops).
+    """
+    spaces = spaces if spaces is not None else [run.xspace(h) for h in run.hosts]
+    eager = [eager_events(s) for s in spaces]
+    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(_gpu_tf_ops(run, spaces, eager), "time_ps")
+
+
+def eager_recommendation(host_percent, device_percent):
+    """XProf's eager statement (`EagerRecommendationHtml`): "" below the threshold."""
+    text = ""
+    if host_percent > EAGER_REPORT_PERCENT:
+        text += f"{host_percent:.1f}% of Op time on the host used eager execution. "
+    if device_percent > EAGER_REPORT_PERCENT:
+        text += f"{device_percent:.1f}% of Op time on the device used eager execution. "
+    if text:
+        text += "Performance could be improved with tf.function."
+    return text
 
 
 def _union_length(start, end):
@@ -316,8 +585,11 @@ def overview(run, host=None) -> OverviewResult:
     db = device_op_metrics(run)
     on_device = not db.empty and db.source in ("tpu", "gpu")
     top = top_device_ops(db) if on_device else pd.DataFrame(columns=TOP_OP_COLUMNS)
-    n_dev = device_framework_op_count(db) if on_device else 0
-    n_host = sum(host_framework_op_count(s) for s in spaces)
+    eager = [eager_events(s) for s in spaces]
+    host_ops, gpu_ops = _host_ops(spaces, eager), _gpu_tf_ops(run, spaces, eager)
+    # Op counts as XProf's: host op database; TPU: HLO ops by framework op; GPU: its TF-op database.
+    n_dev = device_framework_op_count(db) if on_device and db.source == "tpu" else int(gpu_ops["occurrences"].sum())
+    n_host = int(host_ops["occurrences"].sum())
     placement = {"host_percent": _pct(n_host, n_host + n_dev), "device_percent": _pct(n_dev, n_host + n_dev)}
 
     duty = dev_idle = host_idle = None
@@ -331,7 +603,8 @@ def overview(run, host=None) -> OverviewResult:
         # XProf's host op database carries no op time: its idle ratio is 1.
         host_idle = 100.0
 
-    recommendation = ip.recommendation
+    host_eager, device_eager = _eager_share(host_ops, "self_time_ps"), _eager_share(gpu_ops, "time_ps")
+    recommendation = " ".join(t for t in (ip.recommendation, eager_recommendation(host_eager, device_eager)) if t)
     precision = None
     steps = ip.steps
     if len(steps) and "device_compute_16bit_ms" in steps:
@@ -343,7 +616,8 @@ def overview(run, host=None) -> OverviewResult:
         host_count=len(hostnames), device_type=kind, device_core_count=cores, steps=ip.steps,
         avg_step_time_ms=ip.avg_step_time_ms, min_step_time_ms=ip.min_step_time_ms,
         max_step_time_ms=ip.max_step_time_ms, std_step_time_ms=ip.std_step_time_ms,
-        top_ops=top, op_placement=placement, precision=precision, device_duty_cycle_percent=duty,
+        top_ops=top, op_placement=placement, host_op_time_eager_percent=host_eager,
+        device_op_time_eager_percent=device_eager, precision=precision, device_duty_cycle_percent=duty,
         device_idle_percent=dev_idle, host_idle_percent=host_idle, input_percent=ip.input_percent,
         bottleneck=ip.verdict, recommendation=recommendation, reason=ip.reason,
         module_latency=module_latency(spaces))

@@ -1,9 +1,10 @@
 """OverviewWidget: the first page of a profile, as XProf's overview page.
 
 Shows what `Run.overview()` computes: the summary (average step time and its
-spread, waiting for input, device duty cycle, op placement, precision), the
-recommendation, the step-time graph (each step stacked by XProf's
-breakdown), the top operations by self time, and the run environment.
+spread, waiting for input, device duty cycle, op placement, op time in eager
+execution, precision), the recommendation, the step-time graph (each step
+stacked by XProf's breakdown), the top operations by self time, and the run
+environment.
 Clicking a step selects it: `selected_step` says which time range it covers,
 for the other widgets (the trace viewer).
 """
@@ -16,7 +17,6 @@ from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc, stat_cards
 from .input_pipeline import step_range, steps_figure
-
 
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
 
@@ -60,6 +60,8 @@ class OverviewWidget(BokehWidget):
         if r.op_placement:
             stats.append(("op_placement", "Op placement (host / device)",
                           f"{r.op_placement.get('host_percent', 0):.1f} % / {r.op_placement.get('device_percent', 0):.1f} %"))
+            stats.append(("eager_percent", "Op time in eager execution (host / device)",
+                          f"{r.host_op_time_eager_percent:.1f} % / {r.device_op_time_eager_percent:.1f} %"))
         if r.precision:
             stats.append(("precision", "Device compute 16 / 32-bit",
                           f"{r.precision.get('16bit_percent', 0):.1f} % / {r.precision.get('32bit_percent', 0):.1f} %"))
