@@ -8,6 +8,7 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis import grouping as G
+from xprof_widgets.analysis import trace as T
 
 from .conftest import PROFILES, REFERENCE
 
@@ -267,7 +268,7 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     ref = _events(read_xspace(out), file_groups)
     m = ref.merge(ours, on=["plane", "line", "ts", "dur", "name", "k"], how="left", suffixes=("_ref", "_ours"))
     extra = m["g_ours"].isna()
-    assert (m.loc[extra, "name"] == G.REGION).all()
+    assert (m.loc[extra, "name"] == T.REGION).all()
     assert (m.loc[extra, "g_ref"] == -1).all()
     assert len(m) - extra.sum() == len(ours)
     assert (m.loc[~extra, "g_ref"] == m.loc[~extra, "g_ours"]).all()
@@ -297,5 +298,5 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
         assert (me["g_ref"] == 0).sum() > 1000  # TF op runs, none eager (EagerExecute is_func 0 runs no TF op)
     if name.startswith("jax"):
         # The zero-length StartRegion markers of pool workers join the step that scheduled them.
-        starts = m[m["name"] == G.START_REGION]
+        starts = m[m["name"] == T.START_REGION]
         assert (starts["g_ref"] >= 0).any() and (starts["g_ref"] == starts["g_ours"]).all()

@@ -97,9 +97,6 @@ EAGER_EXECUTE = "EagerExecute"
 IS_FUNC = "is_func"
 IS_EAGER = "is_eager"
 TF_OP_RUN = "TfOpRun"
-START_REGION = "ThreadpoolListener::StartRegion"
-STOP_REGION = "ThreadpoolListener::StopRegion"
-REGION = "ThreadpoolListener::Region"
 #: A context with at least this many producers and consumers is not connected.
 MAX_CONTEXT_FANOUT = 64
 
@@ -177,7 +174,7 @@ class _Nodes:
         # Names as integer codes into one table (a plane's categories at an
         # offset; the last entry stands for "no name"): comparing codes is
         # far cheaper than comparing millions of Python strings.
-        tables, code_offset = [np.array([REGION], dtype=object)], 1  # code 0: reserved (regions, left out)
+        tables, code_offset = [], 0
         self.lines = []  # (plane name, line index)
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
