@@ -378,6 +378,16 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
     return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
+def _map_blocks(count, block):
+    """`block(c)` for each block start c of `count` records (BLOCK_RECORDS each), in order;
+    on the thread pool when there is more than one block."""
+    cuts = range(0, count, BLOCK_RECORDS)
+    if len(cuts) <= 1:
+        return [block(c) for c in cuts]
+    with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
+        return list(pool.map(block, cuts))
+
+
 def repeated_run(data, starts, stops, number):
     """Payload ranges of a repeated LENGTH field `number` (< 16) that opens each record's rest.
 
@@ -392,17 +402,11 @@ def repeated_run(data, starts, stops, number):
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
-    cuts = range(0, len(starts), BLOCK_RECORDS)
-
     def block(c):
         part = slice(c, c + BLOCK_RECORDS)
         return _repeated_block(data, starts[part], stops[part], number, c)
 
-    if len(cuts) <= 1:
-        found = [block(c) for c in cuts]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
-            found = list(pool.map(block, cuts))
+    found = _map_blocks(len(starts), block)
     if any(f is None for f in found):
         return decode_fields(data, starts, stops, lengths=(number,)).ranges[number]
     if not found:
@@ -465,7 +469,6 @@ def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
         out.present[n] = np.zeros(count, dtype=bool)
     if want_rest:
         out.rest = np.zeros(count, dtype=np.int64)
-    cuts = range(0, count, BLOCK_RECORDS)
 
     def block(c):
         part = slice(c, c + BLOCK_RECORDS)
@@ -478,11 +481,7 @@ def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
             out.rest[part] -= starts[part]  # _decode_block left absolute positions there
         return ranges
 
-    if len(cuts) <= 1:
-        found = [block(c) for c in cuts]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
-            found = list(pool.map(block, cuts))
+    found = _map_blocks(count, block)
     for n in lengths:
         parts = [f[n] for f in found if f[n] is not None]
         if parts:
