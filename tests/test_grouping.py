@@ -262,8 +262,8 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     ours = _events(space, lambda plane, i, line: groups[(plane.name, i)])
 
     def file_groups(plane, i, line):
-        v, h = G._int_stat(line.stats(names=["group_id"]), "group_id", len(line))
-        return np.where(h, v, -1)
+        t = line.stat_table(names=["group_id"])
+        return np.where(t.present("group_id"), t.int_column("group_id"), -1)
 
     ref = _events(read_xspace(out), file_groups)
     m = ref.merge(ours, on=["plane", "line", "ts", "dur", "name", "k"], how="left", suffixes=("_ref", "_ours"))
@@ -287,8 +287,8 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
                                                             eager[(plane.name, i)].astype(int), -1))
 
     def file_eager(plane, i, line):
-        v, h = G._int_stat(line.stats(names=[G.IS_EAGER]), G.IS_EAGER, len(line))
-        return np.where(h, (v != 0).astype(int), -1)
+        t = line.stat_table(names=[G.IS_EAGER])
+        return np.where(t.present(G.IS_EAGER), (t.int_column(G.IS_EAGER) != 0).astype(int), -1)
 
     me = _events(read_xspace(out), file_eager).merge(ours_e, on=["plane", "line", "ts", "dur", "name", "k"],
                                                      suffixes=("_ref", "_ours"))

@@ -288,3 +288,96 @@ def test_repeated_run_equals_the_general_decoder(monkeypatch, block):
     want = wire.decode_fields(data, starts, stops, lengths=(4,)).ranges[4]
     for w, g in zip(want, wire.repeated_run(data, starts, stops, 4)):
         assert g.tolist() == w.tolist()
+
+
+_ONEOF = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6,
+          "ref_value": 7, "compressed_str_value": 8}
+
+
+def _random_stat(rng):
+    def pick(values):  # Python ints past 2**53 stay exact
+        return values[int(rng.integers(len(values)))]
+
+    stat = schema.XStat(metadata_id=pick([0, 1, 5, 127, 128, 300, 1 << 20, (1 << 63) - 1]))
+    kind = pick(list(_ONEOF) + ["none"])
+    big = [0, 1, 127, 128, 1 << 32, (1 << 56) - 1, 1 << 56, (1 << 63) - 1]
+    if kind == "double_value":
+        stat.double_value = pick([0.0, -1.5, 3e300, float(rng.standard_normal())])
+    elif kind in ("uint64_value", "ref_value"):
+        setattr(stat, kind, pick(big + [(1 << 64) - 1, 1 << 63]))
+    elif kind == "int64_value":
+        stat.int64_value = pick(big + [-1, -(1 << 63), -300])
+    elif kind == "str_value":
+        stat.str_value = "é" * pick([0, 1, 70, 200])
+    elif kind in ("bytes_value", "compressed_str_value"):
+        setattr(stat, kind, bytes(rng.integers(0, 256, pick([0, 3, 300]), dtype=np.uint8)))
+    return stat
+
+
+@pytest.mark.parametrize("block", [3, 1 << 16])
+def test_decode_keyed_equals_protobuf(monkeypatch, block):
+    """XStat records of every value kind and size (one- and many-byte ids, 1- to 10-byte varints,
+    empty and long strings, no value), plus layouts writers do not produce (value before the id,
+    a value set twice, an unknown field), decode as protobuf parses them."""
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
+    rng = np.random.default_rng(7)
+    payloads = [_random_stat(rng).SerializeToString() for _ in range(600)]
+    payloads += [
+        b"\x20\x05\x08\x03",  # int64 5, then id 3
+        b"\x08\x03\x20\x05\x18\x07",  # int64 then uint64: the last one wins
+        b"\x08\x03\x20\x05\x48\x01",  # an unknown field 9 after the value
+        b"\x08\x03",  # no value
+        b"",  # nothing
+        b"\x08\x81\x01\x11" + np.float64(2.5).tobytes(),  # a 2-byte id, a double
+    ]
+    buf, _ = wire.padded(b"".join(payloads))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    bounds = np.cumsum([0] + [len(p) for p in payloads])
+    got = wire.decode_keyed(data, bounds[:-1], bounds[1:], scalars=(2, 3, 4, 7), lengths=(5, 6, 8))
+    for i, payload in enumerate(payloads):
+        stat = schema.XStat.FromString(payload)
+        kind = stat.WhichOneof("value")
+        assert int(got.key[i]) == stat.metadata_id & 0xFFFFFFFFFFFFFFFF, i
+        assert got.number[i] == (_ONEOF[kind] if kind else 0), i
+        if kind in ("str_value", "bytes_value", "compressed_str_value"):
+            text = bytes(data[got.text_start[i] : got.text_stop[i]])
+            assert text == (stat.str_value.encode() if kind == "str_value" else getattr(stat, kind)), i
+        elif kind == "double_value":
+            assert got.raw[i].view(np.float64) == stat.double_value, i
+        elif kind:
+            assert int(got.raw[i]) == getattr(stat, kind) & 0xFFFFFFFFFFFFFFFF, i
+
+
+def test_stat_table_equals_protobuf(pair):
+    """`stat_table` reads every stat of (sampled) events as XProf's XStatVisitor does (IntOrUintValue,
+    DoubleValue, StrOrRefValue), its metadata's stats included; the same when the line's stats are
+    shared (`sharing_stats`) and the table is cut to some events and names."""
+    ours, ref = pair
+    checked = 0
+    for plane, ref_plane in zip(ours.planes, ref.planes):
+        names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
+        for line, ref_line in zip(plane.lines, ref_plane.lines):
+            if not len(line):
+                continue
+            sample = np.unique(np.linspace(0, len(line) - 1, min(len(line), 300)).astype(int))
+            with ours.sharing_stats([line]):
+                shared = line.stat_table(events=sample)
+            for table in (line.stat_table(events=sample), shared):
+                columns = {}
+                for j, i in enumerate(sample):
+                    event = ref_line.events[int(i)]
+                    want = {names[s.metadata_id]: s for s in ref_plane.event_metadata[event.metadata_id].stats}
+                    want.update({names[s.metadata_id]: s for s in event.stats})
+                    assert {n for n in want} <= table.names
+                    for name, s in want.items():
+                        if name not in columns:
+                            columns[name] = (table.int_column(name), table.float_column(name), table.str_column(name))
+                        ints, floats, strs = columns[name]
+                        kind = s.WhichOneof("value")
+                        want_int = s.uint64_value if kind == "uint64_value" else s.int64_value
+                        assert ints[j] == np.uint64(want_int & 0xFFFFFFFFFFFFFFFF).view(np.int64), (line.name, i, name)
+                        assert floats[j] == s.double_value
+                        want_str = names.get(s.ref_value, "") if kind == "ref_value" else s.str_value
+                        assert strs[j] == want_str, (line.name, i, name)
+                        checked += 1
+    assert checked > 0

@@ -336,8 +336,7 @@ def test_eager_against_xprof(tmp_path):
     theirs = {}
     for plane in grouped.planes:
         for i, line in enumerate(plane.lines):
-            v, h = G._int_stat(line.stat_columns(names=[G.IS_EAGER]), G.IS_EAGER, len(line))
-            theirs[(plane.name, i)] = h & (v != 0)
+            theirs[(plane.name, i)] = line.stat_table(names=[G.IS_EAGER]).int_column(G.IS_EAGER) != 0
     assert _marked(grouped, theirs) == _EAGER_BY_HAND
     assert _marked(grouped, G.eager_events(grouped)) == _EAGER_BY_HAND  # a grouped file: its own marks
     folder = tmp_path / "grouped" / "plugins" / "profile" / "x"

@@ -107,35 +107,6 @@ _STATS = [
 _NONE = np.iinfo(np.int64).max
 
 
-def _int_stat(st, name, n):
-    """(int64 values, present mask) of a stat column; uint64 ids keep their bits.
-
-    `st` maps stat names to columns as `Line.stat_columns` returns them (a
-    DataFrame works too): int64/uint64 arrays when every event has the stat,
-    nullable integer arrays when some lack it, float or object arrays otherwise.
-    """
-    if name not in st:
-        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    col = st[name]
-    if isinstance(col, pd.Series):
-        col = col.array
-    values = np.zeros(n, dtype=np.int64)
-    if isinstance(col, pd.arrays.IntegerArray):
-        present = ~np.asarray(col.isna())
-        raw = col.to_numpy(dtype=col.dtype.numpy_dtype, na_value=0)
-    else:
-        arr = np.asarray(col)
-        if arr.dtype == object:
-            present = np.array([isinstance(v, (int, np.integer)) for v in arr], dtype=bool)
-            vals = [int(v) & 0xFFFFFFFFFFFFFFFF for v in arr[present]]
-            values[present] = np.array(vals, dtype=np.uint64).view(np.int64)
-            return values, present
-        present = ~np.isnan(arr) if arr.dtype.kind == "f" else np.ones(n, dtype=bool)
-        raw = np.where(present, arr, 0) if arr.dtype.kind == "f" else arr
-    values[:] = raw.view(np.int64) if raw.dtype == np.uint64 else raw.astype(np.int64)
-    return values, present
-
-
 def _prev_enclosing(end):
     """For each position i, the largest j < i with end[j] >= end[i] (-1 if none).
 
@@ -163,14 +134,17 @@ def _prev_enclosing(end):
 
 
 class _Nodes:
-    """All events of a space as flat columns, plus synthetic threadpool regions."""
+    """All events of a space as flat columns (nodes in plane, line, file order).
+
+    Stats are kept as `stat[name] = (int64 values, present)` over all nodes. A
+    profile sets them on few events: they are read sparse per line and
+    scattered into zeroed arrays, whose untouched pages cost no memory.
+    """
 
     def __init__(self, space):
-        cols = {k: [] for k in (
-            "plane", "line", "event", "start", "end", "name", "host", "tpu", "pid",
-        )}
-        stats = {k: ([], []) for k in _STATS if k != "graph_type"}
-        graph_type = []
+        sizes, starts, ends, names, planes, pids, hosts, tpus = [], [], [], [], [], [], [], []
+        sparse = {k: [] for k in _STATS if k != "graph_type"}
+        self.graph_type = {}  # node -> the `graph_type` string, where set
         # Names as integer codes into one table (a plane's categories at an
         # offset; the last entry stands for "no name"): comparing codes is
         # far cheaper than comparing millions of Python strings.
@@ -188,58 +162,66 @@ class _Nodes:
             plane_names = None
             for li, line in enumerate(plane.lines):
                 self.lines.append((plane.name, li))
-                n = len(line)
-                if n == 0:
+                m = len(line)
+                sizes.append(m)
+                if m == 0:
                     continue
-                st = line.stat_columns(names=_STATS)
                 cat = line.names()
                 if plane_names is None:
                     plane_names = np.asarray(cat.categories, dtype=object)
                     tables.append(plane_names)
                     code_offset += len(plane_names)
                 codes_ = np.asarray(cat.codes, dtype=np.int64)
-                names = np.where(codes_ >= 0, codes_ + (code_offset - len(plane_names)), -1)
+                names.append(np.where(codes_ >= 0, codes_ + (code_offset - len(plane_names)), -1))
                 start = line.start_ps
                 end = start + line.event_duration_ps
-                vals = {k: _int_stat(st, k, n) for k in stats}
-                gt = np.asarray(st["graph_type"], dtype=object) if "graph_type" in st else np.full(n, None, object)
-                event = np.arange(n, dtype=np.int64)
-                m = len(start)
-                for k, v in (("plane", np.full(m, pi)), ("line", np.full(m, len(self.lines) - 1)),
-                             ("event", event), ("start", start), ("end", end), ("name", names),
-                             ("host", np.full(m, plane.name == HOST_PLANE)),
-                             ("tpu", np.full(m, plane.name.startswith(TPU_PLANE_PREFIX))),
-                             ("pid", np.full(m, -1 if pid is None else int(pid)))):
-                    cols[k].append(v)
-                for k in stats:
-                    stats[k][0].append(vals[k][0])
-                    stats[k][1].append(vals[k][1])
-                graph_type.append(gt)
+                starts.append(start)
+                ends.append(end)
+                planes.append(pi)
+                pids.append(-1 if pid is None else int(pid))
+                hosts.append(plane.name == HOST_PLANE)
+                tpus.append(plane.name.startswith(TPU_PLANE_PREFIX))
+                table = line.stat_table(names=_STATS)
+                for k in sparse:
+                    if k in table:
+                        ev, v = table.ints(k)
+                        sparse[k].append((ev + offset, v))
+                if "graph_type" in table:
+                    ev, v = table.strings("graph_type")
+                    self.graph_type.update(zip((ev + offset).tolist(), v.tolist()))
                 # Nesting, async events left out (they neither nest nor pop).
-                sync = np.flatnonzero(~(vals["_a"][1] & (vals["_a"][0] != 0)))
+                is_async = np.zeros(m, bool)
+                if "_a" in table:
+                    ev, v = table.ints("_a")
+                    is_async[ev[v != 0]] = True
+                sync = np.flatnonzero(~is_async)
                 par = _prev_enclosing(end[sync])
                 has = par >= 0
                 parent, child = sync[par[has]], sync[has]
                 has = start[parent] <= start[child]
                 edges.append(np.stack([parent[has] + offset, child[has] + offset]))
                 offset += m
-        cat = lambda k, dt: np.concatenate(cols[k]).astype(dt) if cols[k] else np.zeros(0, dt)  # noqa: E731
-        self.plane = cat("plane", np.int64)
-        self.line = cat("line", np.int64)
-        self.event = cat("event", np.int64)
-        self.start = cat("start", np.int64)
-        self.end = cat("end", np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        filled = sizes[sizes > 0]
+        line_ids = np.arange(len(sizes))
+        self.n = n = offset
+        cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+        self.line = np.repeat(line_ids, sizes)
+        self.event = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        self.plane = np.repeat(np.asarray(planes, dtype=np.int64), filled)
+        self.pid = np.repeat(np.asarray(pids, dtype=np.int64), filled)
+        self.host = np.repeat(np.asarray(hosts, dtype=bool), filled)
+        self.tpu = np.repeat(np.asarray(tpus, dtype=bool), filled)
+        self.start = cat(starts, np.int64)
+        self.end = cat(ends, np.int64)
         self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
-        self.name = cat("name", np.int64)  # codes into name_table; -1: none (the table's last entry)
-        self.host = cat("host", bool)
-        self.tpu = cat("tpu", bool)
-        self.pid = cat("pid", np.int64)
-        self.graph_type = np.concatenate(graph_type) if graph_type else np.zeros(0, object)
-        self.stat = {
-            k: (np.concatenate(v) if v else np.zeros(0, np.int64), np.concatenate(p) if p else np.zeros(0, bool))
-            for k, (v, p) in stats.items()
-        }
-        self.n = len(self.start)
+        self.name = cat(names, np.int64)  # codes into name_table; -1: none (the table's last entry)
+        self.stat = {}
+        for k, parts in sparse.items():
+            values, present = np.zeros(n, np.int64), np.zeros(n, bool)
+            for ev, v in parts:
+                values[ev], present[ev] = v, True
+            self.stat[k] = (values, present)
         self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
 
     def codes_of(self, *names):
@@ -454,9 +436,8 @@ def _eager_nodes(space, nodes, graph):
         at = np.flatnonzero(line_of == li)
         plane_name, idx = nodes.lines[li]
         line = space.plane(plane_name).lines[idx]
-        values, present = _int_stat(line.stat_columns(names=[IS_FUNC], events=nodes.event[eager_execute[at]]),
-                                    IS_FUNC, len(at))
-        is_func[at[present]] = values[present]
+        ev, values = line.stat_table(names=[IS_FUNC], events=nodes.event[eager_execute[at]]).ints(IS_FUNC)
+        is_func[at[ev]] = values
     if not (is_func == 0).any():
         return np.zeros(0, np.int64)  # no op can be eager: no walk
     order = np.lexsort((eager_execute, nodes.start[eager_execute]))
@@ -561,8 +542,8 @@ def _file_group_ids(space):
             n = len(line)
             g = np.full(n, -1, np.int64)
             if n:
-                v, h = _int_stat(line.stats(names=["group_id"]), "group_id", n)
-                g[h] = v[h]
+                ev, v = line.stat_table(names=["group_id"]).ints("group_id")
+                g[ev] = v
             out[(plane.name, li)] = g
     return out
 
@@ -655,9 +636,9 @@ def _file_eager(space):
             continue
         for li, line in enumerate(plane.lines):
             if len(line):
-                v, h = _int_stat(line.stat_columns(names=[IS_EAGER]), IS_EAGER, len(line))
-                if (h & (v != 0)).any():
-                    out[(plane.name, li)] = np.flatnonzero(h & (v != 0))
+                ev, v = line.stat_table(names=[IS_EAGER]).ints(IS_EAGER)
+                if (v != 0).any():
+                    out[(plane.name, li)] = np.sort(ev[v != 0])
     return out
 
 
@@ -694,7 +675,7 @@ def _step_table(nodes, steps):
                 if num is None and has[v]:
                     num = int(val[v])
                     break
-            if gt is None and nodes.graph_type[v] is not None:
+            if gt is None and v in nodes.graph_type:
                 gt = str(nodes.graph_type[v])
             v = parent[v]
         name = nodes.name_of(node)

@@ -35,7 +35,6 @@ previous step + 1.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,61 +98,13 @@ def data_type_name(number):
 # Reading the events
 
 
-def _kinds(col):
-    """Per value of an object column: is it an integer, is it a float (types read in C by pandas)."""
-    types = pd.Series(col.to_numpy(dtype=object)).map(type)
-    return types.isin([int, np.int64, np.uint64]).to_numpy(), types.isin([float, np.float64]).to_numpy()
-
-
-def _int_column(st, name, n, dtype=np.int64):
-    """A stat as integers, 0 where missing or stored as a double (XStatVisitor::IntValue reads 0 then).
-
-    Values past 2**63 (addresses) keep their bits: `dtype` int64 wraps them
-    as XProf's int64 does, uint64 keeps them.
-    """
-    out = np.zeros(n, dtype=np.uint64)
-    if name in st:
-        col = st[name]
-        if col.dtype.kind in "iu":  # numpy or nullable integers
-            np_dtype = getattr(col.dtype, "numpy_dtype", col.dtype)
-            values = pd.Series(col).fillna(0).to_numpy(dtype=np_dtype) if np_dtype != col.dtype else col.to_numpy()
-            out = values.astype(np_dtype).view(np.uint64).copy()
-        elif col.dtype == object:
-            is_int, _ = _kinds(col)
-            values = col.to_numpy(dtype=object)[is_int]
-            neg = np.array([False] * len(values)) if not len(values) else (values.astype(float) < 0)
-            out[np.flatnonzero(is_int)[~neg]] = values[~neg].astype(np.uint64)
-            out[np.flatnonzero(is_int)[neg]] = values[neg].astype(np.int64).view(np.uint64)
-    return out if dtype is np.uint64 else out.view(np.int64)
-
-
-def _fragmentation(st, n):
-    """`fragmentation` as XProf reads it: the double value, 0 where stored as an integer."""
-    if "fragmentation" not in st:
-        return np.zeros(n)
-    col = st["fragmentation"]
-    if col.dtype.kind == "f":
-        return np.nan_to_num(col.to_numpy(dtype=float), nan=0.0)
-    out = np.zeros(n)
-    if col.dtype == object:
-        _, is_float = _kinds(col)
-        out[is_float] = col.to_numpy(dtype=object)[is_float].astype(float)
-    return out
-
-
-def _str_column(st, name, n):
-    if name not in st:
-        return np.full(n, "", dtype=object)
-    col = st[name].to_numpy(dtype=object, na_value=None) if hasattr(st[name], "to_numpy") else st[name]
-    out = np.asarray(col, dtype=object).copy()
-    out[pd.isna(out)] = ""
-    return out
-
-
 def _line_events(line):
     """The allocator events of one line as a dict of columns (None if it has none).
 
-    `event` holds each one's index on the line, for its group id (the step).
+    Stats are read as XProf reads them (`IntValue`, `DoubleValue`,
+    `StrOrRefValue`: 0, 0.0 or "" where an event lacks one or has another kind
+    of value). `event` holds each one's index on the line, for its group id
+    (the step).
     """
     names = line.names()
     codes = np.asarray(names.codes)
@@ -165,43 +116,37 @@ def _line_events(line):
     if not len(idx):
         return None
     n = len(idx)
-    st = line.stats(names=_STATS, events=idx)
+    st = line.stat_table(names=_STATS, events=idx)
     # Memory id: the allocator's name, else the device index XLA gives.
     memory_id = np.full(n, "", dtype=object)
     for key in ("index_on_host", "device_ordinal"):
-        if key in st:
-            has = ~pd.isna(st[key]).to_numpy()
-            memory_id[has] = np.asarray(st[key].to_numpy(dtype=object)[has]).astype(np.int64).astype(str)
-    if "allocator_name" in st:
-        name = _str_column(st, "allocator_name", n)
-        has = ~pd.isna(st["allocator_name"]).to_numpy()
-        memory_id[has] = name[has]
-    if "data_type" in st:
-        has = ~pd.isna(st["data_type"]).to_numpy()
-        numbers = _int_column(st, "data_type", n)
+        ev, values = st.ints(key)
+        memory_id[ev] = values.astype(str).astype(object)
+    ev, values = st.strings("allocator_name")
+    memory_id[ev] = values
+    data_type = np.full(n, "", dtype=object)
+    ev, numbers = st.ints("data_type")
+    if len(ev):
         uniq, inv = np.unique(numbers, return_inverse=True)
-        data_type = np.array([data_type_name(u) for u in uniq], dtype=object)[inv]
-        data_type[~has] = ""
-    else:
-        data_type = np.full(n, "", dtype=object)
+        data_type[ev] = np.array([data_type_name(u) for u in uniq], dtype=object)[inv]
     return {
         "event": idx,
         "memory_id": memory_id,
         "time_ps": line.start_ps[idx],
         "time_offset_ps": line.start_ps[idx] - line.timestamp_ns * 1000,
-        "heap_bytes": _int_column(st, "bytes_allocated", n),
-        "stack_bytes": _int_column(st, "bytes_reserved", n),
-        "free_bytes": _int_column(st, "bytes_available", n),
-        "fragmentation": _fragmentation(st, n),
-        "peak_bytes_in_use": _int_column(st, "peak_bytes_in_use", n),
+        "heap_bytes": st.int_column("bytes_allocated"),
+        "stack_bytes": st.int_column("bytes_reserved"),
+        "free_bytes": st.int_column("bytes_available"),
+        "fragmentation": st.float_column("fragmentation"),
+        "peak_bytes_in_use": st.int_column("peak_bytes_in_use"),
         "is_alloc": is_alloc[idx],
-        "op_name": _str_column(st, "tf_op", n),
-        "requested_bytes": _int_column(st, "requested_bytes", n),
-        "allocation_bytes": _int_column(st, "allocation_bytes", n),
-        "address": _int_column(st, "addr", n, np.uint64),
-        "region_type": _str_column(st, "region_type", n),
+        "op_name": st.str_column("tf_op"),
+        "requested_bytes": st.int_column("requested_bytes"),
+        "allocation_bytes": st.int_column("allocation_bytes"),
+        "address": st.int_column("addr", np.uint64),
+        "region_type": st.str_column("region_type"),
         "data_type": data_type,
-        "shape": _str_column(st, "shape", n),
+        "shape": st.str_column("shape"),
     }
 
 
@@ -222,12 +167,12 @@ def _allocator_events(run, space, host):
     if plane is None or not status(run, host)[0]:
         parts = []
     else:
-        # Grouping the whole plane (the steps) and decoding the allocator events' stats are
-        # independent; numpy releases the GIL in both, so they share the cores.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            grouping = pool.submit(group_ids, space)
+        # The grouping (the steps) and the allocator columns read different stats of the
+        # same events, most of them allocator events: the host lines' stats are decoded
+        # once for both (the decoding is most of the time here).
+        with space.sharing_stats([ln for ln in plane.lines if _has_allocator_events(ln)]):
+            groups = group_ids(space)
             lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
-            groups = grouping.result()
         parts = []
         for i, p in lines:
             if p:
@@ -245,12 +190,16 @@ def status(run, host=None):
     Reads event names only (no stats), so it is cheap.
     """
     plane = run.xspace(host).plane(HOST_PLANE)
-    for line in [] if plane is None else plane.lines:
-        if len(line):
-            cats = set(line.names().categories)
-            if ALLOCATION in cats or DEALLOCATION in cats:
-                return True, ""
+    if plane is not None and any(_has_allocator_events(line) for line in plane.lines):
+        return True, ""
     return False, NO_EVENTS_REASON
+
+
+def _has_allocator_events(line):
+    if not len(line):
+        return False
+    cats = set(line.names().categories)
+    return ALLOCATION in cats or DEALLOCATION in cats
 
 
 def memory_ids(run, host=None):

@@ -455,6 +455,126 @@ def _repeated_block(data, starts, stops, number, offset):
     return owner, start, stop
 
 
+class KeyedValues:
+    """Records made of a key (varint field 1) and one value field, decoded: see `decode_keyed`.
+
+    `key` (uint64), `number` (the value's field number, int8; 0: none), `raw`
+    (a scalar value's bits, uint64; 0 for a LENGTH value) and `text_start` /
+    `text_stop` (a LENGTH value's payload range; 0 otherwise), one per record.
+    """
+
+    def __init__(self, count):
+        self.key = np.zeros(count, np.uint64)
+        self.number = np.zeros(count, np.int8)
+        self.raw = np.zeros(count, np.uint64)
+        self.text_start = np.zeros(count, np.int64)
+        self.text_stop = np.zeros(count, np.int64)
+
+
+def decode_keyed(data, starts, stops, scalars, lengths):
+    """Decode records that hold a key (varint field 1) and one value, one of several
+    fields (a protobuf `oneof`, e.g. XStat's metadata id and value).
+
+    `scalars` are the value field numbers of VARINT or FIXED64 type, `lengths`
+    those of LENGTH type (all below 16). Returns a `KeyedValues`.
+
+    Writers put field 1 first and the value last, so a value's varint ends at
+    the record's end: its length is known, and its bytes are read eight at a
+    time (one unaligned 64-bit load) and their 7-bit groups packed with a few
+    shifts, instead of byte by byte. Records in another layout (fields in
+    another order, extra fields, no value) are read field by field (`walk`);
+    where a record sets the value twice, the last one wins, as in protobuf.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    stops = np.asarray(stops, dtype=np.int64)
+    out = KeyedValues(len(starts))
+    words = np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
+    for n in scalars:
+        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
+    for n in lengths:
+        kinds[(n << 3) | LENGTH] = n
+
+    def block(c):
+        part = slice(c, c + BLOCK_RECORDS)
+        return c + np.flatnonzero(~_keyed_block(data, words, kinds, starts[part], stops[part], out, part))
+
+    odd = np.concatenate(_map_blocks(len(starts), block) or [np.zeros(0, np.int64)])
+    for i in odd.tolist():  # rare: read field by field, the last value wins
+        s, e = int(starts[i]), int(stops[i])
+        key = number = raw = text_start = text_stop = 0
+        for n, wt, value, a, b in walk(bytes(data[s:e]), 0, e - s):
+            if n == 1 and wt == VARINT:
+                key = value
+            elif n in scalars:
+                number, text_start, text_stop = n, 0, 0
+                raw = value if wt == VARINT else int.from_bytes(bytes(data[s + a : s + b]), "little")
+            elif n in lengths:
+                number, raw, text_start, text_stop = n, 0, s + a, s + b
+        out.key[i], out.number[i], out.raw[i] = key, number, raw
+        out.text_start[i], out.text_stop[i] = text_start, text_stop
+    return out
+
+
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+def _pack7(w):
+    """The 7-bit groups of the (up to 8) varint bytes in `w` (little-endian), packed."""
+    w = w & np.uint64(0x7F7F7F7F7F7F7F7F)
+    w = (w & np.uint64(0x007F007F007F007F)) | ((w & np.uint64(0x7F007F007F007F00)) >> np.uint64(1))
+    w = (w & np.uint64(0x00003FFF00003FFF)) | ((w & np.uint64(0x3FFF00003FFF0000)) >> np.uint64(2))
+    return (w & np.uint64(0x000000000FFFFFFF)) | ((w & np.uint64(0x0FFFFFFF00000000)) >> np.uint64(4))
+
+
+def _keyed_block(data, words, kinds, s, e, out, part):
+    """`decode_keyed` on one block in the usual layout; returns which records it decoded."""
+    head = words[s]  # bytes: 0x08, key..., tag
+    ok = (head & np.uint64(0xFF)) == 0x08
+    key_byte = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.uint8)
+    if (key_byte < 0x80).all():  # one-byte keys (ids below 128): no varint walk
+        key = key_byte.astype(np.uint64)
+        tag = ((head >> np.uint64(16)) & np.uint64(0xFF)).astype(np.uint8)
+        v0 = s + 3
+    else:
+        key, width = varints(data, s + 1)
+        tag = data[s + 1 + width]
+        v0 = s + 2 + width
+    number = kinds[tag]
+    wire_type = tag & 7
+    size = e - v0
+    ok &= (number != 0) & (size >= 1)
+    w = words[v0]
+    raw = np.zeros(len(s), np.uint64)
+    # VARINT: the value ends the record, so it has `size` bytes; the last one ends it.
+    var = ok & (wire_type == VARINT)
+    short = var & (size <= 8)
+    low = _LOW_BYTES[np.clip(size, 0, 8)]
+    ended = (w & _HIGH_BITS & low) == (_HIGH_BITS & (low >> np.uint64(8)))
+    ok &= ~var | ((size <= 10) & (ended | ~short))
+    raw[short] = _pack7(w[short] & low[short])
+    long = np.flatnonzero(var & ~short & ok)
+    if len(long):  # 9 or 10 bytes (ids, negative int64): the general reader
+        value, width = varints(data, v0[long])
+        raw[long] = value
+        ok[long] &= width == size[long]
+    fixed64 = ok & (wire_type == FIXED64)
+    ok &= ~fixed64 | (size == 8)
+    raw[fixed64] = w[fixed64]
+    text = np.flatnonzero(ok & (wire_type == LENGTH))
+    if len(text):
+        length, width = varints(data, v0[text])
+        begin = v0[text] + width
+        ok[text] &= begin + length.astype(np.int64) == e[text]
+        out.text_start[part][text] = begin
+        out.text_stop[part][text] = e[text]
+    out.key[part] = key
+    out.number[part] = np.where(ok, number, 0)
+    out.raw[part] = raw
+    return ok
+
+
 def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
     """Decode in blocks of BLOCK_RECORDS on a thread pool, into preallocated columns.
 
@@ -583,6 +703,8 @@ __all__ = [
     "decode_fields",
     "decode_records",
     "decode_strings",
+    "decode_keyed",
+    "KeyedValues",
     "repeated_run",
     "Fields",
 ]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -113,16 +115,40 @@ class Line:
             index=index,
         )
 
+    def _stat_records(self, idx):
+        """(owner, payload start, payload end) of every XStat record of events `idx` (None: all)."""
+        data = self.plane.space.data
+        pos = self.record_pos if idx is None else self.record_pos[idx]
+        if self.stats_at is None:
+            return wire.decode_records(data, pos, lengths=(_EVENT_STATS,)).ranges[_EVENT_STATS]
+        # Start at the stats: fields 1-3 were read at open.
+        _, stops = wire.record_payloads(data, pos)
+        return wire.repeated_run(data, pos + (self.stats_at if idx is None else self.stats_at[idx]), stops,
+                                 _EVENT_STATS)
+
+    def stat_table(self, names=None, events=None):
+        """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.
+
+        Sparse: one entry per stat an event has, nothing for the ones it lacks, so
+        reading a few stats of millions of events costs what they hold. Stats on
+        the event's metadata fill in where the event does not set them. Inside
+        `XSpaceFile.sharing_stats` a line's stats are decoded once for every call.
+        """
+        shared = self.plane.space._shared_tables
+        if shared is not None and id(self) in shared:
+            with self.plane.space._share_lock:
+                if shared[id(self)] is None:
+                    shared[id(self)] = StatTable(self.plane, self.metadata_id, *self._stat_records(None))
+                full = shared[id(self)]
+            return full.take(names, events)
+        idx = None if events is None else np.asarray(events, dtype=np.int64)
+        return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
+                         *self._stat_records(idx), names)
+
     def stat_columns(self, names=None, events=None):
         """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame."""
-        data = self.plane.space.data
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
-        pos = self.record_pos[idx]
-        if self.stats_at is None:
-            owner, s, e = wire.decode_records(data, pos, lengths=(_EVENT_STATS,)).ranges[_EVENT_STATS]
-        else:  # start at the stats: fields 1-3 were read at open
-            _, stops = wire.record_payloads(data, pos)
-            owner, s, e = wire.repeated_run(data, pos + self.stats_at[idx], stops, _EVENT_STATS)
+        owner, s, e = self._stat_records(None if events is None else idx)
         columns = self.plane.decode_stats(s, e, owner, len(idx), names)
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
         for name, values in from_metadata.items():
@@ -222,23 +248,54 @@ class Plane:
             out[name] = col
         return out
 
+    def select_stats(self, starts, stops, owner, names=None):
+        """The XStat records (payload ranges, owners) whose stat is one of `names` (all if None).
+
+        Field 1 (the stat's metadata id) comes first: only it is read here, so the
+        records not asked for are never decoded in full.
+        """
+        if names is None:
+            return starts, stops, owner
+        asked = set(names)
+        wanted = [k for k, v in self.stat_names.items() if v in asked]
+        first = wire.decode_fields(self.space.data, starts, stops, scalars=(1,)).value(1)
+        top = max(self.stat_names, default=0)
+        if 0 <= top < 1 << 20:  # ids are small: a lookup table beats np.isin on millions
+            table = np.zeros(top + 2, dtype=bool)
+            table[np.asarray(wanted, dtype=np.int64)] = True
+            keep = table[np.minimum(first, top + 1)]
+        else:
+            keep = np.isin(first, np.asarray(wanted, dtype=np.uint64))
+        return np.asarray(starts)[keep], np.asarray(stops)[keep], np.asarray(owner)[keep]
+
+    @cached_property
+    def _metadata_stat_records(self):
+        """`_metadata_stat_table` as StatTable rows: {name: (sorted ids, kind, raw, text)}."""
+        out = {}
+        for name, (keys, values) in self._metadata_stat_table.items():
+            kind = np.zeros(len(keys), np.int8)
+            raw = np.zeros(len(keys), np.uint64)
+            text = np.full(len(keys), None, dtype=object)
+            for i, v in enumerate(values.tolist()):
+                if isinstance(v, bool) or v is None:
+                    continue
+                if isinstance(v, int):
+                    kind[i] = _STAT_UINT64 if v >= 1 << 63 else _STAT_INT64
+                    raw[i] = v & 0xFFFFFFFFFFFFFFFF
+                elif isinstance(v, float):
+                    kind[i], raw[i] = _STAT_DOUBLE, np.float64(v).view(np.uint64)
+                elif isinstance(v, bytes):
+                    kind[i], text[i] = _STAT_BYTES, v
+                else:  # str, refs already resolved
+                    kind[i], text[i] = _STAT_STR, str(v)
+            has = kind != 0
+            out[name] = (keys[has], kind[has], raw[has], text[has])
+        return out
+
     def decode_stats(self, starts, stops, owner, count, names=None):
         """Columns from XStat records (payload ranges) owned by `count` events."""
         data = self.space.data
-        if names is not None:
-            # Field 1 (the stat's metadata id) comes first: read only it, then
-            # decode in full just the stats asked for.
-            asked = set(names)
-            wanted = [k for k, v in self.stat_names.items() if v in asked]
-            first = wire.decode_fields(data, starts, stops, scalars=(1,)).value(1)
-            top = max(self.stat_names, default=0)
-            if 0 <= top < 1 << 20:  # ids are small: a lookup table beats np.isin on millions
-                table = np.zeros(top + 2, dtype=bool)
-                table[np.asarray(wanted, dtype=np.int64)] = True
-                keep = table[np.minimum(first, top + 1)]
-            else:
-                keep = np.isin(first, np.asarray(wanted, dtype=np.uint64))
-            starts, stops, owner = np.asarray(starts)[keep], np.asarray(stops)[keep], np.asarray(owner)[keep]
+        starts, stops, owner = self.select_stats(starts, stops, owner, names)
         st = wire.decode_fields(
             data,
             starts,
@@ -337,6 +394,191 @@ class Plane:
         return sum(len(line) for line in self.lines)
 
 
+_INT_KINDS = np.zeros(9, bool)
+_INT_KINDS[[_STAT_UINT64, _STAT_INT64]] = True
+
+
+class StatTable:
+    """Stats of some events of a plane, sparse: an entry per stat an event has.
+
+    Made by `Line.stat_table`. Each stat is read as XProf's `XStatVisitor` reads
+    it, whatever value field the writer used:
+
+    * `ints(name)`: (events, int64 values) of the events that have the stat
+      (`IntOrUintValue`: uint64 values keep their bits; a double, string or
+      ref reads 0).
+    * `int_column`, `float_column`, `str_column`: one value per event, 0, 0.0
+      or `fill` where the event lacks it or has another kind of value
+      (`IntOrUintValue`, `DoubleValue`, `StrOrRefValue`).
+    * `strings(name)`: (events, str) of the events with a string or ref value.
+    * `present(name)`: which events have the stat.
+
+    Events are positions among the events the table was made for. Stats set on
+    an event's metadata count for the events that do not set them.
+
+    Storage: one row per XStat record (`_owner` its event, `_kind` the value
+    field, `_raw` the scalar's bits, `_text` the string payload's range), and
+    per stat name its rows and their events (`_stats`), so a table restricted
+    to some names or events (`take`) shares the rows of the one it came from.
+    """
+
+    def __init__(self, plane, metadata_id, owner, starts, stops, names=None):
+        self.plane = plane
+        self.count = len(metadata_id)
+        self._metadata_id = metadata_id
+        starts, stops, owner = plane.select_stats(starts, stops, owner, names)
+        st = wire.decode_keyed(
+            plane.space.data, starts, stops,
+            scalars=(_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
+            lengths=(_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
+        )
+        mid = st.key
+        rows = len(mid)
+        self._owner = np.asarray(owner, dtype=np.int32 if self.count < 2**31 else np.int64)
+        self._kind = st.number  # the value's field: _STAT_DOUBLE ... _STAT_COMPRESSED, 0 if none
+        self._raw = st.raw
+        has_text = (self._kind >= _STAT_STR) & (self._kind != _STAT_REF)
+        self._text = (st.text_start, st.text_stop) if has_text.any() else None
+        # Rows by stat id: a stable sort keeps each stat's rows in event order.
+        # Ids are small: counting them, and a radix sort on 16 bits, beat sorting millions.
+        small = rows and int(mid.max()) < 1 << 16
+        if small:
+            mid16 = mid.astype(np.uint16)
+            counts = np.bincount(mid16)
+            ids = np.flatnonzero(counts)
+            bounds = np.concatenate([[0], np.cumsum(counts[ids])])
+            order = np.argsort(mid16, kind="stable")
+        else:
+            order = np.argsort(mid, kind="stable")
+            ids, first = np.unique(mid[order], return_index=True)
+            bounds = np.concatenate([first, [rows]])
+        order = order.astype(np.int32 if rows < 2**31 else np.int64, copy=False)
+        names_by_id = plane.stat_names
+        self._stats = {}  # name -> (rows, events), both ascending
+        for i, sid in enumerate(ids):
+            name = names_by_id.get(int(sid), str(int(sid)))
+            if names is not None and name not in names:
+                continue
+            part = order[bounds[i] : bounds[i + 1]]
+            if name in self._stats:  # two ids with one name
+                part = np.sort(np.concatenate([self._stats[name][0], part]))
+            self._stats[name] = (part, self._owner[part])
+        # Stats on the events' metadata, for events without their own.
+        self._from_metadata = {}
+        for name, (keys, kind, raw, text) in plane._metadata_stat_records.items():
+            if (names is not None and name not in names) or not len(keys):
+                continue
+            pos = np.clip(np.searchsorted(keys, metadata_id), 0, len(keys) - 1)
+            hit = keys[pos] == metadata_id
+            if name in self._stats:
+                hit[self._stats[name][1]] = False
+            events = np.flatnonzero(hit)
+            if len(events):
+                at = pos[events]
+                self._from_metadata[name] = (events, kind[at], raw[at], text[at])
+
+    def take(self, names=None, events=None):
+        """This table restricted to stats `names` and to `events` (positions here, ascending)."""
+        out = object.__new__(StatTable)
+        out.__dict__.update(self.__dict__)
+        keep = (lambda name: True) if names is None else set(names).__contains__
+        if events is None:
+            out._stats = {k: v for k, v in self._stats.items() if keep(k)}
+            out._from_metadata = {k: v for k, v in self._from_metadata.items() if keep(k)}
+            return out
+        events = np.asarray(events, dtype=np.int64)
+        new_pos = np.full(self.count, -1, dtype=np.int64)
+        new_pos[events] = np.arange(len(events))
+        out.count = len(events)
+        out._metadata_id = self._metadata_id[events]
+        out._stats = {}
+        for name, (rows, ev) in self._stats.items():
+            if keep(name):
+                at = new_pos[ev]
+                has = at >= 0
+                out._stats[name] = (rows[has], at[has])
+        out._from_metadata = {}
+        for name, (ev, *rest) in self._from_metadata.items():
+            if keep(name):
+                at = new_pos[ev]
+                has = at >= 0
+                out._from_metadata[name] = (at[has], *(x[has] for x in rest))
+        return out
+
+    @property
+    def names(self):
+        return set(self._stats) | set(self._from_metadata)
+
+    def __contains__(self, name):
+        return name in self._stats or name in self._from_metadata
+
+    def _values(self, name):
+        """(events, kind, raw) of a stat, the events' own entries then their metadata's."""
+        rows, events = self._stats.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        own = (events, self._kind[rows], self._raw[rows])
+        md = self._from_metadata.get(name)
+        if md is None:
+            return own
+        return tuple(np.concatenate([a, b]) for a, b in zip(own, md[:3]))
+
+    def present(self, name):
+        out = np.zeros(self.count, bool)
+        out[self._values(name)[0]] = True
+        return out
+
+    def ints(self, name):
+        events, kind, raw = self._values(name)
+        return events, np.where(_INT_KINDS[kind], raw, 0).view(np.int64)
+
+    def int_column(self, name, dtype=np.int64):
+        """int64 (uint64 with `dtype`: addresses past 2**63 stay positive), 0 where missing."""
+        events, values = self.ints(name)
+        if len(events) == self.count and (self.count < 2 or (np.diff(events) > 0).all()):
+            return values.view(dtype)  # one entry per event, in order: no scatter
+        out = np.zeros(self.count, np.int64)
+        out[events] = values
+        return out.view(dtype)
+
+    def float_column(self, name):
+        events, kind, raw = self._values(name)
+        out = np.zeros(self.count)
+        out[events] = np.where(kind == _STAT_DOUBLE, raw, 0).view(np.float64)
+        return out
+
+    def strings(self, name):
+        """(events, object array of str) of the events whose value is a string or ref."""
+        rows, events = self._stats.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        kind = self._kind[rows]
+        parts_ev, parts_val = [], []
+        data = self.plane.space.data
+        for k, decode in ((_STAT_STR, lambda b: b.decode("utf-8", "replace")),
+                          (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace"))):
+            at = kind == k
+            if at.any():
+                parts_ev.append(events[at])
+                parts_val.append(wire.decode_strings(data, self._text[0][rows[at]], self._text[1][rows[at]], decode))
+        at = kind == _STAT_REF
+        if at.any():
+            uniq, inv = np.unique(self._raw[rows[at]], return_inverse=True)
+            names_by_id = self.plane.stat_names
+            parts_ev.append(events[at])
+            parts_val.append(np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv])
+        md = self._from_metadata.get(name)
+        if md is not None:
+            is_str = md[1] == _STAT_STR
+            parts_ev.append(md[0][is_str])
+            parts_val.append(md[3][is_str])
+        if not parts_ev:
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        return np.concatenate(parts_ev), np.concatenate(parts_val)
+
+    def str_column(self, name, fill=""):
+        out = np.full(self.count, fill, dtype=object)
+        events, values = self.strings(name)
+        out[events] = values
+        return out
+
+
 def _column(values):
     """A numpy column from Python values: int64, float64 or object."""
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
@@ -364,6 +606,26 @@ class XSpaceFile:
         # Derived data analyses keep per host (group ids, allocator events...):
         # computed once, shared by every tool that needs it.
         self.cache = {}
+        self._shared_tables = None  # see sharing_stats
+        self._share_lock = threading.Lock()
+
+    @contextmanager
+    def sharing_stats(self, lines):
+        """Within the block, each of `lines` decodes all its stats once, at its first
+        `stat_table` call, and every call reads from that.
+
+        For analyses that read different stats of the same events (the memory profile's
+        grouping and allocator columns): one pass over the records instead of one per
+        reader. The decoded stats are dropped at the end of the block.
+        """
+        outer = self._shared_tables
+        self._shared_tables = dict(outer or {})
+        for line in lines:
+            self._shared_tables.setdefault(id(line), None)
+        try:
+            yield
+        finally:
+            self._shared_tables = outer
 
     def plane(self, name):
         """The plane named `name`, or None."""
