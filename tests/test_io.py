@@ -333,15 +333,35 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     buf, _ = wire.padded(b"".join(payloads))
     data = np.frombuffer(buf, dtype=np.uint8)
     bounds = np.cumsum([0] + [len(p) for p in payloads])
-    got = wire.decode_keyed(data, bounds[:-1], bounds[1:], scalars=(2, 3, 4, 7), lengths=(5, 6, 8))
+    kinds = dict(scalars=(2, 3, 4, 7), lengths=(5, 6, 8))
+    _check_keyed(data, payloads, wire.decode_keyed(data, bounds[:-1], bounds[1:], **kinds))
+    # The same records as runs of a repeated field 4 in event-like records (0 to 9 per run),
+    # found and decoded in one pass.
+    rng.shuffle(payloads)
+    cuts = np.cumsum([0] + [int(rng.integers(0, 10)) for _ in range(len(payloads) // 4)])
+    runs = [payloads[a:b] for a, b in zip(cuts[:-1], cuts[1:])] + [payloads[cuts[-1]:]]
+    # One run is followed by a field 2 (allowed, never written): its block takes the general decoder.
+    events = [_event(run, tail=b"\x10\x01" if i == 5 else b"") for i, run in enumerate(runs)]
+    buf, _ = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    bounds = np.cumsum([0] + [len(r) for r in events])
+    got = wire.decode_keyed(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds)  # after field 1
+    assert got.owner.tolist() == [i for i, run in enumerate(runs) for _ in run]
+    _check_keyed(data, [p for run in runs for p in run], got)
+
+
+def _check_keyed(data, payloads, got):
+    text = {int(r): (a, b) for r, a, b in zip(*got.text)}
+    assert len(got) == len(payloads)
     for i, payload in enumerate(payloads):
         stat = schema.XStat.FromString(payload)
         kind = stat.WhichOneof("value")
         assert int(got.key[i]) == stat.metadata_id & 0xFFFFFFFFFFFFFFFF, i
         assert got.number[i] == (_ONEOF[kind] if kind else 0), i
-        if kind in ("str_value", "bytes_value", "compressed_str_value"):
-            text = bytes(data[got.text_start[i] : got.text_stop[i]])
-            assert text == (stat.str_value.encode() if kind == "str_value" else getattr(stat, kind)), i
+        assert (i in text) == (kind in ("str_value", "bytes_value", "compressed_str_value")), i
+        if i in text:
+            value = bytes(data[text[i][0] : text[i][1]])
+            assert value == (stat.str_value.encode() if kind == "str_value" else getattr(stat, kind)), i
         elif kind == "double_value":
             assert got.raw[i].view(np.float64) == stat.double_value, i
         elif kind:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from .grouping import group_ids
 
@@ -47,6 +48,7 @@ ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 #: XProf's default number of points in the timeline it shows.
 MAX_TIMELINE_POINTS = 1000
 UNUSED_PREALLOCATED = "unused preallocated device memory"
+ACTIVITIES = pd.Index(["alloc", "free"], dtype=object)
 
 NO_EVENTS_REASON = (
     "no allocator events (MemoryAllocation/MemoryDeallocation) on the host plane: TensorFlow "
@@ -124,14 +126,21 @@ def _line_events(line):
         memory_id[ev] = values.astype(str).astype(object)
     ev, values = st.strings("allocator_name")
     memory_id[ev] = values
-    data_type = np.full(n, "", dtype=object)
+    codes, uniq = pd.factorize(memory_id)
+    # Data types by number: a name table for the usual numbers, "" where missing.
+    names = np.array([data_type_name(u) for u in range(_REF_OFFSET * 2)] + [""], dtype=object)
     ev, numbers = st.ints("data_type")
-    if len(ev):
-        uniq, inv = np.unique(numbers, return_inverse=True)
-        data_type[ev] = np.array([data_type_name(u) for u in uniq], dtype=object)[inv]
+    code = np.where((numbers >= 0) & (numbers < _REF_OFFSET * 2), numbers, -1)
+    odd = code == -1
+    if odd.any():  # other numbers: named one by one
+        extra, inverse = np.unique(numbers[odd], return_inverse=True)
+        code[odd] = len(names) + inverse
+        names = np.concatenate([names, np.array([data_type_name(u) for u in extra], dtype=object)])
+    data_type = np.full(n, _REF_OFFSET * 2)
+    data_type[ev] = code
     return {
         "event": idx,
-        "memory_id": memory_id,
+        "memory_id": _category(codes, np.asarray(uniq, dtype=object)),
         "time_ps": line.start_ps[idx],
         "time_offset_ps": line.start_ps[idx] - line.timestamp_ns * 1000,
         "heap_bytes": st.int_column("bytes_allocated"),
@@ -140,14 +149,23 @@ def _line_events(line):
         "fragmentation": st.float_column("fragmentation"),
         "peak_bytes_in_use": st.int_column("peak_bytes_in_use"),
         "is_alloc": is_alloc[idx],
-        "op_name": st.str_column("tf_op"),
+        "op_name": st.str_category("tf_op"),
         "requested_bytes": st.int_column("requested_bytes"),
         "allocation_bytes": st.int_column("allocation_bytes"),
         "address": st.int_column("addr", np.uint64),
-        "region_type": st.str_column("region_type"),
-        "data_type": data_type,
-        "shape": st.str_column("shape"),
+        "region_type": st.str_category("region_type"),
+        "data_type": _category(data_type, names),
+        "shape": st.str_category("shape"),
     }
+
+
+def _category(codes, values):
+    """A Categorical of `values[codes]` with distinct, sorted categories."""
+    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(inverse[codes], categories=pd.Index(uniq, dtype=object))
+
+
+_CATEGORICAL = ("memory_id", "op_name", "region_type", "data_type", "shape")
 
 
 def allocator_events(run, host=None):
@@ -180,7 +198,8 @@ def _allocator_events(run, space, host):
                 parts.append(p)
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})
-    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    columns = {k: union_categoricals([p[k] for p in parts], sort_categories=True) if k in _CATEGORICAL
+               else np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return pd.DataFrame(columns)
 
 
@@ -205,7 +224,7 @@ def _has_allocator_events(line):
 def memory_ids(run, host=None):
     """The allocators with events on `host` (default: the first), sorted as XProf lists them."""
     ev = allocator_events(run, host)
-    return sorted(pd.unique(ev["memory_id"].to_numpy(dtype=object)), key=lambda s: s.encode())
+    return _memory_ids(ev)
 
 
 # --------------------------------------------------------------------------
@@ -219,6 +238,13 @@ def _fill_steps(step):
     np.maximum.accumulate(pos, out=pos)
     last_valid = np.where(pos >= 0, step[np.maximum(pos, 0)], -1)
     return np.where(valid, step, last_valid + 1)
+
+
+def _memory_ids(ev):
+    """The memory ids of some allocator events, sorted by their bytes as XProf lists them."""
+    col = ev["memory_id"]
+    seen = col.cat.remove_unused_categories().cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else pd.unique(col)
+    return sorted((str(s) for s in seen), key=lambda s: s.encode())
 
 
 def _copy_allocation_metadata(tl):
@@ -243,9 +269,15 @@ def _copy_allocation_metadata(tl):
     dst = frees["i"].to_numpy()[has]
     src = src[has].astype(np.int64)
     for col in ("op_name", "region_type", "data_type", "shape"):
-        values = tl[col].to_numpy(dtype=object).copy()
-        values[dst] = values[src]
-        tl[col] = values
+        values = tl[col].array
+        if isinstance(values, pd.Categorical):  # move codes, not strings
+            codes = values.codes.copy()
+            codes[dst] = codes[src]
+            tl[col] = pd.Categorical.from_codes(codes, dtype=values.dtype)
+        else:
+            values = np.asarray(values, dtype=object).copy()
+            values[dst] = values[src]
+            tl[col] = values
     return tl
 
 
@@ -278,7 +310,7 @@ def _live_at(tl, time_offset_ps, step_id=None):
         keep &= tl["step_id"].to_numpy() == step_id
     rows = np.flatnonzero(keep)
     addr = tl["address"].to_numpy()[rows]
-    is_alloc = tl["activity"].to_numpy()[rows] == "alloc"
+    is_alloc = (tl["activity"] == "alloc").to_numpy()[rows]
     df = pd.DataFrame({"addr": addr, "alloc": is_alloc})
     prev_alloc = df.groupby("addr", sort=False)["alloc"].shift(1).fillna(False).astype(bool).to_numpy()
     unmatched_free = ~is_alloc & ~prev_alloc
@@ -294,6 +326,7 @@ def _merge_rows(rows):
         return pd.DataFrame({c: pd.Series(dtype=np.int64 if "bytes" in c or c == "occurrences" else object)
                              for c in BREAKDOWN_COLUMNS})
     keys = ["allocation_bytes", "requested_bytes", "op_name", "region_type", "data_type", "shape"]
+    rows = rows.astype({c: object for c in keys if isinstance(rows[c].dtype, pd.CategoricalDtype)})
     out = rows.groupby(keys, sort=False).size().rename("occurrences").reset_index()
     out["_neg_a"] = -out["allocation_bytes"]
     out["_neg_r"] = -out["requested_bytes"]
@@ -413,13 +446,13 @@ def memory_profile(run, memory_id=None, host=None):
         if memory_id is not None:
             raise KeyError(f"no memory id {memory_id!r} on host {host!r}: {NO_EVENTS_REASON}")
         return _empty(run, host, NO_EVENTS_REASON)
-    ids = sorted(pd.unique(ev["memory_id"].to_numpy(dtype=object)), key=lambda s: s.encode())
+    ids = _memory_ids(ev)
     if memory_id is None:
         memory_id = ids[0]
     memory_id = str(memory_id)
     if memory_id not in ids:
         raise KeyError(f"no memory id {memory_id!r} on host {host!r}; memory ids: {ids}")
-    ev = ev[ev["memory_id"].to_numpy() == memory_id].reset_index(drop=True)
+    ev = ev[(ev["memory_id"] == memory_id).to_numpy()].reset_index(drop=True)
 
     # Summary, in file order as XProf visits the events.
     total = ev["heap_bytes"].to_numpy() + ev["stack_bytes"].to_numpy()
@@ -431,7 +464,7 @@ def memory_profile(run, memory_id=None, host=None):
     tl = ev.iloc[np.argsort(ev["time_offset_ps"].to_numpy(), kind="stable")].reset_index(drop=True)
     tl["step_id"] = _fill_steps(tl["step_id"].to_numpy())
     tl = _copy_allocation_metadata(tl)
-    tl["activity"] = np.where(tl["is_alloc"].to_numpy(), "alloc", "free")
+    tl["activity"] = pd.Categorical.from_codes(np.where(tl["is_alloc"].to_numpy(), 0, 1), categories=ACTIVITIES)
     tl["time_ms"] = tl["time_offset_ps"].to_numpy() / 1e9
 
     # The peak's step: that of the last snapshot in time order at the peak bytes.

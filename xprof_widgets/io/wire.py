@@ -327,15 +327,24 @@ class Fields:
 
 
 def decode_strings(data, starts, stops, decode=lambda b: b.decode("utf-8", "replace")):
-    """Decode the byte ranges `starts[i]:stops[i]` into an object array of str.
+    """Decode the byte ranges `starts[i]:stops[i]` into an object array of str."""
+    codes, values = string_codes(data, starts, stops, decode)
+    return values[codes]
+
+
+def string_codes(data, starts, stops, decode=lambda b: b.decode("utf-8", "replace")):
+    """The byte ranges `starts[i]:stops[i]` as (codes, values): range i decodes to
+    `values[codes[i]]`, and each distinct byte string is decoded once.
 
     Names repeat (op names, shapes, region types), so equal ranges are found
     first, vectorised: ranges are grouped by length, each group's bytes viewed
-    as fixed-size records and made unique; only distinct values are decoded.
+    as fixed-size records and made unique. (Two byte strings may decode to
+    equal values, e.g. through "replace": `values` is then not unique.)
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(stops, dtype=np.int64) - starts
-    out = np.empty(len(starts), dtype=object)
+    codes = np.zeros(len(starts), dtype=np.int64)
+    values = []
     order = np.argsort(lengths, kind="stable")
     bounds = np.flatnonzero(np.diff(lengths[order])) + 1
     for group in np.split(order, bounds):
@@ -343,12 +352,16 @@ def decode_strings(data, starts, stops, decode=lambda b: b.decode("utf-8", "repl
             continue
         size = int(lengths[group[0]])
         if size == 0:
-            out[group] = decode(b"")
+            codes[group] = len(values)
+            values.append(decode(b""))
             continue
         rows = np.ascontiguousarray(data[starts[group][:, None] + np.arange(size)])
         uniq, inverse = np.unique(rows.view(f"V{size}").ravel(), return_inverse=True)
-        out[group] = np.array([decode(u.tobytes()) for u in uniq], dtype=object)[inverse.ravel()]
-    return out
+        codes[group] = len(values) + inverse.ravel()
+        values.extend(decode(u.tobytes()) for u in uniq)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return codes, out
 
 
 BLOCK_RECORDS = 1 << 16  # records per task on the thread pool: small blocks stay in cache
@@ -378,10 +391,10 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
     return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
-def _map_blocks(count, block):
-    """`block(c)` for each block start c of `count` records (BLOCK_RECORDS each), in order;
-    on the thread pool when there is more than one block."""
-    cuts = range(0, count, BLOCK_RECORDS)
+def _map_blocks(count, block, size=None):
+    """`block(c)` for each block start c of `count` records (`size`, else BLOCK_RECORDS,
+    each), in order; on the thread pool when there is more than one block."""
+    cuts = range(0, count, size or BLOCK_RECORDS)
     if len(cuts) <= 1:
         return [block(c) for c in cuts]
     with ThreadPoolExecutor(max_workers=min(len(cuts), os.cpu_count() or 1)) as pool:
@@ -458,25 +471,30 @@ def _repeated_block(data, starts, stops, number, offset):
 class KeyedValues:
     """Records made of a key (varint field 1) and one value field, decoded: see `decode_keyed`.
 
-    `key` (uint64), `number` (the value's field number, int8; 0: none), `raw`
-    (a scalar value's bits, uint64; 0 for a LENGTH value) and `text_start` /
-    `text_stop` (a LENGTH value's payload range; 0 otherwise), one per record.
+    One entry per record: `key` (uint32, or uint64 if a key needs it),
+    `number` (the value's field number, int8; 0: none), `raw` (a scalar
+    value's bits, uint64; 0 for a LENGTH value) and, with `repeated`, `owner`
+    (the run each record came from; int32, or int64 past 2**31 runs). LENGTH
+    values: `text` = (record indices, payload starts, payload ends).
     """
 
-    def __init__(self, count):
-        self.key = np.zeros(count, np.uint64)
-        self.number = np.zeros(count, np.int8)
-        self.raw = np.zeros(count, np.uint64)
-        self.text_start = np.zeros(count, np.int64)
-        self.text_stop = np.zeros(count, np.int64)
+    def __init__(self, owner, key, number, raw, text):
+        self.owner, self.key, self.number, self.raw, self.text = owner, key, number, raw, text
+
+    def __len__(self):
+        return len(self.key)
 
 
-def decode_keyed(data, starts, stops, scalars, lengths):
+def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
     """Decode records that hold a key (varint field 1) and one value, one of several
     fields (a protobuf `oneof`, e.g. XStat's metadata id and value).
 
     `scalars` are the value field numbers of VARINT or FIXED64 type, `lengths`
-    those of LENGTH type (all below 16). Returns a `KeyedValues`.
+    those of LENGTH type (all below 16). `starts[i]:stops[i]` bound record i;
+    with `repeated` (a field number), they bound a run of that repeated LENGTH
+    field instead (what `repeated_run` reads), and its elements are the records,
+    found and decoded block by block so their positions never make a full-size
+    array. Returns a `KeyedValues`.
 
     Writers put field 1 first and the value last, so a value's varint ends at
     the record's end: its length is known, and its bytes are read eight at a
@@ -487,33 +505,37 @@ def decode_keyed(data, starts, stops, scalars, lengths):
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
-    out = KeyedValues(len(starts))
     words = np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
     kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
     for n in scalars:
         kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
     for n in lengths:
         kinds[(n << 3) | LENGTH] = n
+    step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
+    owner_type = np.int32 if len(starts) < 2**31 else np.int64
 
     def block(c):
-        part = slice(c, c + BLOCK_RECORDS)
-        return c + np.flatnonzero(~_keyed_block(data, words, kinds, starts[part], stops[part], out, part))
+        s, e = starts[c : c + step], stops[c : c + step]
+        owner = None
+        if repeated is not None:
+            found = _repeated_block(data, s, e, repeated, c)
+            if found is None:  # an unusual layout: the general decoder
+                found = decode_fields(data, s, e, lengths=(repeated,)).ranges[repeated]
+                found = (found[0] + c, found[1], found[2])
+            owner, s, e = found
+            owner = owner.astype(owner_type)
+        return (owner, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
 
-    odd = np.concatenate(_map_blocks(len(starts), block) or [np.zeros(0, np.int64)])
-    for i in odd.tolist():  # rare: read field by field, the last value wins
-        s, e = int(starts[i]), int(stops[i])
-        key = number = raw = text_start = text_stop = 0
-        for n, wt, value, a, b in walk(bytes(data[s:e]), 0, e - s):
-            if n == 1 and wt == VARINT:
-                key = value
-            elif n in scalars:
-                number, text_start, text_stop = n, 0, 0
-                raw = value if wt == VARINT else int.from_bytes(bytes(data[s + a : s + b]), "little")
-            elif n in lengths:
-                number, raw, text_start, text_stop = n, 0, s + a, s + b
-        out.key[i], out.number[i], out.raw[i] = key, number, raw
-        out.text_start[i], out.text_stop[i] = text_start, text_stop
-    return out
+    parts = _map_blocks(len(starts), block, step)
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return KeyedValues(np.zeros(0, owner_type) if repeated is not None else None, np.zeros(0, np.uint32),
+                           np.zeros(0, np.int8), np.zeros(0, np.uint64), (empty, empty, empty))
+    owners, keys, numbers, raws, texts = zip(*parts)
+    offsets = np.cumsum([0] + [len(k) for k in keys])
+    text = tuple(np.concatenate(x) for x in zip(*[(r + o, a, b) for (r, a, b), o in zip(texts, offsets)]))
+    return KeyedValues(None if repeated is None else np.concatenate(owners), np.concatenate(keys),
+                       np.concatenate(numbers), np.concatenate(raws), text)
 
 
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
@@ -528,13 +550,13 @@ def _pack7(w):
     return (w & np.uint64(0x000000000FFFFFFF)) | ((w & np.uint64(0x0FFFFFFF00000000)) >> np.uint64(4))
 
 
-def _keyed_block(data, words, kinds, s, e, out, part):
-    """`decode_keyed` on one block in the usual layout; returns which records it decoded."""
+def _keyed_block(data, words, kinds, s, e, scalars, lengths):
+    """`decode_keyed` on one block of records: (key, number, raw, text)."""
     head = words[s]  # bytes: 0x08, key..., tag
     ok = (head & np.uint64(0xFF)) == 0x08
     key_byte = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.uint8)
     if (key_byte < 0x80).all():  # one-byte keys (ids below 128): no varint walk
-        key = key_byte.astype(np.uint64)
+        key = key_byte.astype(np.uint32)
         tag = ((head >> np.uint64(16)) & np.uint64(0xFF)).astype(np.uint8)
         v0 = s + 3
     else:
@@ -562,17 +584,41 @@ def _keyed_block(data, words, kinds, s, e, out, part):
     fixed64 = ok & (wire_type == FIXED64)
     ok &= ~fixed64 | (size == 8)
     raw[fixed64] = w[fixed64]
-    text = np.flatnonzero(ok & (wire_type == LENGTH))
-    if len(text):
-        length, width = varints(data, v0[text])
-        begin = v0[text] + width
-        ok[text] &= begin + length.astype(np.int64) == e[text]
-        out.text_start[part][text] = begin
-        out.text_stop[part][text] = e[text]
-    out.key[part] = key
-    out.number[part] = np.where(ok, number, 0)
-    out.raw[part] = raw
-    return ok
+    text_rows = np.flatnonzero(ok & (wire_type == LENGTH))
+    length, width = varints(data, v0[text_rows])
+    text_start = v0[text_rows] + width
+    text_stop = e[text_rows]  # a LENGTH value ends its record
+    ok[text_rows] &= text_start + length.astype(np.int64) == text_stop
+    number = np.where(ok, number, 0).astype(np.int8)
+    odd = np.flatnonzero(~ok)
+    if len(odd):  # rare: read field by field
+        key = key.astype(np.uint64)
+        fine = ok[text_rows]
+        text = [(text_rows[fine], text_start[fine], text_stop[fine])]
+        for i in odd.tolist():
+            key[i], number[i], raw[i], a, b = _walk_keyed(data, int(s[i]), int(e[i]), scalars, lengths)
+            if number[i] in lengths:
+                text.append(([i], [a], [b]))
+        text_rows, text_start, text_stop = (np.concatenate(x).astype(np.int64) for x in zip(*text))
+        order = np.argsort(text_rows, kind="stable")
+        text_rows, text_start, text_stop = text_rows[order], text_start[order], text_stop[order]
+    if key.dtype != np.uint32 and key.max(initial=0) < 2**32:
+        key = key.astype(np.uint32)
+    return key, number, raw, (text_rows, text_start, text_stop)
+
+
+def _walk_keyed(data, s, e, scalars, lengths):
+    """One record in any layout, field by field: (key, number, raw, text start, text end)."""
+    key = number = raw = text_start = text_stop = 0
+    for n, wt, value, a, b in walk(bytes(data[s:e]), 0, e - s):
+        if n == 1 and wt == VARINT:
+            key = value
+        elif n in scalars:
+            number, text_start, text_stop = n, 0, 0
+            raw = value if wt == VARINT else int.from_bytes(bytes(data[s + a : s + b]), "little")
+        elif n in lengths:
+            number, raw, text_start, text_stop = n, 0, s + a, s + b
+    return key, number, raw, text_start, text_stop
 
 
 def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
@@ -703,6 +749,7 @@ __all__ = [
     "decode_fields",
     "decode_records",
     "decode_strings",
+    "string_codes",
     "decode_keyed",
     "KeyedValues",
     "repeated_run",

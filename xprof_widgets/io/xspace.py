@@ -34,6 +34,7 @@ _EVENT_TAG = (_LINE_EVENTS << 3) | wire.LENGTH  # 0x22
 # XStat value fields, by field number.
 _STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_STR = 2, 3, 4, 5
 _STAT_BYTES, _STAT_REF, _STAT_COMPRESSED = 6, 7, 8
+_STAT_SCALARS, _STAT_LENGTHS = (_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF), (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED)
 
 XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 
@@ -126,24 +127,38 @@ class Line:
         return wire.repeated_run(data, pos + (self.stats_at if idx is None else self.stats_at[idx]), stops,
                                  _EVENT_STATS)
 
+    def _decoded_stats(self, idx):
+        """Every XStat record of events `idx` (None: all), decoded: a `wire.KeyedValues`."""
+        data = self.plane.space.data
+        kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS)
+        pos = self.record_pos if idx is None else self.record_pos[idx]
+        if self.stats_at is None:
+            owner, s, e = self._stat_records(idx)
+            out = wire.decode_keyed(data, s, e, **kinds)
+            out.owner = owner
+            return out
+        _, stops = wire.record_payloads(data, pos)
+        starts = pos + (self.stats_at if idx is None else self.stats_at[idx])
+        return wire.decode_keyed(data, starts, stops, repeated=_EVENT_STATS, **kinds)
+
     def stat_table(self, names=None, events=None):
         """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.
 
-        Sparse: one entry per stat an event has, nothing for the ones it lacks, so
-        reading a few stats of millions of events costs what they hold. Stats on
-        the event's metadata fill in where the event does not set them. Inside
-        `XSpaceFile.sharing_stats` a line's stats are decoded once for every call.
+        Sparse: one entry per stat an event has, nothing for the ones it lacks.
+        Stats on the event's metadata fill in where the event does not set them.
+        Inside `XSpaceFile.sharing_stats` a line's stats are decoded once for
+        every call.
         """
         shared = self.plane.space._shared_tables
         if shared is not None and id(self) in shared:
             with self.plane.space._share_lock:
                 if shared[id(self)] is None:
-                    shared[id(self)] = StatTable(self.plane, self.metadata_id, *self._stat_records(None))
+                    shared[id(self)] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
                 full = shared[id(self)]
             return full.take(names, events)
         idx = None if events is None else np.asarray(events, dtype=np.int64)
         return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
-                         *self._stat_records(idx), names)
+                         self._decoded_stats(idx), names)
 
     def stat_columns(self, names=None, events=None):
         """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame."""
@@ -417,28 +432,21 @@ class StatTable:
     an event's metadata count for the events that do not set them.
 
     Storage: one row per XStat record (`_owner` its event, `_kind` the value
-    field, `_raw` the scalar's bits, `_text` the string payload's range), and
+    field, `_raw` the scalar's bits; `_text` the string payloads' ranges), and
     per stat name its rows and their events (`_stats`), so a table restricted
     to some names or events (`take`) shares the rows of the one it came from.
     """
 
-    def __init__(self, plane, metadata_id, owner, starts, stops, names=None):
+    def __init__(self, plane, metadata_id, records, names=None):
         self.plane = plane
         self.count = len(metadata_id)
         self._metadata_id = metadata_id
-        starts, stops, owner = plane.select_stats(starts, stops, owner, names)
-        st = wire.decode_keyed(
-            plane.space.data, starts, stops,
-            scalars=(_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
-            lengths=(_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
-        )
-        mid = st.key
+        mid = records.key
         rows = len(mid)
-        self._owner = np.asarray(owner, dtype=np.int32 if self.count < 2**31 else np.int64)
-        self._kind = st.number  # the value's field: _STAT_DOUBLE ... _STAT_COMPRESSED, 0 if none
-        self._raw = st.raw
-        has_text = (self._kind >= _STAT_STR) & (self._kind != _STAT_REF)
-        self._text = (st.text_start, st.text_stop) if has_text.any() else None
+        self._owner = records.owner
+        self._kind = records.number  # the value's field: _STAT_DOUBLE ... _STAT_COMPRESSED, 0 if none
+        self._raw = records.raw
+        self._text = records.text  # string values: (rows, payload starts, payload ends)
         # Rows by stat id: a stable sort keeps each stat's rows in event order.
         # Ids are small: counting them, and a radix sort on 16 bits, beat sorting millions.
         small = rows and int(mid.max()) < 1 << 16
@@ -545,38 +553,55 @@ class StatTable:
         out[events] = np.where(kind == _STAT_DOUBLE, raw, 0).view(np.float64)
         return out
 
-    def strings(self, name):
-        """(events, object array of str) of the events whose value is a string or ref."""
+    def _string_parts(self, name):
+        """[(events, codes, values)]: the string and ref values of a stat, by kind."""
         rows, events = self._stats.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         kind = self._kind[rows]
-        parts_ev, parts_val = [], []
+        parts = []
         data = self.plane.space.data
         for k, decode in ((_STAT_STR, lambda b: b.decode("utf-8", "replace")),
                           (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace"))):
             at = kind == k
             if at.any():
-                parts_ev.append(events[at])
-                parts_val.append(wire.decode_strings(data, self._text[0][rows[at]], self._text[1][rows[at]], decode))
+                i = np.searchsorted(self._text[0], rows[at])
+                parts.append((events[at], *wire.string_codes(data, self._text[1][i], self._text[2][i], decode)))
         at = kind == _STAT_REF
         if at.any():
             uniq, inv = np.unique(self._raw[rows[at]], return_inverse=True)
             names_by_id = self.plane.stat_names
-            parts_ev.append(events[at])
-            parts_val.append(np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv])
+            parts.append((events[at], inv, np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)))
         md = self._from_metadata.get(name)
         if md is not None:
             is_str = md[1] == _STAT_STR
-            parts_ev.append(md[0][is_str])
-            parts_val.append(md[3][is_str])
-        if not parts_ev:
+            codes, values = pd.factorize(md[3][is_str])
+            parts.append((md[0][is_str], codes, np.asarray(values, dtype=object)))
+        return parts
+
+    def strings(self, name):
+        """(events, object array of str) of the events whose value is a string or ref."""
+        parts = self._string_parts(name)
+        if not parts:
             return np.zeros(0, np.int64), np.zeros(0, object)
-        return np.concatenate(parts_ev), np.concatenate(parts_val)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[2][p[1]] for p in parts])
 
     def str_column(self, name, fill=""):
         out = np.full(self.count, fill, dtype=object)
         events, values = self.strings(name)
         out[events] = values
         return out
+
+    def str_category(self, name, fill=""):
+        """`str_column` as a pandas Categorical (sorted categories): for columns of a few
+        distinct strings over millions of events, built from codes without a string per event."""
+        parts = self._string_parts(name)
+        values = np.concatenate([np.array([fill], dtype=object)] + [p[2] for p in parts])
+        offsets = np.cumsum([1] + [len(p[2]) for p in parts])
+        codes = np.zeros(self.count, np.int64)  # 0: fill
+        for (events, part_codes, _), offset in zip(parts, offsets):
+            codes[events] = part_codes + offset
+        # Distinct, sorted categories (equal strings from different kinds or byte strings merge).
+        uniq, inverse = np.unique(values.astype(str), return_inverse=True)
+        return pd.Categorical.from_codes(inverse[codes], categories=pd.Index(uniq, dtype=object))
 
 
 def _column(values):
