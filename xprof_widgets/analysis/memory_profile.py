@@ -35,6 +35,7 @@ previous step + 1.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,10 +188,13 @@ def _allocator_events(run, space, host):
     else:
         # The grouping (the steps) and the allocator columns read different stats of the
         # same events, most of them allocator events: the host lines' stats are decoded
-        # once for both (the decoding is most of the time here).
+        # once for both (the decoding is most of the time here). They run side by side,
+        # numpy releasing the GIL, each line decoded by whichever reaches it first.
         with space.sharing_stats([ln for ln in plane.lines if _has_allocator_events(ln)]):
-            groups = group_ids(space)
-            lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                grouping = pool.submit(group_ids, space)
+                lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
+                groups = grouping.result()
         parts = []
         for i, p in lines:
             if p:

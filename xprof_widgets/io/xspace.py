@@ -151,11 +151,11 @@ class Line:
         """
         shared = self.plane.space._shared_tables
         if shared is not None and id(self) in shared:
-            with self.plane.space._share_lock:
-                if shared[id(self)] is None:
-                    shared[id(self)] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
-                full = shared[id(self)]
-            return full.take(names, events)
+            slot = shared[id(self)]
+            with slot["lock"]:  # the first reader decodes, the others wait for it
+                if slot["table"] is None:
+                    slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
+            return slot["table"].take(names, events)
         idx = None if events is None else np.asarray(events, dtype=np.int64)
         return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
                          self._decoded_stats(idx), names)
@@ -632,7 +632,6 @@ class XSpaceFile:
         # computed once, shared by every tool that needs it.
         self.cache = {}
         self._shared_tables = None  # see sharing_stats
-        self._share_lock = threading.Lock()
 
     @contextmanager
     def sharing_stats(self, lines):
@@ -641,12 +640,13 @@ class XSpaceFile:
 
         For analyses that read different stats of the same events (the memory profile's
         grouping and allocator columns): one pass over the records instead of one per
-        reader. The decoded stats are dropped at the end of the block.
+        reader. Readers may run on several threads: the first to ask for a line decodes
+        it, the others wait for it. The decoded stats are dropped at the end of the block.
         """
         outer = self._shared_tables
         self._shared_tables = dict(outer or {})
         for line in lines:
-            self._shared_tables.setdefault(id(line), None)
+            self._shared_tables.setdefault(id(line), {"lock": threading.Lock(), "table": None})
         try:
             yield
         finally:
