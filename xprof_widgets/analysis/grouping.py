@@ -133,16 +133,36 @@ def _prev_enclosing(end):
     return p
 
 
+class _Stat:
+    """One integer stat over all nodes, sparse: the nodes that have it (ascending) and
+    its values there (IntOrUintValue, int64)."""
+
+    def __init__(self, events, values):
+        order = np.argsort(events, kind="stable")
+        self.events, self.values = events[order], values[order]
+
+    def at(self, nodes_):
+        """(values, present) at some nodes; 0 where absent."""
+        nodes_ = np.asarray(nodes_, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.events, nodes_), max(len(self.events) - 1, 0))
+        present = self.events[pos] == nodes_ if len(self.events) else np.zeros(len(nodes_), bool)
+        return np.where(present, self.values[pos] if len(self.events) else 0, 0), present
+
+    def mask(self, n):
+        out = np.zeros(n, bool)
+        out[self.events] = True
+        return out
+
+
 class _Nodes:
     """All events of a space as flat columns (nodes in plane, line, file order).
 
-    Stats are kept as `stat[name] = (int64 values, present)` over all nodes. A
-    profile sets them on few events: they are read sparse per line and
-    scattered into zeroed arrays, whose untouched pages cost no memory.
+    `stat[name]` is a `_Stat`: a profile sets these stats on a fraction of its
+    events, so they stay sparse.
     """
 
     def __init__(self, space):
-        sizes, starts, ends, names, planes, pids, hosts, tpus = [], [], [], [], [], [], [], []
+        sizes, starts, ends, names, planes, pids = [], [], [], [], [], []
         sparse = {k: [] for k in _STATS if k != "graph_type"}
         self.graph_type = {}  # node -> the `graph_type` string, where set
         # Names as integer codes into one table (a plane's categories at an
@@ -164,6 +184,8 @@ class _Nodes:
                 self.lines.append((plane.name, li))
                 m = len(line)
                 sizes.append(m)
+                planes.append(pi)
+                pids.append(-1 if pid is None else int(pid))
                 if m == 0:
                     continue
                 cat = line.names()
@@ -177,10 +199,6 @@ class _Nodes:
                 end = start + line.event_duration_ps
                 starts.append(start)
                 ends.append(end)
-                planes.append(pi)
-                pids.append(-1 if pid is None else int(pid))
-                hosts.append(plane.name == HOST_PLANE)
-                tpus.append(plane.name.startswith(TPU_PLANE_PREFIX))
                 table = line.stat_table(names=_STATS)
                 for k in sparse:
                     if k in table:
@@ -202,27 +220,27 @@ class _Nodes:
                 edges.append(np.stack([parent[has] + offset, child[has] + offset]))
                 offset += m
         sizes = np.asarray(sizes, dtype=np.int64)
-        filled = sizes[sizes > 0]
-        line_ids = np.arange(len(sizes))
         self.n = n = offset
         cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-        self.line = np.repeat(line_ids, sizes)
+        self.line = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
         self.event = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        self.plane = np.repeat(np.asarray(planes, dtype=np.int64), filled)
-        self.pid = np.repeat(np.asarray(pids, dtype=np.int64), filled)
-        self.host = np.repeat(np.asarray(hosts, dtype=bool), filled)
-        self.tpu = np.repeat(np.asarray(tpus, dtype=bool), filled)
+        # Per line: its plane (index) and the plane's process id; per node through `line`.
+        self.line_plane = np.asarray(planes, dtype=np.int64)
+        self.line_pid = np.asarray(pids, dtype=np.int64)
+        names_ = np.asarray(self.plane_names, dtype=object)[self.line_plane] if len(planes) else np.zeros(0, object)
+        self.host = (names_ == HOST_PLANE)[self.line]
+        self.tpu = np.array([str(p).startswith(TPU_PLANE_PREFIX) for p in names_], dtype=bool)[self.line]
         self.start = cat(starts, np.int64)
         self.end = cat(ends, np.int64)
         self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
         self.name = cat(names, np.int64)  # codes into name_table; -1: none (the table's last entry)
-        self.stat = {}
-        for k, parts in sparse.items():
-            values, present = np.zeros(n, np.int64), np.zeros(n, bool)
-            for ev, v in parts:
-                values[ev], present[ev] = v, True
-            self.stat[k] = (values, present)
+        empty = np.zeros(0, np.int64)
+        self.stat = {k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
+                     for k, parts in sparse.items()}
         self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+
+    def pid_of(self, nodes_):
+        return self.line_pid[self.line[nodes_]]
 
     def codes_of(self, *names):
         """The name codes of these event names (any plane)."""
@@ -247,20 +265,17 @@ def _context_edges(nodes):
     the same answer for every event, with p + c edges instead of p x c (a
     profile whose ids repeat, e.g. one tiled in time, would have millions).
     """
-    pv, ph = nodes.stat["_p"]
-    ptv, pth = nodes.stat["_pt"]
-    cv, ch = nodes.stat["_c"]
-    ctv, cth = nodes.stat["_ct"]
-    cpid, cpid_has = nodes.stat["_pid"]
-    prod = np.flatnonzero(ph & pth)
-    cons = np.flatnonzero(ch & cth)
+    st = nodes.stat
+    prod = np.intersect1d(st["_p"].events, st["_pt"].events, assume_unique=True)
+    cons = np.intersect1d(st["_c"].events, st["_ct"].events, assume_unique=True)
     if len(prod) == 0 or len(cons) == 0:
         return np.zeros((2, 0), np.int64), 0
+    pid = nodes.pid_of
     # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
     both = pd.DataFrame({
-        "t": np.concatenate([ptv[prod], ctv[cons]]),
-        "id": np.concatenate([pv[prod], cv[cons]]),
-        "pid": np.concatenate([nodes.pid[prod], np.where(cpid_has[cons], cpid[cons], nodes.pid[cons])]),
+        "t": np.concatenate([st["_pt"].at(prod)[0], st["_ct"].at(cons)[0]]),
+        "id": np.concatenate([st["_p"].at(prod)[0], st["_c"].at(cons)[0]]),
+        "pid": np.concatenate([pid(prod), np.where(st["_pid"].at(cons)[1], st["_pid"].at(cons)[0], pid(cons))]),
     })
     ctx = both.groupby(["t", "id", "pid"], sort=False).ngroup().to_numpy()
     ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod):]
@@ -285,9 +300,9 @@ def _join_edges(nodes, parents, children, keys):
         ok = np.ones(len(idx), bool)
         data = {}
         for k in keys:
-            v, h = nodes.stat[k]
-            ok &= h[idx]
-            data[k] = v[idx]
+            v, h = nodes.stat[k].at(idx)
+            ok &= h
+            data[k] = v
         data[col] = idx
         return pd.DataFrame(data)[ok]
     p = frame(parents, "src").drop_duplicates(keys, keep="last")
@@ -385,7 +400,7 @@ def _eager_targets(nodes):
         typed[code] = name in _HOST_EVENT_TYPE_NAMES or category in ("tensorflow", "tf.data")
         execute[code] = name == "KernelExecute"
     code = nodes.name  # -1 (no name) reads the last entry
-    kernel = nodes.stat["correlation_id"][1] & ~nodes.host & ~typed[code]
+    kernel = nodes.stat["correlation_id"].mask(nodes.n) & ~nodes.host & ~typed[code]
     return (tf_op_run[code] | execute[code] | kernel) & ~nodes.tpu
 
 
@@ -460,21 +475,24 @@ def _forest(space):
     edges.append(_join_edges(nodes, executors, nodes.where_name(*GET_NEXT), ["id", "iter_num"]))
     # Kernel launch / execute: events XProf gives no other type, with a
     # correlation_id, on the host plane / on a device plane.
-    corr = nodes.stat["correlation_id"][1] & ~nodes.tpu
+    corr = nodes.stat["correlation_id"].mask(n) & ~nodes.tpu
     edges.append(_join_edges(nodes, np.flatnonzero(corr & nodes.host), np.flatnonzero(corr & ~nodes.host),
                              ["correlation_id"]))
 
-    step_id, step_has = nodes.stat["id"]
-    tf_data = nodes.where_name(*TF_DATA_FUNCTIONS)
-    tf_data_ids = np.unique(step_id[tf_data[step_has[tf_data]]])
+    step_id = nodes.stat["id"]
+    ids, has = step_id.at(nodes.where_name(*TF_DATA_FUNCTIONS))
+    tf_data_ids = np.unique(ids[has])
 
     # TF executor loops: each (id, iter_num) iteration is a root.
-    it, it_has = nodes.stat["iter_num"]
-    ex = executors[step_has[executors] & it_has[executors]]
-    ex = ex[~np.isin(step_id[ex], tf_data_ids)]
+    ex_ids, ex_has = step_id.at(executors)
+    ex_iter, it_has = nodes.stat["iter_num"].at(executors)
+    keep = ex_has & it_has
+    ex, ex_ids, ex_iter = executors[keep], ex_ids[keep], ex_iter[keep]
+    keep = ~np.isin(ex_ids, tf_data_ids)
+    ex, ex_ids, ex_iter = ex[keep], ex_ids[keep], ex_iter[keep]
     loop_roots = np.zeros(0, np.int64)
     if len(ex):
-        df = pd.DataFrame({"id": step_id[ex], "iter": it[ex], "node": ex, "start": nodes.start[ex]})
+        df = pd.DataFrame({"id": ex_ids, "iter": ex_iter, "node": ex, "start": nodes.start[ex]})
         loops = df.groupby("id")["iter"].agg(lambda s: not (s == 0).all())
         df = df[df["id"].map(loops)]
         if len(df):
@@ -488,9 +506,8 @@ def _forest(space):
     eager = _eager_nodes(space, nodes, graph)
 
     level = np.zeros(n, np.int64)
-    r, r_has = nodes.stat["_r"]
-    level[r_has] = r[r_has]
-    is_root = r_has.copy()
+    level[nodes.stat["_r"].events] = nodes.stat["_r"].values
+    is_root = nodes.stat["_r"].mask(n)
     legacy = np.zeros(n, bool)
     legacy[nodes.where_name(LEGACY_ROOT)] = True
     legacy &= ~is_root
@@ -509,7 +526,8 @@ def _forest(space):
         return nodes, group, steps, eager
 
     roots = np.flatnonzero(is_root)
-    roots = roots[~(step_has[roots] & np.isin(step_id[roots], tf_data_ids))]
+    ids, has = step_id.at(roots)
+    roots = roots[~(has & np.isin(ids, tf_data_ids))]
     # A root below a root of the same level is grouped with that one.
     below = np.zeros(len(roots), bool)
     for lv in np.unique(level[roots]):
@@ -671,9 +689,9 @@ def _step_table(nodes, steps):
         v = node
         while v >= 0 and (num is None or gt is None):
             for k in ("iter_num", "step_num"):
-                val, has = nodes.stat[k]
-                if num is None and has[v]:
-                    num = int(val[v])
+                val, has = nodes.stat[k].at([v])
+                if num is None and has[0]:
+                    num = int(val[0])
                     break
             if gt is None and v in nodes.graph_type:
                 gt = str(nodes.graph_type[v])
@@ -682,7 +700,7 @@ def _step_table(nodes, steps):
         prefix = gt if gt is not None else (None if name in IMPLICIT_ROOTS else name)
         num = int(g) if num is None else num
         rows.append({
-            "group_id": int(g), "plane": nodes.plane_names[nodes.plane[node]],
+            "group_id": int(g), "plane": nodes.plane_names[nodes.line_plane[nodes.line[node]]],
             "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event[node]), "name": name,
             "start_ps": int(nodes.start[node]), "duration_ps": int(nodes.end[node] - nodes.start[node]),
             "root_level": int(level),
