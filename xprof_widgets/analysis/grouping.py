@@ -138,8 +138,10 @@ class _Stat:
     its values there (IntOrUintValue, int64)."""
 
     def __init__(self, events, values):
-        order = np.argsort(events, kind="stable")
-        self.events, self.values = events[order], values[order]
+        if len(events) > 1 and not (np.diff(events) > 0).all():  # metadata stats come after a line's own
+            order = np.argsort(events, kind="stable")
+            events, values = events[order], values[order]
+        self.events, self.values = events, values
 
     def at(self, nodes_):
         """(values, present) at some nodes; 0 where absent."""
@@ -220,10 +222,10 @@ class _Nodes:
                 edges.append(np.stack([parent[has] + offset, child[has] + offset]))
                 offset += m
         sizes = np.asarray(sizes, dtype=np.int64)
-        self.n = n = offset
+        self.n = offset
         cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
         self.line = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
-        self.event = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        self.line_start = np.cumsum(sizes) - sizes  # node of each line's first event
         # Per line: its plane (index) and the plane's process id; per node through `line`.
         self.line_plane = np.asarray(planes, dtype=np.int64)
         self.line_pid = np.asarray(pids, dtype=np.int64)
@@ -238,6 +240,14 @@ class _Nodes:
         self.stat = {k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
                      for k, parts in sparse.items()}
         self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+
+    def event_of(self, nodes_):
+        """Index of each node's event on its line."""
+        return nodes_ - self.line_start[self.line[nodes_]]
+
+    @property
+    def event(self):
+        return self.event_of(np.arange(self.n))
 
     def pid_of(self, nodes_):
         return self.line_pid[self.line[nodes_]]
@@ -266,16 +276,17 @@ def _context_edges(nodes):
     profile whose ids repeat, e.g. one tiled in time, would have millions).
     """
     st = nodes.stat
-    prod = np.intersect1d(st["_p"].events, st["_pt"].events, assume_unique=True)
-    cons = np.intersect1d(st["_c"].events, st["_ct"].events, assume_unique=True)
+    prod, p_at, pt_at = np.intersect1d(st["_p"].events, st["_pt"].events, assume_unique=True, return_indices=True)
+    cons, c_at, ct_at = np.intersect1d(st["_c"].events, st["_ct"].events, assume_unique=True, return_indices=True)
     if len(prod) == 0 or len(cons) == 0:
         return np.zeros((2, 0), np.int64), 0
     pid = nodes.pid_of
+    own_pid, has_pid = st["_pid"].at(cons)
     # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
     both = pd.DataFrame({
-        "t": np.concatenate([st["_pt"].at(prod)[0], st["_ct"].at(cons)[0]]),
-        "id": np.concatenate([st["_p"].at(prod)[0], st["_c"].at(cons)[0]]),
-        "pid": np.concatenate([pid(prod), np.where(st["_pid"].at(cons)[1], st["_pid"].at(cons)[0], pid(cons))]),
+        "t": np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
+        "id": np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
+        "pid": np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
     })
     ctx = both.groupby(["t", "id", "pid"], sort=False).ngroup().to_numpy()
     ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod):]
@@ -319,8 +330,7 @@ class _Graph:
         order = np.argsort(src, kind="stable")
         self.dst = dst[order]
         self.ptr = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(self.ptr, src + 1, 1)
-        self.ptr = np.cumsum(self.ptr)
+        self.ptr[1:] = np.cumsum(np.bincount(src, minlength=n))
         self.n = n
 
     def out_edges(self, nodes_):
@@ -451,7 +461,7 @@ def _eager_nodes(space, nodes, graph):
         at = np.flatnonzero(line_of == li)
         plane_name, idx = nodes.lines[li]
         line = space.plane(plane_name).lines[idx]
-        ev, values = line.stat_table(names=[IS_FUNC], events=nodes.event[eager_execute[at]]).ints(IS_FUNC)
+        ev, values = line.stat_table(names=[IS_FUNC], events=nodes.event_of(eager_execute[at])).ints(IS_FUNC)
         is_func[at[ev]] = values
     if not (is_func == 0).any():
         return np.zeros(0, np.int64)  # no op can be eager: no walk
@@ -600,16 +610,8 @@ def _computed(space):
 
 def _split(space, nodes, group):
     """Group ids per line, in file order (-1: none). Nodes come line by line: no sort needed."""
-    bounds = np.searchsorted(nodes.line, np.arange(len(nodes.lines) + 1))
-    out = {}
-    for k, key in enumerate(nodes.lines):
-        part = slice(bounds[k], bounds[k + 1])
-        ev = nodes.event[part]
-        real = ev >= 0
-        arr = np.full(len(space.plane(key[0]).lines[key[1]]), -1, np.int64)
-        arr[ev[real]] = group[part][real]
-        out[key] = arr
-    return out
+    bounds = np.append(nodes.line_start, nodes.n)
+    return {key: group[bounds[k] : bounds[k + 1]].copy() for k, key in enumerate(nodes.lines)}
 
 
 def _split_nodes(nodes, which):
@@ -620,7 +622,7 @@ def _split_nodes(nodes, which):
     which = np.sort(which)
     for li in np.unique(nodes.line[which]):
         at = which[nodes.line[which] == li]
-        out[nodes.lines[li]] = nodes.event[at]
+        out[nodes.lines[li]] = nodes.event_of(at)
     return out
 
 
@@ -701,7 +703,7 @@ def _step_table(nodes, steps):
         num = int(g) if num is None else num
         rows.append({
             "group_id": int(g), "plane": nodes.plane_names[nodes.line_plane[nodes.line[node]]],
-            "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event[node]), "name": name,
+            "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event_of(node)), "name": name,
             "start_ps": int(nodes.start[node]), "duration_ps": int(nodes.end[node] - nodes.start[node]),
             "root_level": int(level),
             "step_num": num, "step_name": f"{prefix} {num}" if prefix else str(num),

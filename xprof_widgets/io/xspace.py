@@ -86,6 +86,7 @@ class Line:
     metadata_id: np.ndarray
     record_pos: np.ndarray = field(repr=False)  # byte offset of each event record
     stats_at: np.ndarray = field(repr=False, default=None)  # offset from record_pos to its stats
+    _names: object = field(repr=False, default=None, compare=False)
 
     def __len__(self):
         return len(self.start_ps)
@@ -96,8 +97,10 @@ class Line:
         return self.display_name or self.name
 
     def names(self):
-        """Event names, one per event (a pandas Categorical)."""
-        return self.plane.names_for(self.metadata_id)
+        """Event names, one per event (a pandas Categorical; kept: tools ask for it often)."""
+        if self._names is None:
+            self._names = self.plane.names_for(self.metadata_id)
+        return self._names
 
     def stats(self, names=None, events=None):
         """Stats of this line's events as a DataFrame, one row per event.
