@@ -611,7 +611,8 @@ def _computed(space):
 def _split(space, nodes, group):
     """Group ids per line, in file order (-1: none). Nodes come line by line: no sort needed."""
     bounds = np.append(nodes.line_start, nodes.n)
-    return {key: group[bounds[k] : bounds[k + 1]].copy() for k, key in enumerate(nodes.lines)}
+    group.flags.writeable = False  # shared by every tool: views, read-only
+    return {key: group[bounds[k] : bounds[k + 1]] for k, key in enumerate(nodes.lines)}
 
 
 def _split_nodes(nodes, which):

@@ -189,11 +189,13 @@ def _allocator_events(run, space, host):
         # The grouping (the steps) and the allocator columns read different stats of the
         # same events, most of them allocator events: the host lines' stats are decoded
         # once for both (the decoding is most of the time here). They run side by side,
-        # numpy releasing the GIL, each line decoded by whichever reaches it first.
+        # numpy releasing the GIL, each line decoded by whichever reaches it first: the
+        # grouping walks the lines from the first, the allocator columns from the last.
         with space.sharing_stats([ln for ln in plane.lines if _has_allocator_events(ln)]):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space)
-                lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
+                lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
+                lines.reverse()
                 groups = grouping.result()
         parts = []
         for i, p in lines:
