@@ -401,3 +401,35 @@ def test_stat_table_equals_protobuf(pair):
                         assert strs[j] == want_str, (line.name, i, name)
                         checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("block", [3, 1 << 16])
+def test_decode_head_equals_the_general_decoder(monkeypatch, block):
+    """An event's leading fields (metadata id, offset, duration: each may be absent, values of
+    every varint length, negative offsets) and where its stats begin, as decode_records reads
+    them, layouts writers never produce included (fields out of order, repeated, other types)."""
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
+    rng = np.random.default_rng(3)
+    sizes = [0, 1, 127, 128, 1 << 20, (1 << 49) - 1, 1 << 49, (1 << 56) - 1, 1 << 56, (1 << 63) - 1]
+    events = []
+    for _ in range(300):
+        fields = b""
+        for number in (1, 2, 3):
+            if rng.random() < 0.8:
+                value = sizes[int(rng.integers(len(sizes)))]
+                if number == 2 and rng.random() < 0.1:
+                    value = (1 << 64) - 5  # a negative int64
+                fields += bytes([number << 3]) + _varint(value)
+        fields += b"".join(b"\x22\x02\x08\x01" for _ in range(int(rng.integers(0, 3))))
+        events.append(fields)
+    events += [b"\x10\x05\x08\x07", b"\x08\x01\x08\x02\x18\x03", b"\x08\x01\x12\x01\x00", b"\x18\x01\x10\x02", b""]
+    records = [b"\x22" + _varint(len(e)) + e for e in events]
+    buf, size = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(r) for r in records])[:-1]
+    want = wire.decode_records(data, pos, scalars=(1, 2, 3), end=size, rest=True)
+    got = wire.decode_head(data, pos, (1, 2, 3), end=size)
+    for n in (1, 2, 3):
+        assert got.present[n].tolist() == want.present[n].tolist()
+        assert got.scalar[n].tolist() == want.scalar[n].tolist()
+    assert got.rest.tolist() == want.rest.tolist()

@@ -391,6 +391,71 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
     return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
+def decode_head(data, record_pos, numbers, end=None):
+    """`decode_records(data, record_pos, scalars=numbers, end=end, rest=True)` for records
+    whose first fields are VARINT fields `numbers` (ascending, below 16, each may be
+    absent: protobuf leaves out zeros), e.g. an event's metadata id, offset and duration.
+
+    Each field is read with one unaligned 64-bit load; its varint's end is the first
+    byte without the high bit, found with bit arithmetic, not byte by byte. Records in
+    any other layout (fields out of order or repeated, other wire types, varints longer
+    than 8 bytes such as negative numbers) are decoded by the general decoder.
+    """
+    record_pos = np.asarray(record_pos, dtype=np.int64)
+    count = len(record_pos)
+    out = Fields(count)
+    for n in numbers:
+        out.scalar[n] = np.zeros(count, dtype=np.uint64)
+        out.present[n] = np.zeros(count, dtype=bool)
+    out.rest = np.zeros(count, dtype=np.int64)
+    words = np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    last = max(numbers)
+
+    def block(c):
+        part = slice(c, c + BLOCK_RECORDS)
+        s, e = record_payloads(data, record_pos[part], end)
+        p = s.copy()
+        ok = np.ones(len(s), bool)
+        for n in numbers:
+            w = words[p]
+            has = ((w & np.uint64(0xFF)) == ((n << 3) | VARINT)) & (p < e)
+            value, size = _leading_varint(w >> np.uint64(8))
+            ok &= ~has | (size > 0)
+            out.scalar[n][part] = np.where(has, value, 0)
+            out.present[n][part] = has
+            p = p + np.where(has, 1 + size, 0)
+        # What follows must be a later field (or the end), unless the last field was read.
+        nxt = data[np.minimum(p, len(data) - 1)]
+        ok &= (p >= e) | out.present[last][part] | (nxt >= 0x80) | ((nxt >> 3) > last)
+        ok &= p <= e
+        out.rest[part] = np.minimum(p, e) - record_pos[part]
+        odd = np.flatnonzero(~ok)
+        if len(odd):  # the general decoder for these
+            tmp = Fields(len(odd))
+            for n in numbers:
+                tmp.scalar[n] = np.zeros(len(odd), dtype=np.uint64)
+                tmp.present[n] = np.zeros(len(odd), dtype=bool)
+            tmp.rest = np.zeros(len(odd), dtype=np.int64)
+            _decode_block(data, s[odd], e[odd], numbers, (), tmp, 0)
+            rows = c + odd
+            for n in numbers:
+                out.scalar[n][rows], out.present[n][rows] = tmp.scalar[n], tmp.present[n]
+            out.rest[rows] = tmp.rest - record_pos[rows]
+
+    _map_blocks(count, block)
+    return out
+
+
+def _leading_varint(w):
+    """(value, byte length) of the varint in the low bytes of `w`; length 0 if it is
+    longer than the 7 bytes `w` holds (the caller falls back)."""
+    stops = ~w & np.uint64(0x0080808080808080)  # bytes that end a varint
+    lowest = stops & (~stops + np.uint64(1))
+    size = (np.frexp(lowest.astype(np.float64))[1].astype(np.int64) + 1) // 8  # bit 8k+7 -> k+1 bytes
+    size[stops == 0] = 0
+    return _pack7(w & _LOW_BYTES[size]), size
+
+
 def _map_blocks(count, block, size=None):
     """`block(c)` for each block start c of `count` records (`size`, else BLOCK_RECORDS,
     each), in order; on the thread pool when there is more than one block."""
@@ -748,6 +813,7 @@ __all__ = [
     "record_payloads",
     "decode_fields",
     "decode_records",
+    "decode_head",
     "decode_strings",
     "string_codes",
     "decode_keyed",

@@ -857,9 +857,7 @@ def _parse_line(plane, buf, start, end):
         elif wt == wire.LENGTH:
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
     record_pos = np.concatenate(runs) if runs else np.zeros(0, np.int64)
-    ev = wire.decode_records(
-        data, record_pos, scalars=(_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end, rest=True
-    )
+    ev = wire.decode_head(data, record_pos, (_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end)
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
     stats_at = ev.rest.astype(np.uint16) if len(ev.rest) and ev.rest.max() < 2**16 else ev.rest
