@@ -682,31 +682,39 @@ def step_events(space, recompute=False):
 
 def _step_table(nodes, steps):
     """`step_events`' table from the forest's roots (`_forest`'s step table)."""
-    # Parents (nesting only, plus self) for the context stats: a few hundred
-    # roots, so a Python walk per root is cheap.
+    roots = steps["node"].to_numpy(np.int64)
+    # The step number and graph type: the root's, else its nearest nesting ancestor's
+    # (`iter_num` before `step_num` on one event). All roots walk up together.
     parent = np.full(nodes.n, -1, np.int64)
     parent[nodes.nesting[1]] = nodes.nesting[0]
+    num = np.zeros(len(roots), np.int64)
+    has_num = np.zeros(len(roots), bool)
+    gt = np.full(len(roots), None, dtype=object)
+    typed = np.fromiter(nodes.graph_type, dtype=np.int64, count=len(nodes.graph_type))
+    cur = roots.copy()
+    todo = np.arange(len(roots))
+    while len(todo):
+        v = cur[todo]
+        for k in ("iter_num", "step_num"):
+            val, has = nodes.stat[k].at(v)
+            take = has & ~has_num[todo]
+            num[todo[take]], has_num[todo[take]] = val[take], True
+        for i in np.flatnonzero(np.isin(v, typed)):
+            if gt[todo[i]] is None:
+                gt[todo[i]] = str(nodes.graph_type[int(v[i])])
+        cur[todo] = parent[v]
+        todo = todo[(cur[todo] >= 0) & ~(has_num[todo] & (gt[todo] != None))]  # noqa: E711
     rows = []
-    for g, node, level in zip(steps["group_id"], steps["node"], steps["root_level"]):
-        num = gt = None
-        v = node
-        while v >= 0 and (num is None or gt is None):
-            for k in ("iter_num", "step_num"):
-                val, has = nodes.stat[k].at([v])
-                if num is None and has[0]:
-                    num = int(val[0])
-                    break
-            if gt is None and v in nodes.graph_type:
-                gt = str(nodes.graph_type[v])
-            v = parent[v]
+    start, end = nodes.start[roots], nodes.end[roots]
+    for i, (g, node, level) in enumerate(zip(steps["group_id"], roots, steps["root_level"])):
         name = nodes.name_of(node)
-        prefix = gt if gt is not None else (None if name in IMPLICIT_ROOTS else name)
-        num = int(g) if num is None else num
+        prefix = gt[i] if gt[i] is not None else (None if name in IMPLICIT_ROOTS else name)
+        n = int(num[i]) if has_num[i] else int(g)
         rows.append({
             "group_id": int(g), "plane": nodes.plane_names[nodes.line_plane[nodes.line[node]]],
             "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event_of(node)), "name": name,
-            "start_ps": int(nodes.start[node]), "duration_ps": int(nodes.end[node] - nodes.start[node]),
+            "start_ps": int(start[i]), "duration_ps": int(end[i] - start[i]),
             "root_level": int(level),
-            "step_num": num, "step_name": f"{prefix} {num}" if prefix else str(num),
+            "step_num": n, "step_name": f"{prefix} {n}" if prefix else str(n),
         })
     return pd.DataFrame(rows, columns=_STEP_COLUMNS)
