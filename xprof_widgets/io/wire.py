@@ -499,29 +499,34 @@ def _repeated_block(data, starts, stops, number, offset):
     todo = np.flatnonzero(starts < stops)
     p, stop = starts[todo], stops[todo]
     steps = []  # (owners, payload starts, payload ends) of the k-th element of each run
+    count = np.zeros(len(starts), dtype=np.int64)  # elements per record, set when its run ends
     while todo.size:
         tag = data[p]
         if not (tag == tag_byte).all():
             later = (tag >= 0x80) | ((tag >> 3) > number)  # a later field ends the run
             if not (later | (tag == tag_byte)).all():
                 return None
+            count[todo[later]] = len(steps)
             keep = ~later
             todo, p, stop = todo[keep], p[keep], stop[keep]
             if not todo.size:
                 break
-        size, width = varints(data, p + 1)
-        body = p + 1 + width
-        end = body + size.astype(np.int64)
+        size = data[p + 1]
+        if (size < 0x80).all():  # usual: payloads under 128 bytes, one-byte lengths
+            body = p + 2
+            end = body + size
+        else:
+            size, width = varints(data, p + 1)
+            body = p + 1 + width
+            end = body + size.astype(np.int64)
         if (end > stop).any():
             at = todo[np.argmax(end > stop)]
             raise WireError(f"truncated: field runs past the record at byte {starts[at]}")
         steps.append((todo, body, end))
         more = end < stop
+        count[todo[~more]] = len(steps)
         todo, p, stop = todo[more], end[more], stop[more]
     # Element k of record r goes to first[r] + k: the output is in (owner, file) order, no sort.
-    count = np.zeros(len(starts), dtype=np.int64)
-    for owners, _, _ in steps:
-        count[owners] += 1
     first = np.cumsum(count) - count
     total = int(count.sum())
     owner = np.empty(total, dtype=np.int64)
@@ -618,7 +623,8 @@ def _pack7(w):
 def _keyed_block(data, words, kinds, s, e, scalars, lengths):
     """`decode_keyed` on one block of records: (key, number, raw, text)."""
     head = words[s]  # bytes: 0x08, key..., tag
-    ok = (head & np.uint64(0xFF)) == 0x08
+    head_ok = (head & np.uint64(0xFF)) == 0x08
+    ok = head_ok.copy()
     key_byte = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.uint8)
     if (key_byte < 0x80).all():  # one-byte keys (ids below 128): no varint walk
         key = key_byte.astype(np.uint32)
@@ -631,24 +637,20 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths):
     number = kinds[tag]
     wire_type = tag & 7
     size = e - v0
-    ok &= (number != 0) & (size >= 1)
     w = words[v0]
-    raw = np.zeros(len(s), np.uint64)
-    # VARINT: the value ends the record, so it has `size` bytes; the last one ends it.
-    var = ok & (wire_type == VARINT)
-    short = var & (size <= 8)
+    # VARINT: the value ends the record, so it has `size` bytes, the last one ending it.
+    # Computed for every record (cheap vector arithmetic), kept where it applies.
     low = _LOW_BYTES[np.clip(size, 0, 8)]
+    is_var = wire_type == VARINT
     ended = (w & _HIGH_BITS & low) == (_HIGH_BITS & (low >> np.uint64(8)))
-    ok &= ~var | ((size <= 10) & (ended | ~short))
-    raw[short] = _pack7(w[short] & low[short])
-    long = np.flatnonzero(var & ~short & ok)
+    fixed64 = (wire_type == FIXED64) & (size == 8)
+    ok &= (number != 0) & ((is_var & (size >= 1) & (size <= 8) & ended) | fixed64 | (wire_type == LENGTH))
+    raw = np.where(is_var, _pack7(w & low), np.where(fixed64, w, np.uint64(0)))
+    long = np.flatnonzero(is_var & (size > 8) & (size <= 10) & (number != 0))
     if len(long):  # 9 or 10 bytes (ids, negative int64): the general reader
         value, width = varints(data, v0[long])
         raw[long] = value
-        ok[long] &= width == size[long]
-    fixed64 = ok & (wire_type == FIXED64)
-    ok &= ~fixed64 | (size == 8)
-    raw[fixed64] = w[fixed64]
+        ok[long] = head_ok[long] & (width == size[long])
     text_rows = np.flatnonzero(ok & (wire_type == LENGTH))
     length, width = varints(data, v0[text_rows])
     text_start = v0[text_rows] + width
