@@ -39,25 +39,36 @@ def test_event_columns_equal_protobuf(pair):
             np.testing.assert_array_equal(line.metadata_id, [e.metadata_id for e in ref_line.events])
 
 
-def test_stats_equal_protobuf(pair):
-    """Every stat of every (sampled) event, merged with its metadata's stats."""
-    ours, ref = pair
-    checked = 0
+def _sampled_stats(ours, ref, per_line):
+    """Per line with events: (line, stat names by id, sampled event indices, and for each
+    sampled event its XStat messages by name, its metadata's under its own)."""
     for plane, ref_plane in zip(ours.planes, ref.planes):
         names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
         for line, ref_line in zip(plane.lines, ref_plane.lines):
             if not len(line):
                 continue
-            sample = np.unique(np.linspace(0, len(line) - 1, min(len(line), 500)).astype(int))
-            table = line.stats(events=sample)
+            sample = np.unique(np.linspace(0, len(line) - 1, min(len(line), per_line)).astype(int))
+            wants = []
             for i in sample:
                 event = ref_line.events[int(i)]
-                want = {names[s.metadata_id]: stat_value(s, names) for s in ref_plane.event_metadata[event.metadata_id].stats}
-                want.update({names[s.metadata_id]: stat_value(s, names) for s in event.stats})
-                for name, value in want.items():
-                    got = table.at[i, name]
-                    assert got == value or (isinstance(value, float) and np.isclose(got, value)), (line.name, i, name)
-                    checked += 1
+                want = {names[s.metadata_id]: s for s in ref_plane.event_metadata[event.metadata_id].stats}
+                want.update({names[s.metadata_id]: s for s in event.stats})
+                wants.append(want)
+            yield line, names, sample, wants
+
+
+def test_stats_equal_protobuf(pair):
+    """Every stat of every (sampled) event, merged with its metadata's stats."""
+    ours, ref = pair
+    checked = 0
+    for line, names, sample, wants in _sampled_stats(ours, ref, 500):
+        table = line.stats(events=sample)
+        for i, want in zip(sample, wants):
+            for name, stat in want.items():
+                value = stat_value(stat, names)
+                got = table.at[i, name]
+                assert got == value or (isinstance(value, float) and np.isclose(got, value)), (line.name, i, name)
+                checked += 1
     assert checked > 0 or ours.plane("/host:CPU") is None
 
 
@@ -374,32 +385,24 @@ def test_stat_table_equals_protobuf(pair):
     shared (`sharing_stats`) and the table is cut to some events and names."""
     ours, ref = pair
     checked = 0
-    for plane, ref_plane in zip(ours.planes, ref.planes):
-        names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
-        for line, ref_line in zip(plane.lines, ref_plane.lines):
-            if not len(line):
-                continue
-            sample = np.unique(np.linspace(0, len(line) - 1, min(len(line), 300)).astype(int))
-            with ours.sharing_stats([line]):
-                shared = line.stat_table(events=sample)
-            for table in (line.stat_table(events=sample), shared):
-                columns = {}
-                for j, i in enumerate(sample):
-                    event = ref_line.events[int(i)]
-                    want = {names[s.metadata_id]: s for s in ref_plane.event_metadata[event.metadata_id].stats}
-                    want.update({names[s.metadata_id]: s for s in event.stats})
-                    assert {n for n in want} <= table.names
-                    for name, s in want.items():
-                        if name not in columns:
-                            columns[name] = (table.int_column(name), table.float_column(name), table.str_column(name))
-                        ints, floats, strs = columns[name]
-                        kind = s.WhichOneof("value")
-                        want_int = s.uint64_value if kind == "uint64_value" else s.int64_value
-                        assert ints[j] == np.uint64(want_int & 0xFFFFFFFFFFFFFFFF).view(np.int64), (line.name, i, name)
-                        assert floats[j] == s.double_value
-                        want_str = names.get(s.ref_value, "") if kind == "ref_value" else s.str_value
-                        assert strs[j] == want_str, (line.name, i, name)
-                        checked += 1
+    for line, names, sample, wants in _sampled_stats(ours, ref, 300):
+        with ours.sharing_stats([line]):
+            shared = line.stat_table(events=sample)
+        for table in (line.stat_table(events=sample), shared):
+            columns = {}
+            for j, (i, want) in enumerate(zip(sample, wants)):
+                assert set(want) <= table.names
+                for name, s in want.items():
+                    if name not in columns:
+                        columns[name] = (table.int_column(name), table.float_column(name), table.str_column(name))
+                    ints, floats, strs = columns[name]
+                    kind = s.WhichOneof("value")
+                    want_int = s.uint64_value if kind == "uint64_value" else s.int64_value
+                    assert ints[j] == np.uint64(want_int & 0xFFFFFFFFFFFFFFFF).view(np.int64), (line.name, i, name)
+                    assert floats[j] == s.double_value
+                    want_str = names.get(s.ref_value, "") if kind == "ref_value" else s.str_value
+                    assert strs[j] == want_str, (line.name, i, name)
+                    checked += 1
     assert checked > 0
 
 
