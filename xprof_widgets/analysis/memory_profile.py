@@ -191,9 +191,12 @@ def _allocator_events(run, space, host):
         # once for both (the decoding is most of the time here). They run side by side,
         # numpy releasing the GIL, each line decoded by whichever reaches it first: the
         # grouping walks the lines from the first, the allocator columns from the last.
-        with space.sharing_stats([ln for ln in plane.lines if _has_allocator_events(ln)]):
+        shared = [ln for ln in plane.lines if _has_allocator_events(ln)]
+        with space.sharing_stats(shared):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space)
+                for ln in reversed(shared):  # decode first, then the columns while grouping goes on
+                    ln.stat_table(names=())
                 lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
                 lines.reverse()
                 groups = grouping.result()
