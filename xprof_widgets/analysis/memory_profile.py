@@ -188,14 +188,15 @@ def _allocator_events(run, space, host):
     else:
         # The grouping (the steps) and the allocator columns read different stats of the
         # same events, most of them allocator events: the host lines' stats are decoded
-        # once for both (the decoding is most of the time here). They run side by side,
-        # numpy releasing the GIL, each line decoded by whichever reaches it first: the
-        # grouping walks the lines from the first, the allocator columns from the last.
+        # once for both (the decoding is most of the time here). Two threads, numpy
+        # releasing the GIL: the grouping walks the lines from the first, this thread
+        # decodes them from the last (each line by whichever reaches it first), then
+        # builds the allocator columns while the grouping finishes.
         shared = [ln for ln in plane.lines if _has_allocator_events(ln)]
         with space.sharing_stats(shared):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space)
-                for ln in reversed(shared):  # decode first, then the columns while grouping goes on
+                for ln in reversed(shared):
                     ln.stat_table(names=())
                 lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
                 lines.reverse()
