@@ -266,7 +266,7 @@ class Plane:
             out[name] = col
         return out
 
-    def select_stats(self, starts, stops, owner, names=None):
+    def _select_stats(self, starts, stops, owner, names=None):
         """The XStat records (payload ranges, owners) whose stat is one of `names` (all if None).
 
         Field 1 (the stat's metadata id) comes first: only it is read here, so the
@@ -313,7 +313,7 @@ class Plane:
     def decode_stats(self, starts, stops, owner, count, names=None):
         """Columns from XStat records (payload ranges) owned by `count` events."""
         data = self.space.data
-        starts, stops, owner = self.select_stats(starts, stops, owner, names)
+        starts, stops, owner = self._select_stats(starts, stops, owner, names)
         st = wire.decode_fields(
             data,
             starts,
