@@ -436,3 +436,24 @@ def test_decode_head_equals_the_general_decoder(monkeypatch, block):
         assert got.present[n].tolist() == want.present[n].tolist()
         assert got.scalar[n].tolist() == want.scalar[n].tolist()
     assert got.rest.tolist() == want.rest.tolist()
+
+
+def test_corrupt_stats_name_the_file(tmp_path):
+    """Stats decode after the file opened: a stat whose bytes do not decode (here a varint that
+    never ends) is a ProfileError naming the file and the line, for the bulk reader (memory
+    profile) and the per-line one (trace details) alike."""
+    src = PROFILES / "tf_keras_cpu/plugins/profile/2026_11_22_03_16_48/vm.xplane.pb"  # BFC allocator events
+    run = xw.load_run(str(src.parent))
+    space = run.xspace()
+    line = next(ln for ln in space.plane("/host:CPU").lines if len(ln) > 100)
+    owner, s, e = line._stat_records(np.array([50]))
+    data = bytearray(src.read_bytes())
+    data[s[0] + 1 : e[0]] = b"\xff" * (e[0] - s[0] - 1)  # the stat's id: continuation bits to its end
+    folder = tmp_path / "plugins" / "profile" / "bad"
+    folder.mkdir(parents=True)
+    (folder / src.name).write_bytes(bytes(data))
+    bad = xw.load_run(str(folder))  # the file still opens: events are intact
+    with pytest.raises(xw.ProfileError, match=r"bad/.*stats that do not decode on line"):
+        bad.memory_profile()
+    with pytest.raises(xw.ProfileError, match="stats that do not decode"):
+        bad.xspace().plane("/host:CPU").lines[space.plane("/host:CPU").lines.index(line)].stats()

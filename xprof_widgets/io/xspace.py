@@ -153,21 +153,33 @@ class Line:
         every call.
         """
         shared = self.plane.space._shared_tables
-        if shared is not None and id(self) in shared:
-            slot = shared[id(self)]
-            with slot["lock"]:  # the first reader decodes, the others wait for it
-                if slot["table"] is None:
-                    slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
-            return slot["table"].take(names, events)
-        idx = None if events is None else np.asarray(events, dtype=np.int64)
-        return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
-                         self._decoded_stats(idx), names)
+        with self._corrupt_stats_named():
+            if shared is not None and id(self) in shared:
+                slot = shared[id(self)]
+                with slot["lock"]:  # the first reader decodes, the others wait for it
+                    if slot["table"] is None:
+                        slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
+                return slot["table"].take(names, events)
+            idx = None if events is None else np.asarray(events, dtype=np.int64)
+            return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
+                             self._decoded_stats(idx), names)
+
+    @contextmanager
+    def _corrupt_stats_named(self):
+        """Stats are decoded after the file opened: bytes that do not decode become a
+        ProfileError naming the file and the line."""
+        try:
+            yield
+        except wire.WireError as e:
+            raise ProfileError(self.plane.space.path,
+                               f"has stats that do not decode on line {self.title!r} of {self.plane.name}: {e}") from None
 
     def stat_columns(self, names=None, events=None):
         """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame."""
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
-        owner, s, e = self._stat_records(None if events is None else idx)
-        columns = self.plane.decode_stats(s, e, owner, len(idx), names)
+        with self._corrupt_stats_named():
+            owner, s, e = self._stat_records(None if events is None else idx)
+            columns = self.plane.decode_stats(s, e, owner, len(idx), names)
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
         for name, values in from_metadata.items():
             if name in columns:
