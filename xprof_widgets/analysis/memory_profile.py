@@ -369,7 +369,9 @@ class MemoryProfileResult:
     Sizes are bytes; `peak_time_ps` is relative to the start of the peak
     event's thread line, as XProf reports it (`peak_time_ms` in ms), and
     `peak_time_abs_ps` absolute. `timeline` holds every snapshot in time order
-    (see `sampled_timeline` for what XProf draws). `reason` is empty when
+    (see `sampled_timeline` for what XProf draws); its string columns (op name,
+    region type, data type, shape, activity) are Categoricals: a million
+    snapshots share a few thousand distinct strings. `reason` is empty when
     there is data, else says why there is none.
     """
 
