@@ -15,6 +15,17 @@ def profile_files():
     return sorted(PROFILES.glob("*/plugins/profile/*/*.xplane.pb"))
 
 
+def add_stat(stats, metadata_id, value):
+    """Append an XStat to a repeated `stats` field of a hand-made XSpace: a str as str_value,
+    anything else as int64_value."""
+    stat = stats.add(metadata_id=metadata_id)
+    if isinstance(value, str):
+        stat.str_value = value
+    else:
+        stat.int64_value = value
+    return stat
+
+
 def pytest_collection_modifyitems(config, items):
     if not PROFILES.is_dir():
         skip = pytest.mark.skip(reason=f"shared profiles not found at {PROFILES} (set XPROF_SHARED)")

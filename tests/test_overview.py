@@ -22,7 +22,7 @@ from xprof_widgets.analysis.overview import (
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import PROFILES, REFERENCE, add_stat
 
 RUNS = [
     ("jax_mlp_cpu", "2026_11_22_03_11_56"),
@@ -201,11 +201,7 @@ def _eager_space():
                     p.event_metadata[md[name]].id, p.event_metadata[md[name]].name = md[name], name
                 ev = ln.events.add(metadata_id=md[name], offset_ps=s * _NS, duration_ps=(e - s) * _NS)
                 for k, v in stats.items():
-                    st = ev.stats.add(metadata_id=ids[k])
-                    if isinstance(v, str):
-                        st.str_value = v
-                    else:
-                        st.int64_value = v
+                    add_stat(ev.stats, ids[k], v)
         return line
 
     host = plane(1, "/host:CPU", ["is_func", "_p", "_pt", "_c", "_ct", "correlation_id", "tf_op"])

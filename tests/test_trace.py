@@ -16,7 +16,7 @@ from xprof_widgets.analysis import trace as T
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import PROFILES, REFERENCE, add_stat
 
 SMALL = ["jax_mlp_cpu", "tf_keras_cpu", "tf_gpu_multiworker", "tpu_v6e_inference"]
 ALL = SMALL + ["jax_transformer_cpu"]
@@ -151,11 +151,7 @@ def _synthetic_tpu_space(grouped=False):
             m = plane.event_metadata[mid]
             m.id, m.name, m.display_name = mid, name, display
             for k, v in stats.items():
-                st = m.stats.add(metadata_id=stat_ids[k])
-                if isinstance(v, str):
-                    st.str_value = v
-                else:
-                    st.int64_value = v
+                add_stat(m.stats, stat_ids[k], v)
         return metadata[(name, display)]
 
     def line(lid, name, events):
