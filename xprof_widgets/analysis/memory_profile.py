@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ..io.xspace import categorical
 from .grouping import group_ids
 
 HOST_PLANE = "/host:CPU"
@@ -141,7 +142,7 @@ def _line_events(line):
     data_type[ev] = code
     return {
         "event": idx,
-        "memory_id": _category(codes, np.asarray(uniq, dtype=object)),
+        "memory_id": categorical(codes, uniq),
         "time_ps": line.start_ps[idx],
         "time_offset_ps": line.start_ps[idx] - line.timestamp_ns * 1000,
         "heap_bytes": st.int_column("bytes_allocated"),
@@ -155,15 +156,9 @@ def _line_events(line):
         "allocation_bytes": st.int_column("allocation_bytes"),
         "address": st.int_column("addr", np.uint64),
         "region_type": st.str_category("region_type"),
-        "data_type": _category(data_type, names),
+        "data_type": categorical(data_type, names),
         "shape": st.str_category("shape"),
     }
-
-
-def _category(codes, values):
-    """A Categorical of `values[codes]` with distinct, sorted categories."""
-    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
-    return pd.Categorical.from_codes(inverse[codes], categories=pd.Index(uniq, dtype=object))
 
 
 _CATEGORICAL = ("memory_id", "op_name", "region_type", "data_type", "shape")

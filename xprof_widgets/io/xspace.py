@@ -57,8 +57,24 @@ def stat_value(stat, stat_names):
     if kind == "ref_value":
         return stat_names.get(value, "")
     if kind == "compressed_str_value":
-        return gzip.decompress(value).decode("utf-8", "replace")
+        return _gunzip_utf8(value)
     return value
+
+
+def _utf8(b):
+    return b.decode("utf-8", "replace")
+
+
+def _gunzip_utf8(b):
+    """A compressed_str_value's text."""
+    return _utf8(gzip.decompress(b))
+
+
+def categorical(codes, values):
+    """A pandas Categorical of `values[codes]` with distinct, sorted str categories (equal
+    strings in `values` merge): columns of a few distinct strings over millions of events."""
+    uniq, inverse = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(inverse[codes], categories=pd.Index(uniq, dtype=object))
 
 
 def _is_object(values):
@@ -119,30 +135,35 @@ class Line:
             index=index,
         )
 
+    def _stat_runs(self, idx):
+        """(start, end) of the stats of events `idx` (None: all), each a run of field 4
+        after fields 1-3, which were read at open; None where open kept no `stats_at`."""
+        if self.stats_at is None:
+            return None
+        pos = self.record_pos if idx is None else self.record_pos[idx]
+        _, stops = wire.record_payloads(self.plane.space.data, pos)
+        return pos + (self.stats_at if idx is None else self.stats_at[idx]), stops
+
     def _stat_records(self, idx):
         """(owner, payload start, payload end) of every XStat record of events `idx` (None: all)."""
         data = self.plane.space.data
-        pos = self.record_pos if idx is None else self.record_pos[idx]
-        if self.stats_at is None:
+        runs = self._stat_runs(idx)
+        if runs is None:
+            pos = self.record_pos if idx is None else self.record_pos[idx]
             return wire.decode_records(data, pos, lengths=(_EVENT_STATS,)).ranges[_EVENT_STATS]
-        # Start at the stats: fields 1-3 were read at open.
-        _, stops = wire.record_payloads(data, pos)
-        return wire.repeated_run(data, pos + (self.stats_at if idx is None else self.stats_at[idx]), stops,
-                                 _EVENT_STATS)
+        return wire.repeated_run(data, *runs, _EVENT_STATS)
 
     def _decoded_stats(self, idx):
         """Every XStat record of events `idx` (None: all), decoded: a `wire.KeyedValues`."""
         data = self.plane.space.data
         kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS)
-        pos = self.record_pos if idx is None else self.record_pos[idx]
-        if self.stats_at is None:
+        runs = self._stat_runs(idx)
+        if runs is None:
             owner, s, e = self._stat_records(idx)
             out = wire.decode_keyed(data, s, e, **kinds)
             out.owner = owner
             return out
-        _, stops = wire.record_payloads(data, pos)
-        starts = pos + (self.stats_at if idx is None else self.stats_at[idx])
-        return wire.decode_keyed(data, starts, stops, repeated=_EVENT_STATS, **kinds)
+        return wire.decode_keyed(data, *runs, repeated=_EVENT_STATS, **kinds)
 
     def stat_table(self, names=None, events=None):
         """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.
@@ -399,9 +420,9 @@ class Plane:
             names_by_id = self.stat_names
             values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
         for n, decode in (
-            (_STAT_STR, lambda b: b.decode("utf-8", "replace")),
+            (_STAT_STR, _utf8),
             (_STAT_BYTES, lambda b: b),
-            (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace")),
+            (_STAT_COMPRESSED, _gunzip_utf8),
         ):
             at = st.range_of[n][rows]
             has = at >= 0
@@ -574,8 +595,7 @@ class StatTable:
         kind = self._kind[rows]
         parts = []
         data = self.plane.space.data
-        for k, decode in ((_STAT_STR, lambda b: b.decode("utf-8", "replace")),
-                          (_STAT_COMPRESSED, lambda b: gzip.decompress(b).decode("utf-8", "replace"))):
+        for k, decode in ((_STAT_STR, _utf8), (_STAT_COMPRESSED, _gunzip_utf8)):
             at = kind == k
             if at.any():
                 i = np.searchsorted(self._text[0], rows[at])
@@ -614,9 +634,7 @@ class StatTable:
         codes = np.zeros(self.count, np.int64)  # 0: fill
         for (events, part_codes, _), offset in zip(parts, offsets):
             codes[events] = part_codes + offset
-        # Distinct, sorted categories (equal strings from different kinds or byte strings merge).
-        uniq, inverse = np.unique(values.astype(str), return_inverse=True)
-        return pd.Categorical.from_codes(inverse[codes], categories=pd.Index(uniq, dtype=object))
+        return categorical(codes, values)  # equal strings from different kinds or byte strings merge
 
 
 def _column(values):
