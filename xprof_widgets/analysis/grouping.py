@@ -603,12 +603,12 @@ def _computed(space):
     """
     if "grouping" not in space.cache:
         nodes, group, steps, eager = _forest(space)
-        space.cache["grouping"] = (_split(space, nodes, group), _step_table(nodes, steps),
+        space.cache["grouping"] = (_split(nodes, group), _step_table(nodes, steps),
                                    _split_nodes(nodes, eager))
     return space.cache["grouping"]
 
 
-def _split(space, nodes, group):
+def _split(nodes, group):
     """Group ids per line, in file order (-1: none). Nodes come line by line: no sort needed."""
     bounds = np.append(nodes.line_start, nodes.n)
     group.flags.writeable = False  # shared by every tool: views, read-only

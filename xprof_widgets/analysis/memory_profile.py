@@ -274,15 +274,10 @@ def _copy_allocation_metadata(tl):
     dst = frees["i"].to_numpy()[has]
     src = src[has].astype(np.int64)
     for col in ("op_name", "region_type", "data_type", "shape"):
-        values = tl[col].array
-        if isinstance(values, pd.Categorical):  # move codes, not strings
-            codes = values.codes.copy()
-            codes[dst] = codes[src]
-            tl[col] = pd.Categorical.from_codes(codes, dtype=values.dtype)
-        else:
-            values = np.asarray(values, dtype=object).copy()
-            values[dst] = values[src]
-            tl[col] = values
+        values = tl[col].array  # a Categorical (see allocator_events): move codes, not strings
+        codes = values.codes.copy()
+        codes[dst] = codes[src]
+        tl[col] = pd.Categorical.from_codes(codes, dtype=values.dtype)
     return tl
 
 

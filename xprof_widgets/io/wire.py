@@ -408,7 +408,7 @@ def decode_head(data, record_pos, numbers, end=None):
         out.scalar[n] = np.zeros(count, dtype=np.uint64)
         out.present[n] = np.zeros(count, dtype=bool)
     out.rest = np.zeros(count, dtype=np.int64)
-    words = np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    words = _words(data)
     last = max(numbers)
 
     def block(c):
@@ -575,7 +575,7 @@ def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
-    words = np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    words = _words(data)
     kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
     for n in scalars:
         kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
@@ -606,6 +606,12 @@ def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
     text = tuple(np.concatenate(x) for x in zip(*[(r + o, a, b) for (r, a, b), o in zip(texts, offsets)]))
     return KeyedValues(None if repeated is None else np.concatenate(owners), np.concatenate(keys),
                        np.concatenate(numbers), np.concatenate(raws), text)
+
+
+def _words(data):
+    """`data` as overlapping little-endian 64-bit words, one starting at every byte
+    (`_words(data)[i]` is bytes i..i+7): an unaligned 8-byte load per element."""
+    return np.ndarray(shape=(max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
 
 
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
