@@ -468,3 +468,22 @@ def test_profile_widget_switching_runs_while_one_is_read(tmp_path, monkeypatch):
     assert w.current.run.name == "2026_11_22_03_16_08" and w.loading.layout.display == "none"
     w.run_select.value = "2026_11_22_03_16_48"  # read already: shown at once
     assert w.ready.done() and w.current.run.name == "2026_11_22_03_16_48"
+
+
+@pytest.mark.parametrize("uid", [0, 1000])
+def test_demo_opens_the_quickstart_in_jupyterlab(monkeypatch, capsys, uid):
+    """`python -m xprof_widgets demo` (the README's first command) prints the sample's summary and
+    opens the quickstart in JupyterLab; as root (containers, cloud VMs) with --allow-root, without
+    which JupyterLab exits at once."""
+    from xprof_widgets import __main__ as cli
+
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda command: calls.append(command) or 0)
+    monkeypatch.setattr(cli.os, "geteuid", lambda: uid)
+    monkeypatch.setattr(cli.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert cli.main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "run 2026_11_22_03_11_56: hosts vm" in out and "quickstart.ipynb in JupyterLab" in out
+    (command,) = calls
+    assert command[1:4] == ["-m", "jupyter", "lab"] and command[4].endswith("quickstart.ipynb")
+    assert ("--allow-root" in command) == (uid == 0)

@@ -5,6 +5,7 @@
 """
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -19,8 +20,10 @@ def _mib(n):
     return f"{n / 2**20:.2f} MiB"
 
 
-def summary(run, out=sys.stdout):
-    """Print a run's hosts, devices, tools and its largest module's memory."""
+def summary(run, out=None):
+    """Print a run's hosts, devices, tools and its largest module's memory (to `out`,
+    else the sys.stdout of the moment: a notebook or a test may have replaced it)."""
+    out = sys.stdout if out is None else out
     print(f"run {run.name}: hosts {', '.join(run.hosts)}", file=out)
     for space in run.xspaces():
         print(f"  {space.host}: {len(space.planes)} planes, {space.event_count:,} events", file=out)
@@ -70,7 +73,10 @@ def main(argv=None):
         print(f"JupyterLab is not installed here: pip install jupyterlab, then open {notebook}")
         return 0
     print(f"opening {notebook} in JupyterLab (Ctrl+C to stop)")
-    return subprocess.call([sys.executable, "-m", "jupyter", "lab", str(notebook)])
+    command = [sys.executable, "-m", "jupyter", "lab", str(notebook)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers, cloud VMs: JupyterLab refuses root otherwise
+        command.append("--allow-root")
+    return subprocess.call(command)
 
 
 if __name__ == "__main__":
