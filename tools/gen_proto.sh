@@ -7,5 +7,5 @@
 # XProf loaded in the same kernel. Needs `pip install grpcio-tools`.
 set -euo pipefail
 cd "$(dirname "$0")/../xprof_widgets/io/proto"
-python -m grpc_tools.protoc -I. --include_imports --descriptor_set_out=schema.binpb ./*.proto
+${PYTHON:-python} -m grpc_tools.protoc -I. --include_imports --descriptor_set_out=schema.binpb ./*.proto
 echo "wrote $(pwd)/schema.binpb"

@@ -82,3 +82,301 @@ def parse_hlo_proto(data: bytes, name: str = "HloProto"):
         return HloProto.FromString(bytes(data))
     except (DecodeError, TypeError, ValueError) as exc:
         raise ProfileError(name, f"not a valid xla.HloProto ({exc})") from None
+
+
+# --- The HLO graph: instructions linked to their operands, users and computations ----------
+
+# Bits per element of each PrimitiveType (xla/primitive_util.h); the bytes an element
+# takes are these rounded up to whole bytes, unless the layout packs sub-byte types.
+_ELEMENT_BITS = {
+    "PRED": 8, "S1": 1, "S2": 2, "S4": 4, "S8": 8, "S16": 16, "S32": 32, "S64": 64,
+    "U1": 1, "U2": 2, "U4": 4, "U8": 8, "U16": 16, "U32": 32, "U64": 64,
+    "F16": 16, "BF16": 16, "F32": 32, "F64": 64, "C64": 64, "C128": 128,
+    "F4E2M1FN": 4, "F8E5M2": 8, "F8E4M3": 8, "F8E4M3FN": 8, "F8E4M3B11FNUZ": 8, "F8E3M4": 8,
+    "F8E5M2FNUZ": 8, "F8E4M3FNUZ": 8, "F8E8M0FNU": 8,
+}
+_TYPE_NAMES = {v.number: v.name for v in schema.message_class("xla.ShapeProto").DESCRIPTOR
+               .fields_by_name["element_type"].enum_type.values}
+
+
+class Shape:
+    """An XLA shape: an array (`element_type`, `dimensions`, layout) or a tuple of shapes.
+
+    `has_layout` is whether the proto carried a layout (XLA's cost analysis counts no bytes
+    for a shape without one); `minor_to_major`, `element_size_in_bits` and `memory_space`
+    come from it. Shapes are immutable and compared by value.
+    """
+
+    __slots__ = ("element_type", "dimensions", "tuple_shapes", "has_layout", "minor_to_major",
+                 "element_size_in_bits", "memory_space", "_key")
+
+    def __init__(self, proto):
+        self.element_type = _TYPE_NAMES.get(proto.element_type, "PRIMITIVE_TYPE_INVALID")
+        self.dimensions = tuple(proto.dimensions)
+        self.tuple_shapes = tuple(Shape(s) for s in proto.tuple_shapes) if self.element_type == "TUPLE" else ()
+        self.has_layout = proto.HasField("layout")
+        layout = proto.layout
+        self.minor_to_major = tuple(layout.minor_to_major)
+        self.element_size_in_bits = layout.element_size_in_bits
+        self.memory_space = layout.memory_space
+        self._key = (self.element_type, self.dimensions, tuple(s._key for s in self.tuple_shapes),
+                     self.has_layout, self.minor_to_major, self.element_size_in_bits, self.memory_space)
+
+    @property
+    def is_tuple(self):
+        return self.element_type == "TUPLE"
+
+    @property
+    def is_array(self):
+        return self.element_type not in ("TUPLE", "TOKEN", "OPAQUE_TYPE", "PRIMITIVE_TYPE_INVALID")
+
+    @property
+    def elements(self):
+        """Elements of an array (1 for a scalar; XLA's ShapeUtil::ElementsIn)."""
+        n = 1
+        for d in self.dimensions:
+            n *= d
+        return n
+
+    @property
+    def elements_recursive(self):
+        """Elements summed over a tuple's leaves (ShapeUtil::ElementsInRecursive)."""
+        if self.is_tuple:
+            return sum(s.elements_recursive for s in self.tuple_shapes)
+        return self.elements if self.is_array else 0
+
+    @property
+    def element_bits(self):
+        return _ELEMENT_BITS.get(self.element_type, 0)
+
+    def leaves(self, index=()):
+        """(shape, shape index) of every leaf, in order (ShapeUtil::ForEachLeafShape)."""
+        if self.is_tuple:
+            for i, s in enumerate(self.tuple_shapes):
+                yield from s.leaves(index + (i,))
+        else:
+            yield self, index
+
+    def subshapes(self, index=()):
+        """(shape, shape index) of this shape and every subshape, pre-order
+        (ShapeUtil::ForEachSubshape)."""
+        yield self, index
+        for i, s in enumerate(self.tuple_shapes):
+            yield from s.subshapes(index + (i,))
+
+    def layout_complete(self):
+        """Whether every array in the shape has a layout (LayoutUtil::HasLayout)."""
+        if self.is_tuple:
+            return all(s.layout_complete() for s in self.tuple_shapes)
+        return self.has_layout or not self.is_array
+
+    def byte_size(self, pointer_size=8):
+        """Bytes of the shape as XLA's ShapeUtil::ByteSizeOf(shape, 8): a tuple is its
+        table of pointers, an array its elements (sub-byte types take a byte each unless
+        the layout gives `element_size_in_bits`)."""
+        if self.is_tuple:
+            return pointer_size * len(self.tuple_shapes)
+        if self.element_type == "TOKEN":
+            return 0
+        if self.element_type == "OPAQUE_TYPE":
+            return pointer_size
+        if self.element_size_in_bits:
+            return -(-self.elements * self.element_size_in_bits // 8)
+        return self.elements * ((self.element_bits + 7) // 8)
+
+    def equal_ignoring_element_type(self, other):
+        """Same dimensions and layout, any element type (ShapeUtil::EqualIgnoringElementType)."""
+        return self._key[1:] == other._key[1:] and self.is_tuple == other.is_tuple
+
+    def __eq__(self, other):
+        return isinstance(other, Shape) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return f"Shape({self.element_type}{list(self.dimensions)})"
+
+
+class HloInstruction:
+    """One instruction of an HloModule: `name`, `opcode`, `shape` (Shape), `operands`
+    and `users` (HloInstructions, users in the order they were added), `computation`
+    (its HloComputation), `called` (the HloComputations it calls) and `proto` (the
+    HloInstructionProto, for attributes)."""
+
+    __slots__ = ("name", "opcode", "shape", "operands", "users", "computation", "called", "proto",
+                 "control_predecessors", "id", "__weakref__")
+
+    def __init__(self, proto, computation):
+        self.proto = proto
+        self.name = proto.name
+        self.opcode = proto.opcode
+        self.id = proto.id
+        self.shape = Shape(proto.shape)
+        self.computation = computation
+        self.operands = []
+        self.users = []
+        self.called = []
+        self.control_predecessors = []
+
+    @property
+    def is_fused(self):
+        return self.computation.is_fusion
+
+    @property
+    def fusion_kind(self):
+        return self.proto.fusion_kind
+
+    @property
+    def fused_computation(self):
+        return self.called[0] if self.opcode == "fusion" and self.called else None
+
+    @property
+    def metadata(self):
+        return self.proto.metadata
+
+    def is_elementwise(self):
+        """XLA's HloInstruction::IsElementwise() for the whole instruction."""
+        op = self.opcode
+        if op == "bitcast-convert":
+            return (self.operands and self.shape.element_bits == self.operands[0].shape.element_bits)
+        if op in ELEMENTWISE_OPCODES or op in ("constant", "rng"):
+            return True
+        if op == "map":
+            dims = list(self.proto.dimensions)
+            return not dims or dims == list(range(len(self.shape.dimensions)))
+        if op == "fusion" and self.fused_computation is not None:
+            return all(i.opcode == "parameter" or i.is_elementwise()
+                       for i in self.fused_computation.instructions)
+        return False
+
+    def __repr__(self):
+        return f"<HloInstruction %{self.name} = {self.opcode}>"
+
+
+class HloComputation:
+    """A computation: `name`, `id`, `instructions` (in the proto's order), `root`,
+    `is_fusion` (the body of a fusion instruction)."""
+
+    def __init__(self, proto):
+        self.proto = proto
+        self.name = proto.name
+        self.id = proto.id
+        self.is_fusion = False
+        self.instructions = [HloInstruction(p, self) for p in proto.instructions]
+        by_id = {i.id: i for i in self.instructions}
+        self.root = by_id.get(proto.root_id, self.instructions[-1] if self.instructions else None)
+        for instr in self.instructions:
+            for oid in instr.proto.operand_ids:
+                op = by_id.get(oid)
+                if op is None:
+                    raise ValueError(f"instruction {instr.name} of {self.name} has an unknown operand id {oid}")
+                instr.operands.append(op)
+                op.users.append(instr)
+            instr.control_predecessors = [by_id[c] for c in instr.proto.control_predecessor_ids if c in by_id]
+
+    def parameters(self):
+        """Parameters by parameter number."""
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.proto.parameter_number)
+
+    def post_order(self):
+        """Instructions, operands before users, as XLA's MakeInstructionPostOrder: a
+        depth-first walk from each instruction without users, in instruction order."""
+        order, state = [], {}
+        for instr in self.instructions:
+            if not instr.users:
+                _post_order_from(instr, state, order)
+        return order
+
+    def visit_order(self):
+        """The order XLA's HloComputation::Accept visits instructions in: from each
+        unreachable root (no users, not the root), then from the root."""
+        order, state = [], {}
+        for instr in self.instructions:
+            if not instr.users and instr is not self.root:
+                _post_order_from(instr, state, order)
+        if self.root is not None:
+            _post_order_from(self.root, state, order)
+        return order
+
+    def __repr__(self):
+        return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
+
+
+def _post_order_from(root, state, order):
+    """Appends the not yet visited instructions reachable from `root` in post order:
+    operands in operand order, then control predecessors (XLA's iterative DFS)."""
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        s = state.get(node.id)
+        if s == 2:
+            stack.pop()
+            continue
+        if s == 1:
+            stack.pop()
+            state[node.id] = 2
+            order.append(node)
+            continue
+        state[node.id] = 1
+        children = [c for c in node.operands + node.control_predecessors if state.get(c.id) != 2]
+        stack.extend(reversed(children))
+
+
+class HloModule:
+    """An HLO module with its instructions linked: `name`, `computations` (by id),
+    `entry`, `instruction(name)` (any computation, fused ones included) and
+    `proto` (the HloModuleProto). Raises ProfileError for a malformed graph."""
+
+    def __init__(self, module_proto, label="HloModule"):
+        self.proto = module_proto
+        self.name = module_proto.name
+        try:
+            self.computations = {c.id: HloComputation(c) for c in module_proto.computations}
+        except ValueError as exc:
+            raise ProfileError(label, f"not a valid HLO module ({exc})") from None
+        by_name = {}
+        for comp in self.computations.values():
+            for instr in comp.instructions:
+                instr.called = [self.computations[c] for c in instr.proto.called_computation_ids
+                                if c in self.computations]
+                if instr.opcode == "fusion":
+                    for c in instr.called:
+                        c.is_fusion = True
+                by_name.setdefault(instr.name, instr)
+        self._by_name = by_name
+        self.entry = self.computations.get(module_proto.entry_computation_id)
+        if self.entry is None and module_proto.computations:
+            self.entry = list(self.computations.values())[-1]
+
+    def instruction(self, name):
+        """The instruction named `name` (the first found), or None."""
+        return self._by_name.get(name)
+
+    @property
+    def instructions(self):
+        """Every instruction of every computation, by name."""
+        return self._by_name
+
+    def __repr__(self):
+        return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def hlo_module(data, label="HloModule") -> HloModule:
+    """An HloModule (linked graph) from serialized `xla.HloProto` bytes or a parsed proto."""
+    return HloModule(parse_hlo_proto(data, label).hlo_module, label)
+
+
+# Opcodes XLA treats as elementwise (HloInstruction::IsOpElementwise).
+ELEMENTWISE_OPCODES = frozenset({
+    "abs", "acos", "acosh", "asin", "asinh", "atanh", "round-nearest-afz", "round-nearest-even", "ceil",
+    "count-leading-zeros", "convert", "bitcast-convert", "copy", "cosine", "cosh", "erf", "exponential",
+    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "not", "negate",
+    "popcnt", "real", "reduce-precision", "rsqrt", "logistic", "sign", "sine", "sinh", "sqrt", "cbrt",
+    "tan", "tanh",
+    "add", "atan2", "compare", "complex", "divide", "maximum", "minimum", "multiply", "mulhi", "power",
+    "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "stochastic-convert",
+    "select", "clamp",
+})
