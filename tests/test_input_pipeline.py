@@ -107,6 +107,24 @@ def test_gpu_input_ops_summed_over_hosts():
     assert list(res.input_ops["count"]) == [r[1] for r in rows]
 
 
+@pytest.mark.parametrize("name,session", [("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+                                          ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
+                                          ("amd_jax_conv_mi300", "2026_02_20_13_53_59")])
+def test_jax_gpu_without_step_markers(name, session):
+    """JAX on AMD GPUs, no StepTraceAnnotation: no steps, XProf's conclusion, no input ops."""
+    run, ref = _load(name, session)
+    res = input_pipeline(run)
+    assert res.steps.empty and res.reason == NO_STEPS_REASON
+    assert res.recommendation == ref[1]["p"]["input_conclusion"]
+    assert len(res.input_ops) == len(_rows(ref[2]))
+    p = ref[2]["p"]
+    for ours, theirs in [("enqueue", "enqueue_us"), ("preprocessing", "preprocessing_us"),
+                         ("advanced_file_read", "advanced_file_read_us"),
+                         ("demanded_file_read", "demanded_file_read_us"),
+                         ("unclassified", "unclassified_nonequeue_us")]:
+        assert f"{res.host_breakdown_us[ours]:.3f}" == p[theirs]
+
+
 def test_tpu_inference_has_no_steps():
     run, ref = _load("tpu_v6e_inference", "2025_tpu_inference")
     res = input_pipeline(run)

@@ -31,6 +31,9 @@ RUNS = [
     ("tf_keras_cpu", "2026_11_22_03_16_48"),
     ("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"),
     ("tpu_v6e_inference", "2025_tpu_inference"),
+    ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+    ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
+    ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
 ]
 # XProf's overview_page.json: a list of DataTables.
 TOP_OPS, STEPS, RUN_ENV, RECOMMENDATION = 0, 1, 2, 3

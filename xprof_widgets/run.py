@@ -184,13 +184,17 @@ class Run:
 
     @cached_property
     def devices(self):
-        """Device and host planes: DataFrame with host, plane, kind, model, cores,
-        peak_flops (FLOP/s), peak_flops_source, peak_hbm_bw (bytes/s) and memory_bytes.
+        """Device and host planes: DataFrame with host, plane, kind (TPU/GPU/CPU), model,
+        cores, peak_flops (FLOP/s), peak_flops_source, peak_hbm_bw (bytes/s) and
+        memory_bytes.
 
-        TPU planes carry their peaks. For GPUs the FP32 peak is derived from the
-        SM count, clock and compute capability (XProf 2.24.2 shows 0 for the
-        2020 V100 profile of the corpus); NaN where nothing is known.
+        TPU planes carry their peaks. A GPU's model and peaks are XProf's, from the
+        plane's vendor, capability, cores and clock (`analysis.gpu_device`: "AMD GPU -
+        gfx942", cores x clock x FLOPs per core and cycle; 0 where XProf knows no
+        number, e.g. a plane without a vendor); NaN where nothing applies (the host).
         """
+        from .analysis.gpu_device import gpu_model_name, gpu_peaks
+
         rows = []
         for space in self.xspaces():
             for plane in space.planes:
@@ -200,21 +204,25 @@ class Run:
                 st = plane.stats
                 peak_tflops = st.get("peak_teraflops_per_second")
                 peak_hbm_gbs = st.get("peak_hbm_bw_gigabytes_per_second")
-                bandwidth = st.get("memory_bandwidth")
-                derived = _gpu_peak_flops(st) if kind == "GPU" and not peak_tflops else None
+                if kind == "GPU":
+                    peaks = gpu_peaks(st)
+                    model = gpu_model_name(st) or "GPU"
+                    flops, source, hbm = peaks["peak_flops"], peaks["source"], peaks["peak_hbm_bw"]
+                else:
+                    model = st.get("device_type_string") or kind
+                    flops = float(peak_tflops) * 1e12 if peak_tflops else np.nan
+                    source = "profile" if peak_tflops else ""
+                    hbm = float(peak_hbm_gbs) * 1e9 if peak_hbm_gbs else np.nan
                 rows.append(
                     {
                         "host": space.host,
                         "plane": plane.name,
                         "kind": kind,
-                        "model": st.get("device_type_string") or _gpu_model(st) or kind,
+                        "model": model,
                         "cores": st.get("core_count", np.nan),
-                        "peak_flops": float(peak_tflops) * 1e12 if peak_tflops else (derived or np.nan),
-                        "peak_flops_source": "profile" if peak_tflops else (
-                            "FP32 lanes per SM of the compute capability x SMs x clock x 2" if derived else ""),
-                        "peak_hbm_bw": float(peak_hbm_gbs) * 1e9
-                        if peak_hbm_gbs
-                        else (float(bandwidth) if bandwidth else np.nan),
+                        "peak_flops": flops,
+                        "peak_flops_source": source,
+                        "peak_hbm_bw": hbm,
                         "memory_bytes": st.get("memory_size", np.nan),
                     }
                 )
@@ -410,29 +418,3 @@ def _plane_kind(name):
     if name == "/host:CPU":
         return "CPU"
     return None
-
-
-# FP32 lanes (CUDA cores) per SM by compute capability, from NVIDIA's CUDA
-# programming guide ("arithmetic instructions" throughput table); an FMA counts
-# as 2 FLOPs. Tensor cores are not counted: this is the plain FP32 peak.
-_FP32_LANES_PER_SM = {
-    (3, None): 192, (5, None): 128, (6, 0): 64, (6, None): 128, (7, None): 64,
-    (8, 0): 64, (8, None): 128, (9, None): 128, (10, None): 128, (12, None): 128,
-}
-
-
-def _gpu_peak_flops(stats):
-    """FP32 peak FLOP/s of a GPU plane from SMs, clock (kHz) and compute capability; None if unknown."""
-    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-    sms, clock_khz = stats.get("core_count"), stats.get("clock_rate")
-    if None in (major, sms, clock_khz):
-        return None
-    lanes = _FP32_LANES_PER_SM.get((major, minor)) or _FP32_LANES_PER_SM.get((major, None))
-    return float(sms * lanes * 2 * clock_khz * 1e3) if lanes else None
-
-
-def _gpu_model(stats):
-    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-    if major is None:
-        return None
-    return f"GPU (compute capability {major}.{minor})"

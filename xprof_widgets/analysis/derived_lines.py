@@ -69,6 +69,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .tf_op import parse_tf_op, tf_op_event_name
+
 #: XProf's `kTpuPlaneRegex`: the TensorCore planes it derives lines for.
 TPU_CORE_PLANE = re.compile(r"/device:TPU:[0-9]*")
 NAME_SCOPE_LINE = "Framework Name Scope"
@@ -93,12 +95,6 @@ HOST_OFFLOAD_KEYWORDS = ("copy-start", "copy-done", "dynamic-slice-start", "dyna
                          "dynamic-update-slice-start", "dynamic-update-slice-done")
 
 # ParseTfOpFullname (tsl `tf_op_utils.cc`).
-_TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
-_TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
-_JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
-_MEMCPY = ("memcpyhtod", "memcpydtoh", "memcpydtod", "memcpyhtoh")
-_MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
 
 
 @dataclass
@@ -139,9 +135,11 @@ class DerivedLine:
 
 def derives_lines(space, plane):
     """True when XProf derives lines on this plane: a TPU TensorCore plane of a file not grouped yet."""
+    from .grouping import is_grouped
+
     if not TPU_CORE_PLANE.fullmatch(plane.name):
         return False
-    return not any("group_id" in p.stat_names.values() for p in space.planes)
+    return not is_grouped(space)
 
 
 def derive_lines(plane):
@@ -461,50 +459,6 @@ def _events_of(heads, begin, end):
 
 
 # --- framework name scopes and ops --------------------------------------------------------------
-
-
-def parse_tf_op(fullname):
-    """XProf's ParseTfOpFullname: (category, name, type) of a `tf_op` string.
-
-    Category is "tensorflow", "jax", "tf.data", "memcpy" or "unknown".
-    """
-    parts = fullname.split(":", 1)
-    if len(parts) != 2:
-        low = fullname.lower()
-        for prefix, op_type in zip(_MEMCPY, _MEMCPY_TYPES):
-            if low.startswith(prefix):
-                return "memcpy", fullname, op_type
-        return "unknown", fullname, ""
-    name, op_type = parts
-    if name == "Iterator":
-        return "tf.data", fullname, "Dataset"
-    if _TF_OP_NAME.fullmatch(name) and _TF_OP_TYPE.fullmatch(op_type):
-        return "tensorflow", name, op_type
-    derived = op_type or _derive_op_type(name)
-    if _JAX_OP_TYPE.fullmatch(derived):
-        return "jax", name, derived.split("[", 1)[0]
-    if not op_type:
-        return "tensorflow", name, derived
-    return "unknown", fullname, ""
-
-
-def _derive_op_type(name):
-    """The op name without its scopes and numeric suffix (`model/layer/MatMul_1` -> `MatMul`)."""
-    op = name.split("/")[-1]
-    suffix = op.split("_")[-1]
-    if _INTEGER.fullmatch(suffix) and abs(int(suffix)) < 2**63:
-        return op[: len(op) - len(suffix) - 1]
-    return op
-
-
-def tf_op_event_name(fullname):
-    """XProf's TfOpEventName: the name a framework op event shows (its type for TF and JAX ops)."""
-    category, name, op_type = parse_tf_op(fullname)
-    if category == "unknown":
-        return name.rstrip()
-    if category == "tf.data":
-        return "Iterator::" + name.split("::")[-1]
-    return op_type
 
 
 def _framework_lines(ev):

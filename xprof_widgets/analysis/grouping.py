@@ -397,7 +397,7 @@ def _eager_targets(nodes):
     a TensorFlow op `name:Type` by `ParseTfOpFullname`) and kernel executions (an event named
     `KernelExecute`, or an untyped event with a `correlation_id` off the host plane). TPU
     planes are left out: XProf puts only their step/module events in its forest."""
-    from .derived_lines import parse_tf_op
+    from .tf_op import parse_tf_op
 
     table = nodes.name_table[:-1]
     typed = np.zeros(len(table) + 1, bool)  # the last entry: no name
@@ -558,9 +558,19 @@ def _forest(space):
     return nodes, group, steps, eager
 
 
+_HOST_PLANE_PREFIXES = ("/host:CPU", "Host CPUs", "/host:tfstreamz", "/host:metadata", "Syscalls",
+                        "/host:python-tracer", "/host:CUPTI", "/host:__ScopeRangeCallStack__")
+
+
 def is_grouped(space):
-    """True when a plane of the space has a `group_id` stat (XProf then does not regroup)."""
-    return any("group_id" in p.stat_names.values() for p in space.planes)
+    """True when every host and device plane of the space has a `group_id` stat (XProf's
+    IsXSpaceGrouped: then it neither regroups nor derives lines)."""
+    for p in space.planes:
+        host = p.name.startswith(_HOST_PLANE_PREFIXES)
+        device = not host and p.name.startswith(("/device", "#Chip"))
+        if (host or device) and "group_id" not in p.stat_names.values():
+            return False
+    return True
 
 
 def _file_group_ids(space):
@@ -589,6 +599,31 @@ def group_ids(space, recompute=False):
             space.cache["file_group_ids"] = _file_group_ids(space)
         return space.cache["file_group_ids"]
     return _computed(space)[0]
+
+
+def forward_filled_group_ids(space, plane):
+    """{line index: group ids} of a device plane's lines after XProf's ProcessUngroupedEvents:
+    over all its lines (derived ones left out) by (start, duration), an event without a
+    group takes the last group seen before it (events before the first keep -1). XProf does
+    this while deriving its timelines, so not in a file grouped already (`is_grouped`)."""
+    from .op_stats import is_derived_line
+
+    groups = group_ids(space)
+    keys = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
+    g = [np.asarray(groups.get((plane.name, li), np.full(len(line), -1)), dtype=np.int64) for li, line in keys]
+    if not g or is_grouped(space) or not any((x >= 0).any() for x in g):
+        return {li: x for (li, _), x in zip(keys, g)}
+    begin = np.concatenate([line.start_ps.astype(np.int64) for _, line in keys])
+    dur = np.concatenate([line.event_duration_ps.astype(np.int64) for _, line in keys])
+    flat = np.concatenate(g)
+    order = np.lexsort((dur, begin))
+    seq = flat[order]
+    pos = np.where(seq >= 0, np.arange(len(seq)), -1)
+    np.maximum.accumulate(pos, out=pos)
+    out = np.empty_like(flat)
+    out[order] = np.where(pos >= 0, seq[np.maximum(pos, 0)], -1)
+    bounds = np.cumsum([0] + [len(x) for x in g])
+    return {li: out[bounds[k]:bounds[k + 1]] for k, (li, _) in enumerate(keys)}
 
 
 _STEP_COLUMNS = ["group_id", "plane", "line", "event", "name", "start_ps", "duration_ps", "root_level",

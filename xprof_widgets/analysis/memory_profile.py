@@ -418,14 +418,18 @@ class MemoryProfileResult:
         tl = self.timeline
         if tl.empty:
             return _merge_rows(pd.DataFrame())
-        # Absolute time to the offset XProf orders by: the same line shift for every event of a host.
-        shift = tl["time_ps"].to_numpy() - tl["time_offset_ps"].to_numpy()
-        if len(np.unique(shift)) == 1:
-            cutoff = int(time_ps) - int(shift[0])
-            live, _, _ = _live_at(tl, cutoff, step_id)
-        else:  # lines with different base times: compare absolute times
-            tmp = tl.assign(time_offset_ps=tl["time_ps"])
-            live, _, _ = _live_at(tmp, int(time_ps), step_id)
+        # The timeline is in XProf's order, by offset within each line. Lines may start
+        # at different times: the moment goes onto the offset clock of the latest event
+        # at or before it (the peak's own event for the peak time).
+        absolute = tl["time_ps"].to_numpy()
+        shift = absolute - tl["time_offset_ps"].to_numpy()
+        before = np.flatnonzero(absolute <= int(time_ps))
+        if len(before):
+            j = before[np.argmax(absolute[before])]
+            cutoff = int(time_ps) - int(shift[j])
+        else:
+            cutoff = int(time_ps) - int(shift.max())
+        live, _, _ = _live_at(tl, cutoff, step_id)
         return _merge_rows(tl.iloc[live][_ROW_COLUMNS])
 
 

@@ -17,7 +17,6 @@ import math
 
 import pandas as pd
 
-from .op_stats import ELEMENTWISE_OPCODES as _ELEMENTWISE
 from .op_stats import IDLE, device_op_metrics
 
 
@@ -101,7 +100,8 @@ class OpProfile:
 
     @property
     def empty(self):
-        return not self.root.children
+        """No op ran (the tree holds at most the IDLE node)."""
+        return all(c.kind == "idle" for c in self.root.children)
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per node, depth-first: name, depth, parent, kind, category,
@@ -155,49 +155,27 @@ def _add(node, op, as_self=False):
 
 
 def _fused_children(run, ops):
-    """{(program_id, op name): [(name, category), ...]} from the HLO protos:
-    fused computation instructions except parameters and tuples, in order,
-    nested fusions flattened under their fusion (XProf keeps them nested; we
-    keep the nesting too)."""
-    from ..io.hlo import parse_hlo_proto
+    """{(program_id, op name): [(name, category, nested), ...]} from the HLO protos:
+    fused computation instructions except parameters and tuples, in order, nested
+    fusions kept nested (the TPU path reads XProf's own; XLA:CPU thunks have none)."""
+    from .xla_ops import category, program_modules
 
-    wanted = {}
-    for pid, name in zip(ops["program_id"], ops["name"]):
-        wanted.setdefault(int(pid), set()).add(name)
-    out = {}
-    protos = getattr(run, "hlo_protos", {}) or {}
-    for key, data in protos.items():
-        try:
-            pid = int(key[key.rindex("(") + 1:-1])
-        except ValueError:
-            continue
-        if pid not in wanted:
-            continue
-        try:
-            module = parse_hlo_proto(data).hlo_module
-        except Exception:  # a bad HLO proto only loses fused-op detail
-            continue
-        comps = {c.id: c for c in module.computations}
+    modules = program_modules(run)
 
-        def expand(instr):
-            kids = []
-            if instr.opcode != "fusion":
-                return kids
-            for cid in instr.called_computation_ids:
-                comp = comps.get(cid)
-                if comp is None:
+    def expand(instr):
+        kids = []
+        for comp in instr.called if instr.opcode == "fusion" else []:
+            for i in comp.instructions:
+                if i.opcode in ("parameter", "tuple"):
                     continue
-                for i in comp.instructions:
-                    if i.opcode in ("parameter", "tuple"):
-                        continue
-                    cat = "non-fusion elementwise" if i.opcode in _ELEMENTWISE else i.opcode
-                    kids.append((i.name, cat, expand(i)))
-            return kids
+                kids.append((i.name, category(i), expand(i)))
+        return kids
 
-        for comp in module.computations:
-            for instr in comp.instructions:
-                if instr.name in wanted[pid] and instr.opcode == "fusion":
-                    out[(pid, instr.name)] = expand(instr)
+    out = {}
+    for pid, name in set(zip(ops["program_id"], ops["name"])):
+        instr = modules.instruction(int(pid), name)
+        if instr is not None and instr.opcode == "fusion":
+            out[(int(pid), name)] = expand(instr)
     return out
 
 
@@ -225,10 +203,11 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
     db = device_op_metrics(run)
     root = OpNode(name=f"by_{group_by}", kind="root")
-    if db.empty:
+    if db.empty and not db.total_time_ps:
         return OpProfile(root, group_by, exclude_idle, reason=db.reason, source=db.source, notes=db.notes)
     ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
-    fused = _fused_children(run, ops)
+    # XProf's GPU op profile has no fused ops (its GPU ops carry no children).
+    fused = _fused_children(run, ops) if db.source != "gpu" else {}
     programs, categories, groups = {}, {}, {}
     if group_by == "provenance":
         _by_provenance(root, ops, fused)
@@ -263,7 +242,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         grp.children.append(leaf)
         for n in (cat, grp, leaf):
             _add(n, op)
-    if not exclude_idle and db.source == "tpu":
+    if not exclude_idle and db.source in ("tpu", "gpu"):
         idle = OpNode(name=IDLE, kind="idle", category=IDLE, time_ps=db.idle_time_ps, self_time_ps=db.idle_time_ps)
         _add(root, {"time_ps": db.idle_time_ps, "self_time_ps": db.idle_time_ps, "normalized_time_ps": 0,
                     "occurrences": 0, "children_time_ps": 0, "flops": 0, "model_flops": 0,
@@ -278,7 +257,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     level = {"program": 2, "category": 1, "provenance": 1}[group_by]
     _sort_and_prune(root, top_n, level, sort_by)
     _finalize_groups(root)
-    return OpProfile(root, group_by, exclude_idle, source=db.source, notes=db.notes)
+    return OpProfile(root, group_by, exclude_idle, reason=db.reason, source=db.source, notes=db.notes)
 
 
 def _by_provenance(root, ops, fused):

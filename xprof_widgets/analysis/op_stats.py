@@ -22,6 +22,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from .tf_op import parse_tf_op
+
 IDLE = "IDLE"
 _OP_LINE = "XLA Ops"
 _HBM = 1  # MemorySpace id XProf uses for off-chip memory
@@ -297,12 +299,13 @@ def device_op_metrics(run) -> DeviceOpMetrics:
     peaks = chip_peaks(run)
     if not per_core:
         space = run.xspace()
-        gpu = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+        gpu = gpu_planes(space)
+        if gpu:
+            return _gpu_op_metrics(run)
         host = [p for p in space.planes if p.name == _HOST_PLANE]
-        for source, planes in (("gpu", gpu), ("cpu", host)):
-            db = _hlo_event_op_metrics(run, planes, source) if planes else None
-            if db is not None:
-                return db
+        db = _hlo_event_op_metrics(run, host, "cpu") if host and not gpu else None
+        if db is not None:
+            return db
         what = "GPU kernels" if gpu else "host events"
         return DeviceOpMetrics(pd.DataFrame(columns=["program_id", "name"] + _SUM_COLUMNS), 0, 0,
                                _program_names(run), peaks,
@@ -323,28 +326,220 @@ def device_op_metrics(run) -> DeviceOpMetrics:
     return DeviceOpMetrics(ops, total, op_time, _program_names(run), peaks)
 
 
-# --- Ops from events that carry an `hlo_op` stat (GPU kernels, XLA:CPU thunks) ---
+# --- GPU kernels: XProf's device op database (xplane_to_op_metrics_db.cc) ---------------
 
 _HOST_PLANE = "/host:CPU"
-# XProf's derived GPU lines repeat the kernels' time; only raw stream lines count.
+_GPU_PREFIX = "/device:GPU:"
+# XProf's derived thread ids (tsl `IsDerivedThreadId`, the 32-bit 0xdeadbeef block): lines
+# its op databases skip. Profiles written by the tracers hold none; re-saved ones may.
+_DERIVED_ID_MIN, _DERIVED_ID_MAX = -559038737, -559038737 + 389
 _DERIVED_LINES = {"XLA Modules", "XLA Ops", "TensorFlow Ops", "TensorFlow Name Scope", "Source code",
                   "Steps", "Framework Ops", "Framework Name Scope", "XLA TraceMe", "Launch Stats",
-                  "SparseCore Ops", "SparseCore Modules"}
-ELEMENTWISE_OPCODES = frozenset({
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cos", "divide",
-    "exp", "expm1", "floor", "imag", "is-finite", "log", "log1p", "maximum", "minimum", "multiply", "negate",
-    "not", "or", "popcnt", "power", "real", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
-    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "sqrt",
-    "subtract", "tan", "tanh", "xor", "constant", "logistic", "erf",
-})
-_REDUCTIONS = {"reduce", "reduce-window", "all-reduce", "reduce-scatter"}
+                  "SparseCore Ops", "SparseCore Modules", "Command Buffers", "Async XLA Ops"}
+GPU_RUN_COLUMNS = ["order", "device", "xla", "program_id", "name", "tf_op", "event_name", "occurrences", "time_ps",
+                   "is_eager"]
+
+
+def is_derived_line(line) -> bool:
+    """A line XProf derives from others (skipped by its op databases)."""
+    lid = ((int(line.id) + 2**31) % 2**32) - 2**31  # XProf reads the id as a 32-bit int
+    if _DERIVED_ID_MIN <= lid <= _DERIVED_ID_MAX:
+        return True
+    base = (line.display_name or line.name).split(" - from #")[0]
+    return base in _DERIVED_LINES
+
+
+def gpu_planes(space):
+    """The `/device:GPU:N` planes of one file, in file order."""
+    return [p for p in space.planes if p.name.startswith(_GPU_PREFIX)]
+
+
+def gpu_kernel_runs(run, space, eager=None):
+    """XProf's GPU op database of one file, before aggregation: one row per op entry
+    (`ConvertDeviceTraceXPlaneToOpMetricsDb`), in XProf's order, and each GPU plane's
+    busy span.
+
+    Kernel events of the `/device:GPU:*` planes (derived lines left out): an XLA op is
+    an event whose `hlo_op` (its last `::` part) names an instruction of its
+    `program_id`'s module, else it is skipped; consecutive events of one op and one step
+    (`group_id`; an event without one never joins) are one entry of the first event's
+    op, `occurrences` its kernels. Any other event with a `tf_op` stat is a TF op entry
+    `name/kernel`. Returns (DataFrame with GPU_RUN_COLUMNS, [span_ps per plane]), the
+    span from the first event start to the last event end over all lines, read from
+    the events' offsets as XProf does.
+    """
+    from .grouping import forward_filled_group_ids
+    from .xla_ops import program_modules
+
+    planes = gpu_planes(space)
+    if not planes:
+        return pd.DataFrame(columns=GPU_RUN_COLUMNS), []
+    modules = program_modules(run)
+    frames, spans, offset = [], [], 0
+    for d, plane in enumerate(planes):
+        lines = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
+        lo, hi = None, 0
+        for _, line in lines:
+            rel = line.start_ps.astype(np.int64) - np.int64(line.timestamp_ns) * 1000
+            end = rel + line.event_duration_ps.astype(np.int64)
+            lo = int(rel.min()) if lo is None else min(lo, int(rel.min()))
+            hi = max(hi, int(end.max()))
+        spans.append(hi - lo if hi and lo is not None else 0)
+        filled = forward_filled_group_ids(space, plane)
+        for li, line in lines:
+            n = len(line)
+            st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
+            hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
+            tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
+            pid = (pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
+                   if "program_id" in st else np.full(n, np.nan))
+            is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
+            is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
+            idx = np.flatnonzero(is_hlo | is_tf)
+            if not len(idx):
+                offset += n
+                continue
+            names = np.array([h.split("::")[-1] if x else "" for h, x in zip(hlo[idx], is_hlo[idx])], dtype=object)
+            pids = pid[idx]
+            found = {}
+            for key in set(zip(pids[is_hlo[idx]], names[is_hlo[idx]])):
+                p, name = key
+                found[key] = not np.isnan(p) and modules.instruction(int(p), name) is not None
+            keep = np.array([(not x) or found[(p, nm)] for x, p, nm in zip(is_hlo[idx], pids, names)], dtype=bool)
+            idx, names, pids = idx[keep], names[keep], pids[keep]
+            if not len(idx):
+                offset += n
+                continue
+            ev = pd.DataFrame({
+                "pos": offset + idx, "xla": is_hlo[idx], "name": names, "program_id": pids, "tf_op": tf_op[idx],
+                "event_name": np.asarray(line.names(), dtype=object)[idx],
+                "group": filled[li][idx],
+                "time_ps": line.event_duration_ps[idx].astype(np.int64),
+                "is_eager": (eager.get((plane.name, li), np.zeros(n, bool))[idx] if eager is not None
+                             else np.zeros(len(idx), bool)),
+            })
+            # A new entry where the op or step changes (an event without a step compares
+            # unequal to any), or a TF op comes between.
+            prev_xla = np.concatenate([[False], ev["xla"].to_numpy()[:-1]])
+            prev_name = np.concatenate([[None], names[:-1]])
+            prev_group = np.concatenate([[-2], ev["group"].to_numpy()[:-1]])
+            group = ev["group"].to_numpy()
+            new = ~ev["xla"].to_numpy() | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
+            ev["run"] = np.cumsum(new) - 1
+            runs = ev.groupby("run", sort=True).agg(
+                xla=("xla", "first"), program_id=("program_id", "first"), name=("name", "first"),
+                tf_op=("tf_op", "first"), event_name=("event_name", "first"), occurrences=("pos", "size"),
+                time_ps=("time_ps", "sum"), is_eager=("is_eager", "first"), first=("pos", "first"),
+                last=("pos", "last"))
+            # An XLA entry enters XProf's database when the next op arrives: after its last event.
+            runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
+            runs["device"] = d
+            frames.append(runs)
+            offset += n
+    if not frames:
+        return pd.DataFrame(columns=GPU_RUN_COLUMNS), spans
+    runs = pd.concat(frames, ignore_index=True).sort_values("order", kind="stable")
+    runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
+    runs["tf_op"] = runs["tf_op"].where(~runs["xla"], None)
+    return runs[GPU_RUN_COLUMNS].reset_index(drop=True), spans
+
+
+_GPU_COST_COLUMNS = ["flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes"]
+
+
+def _gpu_op_metrics(run):
+    """DeviceOpMetrics of the GPU kernels of every file, XProf's numbers. Without any
+    kernel of an XLA or TF op it has no ops, only the devices' time (all idle), and
+    a reason."""
+    from .gpu_device import gpu_peaks
+    from .xla_ops import category, expression, program_modules, provenance, source_info
+
+    modules = program_modules(run)
+    frames, total, op_time, first_plane = [], 0, 0, None
+    for space in run.xspaces():
+        runs, spans = gpu_kernel_runs(run, space)
+        planes = gpu_planes(space)
+        if first_plane is None and planes:
+            first_plane = planes[0]
+        busy = runs.groupby("device")["time_ps"].sum() if len(runs) else pd.Series(dtype=np.int64)
+        for d, span in enumerate(spans):
+            t = int(busy.get(d, 0))
+            total += max(span, t)
+            op_time += t
+        if len(runs):
+            frames.append(runs.assign(file=len(frames)))
+    peaks = dict.fromkeys(chip_peaks(run), 0.0)
+    if first_plane is not None:
+        p = gpu_peaks(first_plane.stats)
+        peaks.update(peak_flops=p["peak_flops"], peak_hbm_bw=p["peak_hbm_bw"],
+                     peak_on_chip_read_bw=p["peak_on_chip_read_bw"], peak_on_chip_write_bw=p["peak_on_chip_write_bw"])
+    if not frames:
+        return DeviceOpMetrics(pd.DataFrame(columns=["program_id", "name", "category", "provenance", "expression",
+                                                     "deduplicated_name"] + _SUM_COLUMNS),
+                               total, 0, dict(modules.names), peaks, source="gpu",
+                               reason="no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), "
+                                      "so XProf shows only idle time")
+    runs = pd.concat(frames, ignore_index=True)
+    # Costs per entry: the first event's instruction, once per kernel (XProf's EnterOp).
+    costs = np.zeros((len(runs), 5), dtype=np.float64)
+    xla = runs["xla"].to_numpy(bool)
+    pairs = list(zip(runs["program_id"].to_numpy(), runs["name"].to_numpy()))
+    per_op = {}
+    for key in set(p for p, x in zip(pairs, xla) if x):
+        c = modules.costs(int(key[0]), "gpu")
+        per_op[key] = c.of(key[1]) if c is not None else (0, 0, 0, 0, 0)
+    for i, (key, x) in enumerate(zip(pairs, xla)):
+        if x:
+            costs[i] = per_op[key]
+    occ = runs["occurrences"].to_numpy(np.float64)
+    flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
+    model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
+    tf_names = {v: parse_tf_op(v) for v in set(runs.loc[~runs["xla"], "tf_op"].dropna())}
+    names = [n if x else f"{tf_names[t][1]}/{e}"
+             for n, x, t, e in zip(runs["name"], xla, runs["tf_op"], runs["event_name"])]
+    df = pd.DataFrame({
+        "program_id": runs["program_id"].to_numpy(np.int64), "name": names, "xla": xla,
+        "tf_op": runs["tf_op"].to_numpy(), "occurrences": runs["occurrences"].to_numpy(np.int64),
+        "time_ps": runs["time_ps"].to_numpy(np.int64), "flops": flops, "model_flops": model,
+        "bytes_accessed": nbytes, "hbm_read_bytes": read, "hbm_write_bytes": write,
+        "is_eager": runs["is_eager"].to_numpy(bool), "device": runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy(),
+    })
+    g = df.groupby(["program_id", "name"], sort=False)
+    ops = g.agg(xla=("xla", "first"), tf_op=("tf_op", "first"), occurrences=("occurrences", "sum"),
+                time_ps=("time_ps", "sum"), flops=("flops", "sum"), model_flops=("model_flops", "sum"),
+                bytes_accessed=("bytes_accessed", "sum"), hbm_read_bytes=("hbm_read_bytes", "sum"),
+                hbm_write_bytes=("hbm_write_bytes", "sum"), is_eager=("is_eager", "any"),
+                num_cores=("device", "nunique")).reset_index()
+    rows = []
+    for pid, name, is_xla, tf_op in zip(ops["program_id"], ops["name"], ops["xla"], ops["tf_op"]):
+        if is_xla:
+            instr = modules.instruction(int(pid), name)
+            file, line, stack = source_info(instr, modules.module(int(pid)))
+            rows.append((category(instr), expression(instr), provenance(instr), instr.metadata.deduplicated_name,
+                         instr.opcode, file, line, stack))
+        else:
+            cat, _, kind = parse_tf_op(tf_op)
+            rows.append((kind or "unknown", "", tf_op, "", "", "", 0, ""))
+    meta = pd.DataFrame(rows, columns=["category", "expression", "provenance", "deduplicated_name", "opcode",
+                                       "source_file", "source_line", "stack_frame"])
+    ops = pd.concat([ops.drop(columns=["tf_op"]), meta], axis=1)
+    ops.loc[ops["category"] == "", "category"] = "unknown"
+    ops["self_time_ps"] = ops["time_ps"]
+    ops["children_time_ps"] = 0
+    ops["normalized_time_ps"] = 0
+    ops["hbm_bytes"] = ops["hbm_read_bytes"] + ops["hbm_write_bytes"]
+    ops["has_breakdown"] = ops["hbm_bytes"] > 0
+    for c in _SUM_COLUMNS:
+        if c not in ops:
+            ops[c] = 0
+    ops["flops_estimated"] = False
+    return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu")
+
+
+# --- XLA:CPU thunks on the host (JAX on CPU; beyond XProf, which has no op profile there) ---
+
 # Control-flow thunks contain other thunks, which are counted on their own.
 _CONTAINERS = {"while", "call", "conditional", "async-start", "async-done"}
-_BYTES_PER_ELEMENT = {
-    "PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4, "F32": 4,
-    "S64": 8, "U64": 8, "F64": 8, "C64": 8, "C128": 16,
-}
-_SUB_BYTE_BITS = {"S1": 1, "U1": 1, "S2": 2, "U2": 2, "S4": 4, "U4": 4, "F4E2M1FN": 4}
 
 
 def _hlo_event_op_metrics(run, planes, source):
@@ -353,13 +548,13 @@ def _hlo_event_op_metrics(run, planes, source):
     Times come from the events (ps), all kernels of an op summed; self time
     subtracts events nested on the same line (a `while` thunk around its
     body's thunks). `kernels` counts events, `occurrences` executions (see
-    below). FLOPs and bytes are estimated per execution from the HloProto
-    (see `_hlo_op_info`) and multiplied by the executions.
+    below). FLOPs and bytes come from XLA's cost analysis of the HloProto
+    (`hlo_cost`, XLA:CPU's rules) per execution, multiplied by the executions.
     """
     frames = []
     for plane in planes:
         for line in plane.lines:
-            if line.name in _DERIVED_LINES or len(line) == 0:
+            if is_derived_line(line) or len(line) == 0:
                 continue
             st = line.stats(names=["hlo_op", "hlo_module", "program_id"])
             if "hlo_op" not in st:
@@ -382,8 +577,8 @@ def _hlo_event_op_metrics(run, planes, source):
     ev["hlo_module"] = ev["hlo_module"].fillna("").astype(str)
     names = _program_names(run)
     if ev["program_id"].isna().any():
-        # Kernels may name their module without its id: take the id of the
-        # only module of that name, else -1.
+        # Kernels may name their module without its id: take the id of the only
+        # module of that name, else -1.
         base = {k: v[:v.rindex("(")] for k, v in names.items()}
         counts = pd.Series(list(base.values()), dtype=object).value_counts()
         by_module = {m: k for k, m in base.items() if counts[m] == 1}
@@ -402,7 +597,7 @@ def _hlo_event_op_metrics(run, planes, source):
     for pid, mod in ops.loc[~ops["program_id"].isin(list(names)), ["program_id", "hlo_module"]].drop_duplicates(
             "program_id").itertuples(index=False):
         names[int(pid)] = f"{mod}({pid})" if pid >= 0 else (mod or "main")
-    info = _hlo_op_info(run, ops)
+    info = _hlo_op_info(run, ops, mode=source)
     ops = ops.merge(info, on=["program_id", "name"], how="left")
     ops["in_hlo"] = ops["in_hlo"].fillna(False).astype(bool)
     ops["flops_estimated"] = ops["flops_estimated"].fillna(False).astype(bool)
@@ -422,192 +617,41 @@ def _hlo_event_op_metrics(run, planes, source):
     op_time = int(ops["self_time_ps"].sum())
     nan = float("nan")
     peaks = dict.fromkeys(chip_peaks(run), nan)
-    peak_note = "The processor's peak FLOP/s and bandwidth are unknown, so utilisations are NaN."
-    if source == "gpu":
-        devices = getattr(run, "devices", None)
-        gpus = devices[devices.kind == "GPU"] if devices is not None else []
-        if len(gpus) and not np.isnan(gpus.peak_flops.iloc[0]):
-            # The GPU's FP32 peak (SMs x clock x lanes of its compute capability) and HBM bandwidth.
-            peaks["peak_flops"] = float(gpus.peak_flops.iloc[0])
-            peaks["peak_hbm_bw"] = float(gpus.peak_hbm_bw.iloc[0])
-            peak_note = ("Utilisations use the GPU's FP32 peak derived from its SMs, clock and compute "
-                         "capability (tensor cores not counted) and its memory bandwidth.")
-    what = "XLA GPU kernels (several kernels per HLO op summed)" if source == "gpu" else "XLA:CPU thunks on the host"
-    notes = (f"Ops from {what}, not an XProf tool. FLOPs and bytes are estimated from the HloProto "
-             "(dot: 2*M*N*K, convolution: 2*output*kernel/output-features, elementwise: 1 per output "
-             f"element, reduce: 1 per input element; bytes: operands + result), see `flops_estimated`. {peak_note} "
-             "Time fractions are of the summed op self time (ops on several threads/streams overlap, so "
-             "there is no idle time).")
+    notes = ("Ops from XLA:CPU thunks on the host, not an XProf tool (XProf shows no op profile for a CPU run). "
+             "FLOPs and bytes come from XLA's cost analysis of the HloProto with XLA:CPU's rules (one FLOP per "
+             "element of an elementwise op, transcendentals not counted), see `flops_estimated`. The processor's "
+             "peak FLOP/s and bandwidth are unknown, so utilisations are NaN. Time fractions are of the summed op "
+             "self time (ops on several threads overlap, so there is no idle time).")
     return DeviceOpMetrics(ops, op_time, op_time, names, peaks, source=source, notes=notes)
 
 
-def _elements(shape):
-    if shape.tuple_shapes:
-        return sum(_elements(s) for s in shape.tuple_shapes)
-    return math.prod(shape.dimensions)
-
-
-def _shape_bytes(shape, type_names):
-    if shape.tuple_shapes:
-        return sum(_shape_bytes(s, type_names) for s in shape.tuple_shapes)
-    t = type_names.get(shape.element_type, "")
-    n = math.prod(shape.dimensions)
-    if t in _SUB_BYTE_BITS:
-        return (n * _SUB_BYTE_BITS[t] + 7) // 8
-    return n * _BYTES_PER_ELEMENT.get(t, 0)
-
-
-def _shape_text(shape, type_names):
-    if shape.tuple_shapes:
-        return "(" + ", ".join(_shape_text(s, type_names) for s in shape.tuple_shapes) + ")"
-    text = f"{type_names.get(shape.element_type, '?').lower()}[{','.join(map(str, shape.dimensions))}]"
-    if shape.HasField("layout") and shape.dimensions:
-        text += "{" + ",".join(map(str, shape.layout.minor_to_major)) + "}"
-    return text
-
-
-def dot_flops(instr, lhs_shape) -> int:
-    """FLOPs of one HLO dot: 2 x output elements x contracted size
-    (= 2*M*N*K, batch included), as XLA's HloCostAnalysis counts them."""
-    k = math.prod(lhs_shape.dimensions[d] for d in instr.dot_dimension_numbers.lhs_contracting_dimensions)
-    return 2 * _elements(instr.shape) * k
-
-
-def _conv_flops(instr, rhs_shape):
-    """2 x output elements x kernel elements per output feature (padding and
-    dilation ignored)."""
-    dims = list(rhs_shape.dimensions)
-    kout = dims[instr.convolution_dimension_numbers.kernel_output_feature_dimension] if dims else 0
-    return 2 * _elements(instr.shape) * (math.prod(dims) // kout) if kout else 0
-
-
-def _instr_flops(instr, comp_by_id, shapes):
-    """(FLOPs of one execution, whether any count was estimated) of an HLO
-    instruction; fusions sum their fused instructions."""
-    op = instr.opcode
-    if op == "dot" and instr.operand_ids:
-        return dot_flops(instr, shapes[instr.operand_ids[0]]), True
-    if op == "convolution" and len(instr.operand_ids) > 1:
-        return _conv_flops(instr, shapes[instr.operand_ids[1]]), True
-    if op in ELEMENTWISE_OPCODES and op != "constant":
-        return _elements(instr.shape), True
-    if op in _REDUCTIONS and instr.operand_ids:
-        return _elements(shapes[instr.operand_ids[0]]), True
-    if op == "fusion":
-        total, est = 0, False
-        for cid in instr.called_computation_ids:
-            comp = comp_by_id.get(cid)
-            if comp is None:
-                continue
-            inner = {i.id: i.shape for i in comp.instructions}
-            for i in comp.instructions:
-                f, e = _instr_flops(i, comp_by_id, inner)
-                total, est = total + f, est or e
-        return total, True
-    return 0, False
-
-
-def _fusion_category(instr, comp_by_id):
-    """XProf's names: fusions with a dot or convolution are "convolution
-    fusion"; others "<kind> fusion" from `fusion_kind` (kLoop: "loop")."""
-    stack, seen = list(instr.called_computation_ids), set()
-    while stack:
-        cid = stack.pop()
-        if cid in seen or cid not in comp_by_id:
-            continue
-        seen.add(cid)
-        for i in comp_by_id[cid].instructions:
-            if i.opcode in ("dot", "convolution"):
-                return "convolution fusion"
-            stack.extend(i.called_computation_ids)
-    kind = instr.fusion_kind[1:].lower() if instr.fusion_kind.startswith("k") else ""
-    return f"{kind} fusion" if kind else "fusion"
-
-
-def _expression(instr, names, comp_by_id, type_names):
-    """HLO text of one instruction, as `HloInstruction::ToString` prints it
-    (attributes limited to fusion kind/calls, dot dimensions and custom-call
-    target)."""
-    args = ", ".join(f"%{names.get(o, o)}" for o in instr.operand_ids)
-    text = f"%{instr.name} = {_shape_text(instr.shape, type_names)} {instr.opcode}({args})"
-    if instr.opcode == "fusion":
-        text += f", kind={instr.fusion_kind}"
-    if instr.opcode == "dot":
-        d = instr.dot_dimension_numbers
-        for label, v in (("lhs_batch_dims", d.lhs_batch_dimensions), ("lhs_contracting_dims", d.lhs_contracting_dimensions),
-                         ("rhs_batch_dims", d.rhs_batch_dimensions), ("rhs_contracting_dims", d.rhs_contracting_dimensions)):
-            if v:
-                text += f", {label}={{{','.join(map(str, v))}}}"
-    if instr.custom_call_target:
-        text += f', custom_call_target="{instr.custom_call_target}"'
-    called = [comp_by_id[c].name for c in instr.called_computation_ids if c in comp_by_id]
-    if called:
-        key = "calls" if instr.opcode in ("fusion", "call", "custom-call") else "to_apply"
-        if instr.opcode == "while" and len(called) == 2:
-            text += f", condition=%{called[0]}, body=%{called[1]}"
-        else:
-            text += f", {key}=" + ", ".join(f"%{c}" for c in called)
-    return text
-
-
-def _hlo_op_info(run, ops):
+def _hlo_op_info(run, ops, mode="cpu"):
     """Per (program_id, name) of `ops`, from its module's HloProto: opcode,
     category, expression, provenance (op_name metadata), deduplicated_name,
-    flops_per_occurrence (FLOPs), bytes_per_occurrence (operand and result
-    bytes), flops_estimated and in_hlo. Loops over distinct ops only."""
-    from ..io.hlo import parse_hlo_proto
+    flops_per_occurrence (FLOPs), bytes_per_occurrence (bytes accessed) of XLA's cost
+    analysis (`mode` "cpu" or "gpu"), flops_estimated and in_hlo. Loops over distinct
+    ops only."""
+    from .xla_ops import category, expression, program_modules
 
-    wanted = {}
-    for pid, name in zip(ops["program_id"], ops["name"]):
-        wanted.setdefault(int(pid), set()).add(name)
-    by_pid = {}
-    for key, data in (getattr(run, "hlo_protos", {}) or {}).items():
-        try:
-            by_pid[int(key[key.rindex("(") + 1:-1])] = data
-        except ValueError:
-            continue
+    modules = program_modules(run)
     rows = []
-    for pid, names in wanted.items():
-        if pid not in by_pid:
+    for pid, name in set(zip(ops["program_id"].astype(np.int64), ops["name"])):
+        instr = modules.instruction(int(pid), name)
+        if instr is None:
             continue
-        try:
-            hlo = parse_hlo_proto(by_pid[pid])
-        except Exception:  # a bad HLO proto only loses the op details
-            continue
-        module = hlo.hlo_module
-        enum = type(module).DESCRIPTOR.fields_by_name["computations"].message_type.fields_by_name[
-            "instructions"].message_type.fields_by_name["shape"].message_type.fields_by_name["element_type"].enum_type
-        type_names = {v.number: v.name for v in enum.values}
-        comp_by_id = {c.id: c for c in module.computations}
-        for comp in module.computations:
-            instrs = [i for i in comp.instructions if i.name in names]
-            if not instrs:
-                continue
-            shapes = {i.id: i.shape for i in comp.instructions}
-            id_names = {i.id: i.name for i in comp.instructions}
-            for i in instrs:
-                flops, est = _instr_flops(i, comp_by_id, shapes)
-                if i.opcode in _CONTAINERS:
-                    nbytes = 0
-                else:
-                    nbytes = _shape_bytes(i.shape, type_names) + sum(
-                        _shape_bytes(shapes[o], type_names) for o in i.operand_ids if o in shapes)
-                if i.opcode == "fusion":
-                    cat = _fusion_category(i, comp_by_id)
-                elif i.opcode in ELEMENTWISE_OPCODES:
-                    cat = "non-fusion elementwise"
-                else:
-                    cat = i.opcode
-                rows.append({
-                    "program_id": pid, "name": i.name, "opcode": i.opcode, "category": cat,
-                    "expression": _expression(i, id_names, comp_by_id, type_names),
-                    "provenance": i.metadata.op_name, "deduplicated_name": i.metadata.deduplicated_name,
-                    "flops_per_occurrence": float(flops), "bytes_per_occurrence": float(nbytes),
-                    "flops_estimated": est or nbytes > 0, "in_hlo": True,
-                })
+        costs = modules.costs(int(pid), mode)
+        flops, model, nbytes, _, _ = costs.of(name) if costs is not None else (0, 0, 0, 0, 0)
+        if instr.opcode in _CONTAINERS:
+            flops = model = nbytes = 0  # the thunks inside are counted on their own
+        rows.append({
+            "program_id": int(pid), "name": name, "opcode": instr.opcode, "category": category(instr),
+            "expression": expression(instr), "provenance": instr.metadata.op_name,
+            "deduplicated_name": instr.metadata.deduplicated_name, "flops_per_occurrence": float(model),
+            "bytes_per_occurrence": float(nbytes), "flops_estimated": bool(model or nbytes), "in_hlo": True,
+        })
     cols = ["program_id", "name", "opcode", "category", "expression", "provenance", "deduplicated_name",
             "flops_per_occurrence", "bytes_per_occurrence", "flops_estimated", "in_hlo"]
-    info = pd.DataFrame(rows, columns=cols).drop_duplicates(["program_id", "name"])
+    info = pd.DataFrame(rows, columns=cols)
     info["program_id"] = info["program_id"].astype(np.int64)
     return info
 
@@ -635,10 +679,10 @@ def hlo_stats(run) -> pd.DataFrame:
     derived from the HloProto, not measured). Empty (with `attrs["reason"]`)
     when the profile has no device ops.
 
-    Without TPU ops, rows come from GPU kernels or XLA:CPU thunks with an
-    `hlo_op` stat (see `device_op_metrics`): fractions are of the summed op
-    self time, hbm_bw_gibs is NaN and bound_by "Unknown" (no known peaks);
-    `attrs["notes"]` says so.
+    On GPUs rows come from the kernels as XProf counts them (see
+    `device_op_metrics`), bound_by may also be "Shm/L1". For XLA:CPU thunks
+    (beyond XProf) fractions are of the summed op self time, hbm_bw_gibs is NaN
+    and bound_by "Unknown" (no known peaks); `attrs["notes"]` says so.
     """
     db = device_op_metrics(run)
     if db.empty:
@@ -647,7 +691,8 @@ def hlo_stats(run) -> pd.DataFrame:
         out.attrs["notes"] = db.notes
         return out
     ops = db.ops[db.ops["occurrences"] > 0].copy()
-    ops = ops.iloc[np.lexsort((np.arange(len(ops)), -ops["self_time_ps"].to_numpy()))]
+    # XProf's SortedOpMetricsDb: self time descending, then name.
+    ops = ops.iloc[np.lexsort((ops["name"].astype(str).to_numpy(), -ops["self_time_ps"].to_numpy()))]
     t_ns = ops["time_ps"].to_numpy(dtype=float) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         div = lambda a, b: np.where(b > 0, a / np.where(b > 0, b, 1), 0.0)  # noqa: E731
@@ -666,7 +711,14 @@ def hlo_stats(run) -> pd.DataFrame:
         np.where(ops["cmem_read_bytes"] > 0, div(cmem_r, np.full_like(cmem_r, p["peak_cmem_read_bw"] / 1e9 * _GIB_PER_GB)), 0),
         np.where(ops["cmem_write_bytes"] > 0, div(cmem_w, np.full_like(cmem_w, p["peak_cmem_write_bw"] / 1e9 * _GIB_PER_GB)), 0),
     ])
-    labels = np.array(["Unknown", "Compute", "HBM", "CMEM Read", "CMEM Write"], dtype=object)
+    names = ["Compute", "HBM", "CMEM Read", "CMEM Write"]
+    if db.source == "gpu" and p.get("peak_on_chip_write_bw", 0):
+        # XProf on GPUs: HBM traffic against the shared-memory peak ("Shm/L1"), which wins
+        # only where the HBM peak is unknown.
+        shm = div(hbm_bw, np.full_like(hbm_bw, p["peak_on_chip_write_bw"] / 1e9 * _GIB_PER_GB))
+        utils = np.vstack([utils, shm[None, :]])
+        names.append("Shm/L1")
+    labels = np.array(["Unknown"] + names, dtype=object)
     best = np.where(utils.max(axis=0) > 0, utils.argmax(axis=0) + 1, 0)
     self_ps = ops["self_time_ps"].to_numpy(dtype=np.int64)
     frac = self_ps / db.total_time_ps if db.total_time_ps else np.zeros(len(ops))
@@ -698,7 +750,7 @@ def hlo_stats(run) -> pd.DataFrame:
         "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool) if "flops_estimated" in ops
         else np.zeros(len(ops), dtype=bool),
     })
-    if db.source != "tpu":
+    if db.source == "cpu":
         out["hbm_bw_gibs"] = np.nan  # no HBM: bytes are in memory_bw_gibs
     out.attrs["reason"] = ""
     out.attrs["notes"] = db.notes

@@ -5,8 +5,9 @@ for the run environment and the TPU duty cycle):
 
 * **Run environment**: host count = distinct host names over the run's
   files (a file without one counts as one unnamed host); device type = the
-  TPU's `device_type_string`, "GPU" for GPU planes (XProf names the model only
-  when the plane says the vendor; see `_device_type`), else "CPU"; device core
+  TPU's `device_type_string`, for GPUs the model XProf names from the plane's
+  vendor and capability ("AMD GPU - gfx942", "Nvidia GPU (Hopper)"; "GPU" without
+  a vendor, `gpu_device.gpu_model_name`), else "CPU"; device core
   count = device planes summed over files (0 on CPU).
 * **Steps and step time**: the input pipeline's step table
   (`input_pipeline.input_pipeline`), so both pages agree.
@@ -50,16 +51,17 @@ Times are picoseconds unless a name says otherwise.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .derived_lines import parse_tf_op
-from .grouping import HOST_PLANE, _prev_enclosing, eager_events, group_ids
+from .tf_op import parse_tf_op
+from .grouping import HOST_PLANE, _prev_enclosing, eager_events
+from .gpu_device import gpu_model_name
 from .input_pipeline import input_pipeline
-from .op_stats import device_op_metrics
+from .op_stats import device_op_metrics, gpu_kernel_runs, is_derived_line
+from .xla_ops import program_modules
 
 TOP_OPS_SHOWN = 10
 #: Below this share of 16-bit device compute XProf suggests more 16-bit ops (%).
@@ -73,12 +75,9 @@ TOP_OP_COLUMNS = ["operation", "category", "self_time_ps", "self_time_fraction",
 LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
 HOST_OP_COLUMNS = ["name", "occurrences", "time_ps", "self_time_ps", "is_eager"]
 GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
-# XProf's derived thread ids (`IsDerivedThreadId`): lines its op databases skip.
-_DERIVED_LINE_IDS = (0xDEADBEEF, 0xDEADBEEF + 289)
 
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done",
              "megacore fusion"}
-_JAX_TYPE = re.compile(r"^[a-z_][a-z0-9_]*(\[.*\])?$")
 
 
 @dataclass
@@ -100,8 +99,8 @@ class OverviewResult:
     host_op_time_eager_percent, device_op_time_eager_percent: share of op self
         time in eagerly executed framework ops on the host / on the device (%;
         see `eager_percents`).
-    precision: {"16bit_percent", "32bit_percent"} of device compute time, or
-        None where not computed (no device compute, or GPU; see module doc).
+    precision: {"16bit_percent", "32bit_percent"} of the steps' device compute time
+        on GPUs (both 0.0 without steps, as XProf shows), None on TPUs and CPUs.
     device_duty_cycle_percent, device_idle_percent, host_idle_percent: TPU
         only (%), else None.
     input_percent: % of step time waiting for input (input pipeline).
@@ -153,10 +152,9 @@ def _device_type(spaces):
         gpu = _device_planes(space, "/device:GPU:")
         tpu = _tensor_core_planes(space)
         if gpu:
-            # XProf names the model from the plane's `device_vendor`; without
-            # it (as in older profiles) it says "GPU".
-            vendor = gpu[0].stats.get("device_vendor")
-            kind = "GPU" if not vendor else f"{vendor} GPU"
+            # XProf names the model from the first GPU plane's vendor and capability
+            # ("Nvidia GPU (Hopper)", "AMD GPU - gfx942"); without a vendor, "GPU".
+            kind = gpu_model_name(gpu[0].stats) or "GPU"
             cores += len(gpu)
         elif tpu:
             kind = str(tpu[0].stats.get("device_type_string", kind))
@@ -165,19 +163,15 @@ def _device_type(spaces):
 
 
 def framework_op(provenance, hlo_name):
-    """(name, category) of the framework op an HLO op comes from.
-
-    TF ops `name:Type` give (name, Type); JAX paths `.../add` (with or without
-    a trailing `:`) give (path, "add"); no provenance: (HLO name, "Unknown").
+    """(name, category) of the framework op an HLO op comes from, as XProf's TF-op
+    database keys it (`CreateTfMetricsDbFromDeviceOpMetricsDb`): the parsed provenance's
+    name and type ("Unknown" without a type); no provenance: (HLO name, "Unknown").
     Vectorised over distinct values by the caller. Arguments are str.
     """
     if not provenance:
         return hlo_name, "Unknown"
-    name, _, kind = provenance.partition(":")
-    if kind:
-        return name, kind
-    last = name.rsplit("/", 1)[-1]
-    return name, (last if _JAX_TYPE.match(last) else "Unknown")
+    _, name, kind = parse_tf_op(provenance)
+    return name, kind or "Unknown"
 
 
 def top_device_ops(db, n=TOP_OPS_SHOWN) -> pd.DataFrame:
@@ -304,7 +298,7 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
     parsed = {}
     frames = []
     for li, line in enumerate(plane.lines):
-        if not len(line) or _DERIVED_LINE_IDS[0] <= line.id <= _DERIVED_LINE_IDS[1]:
+        if not len(line) or is_derived_line(line):
             continue
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
@@ -349,104 +343,35 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
 
 
 def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
-    """XProf's GPU device op database of one file (`ConvertDeviceTraceXPlaneToOpMetricsDb`),
-    with what the eager share needs: one row per device op, in XProf's database order.
-
-    Events of the `/device:GPU:*` planes' lines (derived lines left out): an XLA op is
-    an event whose `hlo_op` names an instruction of its `program_id`'s module (else it
-    is skipped); consecutive events of one XLA op and group count as one occurrence
-    of the first one's op and take its `is_eager`. Any other event with a `tf_op` stat
-    is a TF op `name/kernel`. Columns: order, program_id (0 for TF ops), name,
-    framework_op (the key of XProf's TF-op database: the TF op name; for an XLA op
-    the instruction's `op_name` metadata, or its own name without one), occurrences,
-    time_ps (self time = time on GPUs), is_eager (any occurrence eager). Empty
+    """XProf's GPU device op database of one file (`op_stats.gpu_kernel_runs`), with
+    what the eager share and op placement need: one row per device op, in XProf's
+    database order. Columns: order, program_id (0 for TF ops), name, framework_op
+    (the key of XProf's TF-op database: the TF op name; for an XLA op the parsed
+    `op_name` metadata of its instruction, or its own name without one), occurrences
+    (kernels), time_ps (self time = time on GPUs), is_eager (any entry eager). Empty
     without GPU planes, or with TPU planes (XProf's TPU ops carry no eager mark).
     """
-    planes = [p for p in space.planes if p.name.startswith("/device:GPU:")]
-    if not planes or any(p.name.startswith("/device:TPU:") for p in space.planes):
+    if any(p.name.startswith("/device:TPU:") for p in space.planes):
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
     if eager is None:
         eager = eager_events(space)
-    groups = group_ids(space)
-    frames, offset = [], 0
-    for plane in planes:
-        for li, line in enumerate(plane.lines):
-            n = len(line)
-            if not n or _DERIVED_LINE_IDS[0] <= line.id <= _DERIVED_LINE_IDS[1]:
-                continue
-            st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
-            hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
-            tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
-            pid = (pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
-                   if "program_id" in st else np.full(n, np.nan))
-            is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
-            is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
-            idx = np.flatnonzero(is_hlo | is_tf)
-            if not len(idx):
-                continue
-            frames.append(pd.DataFrame({
-                "pos": offset + idx, "xla": is_hlo[idx],
-                "name": [h.split("::")[-1] if x else "" for h, x in zip(hlo[idx], is_hlo[idx])],
-                "program_id": pid[idx], "tf_op": tf_op[idx],
-                "event_name": np.asarray(line.names(), dtype=object)[idx],
-                "group": groups.get((plane.name, li), np.full(n, -1))[idx],
-                "time_ps": line.event_duration_ps[idx].astype(np.int64),
-                "is_eager": eager.get((plane.name, li), np.zeros(n, bool))[idx],
-                "line": offset,
-            }))
-            offset += n
-    if not frames:
+    runs, _ = gpu_kernel_runs(run, space, eager)
+    if runs.empty:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    ev = pd.concat(frames, ignore_index=True)
-    ev = _with_hlo_provenance(run, ev)
-    ev = ev[~ev["xla"] | ev["in_hlo"]].reset_index(drop=True)
-    # XLA runs: a new occurrence where the op or group changes (an event without a group
-    # compares unequal to any), a TF op comes between, or the line ends.
-    prev = ev.shift(1)
-    new = (~ev["xla"] | ~prev["xla"].fillna(False).astype(bool) | (ev["name"] != prev["name"])
-           | (ev["group"] != prev["group"]) | (ev["group"] < 0) | (ev["line"] != prev["line"]))
-    ev["run"] = np.cumsum(new.to_numpy()) - 1
-    runs = ev.groupby("run", sort=True).agg(
-        xla=("xla", "first"), program_id=("program_id", "first"), name=("name", "first"), tf_op=("tf_op", "first"),
-        provenance=("provenance", "first"), event_name=("event_name", "first"), time_ps=("time_ps", "sum"),
-        is_eager=("is_eager", "first"), first=("pos", "first"), last=("pos", "last"))
-    # An XLA occurrence enters XProf's database when the next op arrives: after its last event.
-    runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
+    modules = program_modules(run)
     tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
-    prov_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[runs["xla"], "provenance"]) if v}
-    runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
+    provenance = {}
+    for pid, name in set(zip(runs.loc[runs["xla"], "program_id"], runs.loc[runs["xla"], "name"])):
+        op_name = modules.instruction(int(pid), name).metadata.op_name
+        provenance[(pid, name)] = parse_tf_op(op_name)[1] if op_name else name
     runs["name"] = [n if x else f"{tf_names[t]}/{e}"
                     for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])]
-    runs["framework_op"] = [
-        (prov_names.get(p, n) if p else n) if x else tf_names[t]
-        for n, x, t, p in zip(runs["name"], runs["xla"], runs["tf_op"], runs["provenance"])]
-    runs = runs.sort_values("order", kind="stable")
+    runs["framework_op"] = [provenance[(p, n)] if x else tf_names[t]
+                            for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])]
     ops = runs.groupby(["program_id", "name"], sort=False).agg(
-        order=("order", "first"), framework_op=("framework_op", "first"), occurrences=("time_ps", "size"),
+        order=("order", "first"), framework_op=("framework_op", "first"), occurrences=("occurrences", "sum"),
         time_ps=("time_ps", "sum"), is_eager=("is_eager", "any")).reset_index()
     return ops[GPU_OP_COLUMNS]
-
-
-def _with_hlo_provenance(run, ev):
-    """`in_hlo` (the event's XLA op is an instruction of its module) and `provenance`
-    (the instruction's `op_name` metadata) for XLA events; TF events keep neither."""
-    ev["in_hlo"] = False
-    ev["provenance"] = ""
-    xla = ev[ev["xla"] & ev["program_id"].notna()]
-    if xla.empty:
-        return ev
-    from .op_stats import _hlo_op_info
-
-    wanted = xla[["program_id", "name"]].drop_duplicates().astype({"program_id": np.int64})
-    info = _hlo_op_info(run, wanted)
-    if info.empty:
-        return ev
-    found = {(int(p), n): prov for p, n, prov in zip(info["program_id"], info["name"], info["provenance"])}
-    keys = list(zip(ev["program_id"].fillna(-1).astype(np.int64), ev["name"]))
-    hit = np.array([x and k in found for k, x in zip(keys, ev["xla"])], dtype=bool)
-    ev["in_hlo"] = hit
-    ev["provenance"] = [found[k] if h else "" for k, h in zip(keys, hit)]
-    return ev
 
 
 def _host_ops(spaces, eager):
@@ -607,11 +532,15 @@ def overview(run, host=None) -> OverviewResult:
     recommendation = " ".join(t for t in (ip.recommendation, eager_recommendation(host_eager, device_eager)) if t)
     precision = None
     steps = ip.steps
-    if len(steps) and "device_compute_16bit_ms" in steps:
-        # XProf: the share of non-overlapped device compute time in 16-bit kernels.
-        c16, c32 = float(steps["device_compute_16bit_ms"].sum()), float(steps["device_compute_32bit_ms"].sum())
-        if c16 + c32 > 0:
-            precision = {"16bit_percent": 100 * c16 / (c16 + c32), "32bit_percent": 100 * c32 / (c16 + c32)}
+    if any(_device_planes(s, "/device:GPU:") for s in spaces):
+        # XProf: the share of the steps' non-overlapped device compute time in 16-bit
+        # kernels; 0.0 % / 0.0 % when no step has device compute (no step markers).
+        c16 = c32 = 0.0
+        if len(steps) and "device_compute_16bit_ms" in steps:
+            c16, c32 = float(steps["device_compute_16bit_ms"].sum()), float(steps["device_compute_32bit_ms"].sum())
+        total = c16 + c32
+        precision = {"16bit_percent": 100 * c16 / total if total else 0.0,
+                     "32bit_percent": 100 * c32 / total if total else 0.0}
     return OverviewResult(
         host_count=len(hostnames), device_type=kind, device_core_count=cores, steps=ip.steps,
         avg_step_time_ms=ip.avg_step_time_ms, min_step_time_ms=ip.min_step_time_ms,

@@ -75,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 from .derived_lines import DerivedLine, derive_lines, derives_lines
+from .gpu_lines import derive_gpu_lines, derives_gpu_lines
 
 HOST_PLANE_PREFIX = "/host:CPU"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -190,15 +191,18 @@ class Trace:
     nesting levels; the rest hold improperly nested events).
     `start_ps` / `end_ps`: the extent of all events (absolute ps).
     `names`: the table the `name` columns' categories come from.
-    `derived` is True for the lines XProf derives on TPU planes (Framework
-    Name Scope, Framework Ops, Source code, Host Offload Ops rows; see
-    `derived_lines`): they have no line in the file (`line` is -1,
-    `file_events` 0) and come after the file's lines of their section.
+    `derived` is True for the lines XProf derives (TPU planes: Framework Name
+    Scope, Framework Ops, Source code, Host Offload Ops rows, `derived_lines`;
+    GPU planes: per stream Framework Name Scope / Ops, XLA Modules, XLA Ops,
+    Source code, Command Buffers, and Steps, Launch Stats, `gpu_lines`): they have
+    no line in the file (`line` is -1, `file_events` 0). TPU ones come after the
+    file's lines of their section, GPU ones after their stream. `run` (for the HLO
+    modules GPU lines read) may be None: then GPU planes get no derived lines.
     """
 
-    def __init__(self, space):
+    def __init__(self, space, run=None):
         self.space = space
-        self._tracks = _build_tracks(space)
+        self._tracks = _build_tracks(space, run)
         self._build_index()
 
     # --- building ----------------------------------------------------------------------
@@ -492,10 +496,21 @@ class Trace:
         start, dur = int(t.start[index]), int(t.dur[index])
         stats = {k: _plain(v[index]) for k, v in d.stats.items() if not _missing(v[index])}
         members = self.derived_from(track, index)
+        context = {"hlo_op": None, "program": None, "program_id": None}
+        if d.name.startswith(XLA_OPS_LINE + " - from #") and d.member_hi[index] > d.member_lo[index]:
+            # A GPU XLA op event: the op and module of the kernels it was made from.
+            plane = self.space.planes[t.plane]
+            lo = int(d.member_lo[index])
+            line = plane.lines[int(d.members_line[lo])]
+            src = int(d.members_event[lo])
+            first = line.stats(events=[src]).iloc[0]
+            kernel_stats = {k: _plain(v) for k, v in first.items() if not _missing(v)}
+            context = _xla_context(plane, t, line, src, str(d.names[index]), kernel_stats)
+            context["hlo_op"] = str(d.names[index])
         return {"track": track, "index": index, "section": t.section, "track_name": t.name,
                 "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur, "end_ps": start + dur,
                 "synthetic": True, "name": str(d.names[index]), "long_name": str(d.long_names[index] or d.names[index]),
-                "stats": stats, "hlo_op": None, "program": None, "program_id": None,
+                "stats": stats, **context,
                 "derived_count": len(members),
                 "derived_from": members[["track", "index"]].head(DERIVED_FROM_SHOWN).to_numpy().tolist()}
 
@@ -607,7 +622,7 @@ def trace(run, host=None):
     """The Trace of a run's `host` (default: the first), built once per host."""
     space = run.xspace(host)
     if "trace" not in space.cache:
-        space.cache["trace"] = Trace(space)
+        space.cache["trace"] = Trace(space, run)
     return space.cache["trace"]
 
 
@@ -629,8 +644,9 @@ def _section_pid(plane, planes):
     return None
 
 
-def _build_tracks(space):
-    """Every drawn track, in display order, with XProf's drops and additions made."""
+def _build_tracks(space, run=None):
+    """Every drawn track, in display order, with XProf's drops and additions made (GPU
+    derived lines need the `run`'s HLO modules)."""
     sections = []
     for pi, plane in enumerate(space.planes):
         pid = _section_pid(plane, space.planes)
@@ -640,12 +656,16 @@ def _build_tracks(space):
     tracks = []
     for pid, pi, plane in sections:
         internal, start_ids, stop_ids = _special_metadata(plane)
+        stream_tids, derived = {}, []
+        if derives_lines(space, plane):
+            derived = derive_lines(plane)
+        elif run is not None and derives_gpu_lines(space, plane):
+            stream_tids, derived = derive_gpu_lines(run, space, plane)
         lines = []
         for li, line in enumerate(plane.lines):
             if len(line) and line.name != COUNTER_LINE and not line.name.startswith(COUNTER_LINE_PREFIX):
-                lines.append(((line.display_id or line.id) & 0xFFFFFFFF, li, line))
-        if derives_lines(space, plane):
-            lines.extend((d.tid, len(plane.lines) + k, d) for k, d in enumerate(derive_lines(plane)))
+                lines.append((stream_tids.get(li, (line.display_id or line.id) & 0xFFFFFFFF), li, line))
+        lines.extend((d.tid, len(plane.lines) + k, d) for k, d in enumerate(derived))
         lines.sort(key=lambda x: (x[0], x[1]))
         for tid, li, line in lines:
             if isinstance(line, DerivedLine):

@@ -108,7 +108,7 @@ class Shape:
     """
 
     __slots__ = ("element_type", "dimensions", "tuple_shapes", "has_layout", "minor_to_major",
-                 "element_size_in_bits", "memory_space", "_key")
+                 "element_size_in_bits", "memory_space", "tiles", "_key")
 
     def __init__(self, proto):
         self.element_type = _TYPE_NAMES.get(proto.element_type, "PRIMITIVE_TYPE_INVALID")
@@ -119,8 +119,9 @@ class Shape:
         self.minor_to_major = tuple(layout.minor_to_major)
         self.element_size_in_bits = layout.element_size_in_bits
         self.memory_space = layout.memory_space
+        self.tiles = tuple(tuple(t.dimensions) for t in layout.tiles)
         self._key = (self.element_type, self.dimensions, tuple(s._key for s in self.tuple_shapes),
-                     self.has_layout, self.minor_to_major, self.element_size_in_bits, self.memory_space)
+                     self.has_layout, self.minor_to_major, self.element_size_in_bits, self.memory_space, self.tiles)
 
     @property
     def is_tuple(self):

@@ -195,12 +195,17 @@ class Line:
             raise ProfileError(self.plane.space.path,
                                f"has stats that do not decode on line {self.title!r} of {self.plane.name}: {e}") from None
 
-    def stat_columns(self, names=None, events=None):
-        """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame."""
+    def stat_columns(self, names=None, events=None, metadata=True):
+        """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame.
+
+        `metadata=False` reads the events' own stats only (XProf's GPU event stats do).
+        """
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
         with self._corrupt_stats_named():
             owner, s, e = self._stat_records(None if events is None else idx)
             columns = self.plane.decode_stats(s, e, owner, len(idx), names)
+        if not metadata:
+            return columns
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
         for name, values in from_metadata.items():
             if name in columns:

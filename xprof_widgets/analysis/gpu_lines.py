@@ -1,0 +1,441 @@
+"""The lines XProf derives on a GPU plane before its trace viewer shows it.
+
+A GPU profile holds one line per stream of kernels and copies. XProf 2.24.2 adds, when
+the file is not grouped yet (`PreprocessSingleHostXSpace` -> `GenerateDerivedTimeLines`,
+xprof/utils/derived_timeline.cc `DeriveEventsFromAnnotations`, `DeriveStepEventsFromGroups`,
+`DeriveEventsFromHostTrace`):
+
+* **Per stream**, for the first 16 streams (compute streams first, then by event
+  count), six lines named "<line> - from #<stream id>": **Framework Name Scope**,
+  **Framework Ops**, **XLA Modules** (`module(program_id)`), **XLA Ops** (the kernel's
+  `hlo_op`, one nesting level per `::` part), **Source code** (`file.py:12` of the HLO
+  instruction) and **Command Buffers** (`Command Buffer <cuda_graph_id>`). The k-th
+  stream shows as row 1 + 7k and its lines as the six rows after it.
+* **Steps**: one event per run of events of one step (`group_id`) over all streams.
+* **Launch Stats**: per device and step, the span of the host's kernel launches.
+
+Inputs of the stream lines: the stream's kernels (events with `kernel_details`, or a
+CUDA graph launch), by start then duration, their own stats only. A kernel of an XLA
+op feeds Framework Ops / Name Scope / Source from its HLO instruction (`op_name:op_type`
+of its metadata, found by `program_id` and the op's name); another kernel from its
+`tf_op` stat.
+
+**The merge rule** on GPU planes (`DerivedXLineBuilder`): an input extends the line's
+open event of its level when it has the same name and step and nothing reset the line
+since; there is no gap limit. A new XLA module event resets the name scopes (and so the
+framework ops), the XLA ops and the command buffers; a new top-level name scope resets
+the framework ops; Source code is never reset. A derived event spans its inputs and
+carries the step of its first.
+
+Vectorised per line and level (differences and cumulative sums over the stream's
+kernels); the only loop over events is the command buffers' correlation rule, over
+kernels launched from CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order
+from .tf_op import name_scopes, parse_tf_op, tf_op_event_name
+
+GPU_PLANE_PREFIX = "/device:GPU:"
+MAX_DERIVED_STREAMS = 16
+LINES_PER_STREAM = 7  # the stream and its six derived lines
+NAME_SCOPE, TF_OPS, MODULES, XLA_OPS, SOURCE, COMMAND_BUFFERS = (
+    "Framework Name Scope", "Framework Ops", "XLA Modules", "XLA Ops", "Source code", "Command Buffers")
+_OFFSETS = {NAME_SCOPE: 1, TF_OPS: 2, MODULES: 3, XLA_OPS: 4, SOURCE: 5, COMMAND_BUFFERS: 6}
+STEPS_TID = 0xDEADBEEF
+LAUNCH_STATS_TID = 0xDEADBEEF + 1
+#: Lines up to this many events are sorted as XProf's std::sort does when ties need it.
+EMULATED_SORT_LIMIT = 100_000
+_STATS = ["kernel_details", "cuda_graph_exec_id", "hlo_op", "hlo_module", "program_id", "tf_op", "cuda_graph_id",
+          "correlation_id"]
+
+
+def derives_gpu_lines(space, plane) -> bool:
+    """True when XProf derives lines on this plane: a GPU plane of a file not grouped yet."""
+    from .grouping import is_grouped
+
+    return plane.name.startswith(GPU_PLANE_PREFIX) and not is_grouped(space)
+
+
+def stream_order(plane):
+    """The plane's stream lines (indices) in XProf's order: names with "Compute" first,
+    then by event count, descending (std::sort's order among equals)."""
+    from .op_stats import is_derived_line
+
+    streams = [li for li, line in enumerate(plane.lines) if not is_derived_line(line)]
+    if not streams:
+        return []
+    counts = np.array([len(plane.lines[li]) for li in streams], dtype=np.int64)
+    compute = np.array(["Compute" in plane.lines[li].name for li in streams], dtype=bool)
+    top = int(counts.max()) + 1
+    keys = np.where(compute, 0, top) + (top - 1 - counts)
+    return [streams[i] for i in libstdcxx_sort_order(keys.tolist())]
+
+
+def derive_gpu_lines(run, space, plane):
+    """({stream line index: row id}, [DerivedLine]) of a GPU plane (empty lines left out)."""
+    from .grouping import forward_filled_group_ids
+    from .xla_ops import program_modules
+
+    modules = program_modules(run)
+    groups = forward_filled_group_ids(space, plane)
+    tids, lines = {}, []
+    for k, li in enumerate(stream_order(plane)[:MAX_DERIVED_STREAMS]):
+        base = 1 + LINES_PER_STREAM * k
+        tids[li] = base
+        line = plane.lines[li]
+        if not len(line):
+            continue
+        for d in _stream_lines(plane, li, line, groups.get(li), modules):
+            d.tid = base + _OFFSETS[d.name]
+            d.name = f"{d.name} - from #{line.id}"
+            lines.append(d)
+    steps = _steps_line(space, plane, groups)
+    if steps is not None:
+        lines.append(steps)
+    launch = _launch_stats_line(space, plane)
+    if launch is not None:
+        lines.append(launch)
+    return tids, [d for d in lines if len(d)]
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+
+def _sorted_events(line):
+    """The line's events in XProf's GetSortedEvents order: by start, then duration; ties
+    as libstdc++'s std::sort leaves them (up to EMULATED_SORT_LIMIT events)."""
+    begin, dur = line.start_ps.astype(np.int64), line.event_duration_ps.astype(np.int64)
+    order = np.lexsort((np.arange(len(begin)), dur, begin))
+    b, d = begin[order], dur[order]
+    if len(order) <= EMULATED_SORT_LIMIT and ((b[1:] == b[:-1]) & (d[1:] == d[:-1])).any():
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (b[1:] != b[:-1]) | (d[1:] != d[:-1])
+        key = np.empty(len(order), dtype=np.int64)
+        key[order] = np.cumsum(new) - 1
+        order = np.asarray(libstdcxx_sort_order(key.tolist()), dtype=np.int64)
+    return order
+
+
+def _str_col(cols, name, n):
+    col = cols.get(name)
+    if col is None:
+        return np.full(n, None, dtype=object)
+    col = np.asarray(col, dtype=object)
+    return np.array([v if isinstance(v, str) else None for v in col], dtype=object)
+
+
+def _int_col(cols, name, n):
+    col = cols.get(name)
+    if col is None:
+        return np.full(n, np.nan)
+    return pd.to_numeric(pd.Series(np.asarray(col, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _inputs(plane, li, line, group, modules):
+    """The stream's kernels in XProf's order, with what each derived line reads."""
+    n = len(line)
+    cols = line.stat_columns(names=_STATS, metadata=False)
+    kernel = _str_col(cols, "kernel_details", n)
+    graph_exec = _int_col(cols, "cuda_graph_exec_id", n)
+    keep = np.array([bool(k) for k in kernel], dtype=bool) | ~np.isnan(graph_exec)
+    order = _sorted_events(line)
+    order = order[keep[order]]
+    if not len(order):
+        return None
+    hlo = _str_col(cols, "hlo_op", n)[order]
+    module = _str_col(cols, "hlo_module", n)[order]
+    pid = _int_col(cols, "program_id", n)[order]
+    tf_op = _str_col(cols, "tf_op", n)[order]
+    graph = _int_col(cols, "cuda_graph_id", n)[order]
+    corr = _int_col(cols, "correlation_id", n)[order]
+    g = (np.full(n, -1, np.int64) if group is None else np.asarray(group, dtype=np.int64))[order]
+    begin = line.start_ps.astype(np.int64)[order]
+    end = begin + line.event_duration_ps.astype(np.int64)[order]
+    mod_key = np.array([None if not m else (f"{m}({int(p)})" if not np.isnan(p) else m) for m, p in zip(module, pid)],
+                       dtype=object)
+    # The framework op and source line of each kernel: its HLO instruction's (XLA ops), else its tf_op.
+    tf_full = np.full(len(order), None, dtype=object)
+    source = np.full(len(order), None, dtype=object)
+    symbols = {}
+    for i, (h, p) in enumerate(zip(hlo, pid)):
+        if h is not None:
+            key = (p, h.split("::")[-1])
+            if key not in symbols:
+                instr = None if np.isnan(p) else modules.instruction(int(p), key[1])
+                if instr is None:
+                    symbols[key] = (None, None)
+                else:
+                    md = instr.metadata
+                    src = f"{md.source_file.rsplit('/', 1)[-1]}:{md.source_line}" if md.source_file else None
+                    symbols[key] = (f"{md.op_name}:{md.op_type}", src)
+            tf_full[i], source[i] = symbols[key]
+        elif tf_op[i]:
+            tf_full[i] = tf_op[i]
+    return {"line": li, "event": order, "begin": begin, "end": end, "group": g, "hlo": hlo, "module": module,
+            "pid": pid, "mod_key": mod_key, "tf_full": tf_full, "source": source, "graph": graph, "corr": corr}
+
+
+# --- the merge rule -------------------------------------------------------------------------------
+
+
+def _codes(values):
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _resets_between(calls, marks):
+    """For each call (row positions, increasing), whether a marked row lies in
+    (previous call, this call]; the first call counts every mark up to it."""
+    cs = np.cumsum(marks)
+    at = cs[calls]
+    before = np.concatenate([[0], at[:-1]])
+    return at - before > 0
+
+
+def _single_level(ev, rows, keys, forced=None):
+    """Heads (new events) of a one-level line over its input rows: a new name or step,
+    or a reset since the line's last input."""
+    head = np.ones(len(rows), dtype=bool)
+    if len(rows) > 1:
+        g = ev["group"][rows]
+        head[1:] = (keys[1:] != keys[:-1]) | (g[1:] != g[:-1])
+    if forced is not None:
+        head |= forced
+    return head
+
+
+def _multi_level(ev, rows, table, depth, forced):
+    """Per level, the heads of a nested line (XLA ops, name scopes): level L of an input
+    continues the open event when the input before had a level L, the same names on
+    levels 0..L and the same step, and nothing reset the line in between."""
+    n = len(rows)
+    common = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        g = ev["group"][rows]
+        same = (table[1:] == table[:-1]) & (table[1:] >= 0)
+        prefix = np.cumprod(same, axis=1).sum(axis=1)
+        common[1:] = np.minimum(prefix, np.minimum(depth[1:], depth[:-1]))
+        common[1:][(g[1:] != g[:-1]) | forced[1:]] = 0
+    levels = []
+    for k in range(table.shape[1]):
+        at = np.flatnonzero(depth > k)
+        if not len(at):
+            break
+        levels.append((k, at, common[at] <= k))
+    return levels, common
+
+
+def _line(name, ev, rows, heads, names, long_names=None, level=0):
+    begin, end = ev["begin"][rows], ev["end"][rows]
+    lo, hi, start, stop = _events_of(heads, begin, end)
+    n = len(lo)
+    return DerivedLine(name, 0, start, stop - start, np.asarray(names, dtype=object),
+                       np.asarray(long_names if long_names is not None else np.full(n, "", object), dtype=object),
+                       np.full(n, level, np.int64), np.full(len(rows), ev["line"], np.int64), ev["event"][rows],
+                       lo, hi, _group_stat(ev["group"][rows][lo]))
+
+
+def _concat(name, parts):
+    """One DerivedLine from its levels' parts (members indexed per part, shifted)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    shift = np.cumsum([0] + [len(p.members_event) for p in parts[:-1]])
+    stats = {}
+    if any(p.stats for p in parts):
+        stats["group_id"] = np.concatenate([p.stats.get("group_id", np.full(len(p), None, object)) for p in parts])
+    return DerivedLine(name, 0, np.concatenate([p.start for p in parts]), np.concatenate([p.dur for p in parts]),
+                       np.concatenate([p.names for p in parts]), np.concatenate([p.long_names for p in parts]),
+                       np.concatenate([p.level for p in parts]), np.concatenate([p.members_line for p in parts]),
+                       np.concatenate([p.members_event for p in parts]),
+                       np.concatenate([p.member_lo + s for p, s in zip(parts, shift)]),
+                       np.concatenate([p.member_hi + s for p, s in zip(parts, shift)]), stats)
+
+
+def _stream_lines(plane, li, line, group, modules):
+    ev = _inputs(plane, li, line, group, modules)
+    if ev is None:
+        return []
+    n = len(ev["begin"])
+    out = []
+    # XLA Modules: reset by nothing; its new events reset the other lines.
+    mod_rows = np.flatnonzero(ev["mod_key"] != None)  # noqa: E711
+    module_new = np.zeros(n, dtype=bool)
+    if len(mod_rows):
+        codes, values = _codes(ev["mod_key"][mod_rows])
+        heads = _single_level(ev, mod_rows, codes)
+        module_new[mod_rows[heads]] = True
+        out.append(_line(MODULES, ev, mod_rows, heads, values[codes[heads]]))
+    # Command Buffers: graph kernels; a kernel of another launch (correlation) splits.
+    cb = _command_buffers(ev, module_new)
+    if cb is not None:
+        out.append(cb)
+    # XLA Ops: one level per `::` part, named "<program id>/<op>" (shown: the op).
+    x_rows = np.flatnonzero(ev["hlo"] != None)  # noqa: E711
+    if len(x_rows):
+        paths, shown = {}, {}
+        for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows]):
+            key = (h, m, p if not np.isnan(p) else None)
+            if key not in paths:
+                prefix = f"{int(p)}/" if key[2] is not None else f"{m or ''}/"
+                paths[key] = [prefix + part for part in h.split("::")]
+                shown.update((prefix + part, part) for part in h.split("::"))
+        plist = [paths[(h, m, p if not np.isnan(p) else None)]
+                 for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])]
+        out.append(_nested_line(XLA_OPS, ev, x_rows, plist, _resets_between(x_rows, module_new), shown)[0])
+    # Framework Name Scope and Framework Ops, from each kernel's framework op.
+    f_rows = np.flatnonzero(ev["tf_full"] != None)  # noqa: E711
+    if len(f_rows):
+        parsed = {v: parse_tf_op(v) for v in set(ev["tf_full"][f_rows])}
+        scopes = {v: (name_scopes(p[1]) if p[0] in ("tensorflow", "jax") else []) for v, p in parsed.items()}
+        s_rows = np.array([r for r in f_rows if scopes[ev["tf_full"][r]]], dtype=np.int64)
+        scope_new = np.zeros(n, dtype=bool)
+        if len(s_rows):
+            ns, common = _nested_line(NAME_SCOPE, ev, s_rows, [scopes[ev["tf_full"][r]] for r in s_rows],
+                                      _resets_between(s_rows, module_new))
+            scope_new[s_rows[common == 0]] = True
+            out.append(ns)
+        codes, values = _codes(ev["tf_full"][f_rows])
+        forced = _resets_between(f_rows, module_new | scope_new)
+        heads = _single_level(ev, f_rows, codes, forced)
+        full = values[codes[heads]]
+        shown = np.array([tf_op_event_name(v) for v in full], dtype=object)
+        names = np.where(shown != "", shown, full)
+        out.append(_line(TF_OPS, ev, f_rows, heads, names, np.where(shown != "", full, "")))
+    # Source code: never reset.
+    src_rows = np.flatnonzero(ev["source"] != None)  # noqa: E711
+    if len(src_rows):
+        codes, values = _codes(ev["source"][src_rows])
+        heads = _single_level(ev, src_rows, codes)
+        out.append(_line(SOURCE, ev, src_rows, heads, values[codes[heads]]))
+    return [d for d in out if d is not None]
+
+
+def _nested_line(name, ev, rows, paths, forced, shown_of=None):
+    """A nested line (XLA ops, name scopes) over its input rows; returns it and each
+    input's number of continued levels. `shown_of` maps an event name to the name
+    shown (XLA ops show the op, their full name "<program id>/<op>" kept as long name)."""
+    depth = np.array([len(p) for p in paths], dtype=np.int64)
+    width = int(depth.max())
+    codes, values = _codes([part for p in paths for part in p])
+    table = np.full((len(rows), width), -1, dtype=np.int64)
+    flat_row = np.repeat(np.arange(len(rows)), depth)
+    flat_col = np.concatenate([np.arange(d) for d in depth]) if len(depth) else np.zeros(0, np.int64)
+    table[flat_row, flat_col] = codes
+    levels, common = _multi_level(ev, rows, table, depth, forced)
+    parts = []
+    for k, at, heads in levels:
+        full = values[table[at[heads], k]]
+        if shown_of is not None:
+            shown = np.array([shown_of[v] for v in full], dtype=object)
+            names = np.where(shown != "", shown, full)
+            long_names = np.where(shown != "", full, "")
+        else:
+            names, long_names = full, None
+        parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k))
+    return _concat(name, parts), common
+
+
+def _command_buffers(ev, module_new):
+    graph = ev["graph"]
+    rows = np.flatnonzero(~np.isnan(graph) & (graph != 0))
+    if not len(rows):
+        return None
+    forced = _resets_between(rows, module_new)
+    heads = np.ones(len(rows), dtype=bool)
+    stored = None
+    g, corr = ev["group"][rows], ev["corr"][rows]
+    for i in range(len(rows)):  # the stored correlation is the run's first: a short scan
+        c = None if np.isnan(corr[i]) else corr[i]
+        if i and not forced[i] and graph[rows[i]] == graph[rows[i - 1]] and g[i] == g[i - 1] and (
+                c is None or stored is None or c == stored):
+            heads[i] = False
+            continue
+        stored = c
+    names = np.array([f"Command Buffer {int(v)}" for v in graph[rows][heads]], dtype=object)
+    return _line(COMMAND_BUFFERS, ev, rows, heads, names)
+
+
+# --- steps and launch statistics -------------------------------------------------------------------
+
+
+def _step_names(space):
+    from .grouping import step_events
+
+    steps = step_events(space)
+    return dict(zip(steps["group_id"].astype(np.int64), steps["step_name"].astype(str)))
+
+
+def _steps_line(space, plane, groups):
+    """One event per run of events of one step, over all the plane's streams in time order."""
+    keys = [li for li in sorted(groups) if len(plane.lines[li])]
+    if not keys or not any((groups[li] >= 0).any() for li in keys):
+        return None
+    begin = np.concatenate([plane.lines[li].start_ps.astype(np.int64) for li in keys])
+    dur = np.concatenate([plane.lines[li].event_duration_ps.astype(np.int64) for li in keys])
+    g = np.concatenate([groups[li] for li in keys])
+    line_of = np.concatenate([np.full(len(plane.lines[li]), li) for li in keys])
+    event_of = np.concatenate([np.arange(len(plane.lines[li])) for li in keys])
+    order = np.lexsort((dur, begin))
+    order = order[g[order] >= 0]
+    gg = g[order]
+    heads = np.ones(len(order), dtype=bool)
+    heads[1:] = gg[1:] != gg[:-1]
+    b, e = begin[order], begin[order] + dur[order]
+    lo, hi, start, stop = _events_of(heads, b, e)
+    names = _step_names(space)
+    shown = np.array([names.get(int(x), str(int(x))) for x in gg[lo]], dtype=object)
+    return DerivedLine("Steps", STEPS_TID, start, stop - start, shown, np.full(len(lo), "", object),
+                       np.zeros(len(lo), np.int64), line_of[order], event_of[order], lo, hi,
+                       {"group_id": np.array([int(x) for x in gg[lo]], dtype=object)})
+
+
+def _launch_stats_line(space, plane):
+    """Per step, the span of the host's kernel launches for this device (XProf's Launch Stats)."""
+    from .grouping import group_ids
+    from .op_stats import gpu_planes, is_derived_line
+
+    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
+    if host is None:
+        return None
+    device = gpu_planes(space).index(plane)
+    groups = group_ids(space)
+    names = _step_names(space)
+    if not names:
+        return None
+    parts = []
+    for li, line in enumerate(host.lines):
+        if not len(line) or is_derived_line(line):
+            continue
+        g = np.asarray(groups.get((host.name, li), np.full(len(line), -1)), dtype=np.int64)
+        if not (g >= 0).any():
+            continue
+        cols = line.stat_columns(names=["device_id", "correlation_id"], metadata=False)
+        dev, corr = _int_col(cols, "device_id", len(line)), _int_col(cols, "correlation_id", len(line))
+        shown = np.asarray(line.names(), dtype=object)
+        launch = (g >= 0) & (dev == device) & ~np.isnan(corr) & np.array([not str(s).startswith("cu") for s in shown])
+        launch &= np.isin(g, list(names))
+        idx = np.flatnonzero(launch)
+        if len(idx):
+            parts.append(pd.DataFrame({"group": g[idx], "begin": line.start_ps[idx].astype(np.int64),
+                                       "end": (line.start_ps[idx] + line.event_duration_ps[idx]).astype(np.int64)}))
+    if not parts:
+        return None
+    df = pd.concat(parts, ignore_index=True)
+    df["dur_us"] = (df["end"] - df["begin"]) / 1e6
+    agg = df.groupby("group", sort=True).agg(start=("begin", "min"), stop=("end", "max"), n=("begin", "size"),
+                                              max_us=("dur_us", "max"), avg_us=("dur_us", "mean"))
+    shown = np.array([f"Launch Stats for {names[int(x)]}" for x in agg.index], dtype=object)
+    none = np.zeros(len(agg), np.int64)  # made from host events: no members on this plane
+    return DerivedLine("Launch Stats", LAUNCH_STATS_TID, agg["start"].to_numpy(), (agg["stop"] - agg["start"]).to_numpy(),
+                       shown, np.full(len(agg), "", object), np.zeros(len(agg), np.int64),
+                       np.zeros(0, np.int64), np.zeros(0, np.int64), none, none,
+                       {"group_id": np.array([int(x) for x in agg.index], dtype=object),
+                        "num_launches": agg["n"].to_numpy().astype(object),
+                        "max_launch_time_us": agg["max_us"].to_numpy().astype(object),
+                        "avg_launch_time_us": agg["avg_us"].to_numpy().astype(object)})
