@@ -11,11 +11,20 @@ from xprof_widgets.analysis.op_stats import hlo_stats
 from .conftest import PROFILES, REFERENCE
 
 TPU_REF = REFERENCE / "tpu_v6e_inference" / "2025_tpu_inference"
+# Every run where XProf has ops: the TPU inference and the three JAX runs on AMD GPUs.
+OP_RUNS = [("tpu_v6e_inference", "2025_tpu_inference"), ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+           ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"), ("amd_jax_conv_mi300", "2026_02_20_13_53_59")]
 
 
 @pytest.fixture(scope="module")
 def tpu_run():
     return xw.load_run(PROFILES / "tpu_v6e_inference")
+
+
+@pytest.fixture(scope="module", params=OP_RUNS, ids=lambda p: p[0])
+def op_run(request):
+    name, session = request.param
+    return xw.load_run(PROFILES / name / "plugins" / "profile" / session), REFERENCE / name / session
 
 
 def _ref_nodes(node, path=()):
@@ -33,9 +42,12 @@ def _our_nodes(node, path=()):
 
 
 @pytest.mark.parametrize("key,exclude_idle", [("byProgram", False), ("byProgramExcludeIdle", True)])
-def test_op_profile_matches_xprof(tpu_run, key, exclude_idle):
-    ref = json.loads((TPU_REF / "op_profile.json").read_text())[key]
-    ours = dict(_our_nodes(op_profile(tpu_run, "program", exclude_idle=exclude_idle).root))
+def test_op_profile_matches_xprof(op_run, key, exclude_idle):
+    """Every node of XProf's tree, every metric: times, occurrences, children, FLOPs,
+    utilisations, HBM bytes, expression, category, provenance (GPU: from the cost model)."""
+    run, ref_dir = op_run
+    ref = json.loads((ref_dir / "op_profile.json").read_text())[key]
+    ours = dict(_our_nodes(op_profile(run, "program", exclude_idle=exclude_idle).root))
     refs = list(_ref_nodes(ref))
     assert len(refs) == len(ours)
     for path, r in refs:
@@ -56,6 +68,7 @@ def test_op_profile_matches_xprof(tpu_run, key, exclude_idle):
         if "xla" in r and r["xla"].get("programId", "0") != "0":
             assert n.expression == r["xla"]["expression"], path
             assert n.category == r["xla"]["category"], path
+            assert n.provenance == r["xla"]["provenance"], path
         # Children sorted by time as XProf (fused ops by FLOPs: all zero here).
         if n.kind != "op":
             assert [c.name for c in n.children] == [c["name"] for c in r.get("children", [])], path
@@ -73,11 +86,12 @@ def test_op_profile_by_category_and_frame(tpu_run):
     assert fusion["flops_utilization"] == pytest.approx(1610612736000 / (9619893637500e-12 * 918e12))
 
 
-def test_hlo_stats_matches_xprof(tpu_run):
-    ref = json.loads((TPU_REF / "hlo_stats.json").read_text())
+def test_hlo_stats_matches_xprof(op_run):
+    run, ref_dir = op_run
+    ref = json.loads((ref_dir / "hlo_stats.json").read_text())
     cols = [c["id"] for c in ref["cols"]]
     rows = [{c: (v or {}).get("v") for c, v in zip(cols, r["c"])} for r in ref["rows"]]
-    ours = hlo_stats(tpu_run)
+    ours = hlo_stats(run)
     assert len(ours) == len(rows)
     for (_, o), r in zip(ours.iterrows(), rows):
         assert o["rank"] == r["rank"]
@@ -100,6 +114,22 @@ def test_hlo_stats_matches_xprof(tpu_run):
         assert o["cmem_write_bw_gibs"] == ap(r["cmem_write_bw"])
         assert o["operational_intensity"] == ap(r["operational_intensity"])
         assert o["bound_by"] == r["bound_by"]
+
+
+def test_gpu_without_xla_or_tf_ops_is_all_idle():
+    """tf_gpu_multiworker's kernels name no XLA op (`hlo_op`) and no TF op (`tf_op`): XProf's
+    op profile is the devices' time, all idle. (XProf shows that tree's root as the IDLE
+    node itself: its dedup step takes a root whose only child is IDLE for a group of one;
+    ours keeps the root and says why there are no ops.)"""
+    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    ref = json.loads((REFERENCE / "tf_gpu_multiworker" / "2020_12_23_gpu_multi_worker" / "op_profile.json")
+                     .read_text())["byProgram"]
+    assert ref["name"] == "IDLE" and not ref["children"]
+    prof = op_profile(run)
+    assert prof.empty and "tf_op" in prof.reason
+    assert [c.name for c in prof.root.children] == ["IDLE"]
+    assert prof.root.time_ps == prof.root.children[0].time_ps == int(ref["metrics"]["rawTime"])
+    assert hlo_stats(run).empty
 
 
 # JAX on CPU now gets an op profile from XLA:CPU thunks (tests/test_op_profile_cpu.py).

@@ -171,16 +171,6 @@ def test_cpu_utilisations_are_nan_and_flops_marked(cpu_run):
     assert math.isclose(sum(c.time_fraction for c in prof.root.children), 1.0)
 
 
-def test_tf_gpu_without_xla_stays_empty():
-    path = PROFILES / "tf_gpu_multiworker"
-    if not path.is_dir():
-        pytest.skip("tf_gpu_multiworker not in corpus")
-    run = xw.load_run(path)
-    prof = op_profile(run)
-    assert prof.empty and "hlo_op" in prof.reason and "GPU" in prof.reason
-    assert hlo_stats(run).empty
-
-
 @pytest.mark.parametrize("logdir", ["jax_mlp_cpu", "tpu_v6e_inference"])
 def test_group_by_provenance(logdir):
     """The framework-op path as a tree: each node's time is the sum of the ops below it."""

@@ -18,7 +18,8 @@ from xprof_widgets.io.xspace import read_xspace
 
 from .conftest import PROFILES, REFERENCE, add_stat
 
-SMALL = ["jax_mlp_cpu", "tf_keras_cpu", "tf_gpu_multiworker", "tpu_v6e_inference"]
+SMALL = ["jax_mlp_cpu", "tf_keras_cpu", "tf_gpu_multiworker", "tpu_v6e_inference", "amd_jax_gemm_mi300",
+         "amd_jax_elementwise_mi300", "amd_jax_conv_mi300"]
 ALL = SMALL + ["jax_transformer_cpu"]
 
 _RUNS = {}

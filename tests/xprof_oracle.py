@@ -78,3 +78,17 @@ def op_costs(stats):
         write = sum(b.bytes_accessed for b in m.memory_accessed_breakdown if b.memory_space == 1 and b.operation_type == 2)
         out[(m.hlo_module_id, m.name)] = (m.occurrences, m.flops, m.model_flops, m.bytes_accessed, read, write)
     return out
+
+
+def trace_counts(paths):
+    """XProf's non-streaming trace of the first file: {"plane :: line": event count}."""
+    tr = tool_data(list(paths)[:1], "trace_viewer")
+    names, counts = {}, {}
+    for e in tr["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            names[(e["pid"], e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
+    for e in tr["traceEvents"]:
+        if e.get("ph") in ("X", "i"):
+            key = names.get((e["pid"], None), str(e["pid"])) + " :: " + names.get((e["pid"], e.get("tid")), str(e.get("tid")))
+            counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -519,7 +519,7 @@ def _gpu_op_metrics(run):
                          instr.opcode, file, line, stack))
         else:
             cat, _, kind = parse_tf_op(tf_op)
-            rows.append((kind or "unknown", "", tf_op, "", "", "", 0, ""))
+            rows.append((kind or "unknown", "", tf_op, "", "", "", -1, ""))
     meta = pd.DataFrame(rows, columns=["category", "expression", "provenance", "deduplicated_name", "opcode",
                                        "source_file", "source_line", "stack_frame"])
     ops = pd.concat([ops.drop(columns=["tf_op"]), meta], axis=1)

@@ -60,7 +60,8 @@ def source_text(instr) -> str:
 
 def source_info(instr, module) -> tuple:
     """(file, line, stack) as XProf's op details show: the metadata's source file and
-    line, and the stack of frames ("file:line:col" per line, innermost first)."""
+    line, and the stack of frames ("file:line:col" per line, innermost first); line -1
+    when unknown."""
     md = instr.metadata
     stack = _stack(module.proto.stack_frame_index, md.stack_frame_id) if md.stack_frame_id else ""
     if md.source_file:
@@ -71,8 +72,8 @@ def source_info(instr, module) -> tuple:
             try:
                 return first[0], int(first[1]), stack
             except ValueError:
-                return first[0], 0, stack
-    return "", 0, ""
+                return first[0], -1, stack
+    return "", -1, ""
 
 
 def _stack(index, frame_id):
