@@ -4,9 +4,10 @@ deduplicated group, op and fused op (`op_stats_to_op_profile.cc`,
 
 The tree has one node per distinct op, so building it loops over ops, not
 events; the per-op numbers come vectorised from `op_stats.device_op_metrics`.
-Without TPU ops the tree is built from GPU kernels or XLA:CPU thunks (beyond
-XProf): FLOPs are then estimated from the HLO (`flops_estimated`), there is
-no IDLE node, and utilisations are NaN since the peaks are unknown.
+GPU trees are XProf's: an IDLE node, no fused ops under an op (XProf's GPU
+ops carry none). Without TPU or GPU ops the tree is built from XLA:CPU thunks
+(beyond XProf): FLOPs then come from XLA's CPU cost rules (`flops_estimated`),
+there is no IDLE node, and utilisations are NaN since the peaks are unknown.
 """
 
 from __future__ import annotations

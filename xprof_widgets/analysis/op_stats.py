@@ -7,12 +7,16 @@ op-metrics database per TPU core from the "XLA Ops" line, keyed by
 does the same with numpy group-bys over events; the only Python loops are over
 distinct ops (event metadata), never over events.
 
-Beyond XProf, profiles without TPU ops fall back to events that carry an
-`hlo_op` stat: GPU kernels of XLA programs (several kernels per op summed;
-untested against real data) and XLA:CPU thunks on `/host:CPU` (JAX on CPU).
-Those events have no FLOP or byte counts, so both are estimated from the
-module's HloProto (`flops_estimated`), and with no known peak for the
-processor, utilisations are NaN.
+On GPUs (`ConvertDeviceTraceXPlaneToOpMetricsDb`) the ops are the kernels that
+name an XLA op (`hlo_op`, `program_id`) or a TF op (`tf_op`): one occurrence per
+kernel, consecutive kernels of one op and step as one entry, FLOPs and bytes from
+XLA's GPU cost analysis of the HloProto (`hlo_cost`, XProf's own source of them)
+times the kernels, IDLE per GPU the span of its events less their time; peaks from
+`gpu_device`. Every number equals XProf 2.24.2's (tests/test_gpu_ops.py).
+
+Beyond XProf, a CPU-only profile falls back to XLA:CPU thunks on `/host:CPU` (JAX
+on CPU): FLOPs and bytes from XLA's CPU cost rules (`flops_estimated`), and with no
+known peak for the processor, utilisations are NaN.
 """
 
 from __future__ import annotations
@@ -250,11 +254,11 @@ class DeviceOpMetrics:
     `idle_time_ps`; `program_names` {program_id: "name(id)"}; `peaks`
     (see `chip_peaks`); `reason` says why `ops` is empty.
 
-    `source` is "tpu" (XProf's computation), "gpu" (XLA kernels with an
-    `hlo_op` stat) or "cpu" (XLA:CPU thunks on the host). For "gpu" and
-    "cpu", `ops` also has `flops_estimated` (FLOPs and bytes derived from the
-    HloProto), `opcode` and `hlo_module`; peaks are NaN (unknown), there is
-    no idle time (total = summed op self time), and `notes` says so.
+    `source` is "tpu" or "gpu" (XProf's computations; GPU ops also carry
+    `opcode`, `num_cores` (GPUs it ran on), `source_file`, `source_line`,
+    `stack_frame`) or "cpu" (XLA:CPU thunks on the host, beyond XProf: `ops` also
+    has `flops_estimated`, `opcode` and `hlo_module`; peaks are NaN (unknown),
+    there is no idle time (total = summed op self time), and `notes` says so).
     """
 
     def __init__(self, ops, total_time_ps, total_op_time_ps, program_names, peaks, reason="",
