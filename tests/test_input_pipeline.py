@@ -65,14 +65,19 @@ def test_verdict_text(cpu):
     assert res.recommendation.startswith(ref[1]["p"]["input_conclusion"])
 
 
-def test_host_breakdown_and_input_ops(cpu):
-    _, res, ref = cpu
+def _assert_host_breakdown(res, ref):
+    """The host-side breakdown as XProf prints it (µs, 3 decimals)."""
     p = ref[2]["p"]
     for ours, theirs in [("enqueue", "enqueue_us"), ("preprocessing", "preprocessing_us"),
                          ("advanced_file_read", "advanced_file_read_us"),
                          ("demanded_file_read", "demanded_file_read_us"),
                          ("unclassified", "unclassified_nonequeue_us")]:
         assert f"{res.host_breakdown_us[ours]:.3f}" == p[theirs]
+
+
+def test_host_breakdown_and_input_ops(cpu):
+    _, res, ref = cpu
+    _assert_host_breakdown(res, ref)
     rows = _rows(ref[2])
     assert len(res.input_ops) == len(rows)
     for (_, op), r in zip(res.input_ops.iterrows(), rows):
@@ -117,12 +122,7 @@ def test_jax_gpu_without_step_markers(name, session):
     assert res.steps.empty and res.reason == NO_STEPS_REASON
     assert res.recommendation == ref[1]["p"]["input_conclusion"]
     assert len(res.input_ops) == len(_rows(ref[2]))
-    p = ref[2]["p"]
-    for ours, theirs in [("enqueue", "enqueue_us"), ("preprocessing", "preprocessing_us"),
-                         ("advanced_file_read", "advanced_file_read_us"),
-                         ("demanded_file_read", "demanded_file_read_us"),
-                         ("unclassified", "unclassified_nonequeue_us")]:
-        assert f"{res.host_breakdown_us[ours]:.3f}" == p[theirs]
+    _assert_host_breakdown(res, ref)
 
 
 def test_tpu_inference_has_no_steps():

@@ -260,22 +260,16 @@ def _extra_attributes(instr):
                 attrs.append(f"{label}=" + _dims(v))
         _precision(p, attrs)
     elif op == "gather":
-        g = p.gather_dimension_numbers
-        attrs.append(_gather_dims(g))
+        attrs.append(_dimension_numbers(p.gather_dimension_numbers, [
+            "offset_dims", "collapsed_slice_dims", "start_index_map"],
+            ["operand_batching_dims", "start_indices_batching_dims"]))
         attrs.append("slice_sizes=" + _dims(p.gather_slice_sizes))
         if p.indices_are_sorted:
             attrs.append("indices_are_sorted=true")
     elif op == "scatter":
-        s = p.scatter_dimension_numbers
-        parts = [f"update_window_dims={_dims(s.update_window_dims)}",
-                 f"inserted_window_dims={_dims(s.inserted_window_dims)}",
-                 f"scatter_dims_to_operand_dims={_dims(s.scatter_dims_to_operand_dims)}"]
-        if s.input_batching_dims:
-            parts.append(f"input_batching_dims={_dims(s.input_batching_dims)}")
-        if s.scatter_indices_batching_dims:
-            parts.append(f"scatter_indices_batching_dims={_dims(s.scatter_indices_batching_dims)}")
-        parts.append(f"index_vector_dim={s.index_vector_dim}")
-        attrs.append(", ".join(parts))
+        attrs.append(_dimension_numbers(p.scatter_dimension_numbers, [
+            "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"],
+            ["input_batching_dims", "scatter_indices_batching_dims"]))
         if p.indices_are_sorted:
             attrs.append("indices_are_sorted=true")
         if p.unique_indices:
@@ -318,14 +312,12 @@ def _extra_attributes(instr):
     return attrs
 
 
-def _gather_dims(g) -> str:
-    parts = [f"offset_dims={_dims(g.offset_dims)}", f"collapsed_slice_dims={_dims(g.collapsed_slice_dims)}",
-             f"start_index_map={_dims(g.start_index_map)}"]
-    if g.operand_batching_dims:
-        parts.append(f"operand_batching_dims={_dims(g.operand_batching_dims)}")
-    if g.start_indices_batching_dims:
-        parts.append(f"start_indices_batching_dims={_dims(g.start_indices_batching_dims)}")
-    parts.append(f"index_vector_dim={g.index_vector_dim}")
+def _dimension_numbers(d, always, if_set) -> str:
+    """Gather / scatter dimension numbers: the fields XLA always prints, the batching ones
+    when set, then index_vector_dim."""
+    parts = [f"{k}={_dims(getattr(d, k))}" for k in always]
+    parts += [f"{k}={_dims(getattr(d, k))}" for k in if_set if getattr(d, k)]
+    parts.append(f"index_vector_dim={d.index_vector_dim}")
     return ", ".join(parts)
 
 
