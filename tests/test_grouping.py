@@ -10,6 +10,7 @@ import xprof_widgets as xw
 from xprof_widgets.analysis import grouping as G
 from xprof_widgets.analysis import trace as T
 
+from . import xprof_oracle as oracle
 from .conftest import PROFILES, REFERENCE
 
 
@@ -173,18 +174,13 @@ def test_prev_enclosing():
     assert len(start)  # start only documents the example
 
 
-REFENV = "/work/refenv/bin/python"
 
 
 @pytest.mark.parametrize("name", ["tf_keras_cpu", "jax_mlp_cpu"])
 def test_every_event_against_xprof_trace_viewer(name, tmp_path):
     """Per event: our group id == the `group_id` XProf's trace viewer shows (needs XProf 2.24.2)."""
-    import os
     import shutil
     import subprocess
-
-    if not os.path.exists(REFENV):
-        pytest.skip("no XProf reference install at /work/refenv")
     run = xw.load_run(str(PROFILES / name))
     src = sorted((PROFILES / name / "plugins" / "profile").glob("*/*.xplane.pb"))[-1]
     shutil.copy(src, tmp_path / src.name)
@@ -194,7 +190,7 @@ def test_every_event_against_xprof_trace_viewer(name, tmp_path):
         "d = out[0] if isinstance(out, tuple) else out\n"
         f"open({str(tmp_path / 'tv.json')!r}, 'wb').write(d if isinstance(d, bytes) else d.encode())\n"
     )
-    subprocess.run([REFENV, "-c", code], check=True, capture_output=True, timeout=300)
+    subprocess.run([oracle.python(), "-c", code], check=True, capture_output=True, timeout=300)
     trace = json.loads((tmp_path / "tv.json").read_text())["traceEvents"]
     threads = {e["tid"]: e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
     ref = pd.DataFrame([{
@@ -240,14 +236,10 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     ThreadpoolListener markers). Its only extra events are the synthetic
     threadpool regions, all ungrouped (XProf 2.24.2 gives them no context).
     """
-    import os
     import shutil
     import subprocess
 
     from xprof_widgets.io.xspace import read_xspace
-
-    if not os.path.exists(REFENV):
-        pytest.skip("no XProf reference install at /work/refenv")
     src = next((PROFILES / name / "plugins" / "profile" / run).glob("*.xplane.pb"))
     shutil.copy(src, tmp_path / src.name)
     out = tmp_path / "grouped.bin"
@@ -256,7 +248,7 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
         f"d, ok = p.xspace_to_tools_data([{str(tmp_path / src.name)!r}], '_xplane.pb', {{}})\n"
         f"open({str(out)!r}, 'wb').write(d)\n"
     )
-    subprocess.run([REFENV, "-c", code], check=True, capture_output=True, timeout=300)
+    subprocess.run([oracle.python(), "-c", code], check=True, capture_output=True, timeout=300)
     space = xw.load_run(str(PROFILES / name / "plugins" / "profile" / run)).xspace()
     groups = G.group_ids(space)
     ours = _events(space, lambda plane, i, line: groups[(plane.name, i)])

@@ -25,8 +25,8 @@ from xprof_widgets.errors import ProfileError
 from xprof_widgets.io import schema
 from xprof_widgets.io.hlo import hlo_protos_from_xspace, parse_hlo_proto
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-PROFILES = SHARED / "profiles"
+from .conftest import PROFILES
+
 REFERENCES = sorted(PROFILES.glob("_reference/*/*/memory_viewer/*.json"))
 MIB = float(1 << 20)
 RTOL = 1e-6

@@ -46,6 +46,9 @@ def _shown_names(plane, metadata_id):
 
 def _reference_runs():
     for name in ALL:
+        if not (REFERENCE / name).is_dir():  # not here: the test skips, saying what it needs
+            yield pytest.param(name, "?", id=name)
+            continue
         for refdir in sorted((REFERENCE / name).iterdir()):
             yield pytest.param(name, refdir.name, id=f"{name}-{refdir.name}")
 

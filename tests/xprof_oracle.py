@@ -27,6 +27,15 @@ def _xprof():
     return raw_to_tool_data
 
 
+def python():
+    """An interpreter with XProf, for tests that run it in a process of its own: this
+    one (the test extra installs XProf)."""
+    import sys
+
+    _xprof()
+    return sys.executable
+
+
 def _copy(paths):
     tmp = tempfile.mkdtemp(prefix="xprof_oracle_")
     for i, p in enumerate(paths):

@@ -115,13 +115,23 @@ def _parent(path):
     return path.rsplit("/", 1)[0] if fs.is_url(path) else Path(path).parent
 
 
-def sample_run():
-    """A small real profile shipped inside the package.
+SAMPLES = {"cpu": "sample", "gpu": "sample_gpu"}
 
-    JAX 0.10.2 on CPU: 20 training steps of an MLP under
-    `jax.profiler.StepTraceAnnotation`, with its 16 compiled HLO modules.
+
+def sample_run(kind="cpu"):
+    """A small real profile shipped inside the package (see xprof_widgets/data/README.md).
+
+    "cpu": JAX 0.10.2 on CPU, 20 training steps of an MLP under
+    `jax.profiler.StepTraceAnnotation`, with its 16 compiled HLO modules: steps, host
+    threads, memory viewer, an op profile of XLA:CPU.
+    "gpu": JAX 0.8 on an AMD Instinct MI300X (ROCm), bf16 GEMMs of five sizes, from AMD's
+    TraceLens test data (MIT): GPU kernels with their XLA ops, XProf's op profile and HLO
+    stats with FLOPs and bandwidths, the derived GPU trace lines, an allocator's memory
+    profile, 16 HLO modules. No step markers.
     """
-    folder = resources.files("xprof_widgets").joinpath("data", "sample", "plugins", "profile")
+    if kind not in SAMPLES:
+        raise ValueError(f"kind must be one of {sorted(SAMPLES)}, not {kind!r}")
+    folder = resources.files("xprof_widgets").joinpath("data", SAMPLES[kind], "plugins", "profile")
     run = next(p for p in folder.iterdir() if p.is_dir())
     return Run(run.name, _profile_files(run))
 

@@ -11,11 +11,12 @@ import sys
 
 import pytest
 
-from ..conftest import PROFILES
+from ..conftest import PROFILES, TOOLS
 from .harness import ARTIFACTS, save_screenshot, show_widget
 
-TOOL = PROFILES.parent / "tools" / "tile_xplane.py"
-SOURCE = next((PROFILES / "jax_transformer_cpu" / "plugins" / "profile").glob("*/*.xplane.pb"))
+TOOL = TOOLS / "tile_xplane.py"
+# jax_transformer_cpu's one file (found when the test runs: the corpus may be missing).
+SOURCE = PROFILES / "jax_transformer_cpu" / "plugins" / "profile" / "2026_11_22_03_13_20" / "vm.xplane.pb"
 
 
 # In the last widget's timeline: the widest real (not merged) box on the outlined match's row with
