@@ -104,7 +104,13 @@ def test_sample_run_is_real_and_gzipped():
     assert str(run.files["vm"]).endswith(".xplane.pb.gz")
     assert run.xspace().event_count == 87808  # as in shared/profiles/README.md (89k)
     assert "jit_step(30)" in run.hlo_protos and len(run.hlo_protos) == 16
-    assert run.tools == ["memory_viewer", "trace_viewer"]
+    # XProf's tool names; the op profile and HLO stats are ours (XLA:CPU thunks); no allocator events.
+    assert run.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_viewer",
+                         "hlo_stats"]
+    gpu = xw.sample_run("gpu")
+    assert str(gpu.files["tw003"]).endswith(".xplane.pb.gz") and len(gpu.hlo_protos) == 16
+    assert gpu.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_profile",
+                         "memory_viewer", "hlo_stats"]
 
 
 def test_list_runs_and_latest():

@@ -252,7 +252,11 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     runs = list(w.run_select.options)
     assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
-    assert "1 tool without data" in w.status.value and "Memory viewer" in w.status.value  # and why
+    # TF on CPU: no XLA ops, no HLO modules; the newest run has allocator events.
+    assert "2 tools without data" in w.status.value and "Memory viewer" in w.status.value  # and why
+    assert "HLO op profile" in w.status.value
+    assert [k for _, k in w.tool_select.options] == ["overview_page", "input_pipeline_analyzer", "trace_viewer",
+                                                     "memory_profile"]  # only tools with data are offered
     w.tool_select.value = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"
     w.run_select.value = runs[1]
@@ -394,18 +398,19 @@ def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "OverviewWidget" in page
     assert w.to_html(title="t").startswith("<!DOCTYPE html>")
-    w.tool_select.value = "memory_viewer"  # no HLO modules in a TF CPU run: the page says so, and exports
-    assert "No memory viewer for run" in w.to_html()
+    # No HLO modules in a TF CPU run: the memory viewer is not offered, the page says why.
+    assert "memory_viewer" not in [k for _, k in w.tool_select.options]
+    assert "Memory viewer</b>: no HLO modules" in w.status.value
 
     def broken(run, **kwargs):
-        raise xw.ProfileError(run.path, "HLO proto of jit_step(1) does not decode")
+        raise xw.ProfileError(run.path, "line 3 of the host plane does not decode")
 
-    monkeypatch.setattr(xw, "OpProfileWidget", broken)  # a tool that cannot show this run
-    w.tool_select.value = "op_profile"
+    monkeypatch.setattr(xw, "TraceViewerWidget", broken)  # a tool that cannot show this run
+    w.tool_select.value = "trace_viewer"
     assert "does not decode" in w.current.value
-    with pytest.raises(xw.ProfileError, match="HLO op profile tool has no view of this run.*does not decode"):
-        w.to_html(tmp_path / "op.html")
-    assert not (tmp_path / "op.html").exists()
+    with pytest.raises(xw.ProfileError, match="Trace viewer tool has no view of this run.*does not decode"):
+        w.to_html(tmp_path / "trace.html")
+    assert not (tmp_path / "trace.html").exists()
     empty = tmp_path / "empty"
     (empty / "plugins" / "profile").mkdir(parents=True)
     nothing = xw.ProfileWidget(empty)
@@ -487,3 +492,18 @@ def test_demo_opens_the_quickstart_in_jupyterlab(monkeypatch, capsys, uid):
     (command,) = calls
     assert command[1:4] == ["-m", "jupyter", "lab"] and command[4].endswith("quickstart.ipynb")
     assert ("--allow-root" in command) == (uid == 0)
+
+
+def test_demo_never_writes_over_your_quickstart(tmp_path, monkeypatch):
+    """From an installed wheel (no repository around) the demo copies the quickstart next to
+    you once; a copy already there, edited, is opened as it is."""
+    from pathlib import Path
+
+    from xprof_widgets import __main__ as cli
+
+    nowhere = tmp_path / "no-checkout" / "quickstart.ipynb"
+    first = cli._quickstart_notebook(tmp_path, repository=nowhere)
+    assert first == tmp_path / "xprof_widgets_quickstart.ipynb" and '"cells"' in first.read_text()
+    first.write_text('{"cells": [], "my": "edits"}')
+    again = cli._quickstart_notebook(tmp_path, repository=nowhere)
+    assert again == first and Path(again).read_text() == '{"cells": [], "my": "edits"}'

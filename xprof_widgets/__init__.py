@@ -10,21 +10,9 @@ from .analysis.compare import compare
 from .capture import capture
 from .errors import ProfileError
 from .run import Run, list_runs, load_run, sample_run
+from .tools import WIDGETS as _WIDGETS
 
 __version__ = "0.1.0"
-
-_WIDGETS = {
-    "MemoryViewerWidget": ".widgets.memory_viewer",
-    "MemoryProfileWidget": ".widgets.memory_profile",
-    "OpProfileWidget": ".widgets.op_profile",
-    "OpDetailsCard": ".widgets.op_details",
-    "InputPipelineWidget": ".widgets.input_pipeline",
-    "OverviewWidget": ".widgets.overview",
-    "TraceViewerWidget": ".widgets.trace_viewer",
-    "ProfileWidget": ".widgets.profile",
-    "CaptureWidget": ".widgets.capture",
-    "CompareWidget": ".widgets.compare",
-}
 
 
 def __getattr__(name):

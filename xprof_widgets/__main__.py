@@ -41,12 +41,19 @@ def summary(run, out=None):
         )
 
 
-def _quickstart_notebook():
-    here = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
-    if here.is_file():
-        return here
-    copy = Path.cwd() / "xprof_widgets_quickstart.ipynb"
-    copy.write_bytes(resources.files(__package__).joinpath("data", "quickstart.ipynb").read_bytes())
+_REPOSITORY_QUICKSTART = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
+
+
+def _quickstart_notebook(folder=None, repository=_REPOSITORY_QUICKSTART):
+    """The quickstart notebook to open: the repository's (a checkout), else a copy next to
+    you (an installed wheel carries it). A copy already there is opened as it is (your
+    edits kept), never written over."""
+    if repository.is_file():
+        return repository
+    copy = Path(folder or Path.cwd()) / "xprof_widgets_quickstart.ipynb"
+    if not copy.exists():
+        packaged = resources.files(__package__).joinpath("data", "quickstart.ipynb")
+        copy.write_bytes(packaged.read_bytes() if packaged.is_file() else _REPOSITORY_QUICKSTART.read_bytes())
     return copy
 
 

@@ -21,11 +21,9 @@ from .errors import ProfileError
 from .io import fs, hlo
 from .io.xspace import XSPACE_SUFFIXES, host_of, read_xspace
 
+from .tools import NO_HLO_MODULES
+
 PROFILE_SUBDIR = ("plugins", "profile")
-NO_HLO_MODULES = (
-    "no HLO modules in the profile: the program was compiled before tracing started, "
-    "or the framework does not record them (JAX and TensorFlow/XLA do)"
-)
 
 
 def _profile_files(folder):
@@ -303,22 +301,19 @@ class Run:
 
     @property
     def tools(self):
-        """Names of the analyses that have data in this run."""
+        """XProf's names of the tools that have data in this run (`overview_page`,
+        `input_pipeline_analyzer`, `op_profile`, `hlo_stats`, `trace_viewer`,
+        `memory_profile`, `memory_viewer`, ...; the registry is `xprof_widgets.tools`)."""
         return [t for t, ok, _ in self._tool_status() if ok]
 
     def tool_status(self):
-        """Every tool with whether it has data here and, if not, why."""
+        """Every tool (XProf's name) with whether it has data here and, if not, why."""
         return pd.DataFrame(self._tool_status(), columns=["tool", "available", "reason"])
 
     def _tool_status(self):
-        from .analysis.memory_profile import status as memory_profile_status
+        from .tools import tool_status
 
-        has_events = any(len(ln) for s in self.xspaces() for p in s.planes for ln in p.lines)
-        return [
-            ("memory_viewer", bool(self.hlo_protos), "" if self.hlo_protos else NO_HLO_MODULES),
-            ("memory_profile", *memory_profile_status(self)),
-            ("trace_viewer", has_events, "" if has_events else "the profile holds no events"),
-        ]
+        return tool_status(self)
 
     # --- analyses ------------------------------------------------------------------
 

@@ -326,7 +326,7 @@ def _module_peaks(run):
     except Exception as e:  # noqa: BLE001
         return {}, _why(run, "the HLO modules", e)
     if not names:
-        from ..run import NO_HLO_MODULES
+        from ..tools import NO_HLO_MODULES
 
         return {}, NO_HLO_MODULES
     peaks, failed = {}, []

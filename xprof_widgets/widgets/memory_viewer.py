@@ -18,7 +18,8 @@ from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 from bokeh.plotting import figure
 
 from ..analysis.memory_viewer import default_module
-from ..run import NO_HLO_MODULES, Run, load_run
+from ..run import Run, load_run
+from ..tools import NO_HLO_MODULES
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc, notice, options, stat_cards
 

@@ -28,17 +28,12 @@ from ..errors import ProfileError
 from ..io import fs
 from ..io.xspace import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
+from ..tools import TOOLS as _REGISTRY
 
-#: Tool name -> (label, widget class name in xprof_widgets).
-TOOLS = {
-    "overview": ("Overview", "OverviewWidget"),
-    "input_pipeline": ("Input pipeline", "InputPipelineWidget"),
-    "op_profile": ("HLO op profile", "OpProfileWidget"),
-    "trace_viewer": ("Trace viewer", "TraceViewerWidget"),
-    "memory_profile": ("Memory profile", "MemoryProfileWidget"),
-    "memory_viewer": ("Memory viewer", "MemoryViewerWidget"),
-}
-_PER_HOST = ("overview", "input_pipeline", "trace_viewer", "memory_profile")
+#: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
+TOOLS = {t.name: t for t in _REGISTRY}
+#: Older short names still accepted for `tool=`.
+_ALIASES = {"overview": "overview_page", "input_pipeline": "input_pipeline_analyzer"}
 
 
 def _widget_class(name):
@@ -78,7 +73,7 @@ class ProfileWidget(w.VBox):
     `to_html(path)` exports the tool shown as a self-contained page.
     """
 
-    def __init__(self, logdir_or_run, tool="overview", background=None, **kwargs):
+    def __init__(self, logdir_or_run, tool="overview_page", background=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(logdir_or_run, Run):
             self.logdir, self._runs = None, {logdir_or_run.name: logdir_or_run.path}
@@ -95,7 +90,12 @@ class ProfileWidget(w.VBox):
         self._errors = {}  # (run, host, tool) -> why that tool shows no page
         self.run_select = w.Dropdown(description="Run")
         self.host_select = w.Dropdown(description="Host")
-        self.tool_select = w.Dropdown(description="Tool", options=[(v[0], k) for k, v in TOOLS.items()], value=tool)
+        tool = _ALIASES.get(tool, tool)
+        if tool not in TOOLS:
+            raise ValueError(f"tool must be one of {list(TOOLS)}, not {tool!r}")
+        self._wanted_tool = tool  # shown when the run has data for it
+        self.tool_select = w.Dropdown(description="Tool", options=[(t.label, k) for k, t in TOOLS.items()],
+                                      value=tool)
         self.refresh_button = w.Button(description="Refresh", tooltip="look for new runs in the logdir")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Reading")
         self.progress_label = w.HTML()
@@ -115,7 +115,7 @@ class ProfileWidget(w.VBox):
         self._list_runs()
         self.run_select.observe(lambda _: self._busy() or self._show_run(), "value")
         self.host_select.observe(lambda _: self._busy() or self._show(), "value")
-        self.tool_select.observe(lambda _: self._busy() or self._show(), "value")
+        self.tool_select.observe(self._on_tool, "value")
         self._show_run()
 
     # --- what is shown ----------------------------------------------------------------
@@ -159,7 +159,7 @@ class ProfileWidget(w.VBox):
         current = self.current
         export = getattr(current, "to_html", None)
         if export is None:
-            label = TOOLS[self.tool][0]
+            label = TOOLS[self.tool].label
             if run is None:
                 raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
             why = self._errors.get((run.name, self.host_select.value, self.tool), "it shows no page")
@@ -305,10 +305,15 @@ class ProfileWidget(w.VBox):
         """Show the open run `name`: its hosts, the missing tools and the selected tool."""
         run = self._loaded[name]
         if building:
-            self.progress_label.value = html.escape(f"Building {TOOLS[self.tool][0]}…")
+            self.progress_label.value = html.escape(f"Building {TOOLS[self.tool].label}…")
         with self._quietly():
             self.host_select.options = run.hosts
             self.host_select.value = run.hosts[0]
+            # The tool menu lists the tools with data for this run; the others are listed with why.
+            status = run.tool_status().set_index("tool")
+            have = [k for k in TOOLS if bool(status.at[k, "available"])] or list(TOOLS)
+            self.tool_select.options = [(TOOLS[k].label, k) for k in have]
+            self.tool_select.value = self._wanted_tool if self._wanted_tool in have else have[0]
         try:
             self._show()
         finally:
@@ -316,8 +321,14 @@ class ProfileWidget(w.VBox):
 
     # --- tools --------------------------------------------------------------------------
 
+    def _on_tool(self, change):
+        if self._busy():
+            return
+        self._wanted_tool = change["new"]
+        self._show()
+
     def _status_html(self, run):
-        missing = [(TOOLS[t][0], reason) for t, ok, reason in run.tool_status().itertuples(index=False)
+        missing = [(TOOLS[t].label, reason) for t, ok, reason in run.tool_status().itertuples(index=False)
                    if not ok and t in TOOLS]
         if not missing:
             return ""
@@ -333,8 +344,8 @@ class ProfileWidget(w.VBox):
             self.status.value = self._status_html(run)
             key = (run.name, host, tool)
             if key not in self._built:
-                cls = _widget_class(TOOLS[tool][1])
-                kwargs = {"host": host} if tool in _PER_HOST else {}
+                cls = _widget_class(TOOLS[tool].widget)
+                kwargs = {"host": host} if TOOLS[tool].per_host else {}
                 try:
                     self._built[key] = cls(run, **kwargs)
                 except ProfileError as error:
