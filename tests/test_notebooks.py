@@ -81,13 +81,14 @@ def _size(n):
 # --- memory_peak.ipynb --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("profile", ["sample", "tpu_v6e_inference", "tf_keras_cpu"])
+@pytest.mark.parametrize("profile", ["sample", "jax_mlp_cpu", "tpu_v6e_inference", "tf_keras_cpu"])
 def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
-    """The OOM walk-through on the packaged sample (JAX CPU: memory viewer only, no allocator events),
-    a TPU profile (both tools) and a TensorFlow CPU profile (memory profile only, no compiled modules)."""
+    """The OOM walk-through on its default, the packaged GPU sample (both tools), JAX on CPU
+    (memory viewer only, no allocator events), a TPU profile (both tools) and a TensorFlow CPU
+    profile (memory profile only, no compiled modules)."""
     if profile == "sample":
         monkeypatch.delenv("XPROF_LOGDIR", raising=False)
-        run = xw.sample_run()
+        run = xw.sample_run("gpu")
     else:
         monkeypatch.setenv("XPROF_LOGDIR", str(PROFILES / profile))
         run = xw.load_run(PROFILES / profile)
@@ -96,7 +97,7 @@ def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
     assert f"<Run {run.name!r}" in _text(_cell(nb, "XPROF_LOGDIR"))  # the notebook opened this run
 
     mp = run.memory_profile()
-    assert bool(mp.reason) == (profile == "sample")
+    assert bool(mp.reason) == (profile == "jax_mlp_cpu")
     if mp.reason:
         assert f"No memory profile in this run: {mp.reason}" in text
         assert "(no allocator events: nothing to break down)" in text
