@@ -1,8 +1,12 @@
 """The notebooks run top to bottom in a real kernel (nbclient)."""
 
 import importlib
+import json
 import re
 import socket
+import subprocess
+import sys
+import sysconfig
 from html import escape as html_escape
 from importlib.util import find_spec
 from pathlib import Path
@@ -10,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 import xprof_widgets as xw
 
@@ -183,17 +188,61 @@ def test_capture_walkthrough(tmp_path, monkeypatch):
 
 # --- colab_tpu_vm.ipynb -------------------------------------------------------------------------
 
+REPO = NOTEBOOKS.parent
+
+
+def _wheel(folder):
+    """A wheel of this checkout, built as the Colab notebook tells users to build one."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(folder)],
+                   check=True, capture_output=True, text=True)
+    (wheel,) = Path(folder).glob("xprof_widgets-*.whl")
+    return wheel
+
+
+def _kernel_without_xprof_widgets(root, monkeypatch):
+    """A Jupyter kernel in a new virtual environment where xprof_widgets is not installed (as on
+    a fresh Colab runtime), but its dependencies, jax and ipykernel are (linked from this one, so
+    pip needs no network). Returns the kernel's name and the environment's site-packages."""
+    env = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    python = env / "bin" / "python"
+    site_packages = Path(subprocess.check_output(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    ours = Path(sysconfig.get_paths()["purelib"])
+    shared = root / "shared-site-packages"
+    shared.mkdir()
+    for entry in ours.iterdir():  # everything but this checkout's own (editable) install
+        if "xprof_widgets" not in entry.name.lower():
+            (shared / entry.name).symlink_to(entry)
+    (site_packages / "shared.pth").write_text(f"{shared}\n")
+    spec = root / "jupyter" / "kernels" / "fresh"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "fresh runtime", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(root / "jupyter"))
+    return "fresh", site_packages
+
 
 @pytest.mark.skipif(find_spec("jax") is None, reason="jax is not installed: the notebook profiles a JAX program")
 def test_colab_tpu_vm_notebook(tmp_path, monkeypatch):
+    """The Colab notebook on a runtime without the package: its first cell installs the wheel
+    (built here as the notebook says), then it profiles, opens and shows the profile."""
+    wheel = _wheel(tmp_path / "dist")
+    kernel, site_packages = _kernel_without_xprof_widgets(tmp_path, monkeypatch)
     logdir = tmp_path / "logdir"
     monkeypatch.setenv("XPROF_LOGDIR", str(logdir))
-    nb = _execute("colab_tpu_vm.ipynb", tmp_path)
+    monkeypatch.setenv("XPROF_WIDGETS_WHEEL", str(wheel))
+    nb = nbformat.read(NOTEBOOKS / "colab_tpu_vm.ipynb", as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, [(e["ename"], e["evalue"]) for e in errors]
     text = _all_text(nb)
 
-    # The install cell was skipped (the package is importable): it printed nothing, reached no network.
-    install = _cell(nb, "pip install")
-    assert not install.outputs
+    # The install cell installed the wheel into the fresh environment, front end included.
+    installed = site_packages / "xprof_widgets"
+    assert (installed / "__init__.py").is_file() and (installed / "static" / "widget.js").is_file()
+    assert next(site_packages.glob("xprof_widgets-*.dist-info/RECORD")).is_file()
     assert "backend: cpu" in text
 
     # jax.profiler.trace wrote one run into the logdir; the numbers printed are that run's.
@@ -209,3 +258,24 @@ def test_colab_tpu_vm_notebook(tmp_path, monkeypatch):
     assert f"{len(ov.steps)} steps, average step time {ov.avg_step_time_ms:.3f} ms on {ov.device_type}" in text
     assert any(m.startswith("jit_train_step(") for m in run.modules["module"])  # compiled inside the trace
     assert _shows_widget(_cell(nb, "xw.ProfileWidget(LOGDIR)"))
+
+
+def test_colab_install_cell_is_skipped_where_installed(tmp_path):
+    """Where xprof_widgets is importable (JupyterLab on a TPU VM with it installed) the install
+    cell does nothing: no output, no network."""
+    nb = nbformat.read(NOTEBOOKS / "colab_tpu_vm.ipynb", as_version=4)
+    nb.cells = [c for c in nb.cells if c.cell_type == "code"][:1]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[0].outputs == []
+
+
+def test_colab_install_cell_says_what_is_missing(tmp_path, monkeypatch):
+    """Without the package and without the wheel, the cell says what to upload (not a pip traceback)."""
+    kernel, _ = _kernel_without_xprof_widgets(tmp_path, monkeypatch)
+    monkeypatch.setenv("XPROF_WIDGETS_WHEEL", str(tmp_path / "missing.whl"))
+    nb = nbformat.read(NOTEBOOKS / "colab_tpu_vm.ipynb", as_version=4)
+    nb.cells = [c for c in nb.cells if c.cell_type == "code"][:1]
+    with pytest.raises(CellExecutionError) as err:
+        NotebookClient(nb, timeout=120, kernel_name=kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert "FileNotFoundError" in str(err.value)
+    assert f"no wheel at {str(tmp_path / 'missing.whl')!r}: upload it (Files panel) or set XPROF_WIDGETS" in str(err.value)
