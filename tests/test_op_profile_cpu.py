@@ -161,6 +161,10 @@ def test_cpu_utilisations_are_nan_and_flops_marked(cpu_run):
     busy = df[df["time_ps"] > 0]
     assert busy["flops_utilization"].isna().all() and busy["hbm_utilization"].isna().all()
     assert busy["wasted_time_fraction"].isna().all()
+    # Fused ops (no time of their own) are as unknown as their parents: "n/a", not "0.00 %".
+    fused = df[df["kind"] == "fused"]
+    assert len(fused) > 10
+    assert fused["flops_utilization"].isna().all() and fused["hbm_utilization"].isna().all()
     assert df.loc[df["flops"] > 0, "flops_estimated"].all()
     assert df.loc[0, "flops_estimated"]
     by_cat = op_profile(cpu_run, "category")

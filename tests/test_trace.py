@@ -688,3 +688,33 @@ def test_trace_viewer_shows_what_a_derived_event_was_made_from():
     assert f"{ev['derived_count']:,} XLA ops: " in row
     first = run.trace().event(*ev["derived_from"][0])["name"]
     assert html.escape(first) in row
+
+
+def test_track_labels_drop_hashed_thread_ids():
+    """Host threads of a pool are named NAME/ID, ID the line's hashed id: the label is NAME,
+    numbered where a section has several; OS thread ids and other names stay."""
+    from xprof_widgets.analysis.trace import track_labels
+
+    names = ["tf_XLAEigen/1890948895646402475", "python", "tf_XLAEigen/-8162776476874972113",
+             "tf_Compute/-1199079105", "Host Threads/1083", "XLA Ops", "pool/123456789"]
+    ids = [1890948895646402475, 7, -8162776476874972113, 3095888191, 1083, None, 42]
+    sections = ["/host:CPU"] * 6 + ["/host:CPU"]
+    assert track_labels(sections, names, ids) == [
+        "tf_XLAEigen #1", "python", "tf_XLAEigen #2",
+        "tf_Compute",  # the 32-bit id written signed in the name
+        "Host Threads/1083",  # an OS thread id: kept
+        "XLA Ops",
+        "pool/123456789",  # not the line's id: kept
+    ]
+    # Numbering is per section.
+    assert track_labels(["a", "b"], ["w/99999999", "w/88888888"], [99999999, 88888888]) == ["w", "w"]
+
+
+def test_trace_viewer_rows_show_labels():
+    run = xw.sample_run()
+    tracks = run.trace().tracks
+    assert not tracks["label"].str.contains(r"/-?\d{8,}$").any()
+    assert tracks["name"].str.contains(r"/-?\d{8,}$").any()
+    w = xw.TraceViewerWidget(run)
+    _, _, labels, _ = w._layout()
+    assert set(tracks["label"]) <= set(labels.values())

@@ -507,3 +507,25 @@ def test_demo_never_writes_over_your_quickstart(tmp_path, monkeypatch):
     first.write_text('{"cells": [], "my": "edits"}')
     again = cli._quickstart_notebook(tmp_path, repository=nowhere)
     assert again == first and Path(again).read_text() == '{"cells": [], "my": "edits"}'
+
+
+def test_step_graph_of_one_step_is_one_named_bar():
+    """One step: a bar a tenth of the chart wide, its tick named after the step (no -0.4..0.4
+    axis); many steps: a tick per step name, whole steps only."""
+    import pandas as pd
+    from bokeh.models import BasicTicker, FixedTicker
+
+    from xprof_widgets.widgets.input_pipeline import steps_figure
+
+    one = pd.DataFrame({"step_name": ["7"], "step_number": [7], "step_time_ms": [3.0], "begin_ps": [0],
+                        "device_compute_ms": [3.0]})
+    fig = steps_figure(one)
+    assert (fig.x_range.start, fig.x_range.end) == (-0.6, 9.6)
+    assert isinstance(fig.xaxis.ticker, FixedTicker) and fig.xaxis.ticker.ticks == [0]
+    assert fig.xaxis.major_label_overrides == {0: "7"}
+    many = pd.DataFrame({"step_name": [str(i) for i in range(100)], "step_number": range(100),
+                         "step_time_ms": [1.0] * 100, "begin_ps": range(100), "device_compute_ms": [1.0] * 100})
+    fig = steps_figure(many)
+    assert (fig.x_range.start, fig.x_range.end) == (-0.6, 99.6)
+    assert isinstance(fig.xaxis.ticker, BasicTicker) and fig.xaxis.ticker.min_interval == 1
+    assert fig.xaxis.major_label_overrides[42] == "42"

@@ -149,6 +149,7 @@ class WidgetView {
     this.applyingSelection = false;
     this.lastHover = null;
     this.pushes = 0;
+    this.figuresDrawn = 0;
 
     this.onMessage = (msg, buffers) => this.handleMessage(msg, buffers);
     this.onHtml = () => this.renderHtml();
@@ -243,7 +244,16 @@ class WidgetView {
           this.bindDocs(name, slot.docs);
         }
         this.applySelection();
+        // Bokeh paints on an animation frame: ready means painted, so screenshots see the new figures.
+        // (A hidden tab runs no animation frames: the timer then ends the wait.)
+        await new Promise((resolve) => {
+          requestAnimationFrame(() => requestAnimationFrame(resolve));
+          setTimeout(resolve, 200);
+        });
+        if (generation !== this.generation) return;
       }
+      // How many times this view drew its figures: a test waits for it to grow after a change.
+      this.root.dataset.figuresDrawn = String(++this.figuresDrawn);
       this.root.dataset.ready = "1";
       if (this.model.get("status") !== "ready") {
         this.model.set("status", "ready");

@@ -61,6 +61,10 @@ def jupyter_lab(tmp_path_factory):
     plugin = settings_dir / "@jupyter-widgets" / "jupyterlab-manager"
     plugin.mkdir(parents=True)
     (plugin / "plugin.jupyterlab-settings").write_text(json.dumps({"saveState": os.environ.get("XPROF_SAVE_STATE", "1") == "1"}))
+    # No "receive official Jupyter news?" toast over the screenshots.
+    news = settings_dir / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     port = _free_port()
     token = secrets.token_hex(16)
     log_path = notebook_dir.parent / "jupyter-lab.log"

@@ -77,12 +77,16 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
 
     # Another module from the selector: the numbers follow.
     other = xw.sample_run().memory_viewer("jit__normal(16)")
+    drawn = int(widget.get_attribute("data-figures-drawn"))
     widget.locator("[data-testid='module']").select_option("jit__normal(16)")
     page.wait_for_function(
         "v => document.querySelector(\"[data-stat='peak_heap_bytes']\")?.innerText === v",
         arg=_mib(other.peak_heap_bytes), timeout=15_000,
     )
-    page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
+    # The screenshot after the new module's charts are painted, not the old ones.
+    page.wait_for_function(
+        "n => { const d = document.querySelector('.xprof-widget').dataset;"
+        " return Number(d.figuresDrawn) > n && d.ready === '1'; }", arg=drawn, timeout=30_000)
     save_screenshot(page, "memory-viewer-3-other-module")
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 

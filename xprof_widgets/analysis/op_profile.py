@@ -66,7 +66,9 @@ class OpNode:
     @property
     def flops_utilization_of_time(self):
         """Achieved / peak FLOP rate (what XProf's UI shows), uncapped."""
-        return self.uncapped_flops_utilization / self.time_fraction if self.time_fraction else 0.0
+        if not self.time_fraction:  # no time of its own (a fused op): 0, or unknown without a peak
+            return self.uncapped_flops_utilization * 0.0
+        return self.uncapped_flops_utilization / self.time_fraction
 
     @property
     def wasted_time_fraction(self):
@@ -289,11 +291,11 @@ def _by_provenance(root, ops, fused):
 def _utilisations(n, total, p):
     t = n.time_ps
     n.time_fraction = t / total if total else 0.0
-    if t <= 0:
-        return
-    if math.isnan(p["peak_flops"]):  # GPU/CPU ops: no known peak, no utilisation
+    if math.isnan(p["peak_flops"]):  # no known peak (a CPU): no utilisation, timed or not
         n.flops_utilization = n.uncapped_flops_utilization = math.nan
         n.hbm_utilization = n.on_chip_read_utilization = n.on_chip_write_utilization = math.nan
+        return
+    if t <= 0:
         return
     secs = t * 1e-12
     rate = n.flops / secs

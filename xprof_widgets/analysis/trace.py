@@ -67,6 +67,7 @@ Times are integer picoseconds, absolute (as in the file).
 
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -180,6 +181,36 @@ class SearchResult(pd.DataFrame):
         return self.iloc[i] if i >= 0 else None
 
 
+_ID_SUFFIX = re.compile(r"^(.*\S)/(-?\d+)$")
+_PID_MAX_LIMIT = 2**22  # Linux: no OS thread id is larger
+
+
+def track_labels(sections, names, line_ids):
+    """Labels for tracks. A host thread of a pool is named `NAME/ID`, ID the line's own id (a
+    hash, `tf_XLAEigen/6739298145702471454`): where ID cannot be an OS thread id (above 2**22)
+    the label is NAME, numbered `NAME #1`, `NAME #2` in track order where a section has
+    several. Other names (`python`, `Host Threads/1083`, device lines) stay as they are.
+    `line_ids`: each track's line id (None for derived tracks)."""
+    base = []
+    for name, line_id in zip(names, line_ids):
+        m = _ID_SUFFIX.match(name)
+        own = (m is not None and line_id is not None and abs(int(m.group(2))) > _PID_MAX_LIMIT
+               and int(m.group(2)) % 2**32 == int(line_id) % 2**32)
+        base.append(m.group(1) if own else None)
+    taken = collections.Counter(zip(sections, [b or n for b, n in zip(base, names)]))
+    seen = collections.Counter()
+    labels = []
+    for section, name, b in zip(sections, names, base):
+        if b is None:
+            labels.append(name)
+        elif taken[(section, b)] == 1:
+            labels.append(b)
+        else:
+            seen[(section, b)] += 1
+            labels.append(f"{b} #{seen[(section, b)]}")
+    return labels
+
+
 class Trace:
     """One host's trace, laid out in tracks and rows, with a viewport index.
 
@@ -191,6 +222,9 @@ class Trace:
     nesting levels; the rest hold improperly nested events).
     `start_ps` / `end_ps`: the extent of all events (absolute ps).
     `names`: the table the `name` columns' categories come from.
+    `label` is the name people read: a host thread named `tf_XLAEigen/6739298145702471454`
+    (the thread pool's name and the line's id, a hash) is `tf_XLAEigen`, numbered
+    `tf_XLAEigen #1`, `#2` ... where a section has several (`track_labels`).
     `derived` is True for the lines XProf derives (TPU planes: Framework Name
     Scope, Framework Ops, Source code, Host Offload Ops rows, `derived_lines`;
     GPU planes: per stream Framework Name Scope / Ops, XLA Modules, XLA Ops,
@@ -262,9 +296,12 @@ class Trace:
                 "rows": [t.rows for t in tracks],
                 "nesting_rows": [t.nesting_rows for t in tracks],
                 "derived": [t.derived is not None for t in tracks],
+                "label": track_labels([t.section for t in tracks], [t.name for t in tracks],
+                                      [None if t.line < 0 else self.space.planes[t.plane].lines[t.line].id
+                                       for t in tracks]),
             },
             columns=["section", "name", "plane", "line", "pid", "tid", "events", "file_events", "rows",
-                     "nesting_rows", "derived"],
+                     "nesting_rows", "derived", "label"],
         )
         self.tracks.index.name = "track"
         self._track_of_line = {(t.plane, t.line): ti for ti, t in enumerate(tracks) if t.derived is None}

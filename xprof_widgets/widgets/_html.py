@@ -10,8 +10,11 @@ import pandas as pd
 
 # Shared look; a widget scopes it under its own root class (e.g. ".xw-mv").
 BASE_CSS = """
-{root} {{ font: 13px/1.4 system-ui, sans-serif; color: #222; }}
-{root} .xw-head {{ display: flex; gap: 12px; align-items: center; margin-bottom: 6px; }}
+{root} {{ font: 13px/1.4 system-ui, sans-serif; color: #222; max-width: 100%; }}
+{root} .xw-head {{ display: flex; flex-wrap: wrap; gap: 4px 12px; align-items: center; margin-bottom: 6px; }}
+{root} .xw-head > * {{ white-space: nowrap; }}
+{root} .xw-scroll {{ overflow: auto; min-width: 0; max-width: 100%; }}
+{root} .xw-note {{ color: #666; }}
 {root} .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
 {root} .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 100px; }}
 {root} .xw-label {{ color: #666; font-size: 11px; }}

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, HoverTool, Range1d, TapTool
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
@@ -32,6 +32,7 @@ HOST = {
     "preprocessing": "Preprocessing",
     "unclassified": "Other",
 }
+MIN_STEP_SLOTS = 10  # the step-time graph is at least this many bar widths wide
 OP_COLUMNS = {
     "op_name": "Input op",
     "count": "Count",
@@ -52,7 +53,10 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     data["name"] = steps["step_name"].astype(str).tolist()
     data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
     src = ColumnDataSource(data, name="steps")
-    fig = figure(height=280, sizing_mode="stretch_width", title=title,
+    n = len(steps)
+    # At least MIN_STEP_SLOTS bar widths across: one step is one bar, not the whole chart.
+    x_range = Range1d(-0.6, max(n, MIN_STEP_SLOTS) - 0.4, bounds=(-0.6, max(n, MIN_STEP_SLOTS) - 0.4))
+    fig = figure(height=280, sizing_mode="stretch_width", title=title, x_range=x_range,
                  x_axis_label="step", y_axis_label="ms", tools="xpan,xwheel_zoom,reset,save")
     colors = Category10[10][: max(len(used), 3)]
     bars = fig.vbar_stack(used, x="x", width=0.8, source=src, color=colors[: len(used)],
@@ -60,8 +64,11 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     fig.add_tools(HoverTool(renderers=bars, tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")] + [
         (BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used]))
     fig.add_tools(TapTool(renderers=bars))
-    fig.xaxis.major_label_overrides = {i: n for i, n in enumerate(data["name"])}
-    fig.xaxis.major_label_orientation = 0.8
+    # Ticks only where steps are (named after them): every step when few, whole steps when many.
+    fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
+    fig.xaxis.major_label_overrides = {i: name for i, name in enumerate(data["name"])}
+    fig.xaxis.major_label_orientation = 0.8 if n > 8 else 0
+    fig.xgrid.visible = False
     fig.legend.orientation = "horizontal"
     fig.add_layout(fig.legend[0], "above")  # not over the first bars
     fig.toolbar.logo = None

@@ -232,8 +232,8 @@ class MemoryProfileWidget(BokehWidget):
         ]))
         fig.add_tools(TapTool(renderers=[columns]))
         fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
-        fig.legend.location = "top_left"
         fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "above")  # over the chart, not over the curves
         fig.toolbar.logo = None
         return fig
 
@@ -263,7 +263,7 @@ class MemoryProfileWidget(BokehWidget):
 .xw-mp th.sorted {{ text-decoration: underline; }}
 .xw-mp td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
 .xw-mp td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-mp .xw-scroll {{ max-height: 320px; overflow: auto; }}
+.xw-mp .xw-scroll {{ max-height: 320px; }}
 </style>
 <div class="xw-mp">
   <div class="xw-head"><b>Memory profile</b> {host_select}

@@ -209,7 +209,8 @@ class MemoryViewerWidget(BokehWidget):
                                 tooltips=[("step", "@step"), ("heap", "@heap{0,0.00} MiB"),
                                           ("unpadded", "@unpadded{0,0.00} MiB"), ("op", "@op")]))
         fig.y_range.start = 0  # sizes from zero, as XProf draws them: no exaggerated swings
-        fig.legend.location = "bottom_right"
+        fig.legend.orientation = "horizontal"
+        fig.add_layout(fig.legend[0], "above")  # not over the heap curve
         fig.toolbar.logo = None
         return fig
 

@@ -25,6 +25,9 @@ from ._html import BASE_CSS, esc, notice, options, stat_cards
 from .op_details import op_details, op_details_html
 
 MAX_DEPTH = 4  # rings: program, category, op, fused op
+PX_PER_UNIT = 80  # the sunburst's scale: 400 px for its 4.8 data units, less the frame
+CHAR_PX = 5.5  # the width of a character of a 9 px wedge label
+NEUTRAL = "#bab0ac"  # wedges without a colour of their own (programs, when colouring by category)
 # Red (wasteful) to green (near a peak): the colour of max(FLOPS, HBM utilisation).
 UTILIZATION_COLORS = list(reversed(RdYlGn11))
 CONTROLS = ("group_by", "sort_by", "top_n", "exclude_idle", "name_filter")
@@ -34,7 +37,7 @@ def _color(node):
     """Colour of max(FLOPS, HBM) utilisation; grey where the chip's peaks are unknown (CPU)."""
     util = np.fmax(node.flops_utilization_of_time, node.hbm_utilization)
     if np.isnan(util):
-        return "#bab0ac"
+        return NEUTRAL
     return UTILIZATION_COLORS[min(int(util * len(UTILIZATION_COLORS)), len(UTILIZATION_COLORS) - 1)]
 
 
@@ -198,15 +201,32 @@ class OpProfileWidget(BokehWidget):
         known = not np.isnan(np.fmax(root.flops_utilization_of_time, root.hbm_utilization))
         if known:
             colors = [_color(r[5]) for r in rows]
-            title = f"{root.name}: colour = max(FLOPS, HBM) utilisation, red low, green high"
+            self._key = None  # the colour key: utilisation
         else:  # no chip peaks (CPU): colour by the category the node sits in
-            category = {}
+            category = {}  # node -> the category it sits in; None above the categories (programs)
             for i, (node, depth, parent, _) in enumerate(self.nodes):
-                category[i] = node.name if node.kind == "category" else category.get(parent, node.category or node.name)
-            names = sorted({category[r[0]] for r in rows})
+                if node.kind == "category":
+                    category[i] = node.name
+                elif node.kind in ("root", "program", "provenance"):
+                    category[i] = None
+                else:
+                    category[i] = category.get(parent) or node.category or node.name
+            names = sorted({category[r[0]] for r in rows} - {None})
             palette = {c: Category20[20][k % 20] for k, c in enumerate(names)}
-            colors = [palette[category[r[0]]] for r in rows]
-            title = f"{root.name}: colour = category (no known peak here)"
+            colors = [palette.get(category[r[0]], NEUTRAL) for r in rows]
+            self._key = palette
+        # Names along the wedges whose arc holds at least a few characters, cut to fit.
+        texts, xs, ys, angles = [], [], [], []
+        for _, inner, outer, start, end, node in rows:
+            radius, middle = (inner + outer) / 2, (start + end) / 2
+            fits = int(((end - start) * radius * PX_PER_UNIT - 6) / CHAR_PX)
+            if fits < 4:
+                continue
+            texts.append(node.name if len(node.name) <= fits else node.name[: fits - 1] + "…")
+            xs.append(radius * math.cos(middle))
+            ys.append(radius * math.sin(middle))
+            tangent = middle - math.pi / 2  # along the arc, never upside down
+            angles.append((tangent + math.pi / 2) % math.pi - math.pi / 2)
         src = ColumnDataSource(
             {
                 "id": np.array([r[0] for r in rows], dtype=np.int32),
@@ -226,8 +246,8 @@ class OpProfileWidget(BokehWidget):
         )
         extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
         fig = figure(
-            width=400, height=420, x_range=(-extent, extent), y_range=(-extent, extent), match_aspect=True,
-            tools="", title=title,
+            width=400, height=400, x_range=(-extent, extent), y_range=(-extent, extent), match_aspect=True,
+            tools="",
         )
         wedges = fig.annular_wedge(
             x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end",
@@ -239,6 +259,9 @@ class OpProfileWidget(BokehWidget):
         fig.annular_wedge(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start",
                           end_angle="end", source=hovered, fill_alpha=0, line_color="#222", line_width=3,
                           line_dash="dashed")
+        fig.text(x=xs, y=ys, text=texts, angle=angles, text_font_size="9px", text_align="center",
+                 text_baseline="middle", text_color="#111", background_fill_color="white",
+                 background_fill_alpha=0.65, padding=1, name="wedge_labels")
         fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
             ("", "@kind @name"), ("time", "@time{0.00} %"), ("FLOPS util", "@flops{0.00} %"),
             ("HBM util", "@hbm{0.00} %"),
@@ -248,8 +271,19 @@ class OpProfileWidget(BokehWidget):
         fig.grid.visible = False
         fig.outline_line_color = None
         fig.toolbar_location = None
-        fig.title.text_font_size = "11px"
         return fig
+
+    def _key_html(self):
+        """What the sunburst's colours mean, under it."""
+        if self._key is None:
+            stops = ", ".join(UTILIZATION_COLORS)
+            return ('<div class="xw-key" data-testid="colour-key">Colour: max(FLOPS, HBM bandwidth) utilisation'
+                    f'<div class="xw-ramp" style="background: linear-gradient(to right, {stops})"></div>'
+                    '<div class="xw-ramp-ticks"><span>0 %</span><span>50 %</span><span>100 %</span></div></div>')
+        key = ({"(program)": NEUTRAL} if self.group_by == "program" else {}) | self._key
+        swatches = "".join(f'<span><i style="background:{c}"></i>{esc(name)}</span>' for name, c in key.items())
+        return ('<div class="xw-key" data-testid="colour-key">Colour: category (no known peak on this '
+                f"device, so no utilisation)<div>{swatches}</div></div>")
 
     def _visible_rows(self):
         """Indices of the table rows: all nodes, or those matching the filter and their parents."""
@@ -308,8 +342,8 @@ class OpProfileWidget(BokehWidget):
         return f"""
 <style>
 {BASE_CSS.format(root=".xw-op")}
-.xw-op .xw-body {{ display: flex; gap: 12px; align-items: flex-start; }}
-.xw-op .xw-scroll {{ max-height: 460px; overflow: auto; flex: 1; }}
+.xw-op .xw-body {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }}
+.xw-op .xw-scroll {{ max-height: 460px; flex: 1 1 420px; }}
 .xw-op table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
 .xw-op th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; position: sticky; top: 0; background: #fff; }}
 .xw-op td {{ border-bottom: 1px solid #eee; padding: 1px 6px; cursor: pointer; white-space: nowrap; }}
@@ -318,6 +352,12 @@ class OpProfileWidget(BokehWidget):
 .xw-op tr.sel td {{ background: #ffe9a8; font-weight: 600; }}
 .xw-op td:first-child {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; }}
 .xw-op .xw-note {{ color: #666; font-size: 11px; }}
+.xw-op .xw-sun {{ width: 400px; }}
+.xw-op .xw-key {{ font-size: 11px; color: #444; }}
+.xw-op .xw-key span {{ display: inline-block; margin-right: 8px; }}
+.xw-op .xw-key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }}
+.xw-op .xw-ramp {{ height: 10px; margin-top: 2px; }}
+.xw-op .xw-ramp-ticks {{ display: flex; justify-content: space-between; }}
 .xw-op .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; }}
 </style>
 <div class="xw-op">
@@ -325,7 +365,7 @@ class OpProfileWidget(BokehWidget):
   {stats}
   {self._notes_html()}
   <div class="xw-body">
-    <div data-figure="sunburst"></div>
+    <div class="xw-sun"><div data-figure="sunburst"></div>{self._key_html()}</div>
     <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th><th>Time</th>
       <th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead><tbody>{"".join(body)}</tbody></table></div>
   </div>

@@ -21,6 +21,10 @@ from .input_pipeline import step_range, steps_figure
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
 
 
+_NO_DEVICE = ("This run has no accelerator (GPU or TPU) planes: the program ran on the host CPU. XProf's "
+              "overview counts device cores and device ops only, so it shows 0 cores and no device ops too.")
+
+
 def _ms(ps):
     return f"{ps / 1e9:,.3f} ms"
 
@@ -81,9 +85,10 @@ class OverviewWidget(BokehWidget):
             for op in r.top_ops.itertuples(index=False)
         )
         top = (
-            f'<table data-testid="top-ops" data-rows="{len(r.top_ops)}"><thead><tr><th>Operation</th><th>Category</th>'
-            f"<th>Self time</th><th>Self %</th><th>Cumulative %</th><th>Occurrences</th><th>GFLOP/s</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>" if rows else '<div class="xw-note">No device operations in this profile.</div>'
+            f'<div class="xw-scroll"><table data-testid="top-ops" data-rows="{len(r.top_ops)}"><thead><tr>'
+            f"<th>Operation</th><th>Category</th><th>Self time</th><th>Self %</th><th>Cumulative %</th>"
+            f"<th>Occurrences</th><th>GFLOP/s</th></tr></thead><tbody>{rows}</tbody></table></div>"
+            if rows else f'<div class="xw-note" data-testid="no-top-ops">{esc(self._no_top_ops())}</div>'
         )
         lat_rows = "".join(
             f"<tr><td>{esc(m.module)}</td><td class=num>{m.executions:,}</td><td class=num>{m.mean_ms:,.3f}</td>"
@@ -93,9 +98,9 @@ class OverviewWidget(BokehWidget):
         )
         latency = (
             f'<h4>XLA module latency (ms, per execution on a device core)</h4>'
-            f'<table data-testid="module-latency" data-rows="{len(r.module_latency)}"><thead><tr><th>Module</th>'
-            f"<th>Executions</th><th>Mean</th><th>p50</th><th>p90</th><th>p99</th><th>Max</th></tr></thead>"
-            f"<tbody>{lat_rows}</tbody></table>" if lat_rows else ""
+            f'<div class="xw-scroll"><table data-testid="module-latency" data-rows="{len(r.module_latency)}"><thead>'
+            f"<tr><th>Module</th><th>Executions</th><th>Mean</th><th>p50</th><th>p90</th><th>p99</th><th>Max</th>"
+            f"</tr></thead><tbody>{lat_rows}</tbody></table></div>" if lat_rows else ""
         )
         return f"""
 <style>
@@ -118,8 +123,27 @@ class OverviewWidget(BokehWidget):
   {top}
   {latency if not r.steps.empty else ""}
   <h4>Run environment</h4>
-  {env}
+  {env}{self._no_device_note()}
 </div>"""
+
+    def _no_device_note(self):
+        """Why a run on the host CPU shows 0 device cores (XProf shows the same)."""
+        if self.result.device_core_count:
+            return ""
+        return (f'<div class="xw-note" data-testid="no-device">{esc(_NO_DEVICE)} '
+                f"{esc(self._op_profile_pointer())}</div>")
+
+    def _no_top_ops(self):
+        if self.result.device_core_count:
+            return "No device operations in this profile."
+        return ("No device operations: XProf's top operations are ops that ran on a device, and this run "
+                f"has none. {self._op_profile_pointer()}")
+
+    def _op_profile_pointer(self):
+        if "op_profile" in self.run.tools:
+            return ("The ops XLA ran on the host CPU, with their time and FLOPs, are in the op profile: "
+                    "xw.OpProfileWidget(run), or the op profile tool of ProfileWidget.")
+        return ""
 
 
 __all__ = ["OverviewWidget"]

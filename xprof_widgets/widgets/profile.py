@@ -88,14 +88,16 @@ class ProfileWidget(w.VBox):
         self._setting = threading.local()  # .on: this thread sets the selectors, observers stand by
         self._built = {}  # (run, host, tool) -> widget
         self._errors = {}  # (run, host, tool) -> why that tool shows no page
-        self.run_select = w.Dropdown(description="Run")
-        self.host_select = w.Dropdown(description="Host")
+        # Sized to their longest option (run names can be long), wrapping onto a new line when narrow.
+        fit = dict(layout=w.Layout(width="auto", max_width="100%"), style={"description_width": "initial"})
+        self.run_select = w.Dropdown(description="Run", **fit)
+        self.host_select = w.Dropdown(description="Host", **fit)
         tool = _ALIASES.get(tool, tool)
         if tool not in TOOLS:
             raise ValueError(f"tool must be one of {list(TOOLS)}, not {tool!r}")
         self._wanted_tool = tool  # shown when the run has data for it
         self.tool_select = w.Dropdown(description="Tool", options=[(t.label, k) for k, t in TOOLS.items()],
-                                      value=tool)
+                                      value=tool, **fit)
         self.refresh_button = w.Button(description="Refresh", tooltip="look for new runs in the logdir")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Reading")
         self.progress_label = w.HTML()
@@ -104,7 +106,8 @@ class ProfileWidget(w.VBox):
         self.status = w.HTML()
         self.body = w.Box(layout=w.Layout(width="100%"))
         self.children = [
-            w.HBox([self.run_select, self.host_select, self.tool_select, self.refresh_button]),
+            w.HBox([self.run_select, self.host_select, self.tool_select, self.refresh_button],
+                   layout=w.Layout(flex_flow="row wrap")),
             self.loading, self.status, self.body,
         ]
         for widget, name in ((self, "xw-profile"), (self.run_select, "xw-profile-run"),

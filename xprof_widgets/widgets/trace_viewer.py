@@ -129,7 +129,7 @@ class TraceViewerWidget(BokehWidget):
             for row in group.itertuples():
                 offset[row.Index] = y
                 ticks.append(y)
-                labels[y] = row.name
+                labels[y] = row.label
                 y += max(int(row.rows), 1)
         return offset, ticks, labels, max(y, 1)
 
