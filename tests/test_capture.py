@@ -115,10 +115,10 @@ def test_capture_widget(jax_server, tmp_path):
     w.on_capture(seen.append)
     run = w.capture()
     assert run is not None and seen == [run] and w.run is run and w.error == ""
-    assert 'data-status="ok"' in w.status.value and run.name in w.status.value
-    assert type(w.result.children[0]).__name__ == "OverviewWidget"
+    assert 'data-status="ok"' in w.message and run.name in w.message
+    assert type(w.current).__name__ == "OverviewWidget"
     assert len(run.events()) > 0
-    assert not w.button.disabled
+    assert not w.capturing
 
 
 @needs_client
@@ -139,11 +139,11 @@ def test_widget_shows_the_error(tmp_path):
 
     w = CaptureWidget(address=f"localhost:{free_port()}", duration_ms=100, logdir=str(tmp_path))
     assert w.capture() is None and w.run is None
-    assert 'data-status="error"' in w.status.value and "nothing is listening" in w.status.value
-    w.address.value = f"<b>bad</b>:{free_port()}"
+    assert 'data-status="error"' in w.message and "nothing is listening" in w.message
+    w.address = f"<b>bad</b>:{free_port()}"
     assert w.capture() is None and "no such host" in w.error
-    assert "<b>bad</b>" not in w.status.value and "&lt;b&gt;bad&lt;/b&gt;" in w.status.value  # escaped
-    w.address.value = "no-port"
+    assert "<b>bad</b>" not in w.message and "&lt;b&gt;bad&lt;/b&gt;" in w.message  # escaped
+    w.address = "no-port"
     assert w.capture() is None and "has no port" in w.error
 
 

@@ -172,15 +172,15 @@ def test_op_details_card_is_its_own_widget_and_escapes():
     from xprof_widgets.widgets.op_details import op_details_html
 
     card = xw.OpDetailsCard()
-    assert "Click an op" in card.value
+    assert "Click an op" in card.html
     card.op = {"name": "<i>x</i>", "kind": "op", "category": "c", "program": None, "expression": "<b>",
                "provenance": "", "occurrences": 1, "total_time_ps": 1e6, "avg_time_ps": 1e6,
                "time_fraction": 0.5, "tflops_per_s": 0.0, "hbm_gb_per_s": 1.0, "on_chip_read_gb_per_s": 0.0,
                "on_chip_write_gb_per_s": 0.0, "flops_utilization": float("nan"), "hbm_utilization": 0.1,
                "wasted_time_fraction": 0.4}
-    assert "&lt;i&gt;x&lt;/i&gt;" in card.value and "<i>x</i>" not in card.value and "&lt;b&gt;" in card.value
-    assert "n/a" in card.value  # unknown peak: no made-up utilisation
-    assert card.value == op_details_html(card.op)
+    assert "&lt;i&gt;x&lt;/i&gt;" in card.html and "<i>x</i>" not in card.html and "&lt;b&gt;" in card.html
+    assert "n/a" in card.html  # unknown peak: no made-up utilisation
+    assert card.html == op_details_html(card.op)
 
 
 # --- InputPipelineWidget ---------------------------------------------------------
@@ -249,27 +249,27 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     import shutil
 
     w = xw.ProfileWidget(PROFILES / "tf_keras_cpu")
-    runs = list(w.run_select.options)
+    runs = list(w.runs)
     assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
     # TF on CPU: no XLA ops, no HLO modules; the newest run has allocator events.
-    assert "2 tools without data" in w.status.value and "Memory viewer" in w.status.value  # and why
-    assert "HLO op profile" in w.status.value
-    assert [k for _, k in w.tool_select.options] == ["overview_page", "input_pipeline_analyzer", "trace_viewer",
+    assert "2 tools without data" in w.message and "Memory viewer" in w.message  # and why
+    assert "HLO op profile" in w.message
+    assert w.tools == ["overview_page", "input_pipeline_analyzer", "trace_viewer",
                                                      "memory_profile"]  # only tools with data are offered
-    w.tool_select.value = "trace_viewer"
+    w.tool = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"
-    w.run_select.value = runs[1]
+    w.run_name = runs[1]
     assert w.current.run.name == runs[1]
     # a run written while the widget is open shows up on refresh
     logdir = tmp_path / "logdir"
     shutil.copytree(PROFILES / "jax_mlp_cpu", logdir)
     w2 = xw.ProfileWidget(logdir)
-    assert len(w2.run_select.options) == 1
+    assert len(w2.runs) == 1
     src = next((logdir / "plugins" / "profile").iterdir())
     shutil.copytree(src, src.parent / "2099_01_01_00_00_00")
     w2.refresh()
-    assert w2.run_select.options[0] == "2099_01_01_00_00_00"
+    assert w2.runs[0] == "2099_01_01_00_00_00"
 
 
 def _logdir_with(tmp_path, *runs):
@@ -338,7 +338,7 @@ def test_profile_widget_progress_shows_bytes_read(tmp_path, monkeypatch):
 
         def wrapped(host, done, total):
             report(host, done, total)
-            seen.append((self.progress_label.value, self.progress.value, self.progress.max, self.loading.layout.display))
+            seen.append((self.progress_text, self.progress_bytes, self.progress_total, self.loading))
         return wrapped
 
     monkeypatch.setattr(xw.ProfileWidget, "_reporter", spy)
@@ -351,8 +351,8 @@ def test_profile_widget_progress_shows_bytes_read(tmp_path, monkeypatch):
     assert f"Decoding {hosts[0]}… (host 1 of 2)" in texts and texts[-1] == f"Decoding {hosts[1]}… (host 2 of 2)"
     bar = [v for _, v, _, _ in seen]
     assert bar == sorted(bar) and bar[-1] == total and {m for _, _, m, _ in seen} == {total}
-    assert {d for *_, d in seen} == {""}  # shown while reading
-    assert w.loading.layout.display == "none"  # hidden once the tool shows
+    assert {d for *_, d in seen} == {True}  # shown while reading
+    assert not w.loading  # hidden once the tool shows
     assert type(w.current).__name__ == "TraceViewerWidget"
     seen.clear()
     w.refresh()  # no new run: nothing read again
@@ -366,12 +366,12 @@ def test_profile_widget_opens_runs_in_a_thread(tmp_path):
     run = w.wait(timeout=120)
     assert run.name == "2026_11_22_03_16_48" and w.ready.done()
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run is run
-    assert w.loading.layout.display == "none" and "Memory viewer" in w.status.value
+    assert not w.loading and "Memory viewer" in w.message
     # switching runs opens the other in the background too; wait() follows the selection
-    w.run_select.value = "2026_11_22_03_16_08"
+    w.run_name = "2026_11_22_03_16_08"
     assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and w.current.run.name == "2026_11_22_03_16_08"
     # back to an open run: at once, no thread
-    w.run_select.value = "2026_11_22_03_16_48"
+    w.run_name = "2026_11_22_03_16_48"
     assert w.ready.done() and w.current.run is run
 
 
@@ -381,14 +381,14 @@ def test_profile_widget_shows_errors_from_the_thread(tmp_path):
     bad.mkdir()
     (bad / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")  # a plane longer than the file
     w = xw.ProfileWidget(logdir, background=True)
-    assert w.run_select.value == "2099_01_01_00_00_00"
+    assert w.run_name == "2099_01_01_00_00_00"
     with pytest.raises(xw.ProfileError, match="vm.xplane.pb"):
         w.wait(timeout=60)
-    assert "vm.xplane.pb" in w.status.value and w.current is None and w.loading.layout.display == "none"
+    assert "vm.xplane.pb" in w.message and w.current is None and not w.loading
     with pytest.raises(xw.ProfileError, match="vm.xplane.pb"):
         w.to_html()
-    w.run_select.value = "2026_11_22_03_16_08"  # the good run still opens
-    assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and "vm.xplane.pb" not in w.status.value
+    w.run_name = "2026_11_22_03_16_08"  # the good run still opens
+    assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and "vm.xplane.pb" not in w.message
 
 
 def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
@@ -399,22 +399,22 @@ def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
     assert page.startswith("<!DOCTYPE html>") and "OverviewWidget" in page
     assert w.to_html(title="t").startswith("<!DOCTYPE html>")
     # No HLO modules in a TF CPU run: the memory viewer is not offered, the page says why.
-    assert "memory_viewer" not in [k for _, k in w.tool_select.options]
-    assert "Memory viewer</b>: no HLO modules" in w.status.value
+    assert "memory_viewer" not in w.tools
+    assert "Memory viewer</b>: no HLO modules" in w.message
 
     def broken(run, **kwargs):
         raise xw.ProfileError(run.path, "line 3 of the host plane does not decode")
 
     monkeypatch.setattr(xw, "TraceViewerWidget", broken)  # a tool that cannot show this run
-    w.tool_select.value = "trace_viewer"
-    assert "does not decode" in w.current.value
+    w.tool = "trace_viewer"
+    assert w.current is None and "does not decode" in w.message
     with pytest.raises(xw.ProfileError, match="Trace viewer tool has no view of this run.*does not decode"):
         w.to_html(tmp_path / "trace.html")
     assert not (tmp_path / "trace.html").exists()
     empty = tmp_path / "empty"
     (empty / "plugins" / "profile").mkdir(parents=True)
     nothing = xw.ProfileWidget(empty)
-    assert "No runs" in nothing.status.value and nothing.wait() is None
+    assert "No runs" in nothing.message and nothing.wait() is None
     with pytest.raises(xw.ProfileError, match="no run is shown"):
         nothing.to_html()
 
@@ -464,14 +464,14 @@ def test_profile_widget_switching_runs_while_one_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(xspace, "_read_chunks", held)
     w = xw.ProfileWidget(logdir, background=True)
     assert reading.wait(60) and not w.ready.done() and w.current is None and w.run is None
-    assert w.loading.layout.display == "" and w.progress_label.value.startswith("Opening 2026_11_22_03_16_48")
+    assert w.loading and w.progress_text.startswith("Opening 2026_11_22_03_16_48")
     first = w.ready
-    w.run_select.value = "2026_11_22_03_16_08"  # while the newest is still being read
+    w.run_name = "2026_11_22_03_16_08"  # while the newest is still being read
     assert w.wait(timeout=120).name == "2026_11_22_03_16_08"
     go.set()
     assert first.result(timeout=120).name == "2026_11_22_03_16_48"  # read, but not shown: not selected
-    assert w.current.run.name == "2026_11_22_03_16_08" and w.loading.layout.display == "none"
-    w.run_select.value = "2026_11_22_03_16_48"  # read already: shown at once
+    assert w.current.run.name == "2026_11_22_03_16_08" and not w.loading
+    w.run_name = "2026_11_22_03_16_48"  # read already: shown at once
     assert w.ready.done() and w.current.run.name == "2026_11_22_03_16_48"
 
 

@@ -89,7 +89,7 @@ def test_what_the_narrow_page_shows(page, narrow):
     # JAX on CPU overview: says why there are 0 device cores and where the CPU ops are.
     note = narrow["OverviewWidget-cpu"].locator("[data-testid='no-device']").inner_text()
     assert "no accelerator" in note and "XProf" in note and "op profile" in note
-    assert "op profile" in narrow["OverviewWidget-cpu"].locator("[data-testid='no-top-ops']").inner_text()
+    assert "has no device" in narrow["OverviewWidget-cpu"].locator("[data-testid='no-top-ops']").inner_text()
     # Trace rows are named after their threads, not their hashed ids.
     labels = set(xw.sample_run().trace().tracks["label"])
     assert "tf_XLAEigen #1" in labels

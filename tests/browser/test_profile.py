@@ -10,6 +10,7 @@ import shutil
 
 import xprof_widgets as xw
 from xprof_widgets.widgets.memory_profile import human_bytes
+from xprof_widgets.widgets.profile import TOOLS
 
 from ..conftest import PROFILES
 from .harness import ARTIFACTS, save_screenshot, show_widget
@@ -20,10 +21,12 @@ ADDED = "2026_11_23_00_00_00"  # a JAX run, copied in while the widget is open
 
 # Every text the progress label shows, and whether it was on screen (set up before a run opens).
 WATCH_PROGRESS_JS = """() => {
-  const label = document.querySelector('.xw-profile .xw-profile-progress');
+  const root = document.querySelector('.xw-profile').closest('.xprof-widget');
   window.__progress = [];
-  new MutationObserver(() => window.__progress.push([label.textContent.trim(), label.offsetParent !== null]))
-    .observe(label, {subtree: true, childList: true, characterData: true});
+  new MutationObserver(() => {
+    const label = root.querySelector('.xw-profile-progress');
+    if (label) window.__progress.push([label.textContent.trim(), label.offsetParent !== null]);
+  }).observe(root, {subtree: true, childList: true, characterData: true});
 }"""
 
 
@@ -60,16 +63,16 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     # The tools without data, each with its reason.
     missing = widget.locator("[data-testid='missing-tools']")
     missing.locator("summary").click()
-    reasons = {t: r for t, ok, r in newer.tool_status().itertuples(index=False) if not ok}
-    assert list(reasons) == ["memory_viewer"]
-    assert missing.locator("summary").inner_text() == "1 tool without data"
-    assert missing.locator("li").all_inner_texts() == [f"Memory viewer: {reasons['memory_viewer']}"]
+    reasons = {t: r for t, ok, r in newer.tool_status().itertuples(index=False) if not ok and t in TOOLS}
+    assert list(reasons) == ["op_profile", "memory_viewer"]  # TF on CPU: no XLA ops, no HLO modules
+    assert missing.locator("summary").inner_text() == "2 tools without data"
+    assert missing.locator("li").all_inner_texts() == [f"{TOOLS[t].label}: {r}" for t, r in reasons.items()]
 
     # Memory profile of the newest run: the peak shown is the analysis' peak.
     tool_select.select_option(label="Memory profile")
     peak = ".xw-profile [data-stat='peak_heap_bytes']"
     _text_is(page, peak, human_bytes(newer.memory_profile().peak_heap_bytes))
-    page.wait_for_selector(".xw-profile .xprof-widget[data-ready='1']", timeout=30_000)
+    page.wait_for_selector(".xprof-widget[data-ready='1'] .xw-profile", timeout=30_000)
 
     # The older run: read in the background with the bytes read shown; it has no allocator
     # events, so the memory profile joins the tools without data, with XProf's reason.
@@ -88,14 +91,12 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     reading = [t for t in shown if t.startswith("Reading vm: ")]
     assert reading and all(re.fullmatch(rf"Reading vm: [\d.]+ / {size / 1e6:.1f} MB", t) for t in reading), shown
     assert "Decoding vm…" in shown and "Building Memory profile…" in shown, shown
-    bar = widget.locator(".widget-hprogress")
-    assert bar.count() == 1
-    bar.wait_for(state="hidden", timeout=30_000)  # gone once the tool shows
+    widget.locator(".xw-profile-loading").wait_for(state="detached", timeout=30_000)  # gone once the tool shows
     status = {t: r for t, ok, r in older.tool_status().itertuples(index=False) if not ok}
     missing.locator("summary").click()
     items = missing.locator("li").all_inner_texts()
     assert f"Memory profile: {status['memory_profile']}" in items
-    assert widget.locator(".xw-profile-status").inner_text().startswith("2 tools without data")
+    assert widget.locator(".xw-profile-status").inner_text().startswith("3 tools without data")
     tool_select.select_option(label="Overview")
     _text_is(page, avg, f"{older.overview().avg_step_time_ms:,.3f} ms")
 
@@ -112,7 +113,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     run_select.select_option(ADDED)
     added = xw.load_run(root / ADDED)
     _text_is(page, avg, f"{added.overview().avg_step_time_ms:,.3f} ms")
-    page.wait_for_selector(".xw-profile .xprof-widget[data-ready='1']", timeout=30_000)
+    page.wait_for_selector(".xprof-widget[data-ready='1'] .xw-profile", timeout=30_000)
     page.wait_for_timeout(500)  # let the charts paint
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "profile-widget")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 
-import ipywidgets
 import traitlets
 
+from ._bokeh import BokehWidget
 from ._html import esc
 
 
@@ -87,17 +87,18 @@ def op_details_html(details):
     )
 
 
-class OpDetailsCard(ipywidgets.HTML):
-    """The op details card as a widget: set `card.op = op_details(node)` (or link
-    it to another widget's `selected_op` with `traitlets.dlink`)."""
+class OpDetailsCard(BokehWidget):
+    """The op details card as a widget of its own: set `card.op = op_details(node)` (or link
+    it to another widget's `selected_op` with `traitlets.dlink`). An anywidget like the
+    tools (marimo included); its HTML is `card.html`."""
 
     op = traitlets.Dict(help="op_details(...) of the op shown; {} for none.")
 
     def __init__(self, op=None, **kwargs):
         super().__init__(**kwargs)
         self.op = op or {}
-        self.value = op_details_html(self.op)
+        self.html = op_details_html(self.op)
 
     @traitlets.observe("op")
     def _draw(self, change):
-        self.value = op_details_html(change["new"])
+        self.html = op_details_html(change["new"])

@@ -137,7 +137,7 @@ class OverviewWidget(BokehWidget):
         if self.result.device_core_count:
             return "No device operations in this profile."
         return ("No device operations: XProf's top operations are ops that ran on a device, and this run "
-                f"has none. {self._op_profile_pointer()}")
+                "has no device (see the run environment below).")
 
     def _op_profile_pointer(self):
         if "op_profile" in self.run.tools:

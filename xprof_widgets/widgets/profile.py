@@ -1,5 +1,8 @@
 """ProfileWidget: every tool of a logdir in one widget, with run, host and tool selectors.
 
+An anywidget (a HostWidget: the tool widget shown travels over its comm), so it
+runs wherever anywidget does, marimo included.
+
 XProf's profile page in a notebook: pick a run of the logdir (runs written
 while the widget is open appear on "Refresh"), a host, a tool; the tool's
 widget is built on first use and kept. Tools without data for the run are
@@ -16,19 +19,20 @@ ProfileError the widget shows if the run could not be read.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import html
+import json
 import threading
 from concurrent.futures import Future
 
-import ipywidgets as w
+import traitlets
 
 from ..errors import ProfileError
 from ..io import fs
 from ..io.xspace import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
+from ._host import HostWidget
 
 #: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
 TOOLS = {t.name: t for t in _REGISTRY}
@@ -63,18 +67,38 @@ def _done(value=None):
     return future
 
 
-class ProfileWidget(w.VBox):
+class ProfileWidget(HostWidget):
     """All tools for a logdir (or one run): `ProfileWidget("LOGDIR")`, `ProfileWidget(run)`.
 
-    `.run` is the open run (None while it is being read), `.tool` the tool
-    shown (its widget: `.current`). `background` reads runs in a thread so the
-    cell returns at once; default: in a Jupyter kernel yes, elsewhere no.
-    `wait()` (or the `ready` future) tells when the selected run is shown;
+    Traits Python can read and set: `run_name` (the selected run; `runs` lists the
+    logdir's, newest first), `host` (`hosts`), `tool` (XProf's tool name; `tools`
+    lists those with data for the run). `.run` is the open run (None while it is
+    being read), `.current` the tool's widget. `loading`, `progress_text`,
+    `progress_bytes` / `progress_total` describe the read in progress, `message` the
+    tools without data (and why) or what went wrong. `background` reads runs in a
+    thread so the cell returns at once; default: in a Jupyter kernel yes, elsewhere
+    no. `wait()` (or the `ready` future) tells when the selected run is shown;
     `to_html(path)` exports the tool shown as a self-contained page.
     """
 
+    OWN_REQUESTS = frozenset({"choose", "refresh"})
+
+    runs = traitlets.List(help="The logdir's run names, newest first.")
+    run_name = traitlets.Unicode(None, allow_none=True, help="The selected run.")
+    hosts = traitlets.List(help="The hosts of the open run.")
+    host = traitlets.Unicode(None, allow_none=True, help="The selected host.")
+    tools = traitlets.List(help="XProf names of the tools offered: those with data for the run.")
+    tool = traitlets.Unicode(help="The tool shown (XProf's name).")
+    loading = traitlets.Bool(False, help="True while the selected run is being read.")
+    progress_text = traitlets.Unicode(help="What is being read or built.")
+    progress_bytes = traitlets.Int(0, help="Bytes of the run read so far.")
+    progress_total = traitlets.Int(1, help="Bytes of the run in all.")
+    message = traitlets.Unicode(help="HTML: the tools without data and why, or what went wrong.")
+
     def __init__(self, logdir_or_run, tool="overview_page", background=None, **kwargs):
-        super().__init__(**kwargs)
+        tool = _ALIASES.get(tool, tool)
+        if tool not in TOOLS:
+            raise ValueError(f"tool must be one of {list(TOOLS)}, not {tool!r}")
         if isinstance(logdir_or_run, Run):
             self.logdir, self._runs = None, {logdir_or_run.name: logdir_or_run.path}
             self._loaded = {logdir_or_run.name: logdir_or_run}
@@ -85,40 +109,13 @@ class ProfileWidget(w.VBox):
         self._pending = {}  # run name -> Future of the thread reading it
         self._future = _done()
         self._lock = threading.RLock()
-        self._setting = threading.local()  # .on: this thread sets the selectors, observers stand by
-        self._built = {}  # (run, host, tool) -> widget
-        self._errors = {}  # (run, host, tool) -> why that tool shows no page
-        # Sized to their longest option (run names can be long), wrapping onto a new line when narrow.
-        fit = dict(layout=w.Layout(width="auto", max_width="100%"), style={"description_width": "initial"})
-        self.run_select = w.Dropdown(description="Run", **fit)
-        self.host_select = w.Dropdown(description="Host", **fit)
-        tool = _ALIASES.get(tool, tool)
-        if tool not in TOOLS:
-            raise ValueError(f"tool must be one of {list(TOOLS)}, not {tool!r}")
+        self._setting = threading.local()  # .on: this thread sets the selection, observers stand by
+        self._built = {}  # (run, host, tool) -> widget, or the ProfileError's message
         self._wanted_tool = tool  # shown when the run has data for it
-        self.tool_select = w.Dropdown(description="Tool", options=[(t.label, k) for k, t in TOOLS.items()],
-                                      value=tool, **fit)
-        self.refresh_button = w.Button(description="Refresh", tooltip="look for new runs in the logdir")
-        self.progress = w.IntProgress(value=0, min=0, max=1, description="Reading")
-        self.progress_label = w.HTML()
-        self.progress_label.add_class("xw-profile-progress")
-        self.loading = w.HBox([self.progress, self.progress_label], layout=w.Layout(display="none"))
-        self.status = w.HTML()
-        self.body = w.Box(layout=w.Layout(width="100%"))
-        self.children = [
-            w.HBox([self.run_select, self.host_select, self.tool_select, self.refresh_button],
-                   layout=w.Layout(flex_flow="row wrap")),
-            self.loading, self.status, self.body,
-        ]
-        for widget, name in ((self, "xw-profile"), (self.run_select, "xw-profile-run"),
-                             (self.host_select, "xw-profile-host"), (self.tool_select, "xw-profile-tool"),
-                             (self.refresh_button, "xw-profile-refresh"), (self.status, "xw-profile-status")):
-            widget.add_class(name)  # for styling and for tests to find them on the page
-        self.refresh_button.on_click(lambda _: self.refresh())
+        super().__init__()
+        with self._quietly():
+            self.tools, self.tool = list(TOOLS), tool
         self._list_runs()
-        self.run_select.observe(lambda _: self._busy() or self._show_run(), "value")
-        self.host_select.observe(lambda _: self._busy() or self._show(), "value")
-        self.tool_select.observe(self._on_tool, "value")
         self._show_run()
 
     # --- what is shown ----------------------------------------------------------------
@@ -126,16 +123,8 @@ class ProfileWidget(w.VBox):
     @property
     def run(self):
         """The selected run once it is open (every host read), else None."""
-        name = self.run_select.value
+        name = self.run_name
         return self._loaded.get(name) if name in self._opened else None
-
-    @property
-    def tool(self):
-        return self.tool_select.value
-
-    @property
-    def current(self):
-        return self.body.children[0] if self.body.children else None
 
     @property
     def ready(self):
@@ -159,30 +148,119 @@ class ProfileWidget(w.VBox):
         that could not be built for it (the message says why).
         """
         run = self.wait()
-        current = self.current
-        export = getattr(current, "to_html", None)
-        if export is None:
+        if self.current is None:
             label = TOOLS[self.tool].label
             if run is None:
                 raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
-            why = self._errors.get((run.name, self.host_select.value, self.tool), "it shows no page")
+            why = self._built.get((run.name, self.host, self.tool), "it shows no page")
             raise ProfileError(run.path, f"nothing to export: the {label} tool has no view of this run ({why})")
-        return export(path, **kwargs)
+        return self.current.to_html(path, **kwargs)
+
+    # --- the page -----------------------------------------------------------------------
+
+    def _frame(self, tool_html):
+        def select(what, values, selected, labels=None):
+            opts = "".join(
+                f'<option value="{html.escape(v)}"{" selected" if v == selected else ""}>'
+                f"{html.escape(labels[v] if labels else v)}</option>" for v in values)
+            params = html.escape(json.dumps({"what": what}))
+            return (f'<label class="xw-profile-{what}">{what.capitalize()} <select data-request="choose" '
+                    f'data-params="{params}">{opts}</select></label>')
+
+        bar = (select("run", self.runs, self.run_name)
+               + (select("host", self.hosts, self.host) if self.hosts else "")
+               + select("tool", self.tools, self.tool, {k: TOOLS[k].label for k in TOOLS})
+               + '<button class="xw-profile-refresh" data-request="refresh" title="look for new runs in the '
+                 'logdir">Refresh</button>')
+        loading = ""
+        if self.loading:
+            loading = (f'<div class="xw-profile-loading"><progress value="{self.progress_bytes}" '
+                       f'max="{max(self.progress_total, 1)}"></progress> <span class="xw-profile-progress">'
+                       f"{html.escape(self.progress_text)}</span></div>")
+        return f"""
+<style>
+.xw-profile {{ font: 13px/1.4 system-ui, sans-serif; }}
+.xw-profile .xw-profile-bar {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center;
+  margin-bottom: 6px; }}
+.xw-profile .xw-profile-bar label {{ white-space: nowrap; max-width: 100%; display: flex; gap: 4px;
+  align-items: center; }}
+.xw-profile .xw-profile-bar select {{ max-width: 100%; }}
+.xw-profile progress {{ width: 240px; }}
+</style>
+<div class="xw-profile">
+  <div class="xw-profile-bar">{bar}</div>
+  {loading}
+  <div class="xw-profile-status">{self.message}</div>
+  <div class="xw-profile-body">{tool_html}</div>
+</div>"""
+
+    @traitlets.observe("runs", "run_name", "hosts", "host", "tools", "tool", "loading", "progress_text",
+                       "progress_bytes", "progress_total", "message")
+    def _redraw(self, change):
+        if getattr(self, "_built", None) is not None:  # (set up)
+            self._compose()
+
+    def on_request(self, kind, params):
+        if kind == "refresh":
+            self.refresh()
+        elif kind == "choose":
+            what, value = params.get("what"), params.get("value")
+            name = {"run": "run_name", "host": "host", "tool": "tool"}.get(what)
+            if name is None:
+                raise ValueError(f"unknown selector {what!r}")
+            setattr(self, name, value)
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
 
     # --- runs ---------------------------------------------------------------------------
 
-    @contextlib.contextmanager
+    class _Quiet:
+        def __init__(self, setting):
+            self.setting = setting
+
+        def __enter__(self):
+            self.setting.on = True
+
+        def __exit__(self, *exc):
+            self.setting.on = False
+
     def _quietly(self):
-        """Set selectors from Python without their observers reacting (in this thread only:
+        """Set the selection from Python without its observers reacting (in this thread only:
         a change the page makes meanwhile, handled in the kernel's thread, still counts)."""
-        self._setting.on = True
-        try:
-            yield
-        finally:
-            self._setting.on = False
+        return self._Quiet(self._setting)
 
     def _busy(self):
         return getattr(self._setting, "on", False)
+
+    @traitlets.validate("run_name")
+    def _check_run(self, proposal):
+        if proposal["value"] is not None and proposal["value"] not in self._runs:
+            raise traitlets.TraitError(f"no run {proposal['value']!r}; runs: {self.runs}")
+        return proposal["value"]
+
+    @traitlets.validate("tool")
+    def _check_tool(self, proposal):
+        value = _ALIASES.get(proposal["value"], proposal["value"])
+        if value not in TOOLS:
+            raise traitlets.TraitError(f"tool must be one of {list(TOOLS)}, not {value!r}")
+        return value
+
+    @traitlets.observe("run_name")
+    def _on_run(self, change):
+        if not self._busy():
+            self._show_run()
+
+    @traitlets.observe("host")
+    def _on_host(self, change):
+        if not self._busy():
+            self._show()
+
+    @traitlets.observe("tool")
+    def _on_tool(self, change):
+        if not self._busy():
+            self._wanted_tool = change["new"]
+            self._show()
 
     def refresh(self):
         """Look for runs again (new runs in the logdir show up, the newest first)."""
@@ -190,45 +268,44 @@ class ProfileWidget(w.VBox):
             self._show_run()
 
     def _list_runs(self):
-        """Fill the run selector; True if the selected run changed."""
+        """Fill the run list; True if the selected run changed."""
         if self.logdir is not None:
             try:
                 runs = list_runs(self.logdir)
             except ProfileError as error:
-                self.status.value = f"<b>{html.escape(str(error))}</b>"
+                self.message = f"<b>{html.escape(str(error))}</b>"
                 return False
             self._runs = dict(zip(runs["run"], runs["path"]))
         names = sorted(self._runs, reverse=True)  # XProf's run folders are timestamps: newest first
-        current = self.run_select.value
+        current = self.run_name
         with self._quietly():
-            self.run_select.options = names
-            self.run_select.value = current if current in names else (names[0] if names else None)
-        return self.run_select.value != current
+            self.runs = names
+            self.run_name = current if current in names else (names[0] if names else None)
+        return self.run_name != current
 
     def _show_run(self):
         with self._lock:
-            name = self.run_select.value
+            name = self.run_name
             if name is None:
-                self.status.value = "<b>No runs in this logdir yet.</b> Capture one, then press Refresh."
-                self.body.children = []
+                self.message = "<b>No runs in this logdir yet.</b> Capture one, then press Refresh."
+                self._host(None)
                 self._future = _done()
                 return
             if name in self._opened:
                 self._future = _done(self._loaded[name])
                 self._display(name)
                 return
-            self.status.value = ""
-            self.body.children = []
+            self.message = ""
+            self._host(None)
             with self._quietly():
-                self.host_select.options = []
+                self.hosts, self.host = [], None
             self._future = self._pending.get(name)
             if self._future is not None:  # being read already: show its progress again
-                self.loading.layout.display = ""
+                self.loading = True
                 return
             self._future = self._pending[name] = Future()
-            self.progress.value = 0
-            self.progress_label.value = f"Opening {html.escape(name)}…"
-            self.loading.layout.display = ""
+            self.progress_bytes, self.progress_text = 0, f"Opening {name}…"
+            self.loading = True
             future = self._future
         if self.background:
             job = contextvars.copy_context().run  # prints and errors go to the cell that made the widget
@@ -248,18 +325,18 @@ class ProfileWidget(w.VBox):
                 self._loaded[name] = run
                 self._opened.add(name)
                 self._pending.pop(name, None)
-                if self.run_select.value == name:
+                if self.run_name == name:
                     self._display(name, building=True)
             future.set_result(run)
         except BaseException as error:  # noqa: BLE001 - a thread: say what happened in the widget
             with self._lock:
                 self._pending.pop(name, None)
-                if self.run_select.value == name:
-                    self.loading.layout.display = "none"
+                if self.run_name == name:
+                    self.loading = False
                     message = str(error) if isinstance(error, ProfileError) else \
                         f"could not open run {name}: {type(error).__name__}: {error}"
-                    self.status.value = f"<b>{html.escape(message)}</b>"
-                    self.body.children = []
+                    self.message = f"<b>{html.escape(message)}</b>"
+                    self._host(None)
             future.set_exception(error)
 
     def _read(self, name):
@@ -289,18 +366,18 @@ class ProfileWidget(w.VBox):
         hosts = list(sizes)
 
         def report(host, done, total):
-            if self.run_select.value != name:
+            if self.run_name != name:
                 return  # another run is selected now: its own bar is shown
             seen[host] = (done, total)
             value = sum(sizes.get(h, t) * d / t for h, (d, t) in seen.items() if t)
-            self.progress.max = top = max(1, sum(sizes.values()), int(value))
-            self.progress.value = min(int(value), top)
+            top = max(1, sum(sizes.values()), int(value))
             which = f" (host {hosts.index(host) + 1} of {len(hosts)})" if len(hosts) > 1 and host in hosts else ""
             if done >= total:
                 text = f"Decoding {host}…{which}"
             else:
                 text = f"Reading {host}: {_mb(done)} / {_mb(total)} MB{which}"
-            self.progress_label.value = html.escape(text)
+            with self.hold_trait_notifications():
+                self.progress_total, self.progress_bytes, self.progress_text = top, min(int(value), top), text
 
         return report
 
@@ -308,27 +385,20 @@ class ProfileWidget(w.VBox):
         """Show the open run `name`: its hosts, the missing tools and the selected tool."""
         run = self._loaded[name]
         if building:
-            self.progress_label.value = html.escape(f"Building {TOOLS[self.tool].label}…")
+            self.progress_text = f"Building {TOOLS[self.tool].label}…"
+        # The tool menu lists the tools with data for this run; the others are listed with why.
+        status = run.tool_status().set_index("tool")
+        have = [k for k in TOOLS if bool(status.at[k, "available"])] or list(TOOLS)
         with self._quietly():
-            self.host_select.options = run.hosts
-            self.host_select.value = run.hosts[0]
-            # The tool menu lists the tools with data for this run; the others are listed with why.
-            status = run.tool_status().set_index("tool")
-            have = [k for k in TOOLS if bool(status.at[k, "available"])] or list(TOOLS)
-            self.tool_select.options = [(TOOLS[k].label, k) for k in have]
-            self.tool_select.value = self._wanted_tool if self._wanted_tool in have else have[0]
+            self.hosts, self.host = list(run.hosts), run.hosts[0]
+            self.tools = have
+            self.tool = self._wanted_tool if self._wanted_tool in have else have[0]
         try:
             self._show()
         finally:
-            self.loading.layout.display = "none"
+            self.loading = False
 
     # --- tools --------------------------------------------------------------------------
-
-    def _on_tool(self, change):
-        if self._busy():
-            return
-        self._wanted_tool = change["new"]
-        self._show()
 
     def _status_html(self, run):
         missing = [(TOOLS[t].label, reason) for t, ok, reason in run.tool_status().itertuples(index=False)
@@ -341,10 +411,9 @@ class ProfileWidget(w.VBox):
 
     def _show(self):
         with self._lock:
-            run, host, tool = self.run, self.host_select.value, self.tool
+            run, host, tool = self.run, self.host, self.tool
             if run is None or host is None:
                 return
-            self.status.value = self._status_html(run)
             key = (run.name, host, tool)
             if key not in self._built:
                 cls = _widget_class(TOOLS[tool].widget)
@@ -352,9 +421,12 @@ class ProfileWidget(w.VBox):
                 try:
                     self._built[key] = cls(run, **kwargs)
                 except ProfileError as error:
-                    self._errors[key] = str(error)
-                    self._built[key] = w.HTML(f"<b>{html.escape(str(error))}</b>")
-            self.body.children = [self._built[key]]
+                    self._built[key] = str(error)  # said on the page instead of the tool
+            built = self._built[key]
+            failed = isinstance(built, str)
+            self.message = self._status_html(run) + (
+                f'<div class="xw-profile-error"><b>{html.escape(built)}</b></div>' if failed else "")
+            self._host(None if failed else built)
 
 
 __all__ = ["ProfileWidget", "TOOLS"]
