@@ -495,7 +495,30 @@ class WidgetView {
     this.request(el.dataset.hover, params).catch(() => {});
   }
 
+  // HTML from Python selects declaratively, as a tap on a glyph does:
+  //   <tr data-select='{"figure": "sunburst", "source": "wedges", "id": 3}'>
+  // sets the `selected` trait from the page (a front-end change: marimo re-runs
+  // the cells that read it, as it does after a tap).
+  domSelect(event) {
+    const el = event.target.closest?.("[data-select]");
+    if (el == null || !this.root.contains(el)) return false;
+    let value;
+    try {
+      value = JSON.parse(el.dataset.select);
+    } catch (error) {
+      console.error("xprof_widgets: bad data-select", error);
+      return true;
+    }
+    if (JSON.stringify(value) !== JSON.stringify(this.model.get("selected") ?? {})) {
+      this.model.set("selected", value);
+      this.model.save_changes();
+      this.applySelection();
+    }
+    return true;
+  }
+
   domRequest(event, type) {
+    if (type === "click" && this.domSelect(event)) return;
     const el = event.target.closest?.("[data-request]");
     if (el == null || !this.root.contains(el)) return;
     const isInput = el.matches("select, input, textarea");

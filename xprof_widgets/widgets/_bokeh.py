@@ -27,22 +27,26 @@ See docs/frontend.md for the message formats.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import os
 import pathlib
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import anywidget
 import bokeh
+import ipywidgets
 import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.embed import json_item
 from bokeh.model import Model
 
-__all__ = ["BokehWidget", "encode_columns"]
+__all__ = ["BokehWidget", "built_without_comm", "encode_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,27 @@ export default { render({ el }) {
 """
 
 _bokeh_bundle: bytes | None = None
+
+# Set while a widget is built to be shown inside another (HostWidget): it opens no comm
+# of its own (its messages go through the host's), and the notebook's widget
+# construction hook (marimo's opens a comm, and may only do so while a cell runs) is
+# not called for it.
+_without_comm = contextvars.ContextVar("xprof_widgets_without_comm", default=False)
+_construction = threading.Lock()
+
+
+@contextlib.contextmanager
+def built_without_comm():
+    """Widgets built inside this block open no comm: for tools shown inside a HostWidget."""
+    with _construction:
+        hook = ipywidgets.Widget._widget_construction_callback
+        ipywidgets.Widget._widget_construction_callback = None
+        token = _without_comm.set(True)
+        try:
+            yield
+        finally:
+            _without_comm.reset(token)
+            ipywidgets.Widget._widget_construction_callback = hook
 
 
 def _bokeh_bundle_bytes() -> bytes:
@@ -183,6 +208,11 @@ class BokehWidget(anywidget.AnyWidget):
         if figures:
             self.set_figures(figures)
         self.on_msg(self._handle_message)
+
+    def open(self) -> None:
+        """Open the widget's comm, unless it is built to be shown inside a host (see built_without_comm)."""
+        if not _without_comm.get():
+            super().open()
 
     # ---- what subclasses use ---------------------------------------------
 

@@ -7,7 +7,9 @@ host's HTML is its own frame around the tool's HTML, its figures are the
 tool's figures, and the messages of the tool (data pushes, replies to the
 page's requests, taps, hovers) travel over the host's comm. The tool widget
 itself is an ordinary one (`host.current`): its traits and methods work as
-when it is shown alone, but while hosted its messages go to the host's view.
+when it is shown alone, but it is built without a comm of its own
+(`built_without_comm`: marimo lets a comm open only while a cell runs, and a host
+builds tools when the page asks) and its messages go to the host's view.
 """
 
 from __future__ import annotations

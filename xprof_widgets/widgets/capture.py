@@ -17,8 +17,9 @@ import traitlets
 
 from ..capture import capture
 from ..errors import ProfileError
+from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import esc
+from ._html import CONTROLS_CSS, esc
 
 
 def _line(text, kind="info"):
@@ -79,6 +80,7 @@ class CaptureWidget(HostWidget):
         disabled = " disabled" if self.capturing else ""
         return f"""
 <style>
+{CONTROLS_CSS.format(root=".xw-capture")}
 .xw-capture {{ font: 13px/1.4 system-ui, sans-serif; }}
 .xw-capture .xw-capture-form {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; }}
 .xw-capture label {{ white-space: nowrap; }}
@@ -141,7 +143,9 @@ class CaptureWidget(HostWidget):
             try:
                 from .overview import OverviewWidget
 
-                self._host(OverviewWidget(run))
+                with built_without_comm():  # shown in this widget, through its comm
+                    overview = OverviewWidget(run)
+                self._host(overview)
                 return
             except Exception as e:  # noqa: BLE001 - the capture worked; say why the page does not show
                 self._shown_error = f"the overview could not be built: {e}"

@@ -329,7 +329,8 @@ class OpProfileWidget(BokehWidget):
             node, depth, _, _ = self.nodes[i]
             cls = " ".join(c for c, on in (("sel", i == selected), ("hov", i == self._hovered)) if on)
             body.append(
-                f'<tr data-request="select" data-hover="hover-row" data-params=\'{json.dumps({"id": i})}\' '
+                f'<tr data-select=\'{json.dumps({"figure": "sunburst", "source": "wedges", "id": i})}\' '
+                f'data-hover="hover-row" data-params=\'{json.dumps({"id": i})}\' '
                 f'data-node="{i}"'
                 f'{f" class={cls!r}" if cls else ""}>'
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'

@@ -32,7 +32,9 @@ from ..io import fs
 from ..io.xspace import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
+from ._bokeh import built_without_comm
 from ._host import HostWidget
+from ._html import CONTROLS_CSS
 
 #: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
 TOOLS = {t.name: t for t in _REGISTRY}
@@ -179,6 +181,7 @@ class ProfileWidget(HostWidget):
                        f"{html.escape(self.progress_text)}</span></div>")
         return f"""
 <style>
+{CONTROLS_CSS.format(root=".xw-profile")}
 .xw-profile {{ font: 13px/1.4 system-ui, sans-serif; }}
 .xw-profile .xw-profile-bar {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center;
   margin-bottom: 6px; }}
@@ -419,7 +422,8 @@ class ProfileWidget(HostWidget):
                 cls = _widget_class(TOOLS[tool].widget)
                 kwargs = {"host": host} if TOOLS[tool].per_host else {}
                 try:
-                    self._built[key] = cls(run, **kwargs)
+                    with built_without_comm():  # shown in this widget, through its comm
+                        self._built[key] = cls(run, **kwargs)
                 except ProfileError as error:
                     self._built[key] = str(error)  # said on the page instead of the tool
             built = self._built[key]
