@@ -1,0 +1,88 @@
+"""Installing the package: the sdist carries the built front end, so installing from it
+needs no Node.js; a git checkout without Node.js says in one line what to do."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STATIC = ("xprof_widgets/static/widget.js", "xprof_widgets/static/bokeh.js")
+
+pytestmark = pytest.mark.slow
+
+
+def _path_without_node(tmp_path):
+    """A PATH with this Python and the usual tools, but no node or npm."""
+    bin_dir = tmp_path / "bin-without-node"
+    bin_dir.mkdir()
+    for tool in ("sh", "bash", "env", "git", "uname", "cat", "ls"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    return os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
+
+
+def _checkout_files(dest):
+    """The files of this checkout that git tracks (or would: untracked, not ignored), copied to dest."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in listed:
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory):
+    if not all((REPO / f).is_file() for f in STATIC):
+        pytest.skip("the front end is not built in this checkout (pip install -e . builds it)")
+    out = tmp_path_factory.mktemp("sdist")
+    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(REPO)],
+                          capture_output=True, text=True)
+    if done.returncode and "No module named build" in done.stderr:
+        pytest.skip("the `build` package is not installed (pip install build)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = out.glob("xprof_widgets-*.tar.gz")
+    return path
+
+
+def test_sdist_carries_the_front_end_and_the_samples(sdist):
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert set(STATIC) <= names
+    assert "xprof_widgets/data/sample_gpu/plugins/profile/2026_02_20_13_54_10/tw003.xplane.pb.gz" in names
+    assert "LICENSE" in names and "xprof_widgets/data/README.md" in names  # the licences travel too
+    assert not any(n.startswith(("js/node_modules/", "tests/artifacts/")) for n in names)
+
+
+def test_sdist_installs_without_node(sdist, tmp_path):
+    target = tmp_path / "site"
+    env = dict(os.environ, PATH=_path_without_node(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                           str(sdist)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for f in STATIC:
+        assert (target / f).read_bytes() == (REPO / f).read_bytes()
+    assert (target / "xprof_widgets" / "data" / "quickstart.ipynb").is_file()  # what `demo` opens
+
+
+def test_checkout_without_node_says_what_to_do(tmp_path):
+    """A clone has no built front end; without npm the build stops with one line saying why."""
+    clone = _checkout_files(tmp_path / "clone")
+    assert not (clone / STATIC[0]).exists()
+    env = dict(os.environ, PATH=_path_without_node(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(tmp_path / "site"),
+                           str(clone)], capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    said = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "xprof-widgets:" in line]
+    assert said == ["xprof-widgets: building from a git checkout needs Node.js 18+ and npm for the widgets' "
+                    "front end (https://nodejs.org, or `apt install nodejs npm`); or install a wheel or sdist, "
+                    "which carry it built."]
+    assert "Traceback" not in done.stdout + done.stderr
