@@ -43,7 +43,7 @@ def test_quickstart_runs_and_shows_the_sample(tmp_path):
     widget_cell = next(c for c in nb.cells if "MemoryViewerWidget(" in c.source)
     kinds = {k for o in widget_cell.outputs for k in o.get("data", {})}
     assert "application/vnd.jupyter.widget-view+json" in kinds
-    for name in ("OpProfileWidget(", "OverviewWidget("):
+    for name in ("OpProfileWidget(", "OverviewWidget(", "MemoryProfileWidget("):
         cell = next(c for c in nb.cells if name in c.source)
         assert "application/vnd.jupyter.widget-view+json" in {k for o in cell.outputs for k in o.get("data", {})}
 

@@ -73,6 +73,7 @@ def main(argv=None):
             return 2
         return 0
     summary(sample_run())
+    print('  (a second sample, with allocator events, GPU ops and kernels: xw.sample_run("gpu"))')
     if args.no_lab:
         return 0
     notebook = _quickstart_notebook()
