@@ -529,3 +529,17 @@ def test_step_graph_of_one_step_is_one_named_bar():
     assert (fig.x_range.start, fig.x_range.end) == (-0.6, 99.6)
     assert isinstance(fig.xaxis.ticker, BasicTicker) and fig.xaxis.ticker.min_interval == 1
     assert fig.xaxis.major_label_overrides[42] == "42"
+
+
+def test_data_attributes_are_written_one_way():
+    """Every JSON value in an HTML attribute goes through `_html.data_json` inside double quotes:
+    no widget writes a single-quoted attribute (json.dumps leaves ' < > alone, so a name
+    holding them would end such an attribute: tests/browser/test_xss.py shows the attack)."""
+    import re
+    from pathlib import Path
+
+    widgets = Path(xw.__file__).parent / "widgets"
+    for source in widgets.glob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        assert not re.search(r"""\b(data-[a-z-]+|value|title)=\\?'""", text), source.name
+        assert "json.dumps" not in text or source.name in ("_bokeh.py", "_export.py", "_html.py"), source.name

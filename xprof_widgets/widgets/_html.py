@@ -5,6 +5,7 @@ text into a widget's HTML goes through `esc`.
 """
 
 import html
+import json
 
 import pandas as pd
 
@@ -37,6 +38,13 @@ def esc(value):
     if value is None or value is pd.NA:
         return ""
     return html.escape(str(value))
+
+
+def data_json(value):
+    """A JSON value for an HTML attribute, always written in double quotes:
+    `data-params="{data_json(params)}"`. json.dumps leaves ' < > & alone, and a name from
+    a profile may hold any of them: escaped here, the page reads the JSON back unchanged."""
+    return html.escape(json.dumps(value), quote=True)
 
 
 def notice(text):

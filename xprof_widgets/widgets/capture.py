@@ -11,7 +11,6 @@ wherever anywidget does, marimo included.
 
 from __future__ import annotations
 
-import json
 
 import traitlets
 
@@ -19,7 +18,7 @@ from ..capture import capture
 from ..errors import ProfileError
 from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import CONTROLS_CSS, esc
+from ._html import CONTROLS_CSS, data_json, esc
 
 
 def _line(text, kind="info"):
@@ -73,7 +72,7 @@ class CaptureWidget(HostWidget):
 
     def _frame(self, tool_html):
         def field(name, label, value, placeholder="", kind="text"):
-            params = esc(json.dumps({"name": name}))
+            params = data_json({"name": name})
             return (f'<label>{label} <input type="{kind}" data-request="set" data-params="{params}" '
                     f'data-testid="capture-{name}" value="{esc(value)}" placeholder="{esc(placeholder)}"></label>')
 

@@ -10,7 +10,6 @@ hierarchy (`Iterator::Root::Prefetch::...`). Clicking a step selects it:
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -22,7 +21,7 @@ from bokeh.plotting import figure
 from ..analysis.steps import BREAKDOWN_LABELS
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, stat_cards
+from ._html import BASE_CSS, data_json, esc, notice, stat_cards
 
 BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
 HOST = {
@@ -199,14 +198,14 @@ class InputPipelineWidget(BokehWidget):
             f'</td></tr>' for k, label in HOST.items()
         )
         head = "".join(
-            f'<th data-request="sort" data-params=\'{json.dumps({"column": c})}\''
+            f'<th data-request="sort" data-params="{data_json({"column": c})}"'
             f'{" class=sorted" if c == self.sort_by else ""}>{esc(label)}</th>' for c, label in OP_COLUMNS.items()
         )
         body = []
         for op, depth, has_children in self._op_rows():
             name = op["op_name"]
             short = name.split("::")[-1] if depth else name
-            fold = (f'<span class="xw-fold" data-request="toggle" data-params=\'{json.dumps({"path": name})}\'>'
+            fold = (f'<span class="xw-fold" data-request="toggle" data-params="{data_json({"path": name})}">'
                     f'{"▸" if name in self.collapsed else "▾"}</span> ') if has_children else ""
             body.append(
                 f'<tr data-op="{esc(name)}" title="{esc(name)}"><td style="padding-left:{6 + 14 * depth}px">{fold}'

@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, options, stat_cards
+from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
 SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
@@ -286,7 +286,7 @@ class MemoryProfileWidget(BokehWidget):
             title = f"Allocations live at {moment_ms:,.3f} ms (all steps)."
             back = ' <button data-request="peak" data-testid="back-to-peak">back to the peak</button>'
         head = "".join(
-            f'<th data-request="sort" data-params=\'{{"column": "{c}"}}\''
+            f'<th data-request="sort" data-params="{data_json({"column": c})}"'
             f'{" class=sorted" if c == self.sort_by else ""}>{HEADERS[c]}</th>'
             for c in SORTABLE
         )

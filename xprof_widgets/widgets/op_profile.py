@@ -10,7 +10,6 @@ marks its row), and the op details card of the selected node.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -21,7 +20,7 @@ from bokeh.plotting import figure
 
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, options, stat_cards
+from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
 from .op_details import op_details, op_details_html
 
 MAX_DEPTH = 4  # rings: program, category, op, fused op
@@ -306,15 +305,15 @@ class OpProfileWidget(BokehWidget):
     def _html(self):
         root = self.profile.root
         controls = (
-            f'<label>Group by <select data-request="control" data-params=\'{{"name": "group_by"}}\' '
+            f'<label>Group by <select data-request="control" data-params="{data_json({"name": "group_by"})}" '
             f'data-testid="group-by">{options(["program", "category", "provenance"], self.group_by)}</select></label>'
-            f'<label>Sort by <select data-request="control" data-params=\'{{"name": "sort_by"}}\' '
+            f'<label>Sort by <select data-request="control" data-params="{data_json({"name": "sort_by"})}" '
             f'data-testid="sort-by">{options(["time", "wasted_time"], self.sort_by)}</select></label>'
-            f'<label>Top <select data-request="control" data-params=\'{{"name": "top_n"}}\' '
+            f'<label>Top <select data-request="control" data-params="{data_json({"name": "top_n"})}" '
             f'data-testid="top-n">{options(["10", "25", "100"], str(self.top_n))}</select></label>'
-            f'<label><input type="checkbox" data-request="control" data-params=\'{{"name": "exclude_idle"}}\''
+            f'<label><input type="checkbox" data-request="control" data-params="{data_json({"name": "exclude_idle"})}"'
             f'{" checked" if self.exclude_idle else ""}> exclude idle</label>'
-            f'<label>Filter <input type="text" data-request="control" data-params=\'{{"name": "name_filter"}}\' '
+            f'<label>Filter <input type="text" data-request="control" data-params="{data_json({"name": "name_filter"})}" '
             f'value="{esc(self.name_filter)}" placeholder="op name" data-testid="name-filter"></label>'
         )
         stats = stat_cards([
@@ -329,8 +328,8 @@ class OpProfileWidget(BokehWidget):
             node, depth, _, _ = self.nodes[i]
             cls = " ".join(c for c, on in (("sel", i == selected), ("hov", i == self._hovered)) if on)
             body.append(
-                f'<tr data-select=\'{json.dumps({"figure": "sunburst", "source": "wedges", "id": i})}\' '
-                f'data-hover="hover-row" data-params=\'{json.dumps({"id": i})}\' '
+                f'<tr data-select="{data_json({"figure": "sunburst", "source": "wedges", "id": i})}" '
+                f'data-hover="hover-row" data-params="{data_json({"id": i})}" '
                 f'data-node="{i}"'
                 f'{f" class={cls!r}" if cls else ""}>'
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextvars
 import html
-import json
 import threading
 from concurrent.futures import Future
 
@@ -34,7 +33,7 @@ from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
 from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import CONTROLS_CSS
+from ._html import CONTROLS_CSS, data_json
 
 #: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
 TOOLS = {t.name: t for t in _REGISTRY}
@@ -165,7 +164,7 @@ class ProfileWidget(HostWidget):
             opts = "".join(
                 f'<option value="{html.escape(v)}"{" selected" if v == selected else ""}>'
                 f"{html.escape(labels[v] if labels else v)}</option>" for v in values)
-            params = html.escape(json.dumps({"what": what}))
+            params = data_json({"what": what})
             return (f'<label class="xw-profile-{what}">{what.capitalize()} <select data-request="choose" '
                     f'data-params="{params}">{opts}</select></label>')
 

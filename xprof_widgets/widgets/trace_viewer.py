@@ -19,7 +19,6 @@ moment in MemoryProfileWidget).
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 
@@ -43,7 +42,7 @@ from bokeh.plotting import figure
 
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, options
+from ._html import BASE_CSS, data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
 ROW_PX = 18  # height of one nesting row on the page
@@ -385,7 +384,7 @@ class TraceViewerWidget(BokehWidget):
         t = self.trace
         sections = list(dict.fromkeys(t.tracks["section"]))
         boxes = "".join(
-            f'<label><input type="checkbox" data-request="section" data-params="{esc(json.dumps({"section": s}))}"'
+            f'<label><input type="checkbox" data-request="section" data-params="{data_json({"section": s})}"'
             f'{"" if s in self.collapsed else " checked"}> {esc(s)}</label>' for s in sections
         )
         hosts = (f'<select data-request="host">{options(self.run.hosts, self.host)}</select>'
