@@ -111,8 +111,11 @@ def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     try:
+        # Ready, or a cell failed (then say why at once, with the cell's error, not after the timeout).
         page.wait_for_function(
-            "n => document.querySelectorAll('.xprof-widget[data-ready=\"1\"]').length >= n",
+            "n => document.querySelectorAll('.xprof-widget[data-ready=\"1\"]').length >= n"
+            " || [...document.querySelectorAll(\"[data-mime-type='application/vnd.jupyter.stderr']\")]"
+            ".some(e => e.textContent.includes('Traceback (most recent call last)'))",
             arg=ready_count,
             timeout=timeout_ms,
         )
@@ -120,6 +123,10 @@ def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle
         shot = save_screenshot(page, f"failed-{pathlib.Path(nb_name).stem}")
         console = "\n".join(page.console_lines[-40:])
         raise AssertionError(f"widgets not ready ({error}); screenshot {shot}; console:\n{console}") from None
+    failed = [t for t in page.locator("[data-mime-type='application/vnd.jupyter.stderr']").all_text_contents()
+              if "Traceback (most recent call last)" in t]
+    if failed:
+        raise AssertionError(f"a cell of {nb_name} failed:\n" + "\n".join(failed))
     if wait_idle:
         page.wait_for_selector(idle, timeout=timeout_ms)
     # JupyterLab's "get notified about news?" toast would cover screenshots.
