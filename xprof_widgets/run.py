@@ -342,6 +342,28 @@ class Run:
 
         return hlo_stats(self)
 
+    def kernel_stats(self):
+        """XProf's GPU kernel stats: one row per (kernel, launch configuration, op), durations
+        in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
+        from .analysis.kernel_stats import kernel_stats
+
+        return kernel_stats(self)
+
+    def framework_op_stats(self, exclude_idle=False):
+        """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless
+        `exclude_idle`): times in µs, rates in GFLOP/s and GiB/s, percentages as fractions."""
+        from .analysis.framework_op_stats import framework_op_stats
+
+        return framework_op_stats(self, exclude_idle=exclude_idle)
+
+    def roofline_model(self):
+        """XProf's roofline model: one row per op and step (and `Total`), with the device roofs
+        (peak FLOP/s, bandwidths, ridge points) in `.attrs`. Empty, with `.attrs["reason"]`,
+        without a GPU or TPU."""
+        from .analysis.roofline import roofline_model
+
+        return roofline_model(self)
+
     def op_profile(self, group_by="program", exclude_idle=False, top_n=100, sort_by="time"):
         """XProf's HLO op profile: program (or category) -> category -> op -> fused ops,
         with time (ps) and FLOPS / bandwidth utilisation per node. `sort_by` is

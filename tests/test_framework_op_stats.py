@@ -1,0 +1,120 @@
+"""Framework op statistics against XProf 2.24.2: both of its framework_op_stats tables
+(with and without IDLE) row by row and column by column for every corpus run, and
+profiles made here (host op stacks, tf_op stats, eager marks, GPU kernels, two hosts)
+run through XProf itself."""
+
+import shutil
+
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis.framework_op_stats import (
+    COLUMNS, IDLE, NO_OP_TIME, framework_op_stats, host_op_db, task_type)
+
+from . import xprof_oracle as oracle
+from .conftest import PROFILES
+from .xprof_tables import RUNS, assert_rows_equal, reference, table, write_hand_made_run
+
+#: XProf's column id for the host's cumulative fraction is capitalised; ours is not.
+RENAME = {"Host_cumulative_total_self_time_percent": "host_cumulative_total_self_time_percent"}
+
+
+def _check(df, ref, what):
+    ids, rows, props = ref
+    assert ids[0] == "rank" and [r[0] for r in rows] == list(range(1, len(rows) + 1))
+    assert list(df.columns) == [RENAME.get(c, c) for c in ids], what
+    assert_rows_equal(df, ids, rows, rename=RENAME, what=what)
+    assert df.attrs["task_type"] == props["task_type"], what
+    assert df.attrs["architecture_type"] == props["architecture_type"], what
+
+
+@pytest.mark.parametrize("logdir,session", RUNS, ids=lambda v: v)
+@pytest.mark.parametrize("exclude_idle", [False, True], ids=["with_idle", "without_idle"])
+def test_framework_op_stats_equal_xprof(logdir, session, exclude_idle):
+    """Every row (XProf's order: device ops, then host ops, each by self time) and every
+    column: times, fractions of device and host time, FLOP rates, bandwidth, intensity,
+    bound-by, TensorCore share (GPU runs only, as XProf), eager; XProf's table properties.
+    IDLE rows as XProf has them: the host's (0 µs on JAX CPU runs, whose host threads run
+    no framework op), the devices'."""
+    ref = reference(logdir, session, "framework_op_stats", index=1 if exclude_idle else 0)
+    run = xw.load_run(PROFILES / logdir / "plugins" / "profile" / session)
+    df = framework_op_stats(run, exclude_idle=exclude_idle)
+    _check(df, ref, f"{logdir}/{session}")
+    if not exclude_idle:
+        assert (df["operation"] == IDLE).sum() == (df["type"] == IDLE).sum() >= 1
+    elif df.empty:
+        assert df.attrs["reason"] == NO_OP_TIME
+
+
+def test_gpu_tensorcore_share_and_top_500():
+    """By hand: the conv op's TensorCore share is its Cijk (matrix core) kernel time over
+    all its kernels' (kernel_stats); tf_gpu_multiworker lists 500 host ops of many more
+    (XProf's cut), IDLE among them, and without IDLE the other 499."""
+    conv = framework_op_stats(xw.load_run(PROFILES / "amd_jax_conv_mi300")).set_index("operation")
+    share = conv.loc["jit(forward_3d_conv)/conv_general_dilated", "gpu_tensorcore_utilization"]
+    assert share == pytest.approx(11852.414 / (14344.14 + 11852.414 + 679.202))
+    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    hosts = framework_op_stats(run)
+    assert (hosts["host_or_device"] == "Host").sum() == 500
+    assert len(host_op_db(run.xspaces())[0]) > 500
+    assert (framework_op_stats(run, exclude_idle=True)["host_or_device"] == "Host").sum() == 499
+
+
+def test_task_type_rules():
+    assert task_type(["gradient_tape/model/dense/MatMul"], ["MatMul"]) == "Training"
+    assert task_type(["gradients_2/x/Relu"], ["Relu"]) == "Training"
+    assert task_type(["gradient/x/Relu", "model/gradient_tape"], ["Relu", "Identity"]) == "Inference"
+    assert task_type(["jit(f)/transpose(jvp(g))/dot_general"], ["dot_general"]) == "Training"
+    assert task_type(["jit(f)/transpose[permutation=(1, 0)]"], ["transpose"]) == "Inference"
+
+
+# --- made by hand, against XProf itself -----------------------------------------------------
+
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_hand_made_run_equals_xprof(tmp_path, hosts):
+    """tests/xprof_tables.py's profile: nested host ops, an op that overlaps another
+    without nesting (dropped by XProf's op stack), an op name with two types (the first
+    one's), `tf_op` stats on other events, tf.data and memcpy ops, user TraceMes (not
+    ops), an empty thread; GPU kernels of XLA ops (FLOPs from the cost model), TF ops,
+    TensorCore kernels; one host or two combined."""
+    _, paths = write_hand_made_run(tmp_path)
+    paths = paths[:hosts]
+    refs = oracle.tool_data(paths, "framework_op_stats")
+    run = xw.load_run(paths)
+    for index, exclude_idle in ((0, False), (1, True)):
+        _check(framework_op_stats(run, exclude_idle=exclude_idle), table(refs[index]), f"{hosts} hosts")
+
+
+def test_eager_ops_equal_xprof(tmp_path):
+    """The hand-made eager profile of test_overview: host ops eager when any run is, a
+    device op eager as its last kernel; XProf's both tables."""
+    from .test_overview import _eager_space
+
+    folder = tmp_path / "plugins" / "profile" / "hand"
+    folder.mkdir(parents=True)
+    path = folder / "eager.xplane.pb"
+    path.write_bytes(_eager_space().SerializeToString())
+    refs = oracle.tool_data([path], "framework_op_stats")
+    run = xw.load_run(str(folder))
+    for index, exclude_idle in ((0, False), (1, True)):
+        df = framework_op_stats(run, exclude_idle=exclude_idle)
+        _check(df, table(refs[index]), "eager")
+    assert set(df.loc[df["eager"] == "Eager", "operation"]) == {
+        "dense/MatMul", "inner2/Mul", "dense/MatMul/ReadVariableOp"}
+
+
+def test_two_tpu_hosts_equal_xprof(tmp_path):
+    src = next((PROFILES / "tpu_v6e_inference" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    folder = tmp_path / "plugins" / "profile" / "x"
+    folder.mkdir(parents=True)
+    paths = [folder / "h1.xplane.pb", folder / "h2.xplane.pb"]
+    for p in paths:
+        shutil.copy(src, p)
+    refs = oracle.tool_data(paths, "framework_op_stats")
+    _check(framework_op_stats(xw.load_run(paths)), table(refs[0]), "two TPU hosts")
+
+
+def test_columns_without_gpu():
+    df = framework_op_stats(xw.load_run(PROFILES / "tf_keras_cpu"))
+    assert list(df.columns) == [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
+    assert set(df["host_or_device"]) == {"Host"} and df.attrs["device_type"] == "CPU"

@@ -1,0 +1,512 @@
+"""The roofline model: XProf's roofline_model tool, from the device op statistics.
+
+XProf (`op_stats_to_roofline_model.cc`, `op_metrics_to_record.h` `SetRooflineMetrics`,
+`roofline_model_processor.cc`, `xplane_to_op_stats.cc` `GetPerfEnvFromXPlane`,
+`op_stats_combiner.cc`) turns the device op database into rows:
+
+* a "Program" row for the whole profile (step "Total"): the FLOPs and bytes of every op
+  that is not a container (`call`, `conditional`, `while`, `megacore fusion`) over the
+  devices' total time, idle included; then one row per op with executions, by self time
+  (longest first, then name), at most 1000;
+* a "Program" row per step ("Average" over complete steps, then each step's number):
+  XProf fills these from per-step op databases that its GPU and step-less TPU paths
+  leave empty, so they show zeros; "Average" is there for a TPU host and whenever
+  several hosts are combined, the step rows for the steps of the run's step database
+  (one host's step group ids; several hosts' steps aligned and numbered from 0);
+* all of it twice: with infeed/outfeed ops (`include_infeed_outfeed` True), then
+  without them (their time also leaves the totals).
+
+Per row: rates over the row's total time (GFLOP/s, GiB/s), operational intensities
+(FLOP/byte), the resource it is bound by (Compute, HBM, and on TPUs CMEM/VMEM, on GPUs
+Shm/L1: the highest utilisation of the peaks) and the roofline efficiency (the highest
+of the FLOP-rate and memory-bandwidth utilisations). The op statistics are the project's
+(`op_stats.device_op_metrics`: XProf's TPU op database, and its GPU one with XLA's cost
+model); peaks come from the first device plane as XProf's PerfEnv has them. A run with
+no GPU or TPU (CPU only) has no roofline in XProf: the frame is empty and
+`attrs["reason"]` says so.
+
+Not reimplemented (the op statistics do not read these, and none of the corpus
+profiles has them): TPU DMA stalls (`dma_stall_duration_ps`, so dma_stall_percent is 0),
+DVFS time scaling (`time_scale_multiplier`), and the per-step op databases of TPU runs
+with step markers (their step rows are left out and `attrs["notes"]` says so).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+IDLE = "IDLE"
+GIBI_IN_GIGA = 2**30 / 1e9  # XProf GigaToGibi: GB/s / 1.073741824 = GiB/s
+_CONTAINERS = ("call", "conditional", "while", "megacore fusion")
+MAX_RECORDS = 1000
+
+COLUMNS_GPU = [
+    "step", "rank", "category", "operation", "occurrences", "total_time", "avg_time", "total_self_time",
+    "avg_self_time", "total_self_time_percent", "cumulative_total_self_time_percent", "measured_flop_rate",
+    "model_flop_rate", "measured_memory_bw", "hbm_bw", "vmem_write_bw", "operational_intensity",
+    "hbm_operational_intensity", "vmem_write_operational_intensity", "bottleneck_operational_intensity",
+    "bound_by", "total_time_per_core", "total_time_in_percentage", "optimal_flop_rate", "roofline_efficiency",
+    "compute_efficiency", "max_mem_bw_utilization", "include_infeed_outfeed", "hlo_module_id", "source_info",
+]
+COLUMNS_TPU = [
+    "step", "rank", "category", "operation", "occurrences", "total_time", "avg_time", "total_self_time",
+    "avg_self_time", "total_self_time_percent", "cumulative_total_self_time_percent", "dma_stall_percent",
+    "measured_flop_rate", "model_flop_rate", "measured_memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
+    "vmem_read_bw", "vmem_write_bw", "operational_intensity", "hbm_operational_intensity",
+    "cmem_read_operational_intensity", "cmem_write_operational_intensity", "vmem_read_operational_intensity",
+    "vmem_write_operational_intensity", "bottleneck_operational_intensity", "bound_by", "total_time_per_core",
+    "total_time_in_percentage", "optimal_flop_rate", "roofline_efficiency", "compute_efficiency",
+    "max_mem_bw_utilization", "include_infeed_outfeed", "hlo_module_id", "source_info",
+]
+NO_DEVICE = ("the profile has no GPU or TPU plane: XProf's roofline model is for accelerators "
+             "(a CPU-only run has no device op statistics)")
+NO_STEP_MARKER = ("No step marker observed and hence the step time is unknown. This may happen if (1) training "
+                  "steps are not instrumented (e.g., if you are not using Keras) or (2) the profiling duration is "
+                  "shorter than the step time. For (1), you need to add step instrumentation; for (2), you may try "
+                  "to profile longer.")
+EMPTY_INTERSECT = ("Although there are steps observed on some host(s), the intersection of the steps over all hosts "
+                   "is empty (because the differences among individual host's step sequences are too big). "
+                   "Consequently, the overall step time is unknown.")
+
+
+# --- the device's peaks (XProf's PerfEnv and RunEnvironment) ---------------------------
+
+def _hardware(space):
+    """XProf's hardware type of one file: "TPU", "GPU" or "CPU"."""
+    if any(p.name.startswith("/device:TPU:") for p in space.planes):
+        return "TPU"
+    if any(p.name.startswith("/device:GPU:") for p in space.planes):
+        return "GPU"
+    return "CPU"
+
+
+def _tpu_core_count(space):
+    return sum(p.name.startswith("/device:TPU:") and "SparseCore" not in p.name for p in space.planes)
+
+
+def _plane_perf_env(plane):
+    """PerfEnv of a device plane (GetPerfEnvFromXPlane): peak_tflops (TFLOP/s), bws (GB/s:
+    HBM, SRAM read, SRAM write[, CMEM read, CMEM write, VMEM read, VMEM write] on TPUs),
+    has_cmem, has_merged_vmem, has_megacore."""
+    from .gpu_device import gpu_peaks
+
+    st = plane.stats
+    num = lambda k: float(st.get(k) or 0.0)
+    if plane.name.startswith("/device:TPU:"):
+        bws = [num(f"peak_{k}_gigabytes_per_second") for k in
+               ("hbm_bw", "sram_rd_bw", "sram_wr_bw", "cmem_rd_bw", "cmem_wr_bw", "vmem_rd_bw", "vmem_wr_bw")]
+        return {"peak_tflops": num("peak_teraflops_per_second"), "bws": bws, "has_cmem": bws[3] > 0 or bws[4] > 0,
+                "has_merged_vmem": bool(st.get("has_merged_vmem")), "has_megacore": bool(st.get("has_megacore"))}
+    p = gpu_peaks(st)
+    return {"peak_tflops": p["peak_flops"] / 1e12,
+            "bws": [p["peak_hbm_bw"] / 1e9, p["peak_on_chip_read_bw"] / 1e9, p["peak_on_chip_write_bw"] / 1e9],
+            "has_cmem": False, "has_merged_vmem": False, "has_megacore": False}
+
+
+def perf_env(run) -> dict:
+    """The peaks XProf's tools divide by, all hosts combined (`CombinePerfEnv`): peak_tflops
+    (TFLOP/s, the last host's that has one), bws (GB/s, the first host's), has_cmem,
+    has_merged_vmem, has_megacore (kept only for a single host: XProf's combiner drops
+    them), hardware ("TPU", "GPU" or "CPU"), device_type (XProf's name) and
+    device_core_count."""
+    from .overview import _device_type
+
+    spaces = run.xspaces()
+    env = {"peak_tflops": 0.0, "bws": [], "has_cmem": False, "has_merged_vmem": False, "has_megacore": False}
+    hardware = "CPU"
+    rank = {"CPU": 1, "GPU": 2, "TPU": 3}
+    for space in spaces:
+        kind = _hardware(space)
+        hardware = max(hardware, kind, key=rank.get)
+        prefix = "/device:TPU:" if kind == "TPU" else "/device:GPU:"
+        planes = [p for p in space.planes if p.name.startswith(prefix)]
+        if not planes:
+            continue
+        host = _plane_perf_env(planes[0])
+        if len(spaces) == 1:
+            env = host
+            break
+        if host["peak_tflops"] > 0:
+            env["peak_tflops"] = host["peak_tflops"]
+        if host["bws"] and not env["bws"]:
+            env["bws"] = host["bws"]
+    device_type, cores = _device_type(spaces)
+    return {**env, "hardware": hardware, "device_type": device_type if hardware != "CPU" else "",
+            "device_core_count": cores}
+
+
+def _peak_bw(env, index):
+    """GetMemoryPeakBandwidth: bws[index], else the HBM peak (GB/s)."""
+    bws = env["bws"]
+    return bws[index] if len(bws) > index else (bws[0] if bws else 0.0)
+
+
+def _safe_divide(a, b):
+    """tsl SafeDivide, elementwise: 0 where |b| < 1e-10."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.broadcast_to(np.asarray(b, dtype=np.float64), a.shape)
+    ok = np.abs(b) >= 1e-10
+    return np.divide(a, np.where(ok, b, 1.0), out=np.zeros(a.shape), where=ok)
+
+
+def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
+    """XProf's SetRooflineMetrics over rows of op metrics, vectorised.
+
+    `ops` has time_ps, flops, model_flops, bytes_accessed (over all occurrences) and,
+    optionally, the memory breakdown: has_breakdown, hbm_bytes, cmem_read_bytes,
+    cmem_write_bytes, vmem_read_bytes, vmem_write_bytes (without a breakdown all bytes
+    count as HBM). Returns measured_flop_rate, model_flop_rate (GFLOP/s),
+    measured_memory_bw, hbm_bw, cmem/vmem read/write bw (GiB/s), operational_intensity
+    and the per-memory ones (FLOP/byte), bottleneck_operational_intensity and bound_by.
+    """
+    n = len(ops)
+    col = lambda k: ops[k].to_numpy(np.float64) if k in ops else np.zeros(n)
+    t_ns = col("time_ps") / 1e3
+    flops, nbytes = col("flops"), col("bytes_accessed")
+    has_bd = ops["has_breakdown"].to_numpy(bool) if "has_breakdown" in ops else np.zeros(n, bool)
+    hbm = np.where(has_bd, col("hbm_bytes"), nbytes)
+    mem = {k: col(f"{k}_bytes") for k in ("cmem_read", "cmem_write", "vmem_read", "vmem_write")}
+    out = {
+        "measured_flop_rate": _safe_divide(flops, t_ns),
+        "model_flop_rate": _safe_divide(col("model_flops"), t_ns),
+        "measured_memory_bw": _safe_divide(nbytes, t_ns) / GIBI_IN_GIGA,
+        "operational_intensity": _safe_divide(flops, nbytes),
+        "hbm_bw": _safe_divide(hbm, t_ns) / GIBI_IN_GIGA,
+        "hbm_operational_intensity": _safe_divide(flops, hbm),
+    }
+    for k, v in mem.items():
+        out[f"{k}_bw"] = _safe_divide(v, t_ns) / GIBI_IN_GIGA
+        out[f"{k}_operational_intensity"] = _safe_divide(flops, v)
+    # The bottleneck: the resource with the highest utilisation (strictly higher wins).
+    candidates = [("Compute", _safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
+                   out["operational_intensity"], np.ones(n, bool)),
+                  ("HBM", _safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA), out["hbm_operational_intensity"],
+                   np.ones(n, bool))]
+    if env["hardware"] == "TPU":
+        for name, key, index in (("CMEM Read", "cmem_read", 3), ("CMEM Write", "cmem_write", 4),
+                                 ("VMEM Read", "vmem_read", 5), ("VMEM Write", "vmem_write", 6)):
+            peak = _peak_bw(env, index)
+            if peak:
+                candidates.append((name, _safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
+                                   out[f"{key}_operational_intensity"], mem[key] != 0))
+    if env["hardware"] == "GPU" and _peak_bw(env, 2):
+        candidates.append(("Shm/L1", _safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
+                           out["hbm_operational_intensity"], np.ones(n, bool)))
+    bound = np.full(n, "Unknown", dtype=object)
+    best = np.zeros(n)
+    intensity = np.zeros(n)
+    for name, util, oi, applies in candidates:
+        win = applies & (best < util)
+        bound[win], best[win], intensity[win] = name, util[win], oi[win]
+    out["bottleneck_operational_intensity"] = intensity
+    out["bound_by"] = bound
+    return pd.DataFrame(out, index=ops.index)
+
+
+# --- steps as XProf's combined step database has them ------------------------------------
+
+def _host_steps(space, kind):
+    """(step numbers, begin_ps, end_ps) of one host's step database; TPU: None (XProf's
+    TPU steps, from a `Steps` line, are not reimplemented) unless it has no step line."""
+    from .steps import gpu_device_steps
+
+    if kind == "TPU":
+        has_steps = any(line.name == "Steps" and len(line) for p in space.planes
+                        if p.name.startswith("/device:TPU:") for line in p.lines)
+        return None if has_steps else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    steps = gpu_device_steps(space)
+    if steps.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    begin = steps["begin_ps"].to_numpy(np.int64)
+    end = begin + np.rint(steps["step_time_ms"].to_numpy(np.float64) * 1e9).astype(np.int64)
+    return steps["group_id"].to_numpy(np.int64), begin, end
+
+
+def _align(sub, chief):
+    """XProf's FindStepsAlignment of one host's steps with the chief's: (begin in sub,
+    begin in chief, number of steps), the offset with the most overlapping time."""
+    (sb, se), (cb, ce) = sub, chief
+    n, m = len(sb), len(cb)
+    if not n or not m:
+        return 0, 0, 0
+    sim = np.zeros(n + m - 1)
+    i = j = 0
+    while i < n and j < m:  # a walk over the steps (few), as XProf's
+        if se[i] - sb[i] == 0:
+            i += 1
+            continue
+        if ce[j] - cb[j] == 0:
+            j += 1
+            continue
+        sim[j - i + n - 1] += max(0, min(se[i], ce[j]) - max(sb[i], cb[j]))
+        if se[i] < ce[j]:
+            i += 1
+        elif ce[j] < se[i]:
+            j += 1
+        else:
+            i, j = i + 1, j + 1
+    order = np.concatenate([np.arange(m), -np.arange(1, n)])  # XProf's tie order: the first wins
+    best = int(order[np.argmax(sim[order + n - 1])])
+    bs, bc = (0, best) if best >= 0 else (-best, 0)
+    return bs, bc, min(n - bs, m - bc)
+
+
+def step_rows(run):
+    """(has the "Average" row, [step labels], notes) of the run's step database as XProf's
+    combined OpStats has it."""
+    spaces = run.xspaces()
+    kinds = [_hardware(s) for s in spaces]
+    if len(spaces) == 1:
+        steps = _host_steps(spaces[0], kinds[0])
+        if steps is None:
+            return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
+        return kinds[0] == "TPU", [str(s) for s in steps[0]], ""
+    accel = any(k != "CPU" for k in kinds)
+    hosts = []
+    for space, kind in zip(spaces, kinds):
+        if accel and kind == "CPU":
+            continue  # a coordinator: XProf leaves it out of the intersection
+        steps = _host_steps(space, kind)
+        if steps is None:
+            return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
+        hosts.append(steps)
+    if not hosts:
+        return True, [], ""
+    spans = [(b, e) for _, b, e in hosts]
+    durations = [int(e[e > b].max() - b[e > b].min()) if (e > b).any() else 0 for b, e in spans]
+    chief = int(np.argmin(durations))
+    if not len(spans[chief][0]):
+        return True, [], ""
+    begin, end = 0, 2**32 - 1
+    for h, span in enumerate(spans):
+        _, bc, n = (0, 0, len(span[0])) if h == chief else _align(span, spans[chief])
+        begin, end = max(begin, bc), min(end, bc + n)
+    if begin > end:
+        return True, [], "empty_intersect"
+    return True, [str(i) for i in range(end - begin)], ""
+
+
+# --- records -------------------------------------------------------------------------------
+
+def _is_infeed_outfeed(category):
+    return category.str.contains("infeed", regex=False) | category.str.contains("outfeed", regex=False)
+
+
+def _escape(text):
+    """XProf's EscapeHtml: & < > " and ' (as &#39;)."""
+    return html.escape(text, quote=True).replace("&#x27;", "&#39;")
+
+
+def source_info_text(file, line, stack) -> str:
+    """XProf's source cell (SourceInfoFormattedText): "" without a file or line."""
+    if not file or line == -1:
+        return ""
+    return f"<div class='source-info-cell' title='{_escape(stack)}'>{_escape(file)}:{line}</div>"
+
+
+def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None, program_only=False):
+    """XProf's ConvertOpMetricsDbToRooflineModelRecords: the Program row, then (unless
+    `program_only`) one row per op with executions."""
+    io = _is_infeed_outfeed(ops["category"])
+    io_time = int(ops.loc[io, "time_ps"].sum()) if not include else 0
+    total = total_time_ps - io_time
+    inner = ops[~ops["category"].isin(_CONTAINERS) & (include | ~io)]
+    program = pd.DataFrame({
+        "category": ["Program"], "name": ["Program"], "program_id": [0], "occurrences": [1],
+        "time_ps": [total], "self_time_ps": [0],
+        **{k: [float(inner[k].sum())] for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes",
+                                                 "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
+                                                 "vmem_write_bytes")},
+        "has_breakdown": [bool(inner["has_breakdown"].any())], "dma_stall_ps": [0],
+        "source_info": [""],
+    })
+    rows = [program]
+    if not program_only:
+        # SortedOpMetricsDb: self time descending, then name; the top 1000, IDLE included.
+        top = ops.iloc[np.lexsort((ops["name"].to_numpy(str), -ops["self_time_ps"].to_numpy(np.float64)))]
+        top = top.iloc[:MAX_RECORDS]
+        top = top[(top["occurrences"] > 0) & (include | ~_is_infeed_outfeed(top["category"]))]
+        rows.append(top)
+    rec = pd.concat(rows, ignore_index=True)
+    occ = rec["occurrences"].to_numpy(np.float64)
+    total_us = rec["time_ps"].to_numpy(np.float64) / 1e6
+    self_us = rec["self_time_ps"].to_numpy(np.float64) / 1e6
+    out = pd.DataFrame({
+        "step": step, "rank": np.arange(len(rec)), "category": rec["category"].to_numpy(object),
+        "operation": rec["name"].to_numpy(object), "occurrences": rec["occurrences"].to_numpy(np.int64),
+    })
+    if num_steps is not None:  # the average step: per-step totals
+        total_us, self_us = _safe_divide(total_us, num_steps), _safe_divide(self_us, num_steps)
+    out["total_time"] = total_us
+    out["avg_time"] = _safe_divide(rec["time_ps"].to_numpy(np.float64) / 1e6, occ)
+    out["total_self_time"] = self_us
+    out["avg_self_time"] = _safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, occ)
+    frac = _safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, total / 1e6)
+    frac[0] = 0.0
+    out["total_self_time_percent"] = frac
+    out["cumulative_total_self_time_percent"] = np.cumsum(frac)
+    out["dma_stall_percent"] = _safe_divide(rec["dma_stall_ps"].to_numpy(np.float64),
+                                            rec["time_ps"].to_numpy(np.float64))
+    m = roofline_metrics(rec, env)
+    for c in m.columns:
+        out[c] = m[c].to_numpy()
+    out["total_time_per_core"] = _safe_divide(total_us, cores)
+    out["total_time_in_percentage"] = _safe_divide(rec["time_ps"].to_numpy(np.float64), total)
+    flops_util = _safe_divide(out["measured_flop_rate"].to_numpy(), roof["peak_flop_rate"])
+    mem = [_safe_divide(out["hbm_bw"].to_numpy(), roof["peak_hbm_bw"])]
+    if roof["has_cmem"]:
+        mem += [_safe_divide(out["cmem_read_bw"].to_numpy(), roof["peak_cmem_read_bw"]),
+                _safe_divide(out["cmem_write_bw"].to_numpy(), roof["peak_cmem_write_bw"])]
+    if roof["has_merged_vmem"]:
+        mem += [_safe_divide(out["vmem_read_bw"].to_numpy(), roof["peak_vmem_read_bw"]),
+                _safe_divide(out["vmem_write_bw"].to_numpy(), roof["peak_vmem_write_bw"])]
+    max_mem = np.max(mem, axis=0)
+    efficiency = np.maximum(max_mem, flops_util)
+    out["optimal_flop_rate"] = _safe_divide(out["measured_flop_rate"].to_numpy(), efficiency)
+    out["roofline_efficiency"] = efficiency
+    out["compute_efficiency"] = flops_util
+    out["max_mem_bw_utilization"] = max_mem
+    out["include_infeed_outfeed"] = include
+    out["hlo_module_id"] = [str(int(p)) for p in rec["program_id"]]
+    out["source_info"] = rec["source_info"].to_numpy(object)
+    return out
+
+
+def _op_table(db):
+    """The device op database as roofline rows need it (one row per HLO op, plus IDLE)."""
+    ops = db.ops
+    n = len(ops)
+    get = lambda k, d=0: ops[k] if k in ops else pd.Series(d, index=ops.index)
+    table = pd.DataFrame({
+        "category": get("category", "").astype(str), "name": ops["name"].astype(str),
+        "program_id": ops["program_id"].astype(object),
+        "occurrences": get("occurrences").astype(np.int64), "time_ps": get("time_ps").astype(np.int64),
+        "self_time_ps": get("self_time_ps").astype(np.int64),
+        **{k: get(k).astype(np.float64) for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes",
+                                                  "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
+                                                  "vmem_write_bytes")},
+        "has_breakdown": get("has_breakdown", False).astype(bool), "dma_stall_ps": 0,
+        "normalized_time_ps": get("normalized_time_ps").astype(np.float64),
+    })
+    table["source_info"] = _source_cells(ops) if n else pd.Series(dtype=object)
+    idle = pd.DataFrame({"category": [IDLE], "name": [IDLE], "program_id": [0], "occurrences": [0],
+                         "time_ps": [db.idle_time_ps], "self_time_ps": [db.idle_time_ps], "has_breakdown": [False],
+                         "dma_stall_ps": [0], "source_info": [""], "normalized_time_ps": [0.0]})
+    return pd.concat([table, idle], ignore_index=True).fillna(
+        {k: 0.0 for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes", "cmem_read_bytes",
+                          "cmem_write_bytes", "vmem_read_bytes", "vmem_write_bytes")})
+
+
+def _source_cells(ops):
+    """XProf's source cell per op: GPU ops carry file, line and stack; TPU ops a `source`
+    stat ("file:line") and a `source_stack`."""
+    if "source_file" in ops:
+        keys = zip(ops["source_file"].fillna("").astype(str), ops["source_line"].fillna(-1).astype(int),
+                   ops["stack_frame"].fillna("").astype(str))
+        return [source_info_text(*k) for k in keys]
+    cells = []
+    for src, stack in zip(ops.get("source", pd.Series([None] * len(ops))),
+                          ops.get("source_stack", pd.Series([None] * len(ops)))):
+        file, line = "", 0
+        if isinstance(src, str) and ":" in src:
+            f, _, ln = src.partition(":")
+            try:
+                file, line = f, int(ln)
+            except ValueError:
+                pass
+        cells.append(source_info_text(file, line, stack if isinstance(stack, str) else ""))
+    return cells
+
+
+def roofs(env) -> dict:
+    """The roofline database's roofs (GFLOP/s and GiB/s) and ridge points (FLOP/byte), as
+    XProf's InitializeRooflineModelDatabaseFromOpStats and its table properties."""
+    out = {"device_type": env["device_type"], "peak_flop_rate": env["peak_tflops"] * 1e3,
+           "peak_hbm_bw": _peak_bw(env, 0) / GIBI_IN_GIGA, "megacore": False, "has_cmem": False,
+           "has_merged_vmem": False, "peak_cmem_read_bw": 0.0, "peak_cmem_write_bw": 0.0,
+           "peak_vmem_read_bw": 0.0, "peak_vmem_write_bw": 0.0}
+    if env["hardware"] == "TPU":
+        out.update(megacore=env["has_megacore"], has_cmem=env["has_cmem"], has_merged_vmem=env["has_merged_vmem"])
+        if out["has_cmem"]:
+            out.update(peak_cmem_read_bw=_peak_bw(env, 3) / GIBI_IN_GIGA, peak_cmem_write_bw=_peak_bw(env, 4) / GIBI_IN_GIGA)
+        elif out["has_merged_vmem"]:
+            out.update(peak_vmem_read_bw=_peak_bw(env, 5) / GIBI_IN_GIGA, peak_vmem_write_bw=_peak_bw(env, 6) / GIBI_IN_GIGA)
+    elif env["hardware"] == "GPU":
+        out.update(has_merged_vmem=True, peak_vmem_read_bw=_peak_bw(env, 1) / GIBI_IN_GIGA,
+                   peak_vmem_write_bw=_peak_bw(env, 2) / GIBI_IN_GIGA)
+    ridge = lambda bw: float(_safe_divide(out["peak_flop_rate"], bw * GIBI_IN_GIGA))  # XProf's RidgePoint
+    for k in ("hbm", "cmem_read", "cmem_write", "vmem_read", "vmem_write"):
+        out[f"{k}_ridge_point"] = ridge(out[f"peak_{k}_bw"])
+    return out
+
+
+def _empty(reason, columns=COLUMNS_TPU):
+    out = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    out.attrs["reason"] = reason
+    return out
+
+
+def roofline_model(run) -> pd.DataFrame:
+    """XProf's roofline model of `run`: one row per op and per step's program (see the
+    module docstring), with infeed/outfeed ops and then without.
+
+    Columns (XProf's; GPU runs have fewer, as XProf's GPU table): step ("Total",
+    "Average" or a step number), rank, category, operation, occurrences, total_time,
+    avg_time, total_self_time, avg_self_time (µs), total_self_time_percent and
+    cumulative_total_self_time_percent (fractions 0-1 of the total time), dma_stall_percent
+    (TPU), measured_flop_rate and model_flop_rate (GFLOP/s), measured_memory_bw, hbm_bw,
+    cmem_read_bw, cmem_write_bw, vmem_read_bw, vmem_write_bw (GiB/s; on GPUs vmem_write_bw
+    is shared memory/L1), operational intensities (FLOP/byte), bound_by, total_time_per_core
+    (µs), total_time_in_percentage, optimal_flop_rate (GFLOP/s), roofline_efficiency,
+    compute_efficiency, max_mem_bw_utilization (fractions), include_infeed_outfeed,
+    hlo_module_id (program id, str), source_info (XProf's HTML cell: file:line, stack in
+    its title).
+
+    `attrs`: the roofs (`roofs`): device_type, peak_flop_rate (GFLOP/s), peak_hbm_bw,
+    peak_cmem_read_bw, peak_cmem_write_bw, peak_vmem_read_bw, peak_vmem_write_bw (GiB/s),
+    megacore, has_cmem, has_merged_vmem, the ridge points (FLOP/byte), and
+    time_scale_multiplier; `diagnostics` ([(severity, message)]), `reason` (why it is
+    empty), `notes` (what is not as XProf).
+    """
+    from .op_stats import _device_planes, device_op_metrics
+
+    env = perf_env(run)
+    if env["hardware"] == "CPU":
+        out = _empty(NO_DEVICE)
+        out.attrs.update(roofs(env), time_scale_multiplier=0.0, diagnostics=[], notes="")
+        return out
+    db = device_op_metrics(run)
+    columns = COLUMNS_GPU if "GPU" in env["device_type"] else COLUMNS_TPU
+    ops = _op_table(db)
+    r = roofs(env)
+    has_average, steps, note = step_rows(run)
+    cores = env["device_core_count"]
+    frames = []
+    for include in (True, False):
+        frames.append(_records(ops, env, r, db.total_time_ps, cores, include, "Total"))
+        empty = ops.iloc[:0]
+        if has_average:
+            frames.append(_records(empty, env, r, 0, cores, include, "Average", num_steps=len(steps),
+                                   program_only=True))
+        for s in steps:
+            frames.append(_records(empty, env, r, 0, cores, include, s, program_only=True))
+    out = pd.concat(frames, ignore_index=True)[columns]
+    self_ps, time_ps = ops["self_time_ps"].to_numpy(np.float64), ops["time_ps"].to_numpy(np.float64)
+    normalized = ops["normalized_time_ps"].to_numpy(np.float64)
+    op_time = float(db.total_op_time_ps)
+    multiplier = float(_safe_divide(np.sum(self_ps[:-1] * _safe_divide(normalized[:-1], time_ps[:-1])), op_time))
+    out.attrs.update(r)
+    out.attrs["time_scale_multiplier"] = multiplier if env["hardware"] == "TPU" else 0.0
+    diag = []
+    if not steps:
+        diag.append(("WARNING", EMPTY_INTERSECT if note == "empty_intersect" else NO_STEP_MARKER))
+    out.attrs["diagnostics"] = diag
+    out.attrs["reason"] = ""
+    notes = [note] if note and note != "empty_intersect" else []
+    if db.source == "tpu" and len(_device_planes(run)) < sum(_tpu_core_count(s) for s in run.xspaces()):
+        notes.append("op_stats.device_op_metrics read the TPU ops of the first host only; XProf combines all hosts'")
+    out.attrs["notes"] = "; ".join(notes)
+    return out
