@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import types
+import warnings
 import zlib
 from functools import cached_property
 from importlib import resources
@@ -19,7 +20,7 @@ import pandas as pd
 
 from .errors import ProfileError
 from .io import fs, hlo
-from .io.xspace import XSPACE_SUFFIXES, host_of, read_xspace
+from .io.xspace import XSPACE_SUFFIXES, host_of, inflate, read_xspace
 
 from .tools import NO_HLO_MODULES
 
@@ -60,14 +61,18 @@ def list_runs(logdir):
     root = _profile_root(logdir)
     rows = []
     for folder in fs.listdir(root)[0]:
-        files = _profile_files(folder)
+        try:
+            files = _profile_files(folder)
+            size = sum(fs.size(f) for f in files)
+        except ProfileError:  # removed while listed: not a run any more
+            continue
         if files:
             rows.append(
                 {
                     "run": fs.name(folder),
                     "path": str(folder),
                     "hosts": [host_of(fs.name(f)) for f in files],
-                    "size_bytes": sum(fs.size(f) for f in files),
+                    "size_bytes": size,
                 }
             )
     return pd.DataFrame(rows, columns=["run", "path", "hosts", "size_bytes"])
@@ -94,14 +99,27 @@ def load_run(path, progress=None):
         raise ProfileError(p, "no such file or folder")
     if fs.isfile(p):
         return Run(fs.name(_parent(p)), [p], progress=progress)
+    if not fs.isdir(p):
+        raise ProfileError(p, "is neither a profile file nor a folder (a device or a pipe?)")
     files = _profile_files(p)
     if files:
         return Run(fs.name(p), files, progress=progress)
     runs = list_runs(p)
     if runs.empty:
         raise ProfileError(_profile_root(p), "holds no run with a .xplane.pb file")
-    newest = runs.iloc[-1]
-    return Run(newest["run"], _profile_files(_local(newest["path"])), progress=progress)
+    # The newest run that opens: the newest may still be being written (or be damaged).
+    passed = []
+    for _, newest in runs.iloc[::-1].iterrows():
+        try:
+            run = Run(newest["run"], _profile_files(_local(newest["path"])), progress=progress)
+        except (ProfileError, FileNotFoundError) as error:
+            passed.append(f"{newest['run']} ({error})")
+            continue
+        if passed:
+            warnings.warn(f"opened run {run.name}, the newest that opens; passed over the newer "
+                          f"{'; '.join(passed)}", UserWarning, stacklevel=2)
+        return run
+    raise ProfileError(_profile_root(p), f"holds no run that opens: {'; '.join(passed)}")
 
 
 def _local(path):
@@ -147,10 +165,30 @@ class Run:
         self.files = {host_of(fs.name(f)): _local(f) for f in files}
         if not self.files:
             raise ProfileError(name, "holds no .xplane.pb file")
-        for path in self.files.values():
-            _check_header(path)
+        #: {host: why its file could not be read}: hosts left out of the run (a warning says so).
+        self.unreadable = {}
+        for host, path in list(self.files.items()):
+            try:
+                _check_header(path)
+            except ProfileError as error:
+                self._leave_out(host, error)
         self._spaces = {}
-        self.xspace(progress=progress)  # fail now, not in the first widget, if the file is bad
+        while True:  # fail now, not in the first widget, if no file is good
+            try:
+                self.xspace(progress=progress)
+                break
+            except ProfileError as error:
+                self._leave_out(self.hosts[0], error)
+
+    def _leave_out(self, host, error):
+        """Take a host whose file cannot be read out of the run; raise if it was the last."""
+        del self.files[host]
+        self.unreadable[host] = str(error)
+        if not self.files:
+            if len(self.unreadable) == 1:
+                raise error
+            raise ProfileError(self.name, "no host's file could be read: " + "; ".join(self.unreadable.values()))
+        warnings.warn(f"run {self.name}: host {host} is left out: {error}", UserWarning, stacklevel=4)
 
     def __repr__(self):
         return f"<Run {self.name!r}: hosts {self.hosts}>"
@@ -185,8 +223,15 @@ class Run:
         return self._spaces[host]
 
     def xspaces(self):
-        """Every host's XSpaceFile, in host order."""
-        return [self.xspace(h) for h in self.hosts]
+        """Every host's XSpaceFile, in host order. A host whose file cannot be read is left
+        out of the run (named in `unreadable`, with a warning)."""
+        out = []
+        for host in self.hosts:
+            try:
+                out.append(self.xspace(host))
+            except ProfileError as error:
+                self._leave_out(host, error)
+        return out
 
     # --- what is in the profile -------------------------------------------------
 
@@ -286,10 +331,25 @@ class Run:
 
     @cached_property
     def hlo_protos(self):
-        """{module name `name(program_id)`: serialized xla.HloProto} over all hosts."""
-        protos = {}
-        for space in self.xspaces():
-            protos.update(hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes])))
+        """{module name `name(program_id)`: serialized xla.HloProto} over all hosts.
+
+        Modules whose bytes are not an HloProto are left out, named with their file and
+        why in `unreadable_modules` (and a warning): the others still show."""
+        protos, self.unreadable_modules, self._module_files = {}, {}, {}
+        for host, space in zip(self.hosts, self.xspaces()):
+            found = hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes]))
+            for key, data in found.items():
+                try:
+                    hlo.parse_hlo_proto(data, key)
+                except ProfileError as error:
+                    self.unreadable_modules[key] = f"{self.files[host]}: {error}"
+                    continue
+                protos[key] = data
+                self._module_files[key] = self.files[host]
+        if self.unreadable_modules:
+            first = next(iter(self.unreadable_modules.values()))
+            warnings.warn(f"{len(self.unreadable_modules)} HLO module(s) of run {self.name} could not be read and "
+                          f"are left out (run.unreadable_modules says why), e.g. {first}", UserWarning, stacklevel=3)
         return protos
 
     @property
@@ -332,7 +392,20 @@ class Run:
             module = default_module(protos)
         if module not in protos:
             raise KeyError(f"no module {module!r} in run {self.name!r}; modules: {sorted(protos)}")
-        return memory_viewer(protos[module], memory_space=memory_space, module_name=module)
+        try:
+            return memory_viewer(protos[module], memory_space=memory_space, module_name=module)
+        except ProfileError as error:  # name the file the module is in
+            raise ProfileError(self._module_files.get(module, self.path), f"module {error}") from None
+
+    def graph_viewer(self, op=None, module=None, radius=2, expand=False, max_nodes=400):
+        """XProf's graph viewer: the HLO graph around `op` (an instruction or computation name;
+        default the op with the most device time), `radius` edges out through operands and
+        users, laid out top-down. `module` (`name(program_id)`) picks the module when the name
+        is in several; `expand` opens fusions (True: the centre). Returns a GraphView (`.nodes`,
+        `.edges`, `.clusters` DataFrames; times in ps)."""
+        from .analysis.graph_viewer import graph_viewer
+
+        return graph_viewer(self, op, module=module, radius=radius, expand=expand, max_nodes=max_nodes)
 
     def hlo_stats(self):
         """One row per HLO op on the devices (XProf's HLO stats): times in ps,
@@ -430,10 +503,7 @@ def _read_remote(url):
     """A remote file's bytes, gunzipped if needed."""
     data = fs.read_bytes(url)
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise ProfileError(url, f"is not a valid gzip file ({e})") from None
+        data = inflate(data, url)
     return data
 
 

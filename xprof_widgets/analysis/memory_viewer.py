@@ -33,6 +33,8 @@ import pandas as pd
 from xprof_widgets.errors import ProfileError
 from xprof_widgets.io.hlo import parse_hlo_proto
 
+_MAX_BUFFER_BYTES = 2**62  # past this a size is no real buffer, and int64 sums of them overflow
+
 #: Buffers smaller than this (bytes) are merged into one row, as XProf does.
 SMALL_BUFFER_BYTES = 16 * 1024
 
@@ -652,6 +654,11 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         "padding_bytes", "expansion", "program_order_index", "size_rank",
         "span_start", "span_end", "color_index")])
     n = len(frame)
+    for column in ("size_bytes", "unpadded_size_bytes"):
+        bad = [v for v in frame[column] if not 0 <= int(v) <= _MAX_BUFFER_BYTES]
+        if bad:
+            raise ProfileError(module_name or "HloProto",
+                               f"has a buffer of {bad[0]:,} bytes: not a size a compiled module has (a damaged module)")
     sizes = frame["size_bytes"].to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
     unpadded = frame["unpadded_size_bytes"].to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
     frame["size_bytes"] = sizes

@@ -407,9 +407,10 @@ def gpu_kernel_runs(run, space, eager=None):
             names = np.array([h.split("::")[-1] if x else "" for h, x in zip(hlo[idx], is_hlo[idx])], dtype=object)
             pids = pid[idx]
             found = {}
+            pids = np.where(np.isnan(pids), -1.0, pids)  # no program id (or not a number): found nowhere
             for key in set(zip(pids[is_hlo[idx]], names[is_hlo[idx]])):
                 p, name = key
-                found[key] = not np.isnan(p) and modules.instruction(int(p), name) is not None
+                found[key] = p >= 0 and modules.instruction(int(p), name) is not None
             keep = np.array([(not x) or found[(p, nm)] for x, p, nm in zip(is_hlo[idx], pids, names)], dtype=bool)
             idx, names, pids = idx[keep], names[keep], pids[keep]
             if not len(idx):

@@ -666,27 +666,34 @@ def trace(run, host=None):
 # --- layout ----------------------------------------------------------------------------------
 
 
-def _section_pid(plane, planes):
-    """XProf's process id for a plane's section, or None when the trace leaves it out."""
-    name = plane.name
+def _section_pids(planes):
+    """XProf's process id for each plane's section (None: the trace leaves it out). One pass
+    over the planes: a file may hold very many."""
     has_gpu = any(p.name.startswith(GPU_PLANE_PREFIX) for p in planes)
-    if name.startswith(GPU_PLANE_PREFIX) or (not has_gpu and name.startswith(TPU_PLANE_PREFIX)):
-        pid = _FIRST_DEVICE_PID + plane.id
-        return pid if pid <= _LAST_DEVICE_PID else _FIRST_DEVICE_PID
-    if name.startswith(CUSTOM_PLANE_PREFIX):
-        return _FIRST_CUSTOM_PID + plane.id
-    if name.startswith(HOST_PLANE_PREFIX):
-        hosts = sorted(p.name for p in planes if p.name.startswith(HOST_PLANE_PREFIX))
-        return _HOST_PID + hosts.index(name)
-    return None
+    hosts = sorted(p.name for p in planes if p.name.startswith(HOST_PLANE_PREFIX))
+    host_rank = {}
+    for i, name in enumerate(hosts):
+        host_rank.setdefault(name, i)  # a name's first place among the sorted host planes
+    pids = []
+    for plane in planes:
+        name = plane.name
+        if name.startswith(GPU_PLANE_PREFIX) or (not has_gpu and name.startswith(TPU_PLANE_PREFIX)):
+            pid = _FIRST_DEVICE_PID + plane.id
+            pids.append(pid if pid <= _LAST_DEVICE_PID else _FIRST_DEVICE_PID)
+        elif name.startswith(CUSTOM_PLANE_PREFIX):
+            pids.append(_FIRST_CUSTOM_PID + plane.id)
+        elif name.startswith(HOST_PLANE_PREFIX):
+            pids.append(_HOST_PID + host_rank[name])
+        else:
+            pids.append(None)
+    return pids
 
 
 def _build_tracks(space, run=None):
     """Every drawn track, in display order, with XProf's drops and additions made (GPU
     derived lines need the `run`'s HLO modules)."""
     sections = []
-    for pi, plane in enumerate(space.planes):
-        pid = _section_pid(plane, space.planes)
+    for pi, (plane, pid) in enumerate(zip(space.planes, _section_pids(space.planes))):
         if pid is not None and plane.lines:
             sections.append((pid, pi, plane))
     sections.sort(key=lambda s: (s[0], s[1]))
@@ -750,7 +757,7 @@ def _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids):
         base = np.arange(len(line)) if src is None else src
         src = np.concatenate([base, -1 - np.arange(len(r_start))])
         start = np.concatenate([start, r_start])
-        dur = np.concatenate([dur, r_end - r_start])
+        dur = np.concatenate([dur, np.maximum(r_end - r_start, 0)])  # a stop before its start (a damaged file): empty
     # XProf sorts a line by start, longer events first at equal starts.
     same = start[1:] == start[:-1]
     if not np.all((start[1:] > start[:-1]) | (same & (dur[1:] <= dur[:-1]))):

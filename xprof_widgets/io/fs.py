@@ -62,9 +62,17 @@ def isfile(path):
 
 
 def listdir(path):
-    """(folders, files) directly inside `path`, each sorted, as paths of the same kind."""
+    """(folders, files) directly inside `path`, each sorted, as paths of the same kind.
+    Raises ProfileError when `path` is no folder (any more: runs come and go)."""
     if not is_url(path):
-        entries = sorted(Path(path).iterdir())
+        try:
+            entries = sorted(Path(path).iterdir())
+        except FileNotFoundError:
+            raise ProfileError(path, "no such folder (removed while it was read?)") from None
+        except NotADirectoryError:
+            raise ProfileError(path, "is not a folder") from None
+        except OSError as e:
+            raise ProfileError(path, f"cannot be listed ({e.strerror or e})") from None
         return [p for p in entries if p.is_dir()], [p for p in entries if p.is_file()]
     fs = _fs(path)
     proto = _protocol(path)
@@ -76,7 +84,10 @@ def listdir(path):
 
 
 def size(path):
-    return _fs(path).size(path) if is_url(path) else Path(path).stat().st_size
+    try:
+        return _fs(path).size(path) if is_url(path) else Path(path).stat().st_size
+    except FileNotFoundError:
+        raise ProfileError(path, "no such file (removed while it was read?)") from None
 
 
 def read_bytes(path):

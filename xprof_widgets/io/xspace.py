@@ -65,9 +65,24 @@ def _utf8(b):
     return b.decode("utf-8", "replace")
 
 
+#: The most a compressed string stat may inflate to: a real one is an HLO text or a
+#: long name; more is a damaged (or hostile) file, refused before it takes the memory.
+MAX_INFLATED_STAT_BYTES = 64 * 2**20
+
+
 def _gunzip_utf8(b):
-    """A compressed_str_value's text."""
-    return _utf8(gzip.decompress(b))
+    """A compressed_str_value's text (gzip or zlib). Raises WireError when it does not
+    inflate, or inflates past MAX_INFLATED_STAT_BYTES."""
+    inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+    try:
+        text = inflater.decompress(bytes(b), MAX_INFLATED_STAT_BYTES)
+    except zlib.error as e:
+        raise wire.WireError(f"a compressed string stat does not inflate ({e})") from None
+    if inflater.unconsumed_tail:
+        raise wire.WireError(f"a compressed string stat inflates past {MAX_INFLATED_STAT_BYTES // 2**20} MiB")
+    if not inflater.eof:
+        raise wire.WireError("a compressed string stat is cut short")
+    return _utf8(text)
 
 
 def categorical(codes, values):
@@ -82,7 +97,7 @@ def _is_object(values):
     return dtype is not None and dtype.kind == "O"
 
 
-@dataclass
+@dataclass(eq=False)  # one line is equal to itself only: comparing fields would walk the file
 class Line:
     """One timeline of a plane, with its events as columns.
 
@@ -220,7 +235,7 @@ class Line:
         return columns
 
 
-@dataclass
+@dataclass(eq=False)  # one plane is equal to itself only (list.index, `in`)
 class Plane:
     """One plane of an XSpace (a device, the host CPU, metadata...)."""
 
@@ -239,20 +254,51 @@ class Plane:
     def stats(self):
         """Plane-level stats as {name: value} (e.g. a device's peak FLOPS)."""
         names = self.stat_names
-        return {names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names) for s in self.message.stats}
+        with self._corrupt_stats_named("the plane's own stats"):
+            return {names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names) for s in self.message.stats}
+
+    @contextmanager
+    def _corrupt_stats_named(self, where):
+        """Stats decoded after the file opened: a value that does not decode becomes a
+        ProfileError naming the file, the plane and `where`."""
+        try:
+            yield
+        except wire.WireError as e:
+            raise ProfileError(self.space.path, f"has stats that do not decode in {where} of {self.name}: {e}") from None
 
     @cached_property
     def event_metadata(self):
-        """Event metadata as a DataFrame: id, name, display_name (index: id)."""
+        """Event metadata as a DataFrame: id, name, display_name (index: id).
+
+        An id that events refer to but the plane does not define gets a row with empty
+        names, as XProf's plane visitor gives it empty metadata: lookups never miss."""
         items = sorted(self.message.event_metadata.items())
-        frame = pd.DataFrame(
-            {
-                "id": np.array([k for k, _ in items], dtype=np.int64),
-                "name": [m.name for _, m in items],
-                "display_name": [m.display_name for _, m in items],
-            }
-        )
+        ids = np.array([k for k, _ in items], dtype=np.int64)
+        names = [m.name for _, m in items]
+        display = [m.display_name for _, m in items]
+        missing = np.setdiff1d(self._referenced_ids(), ids)
+        if len(missing):
+            ids = np.concatenate([ids, missing])
+            names += [""] * len(missing)
+            display += [""] * len(missing)
+            order = np.argsort(ids, kind="stable")
+            ids, names, display = ids[order], [names[i] for i in order], [display[i] for i in order]
+        frame = pd.DataFrame({"id": ids, "name": names, "display_name": display})
         return frame.set_index("id", drop=False)
+
+    def _referenced_ids(self):
+        """The metadata ids the plane's events use (counted, not sorted, when they are small)."""
+        found = []
+        for line in self.lines:
+            ids = line.metadata_id
+            if not len(ids):
+                continue
+            lo, hi = int(ids.min()), int(ids.max())
+            if 0 <= lo and hi < 1 << 22:
+                found.append(np.flatnonzero(np.bincount(ids, minlength=0)).astype(np.int64))
+            else:
+                found.append(np.unique(ids))
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
     @cached_property
     def _name_lookup(self):
@@ -278,9 +324,10 @@ class Plane:
         """
         names = self.stat_names
         by_name = {}
-        for mid, md in self.message.event_metadata.items():
-            for s in md.stats:
-                by_name.setdefault(names.get(s.metadata_id, str(s.metadata_id)), {})[mid] = stat_value(s, names)
+        with self._corrupt_stats_named("the event metadata"):
+            for mid, md in self.message.event_metadata.items():
+                for s in md.stats:
+                    by_name.setdefault(names.get(s.metadata_id, str(s.metadata_id)), {})[mid] = stat_value(s, names)
         table = {}
         for name, by_id in by_name.items():
             keys = np.fromiter(by_id.keys(), dtype=np.int64, count=len(by_id))
@@ -604,7 +651,8 @@ class StatTable:
             at = kind == k
             if at.any():
                 i = np.searchsorted(self._text[0], rows[at])
-                parts.append((events[at], *wire.string_codes(data, self._text[1][i], self._text[2][i], decode)))
+                with self.plane._corrupt_stats_named(f"the {name!r} stats"):
+                    parts.append((events[at], *wire.string_codes(data, self._text[1][i], self._text[2][i], decode)))
         at = kind == _STAT_REF
         if at.any():
             uniq, inv = np.unique(self._raw[rows[at]], return_inverse=True)
@@ -743,10 +791,7 @@ def read_padded(path, progress=None):
             if str(path).endswith(".gz") or head == b"\x1f\x8b":
                 packed = bytearray(size)
                 got = _read_chunks(f, memoryview(packed), progress)
-                try:
-                    return wire.padded(gzip.decompress(memoryview(packed)[:got]))
-                except (OSError, EOFError, zlib.error) as e:
-                    raise ProfileError(path, f"is not a valid gzip file ({e})") from None
+                return wire.padded(inflate(memoryview(packed)[:got], path))
             _check_fits(path, size)
             buf = bytearray(size + wire.PADDING)
             got = _read_chunks(f, memoryview(buf)[:size], progress)
@@ -757,6 +802,47 @@ def read_padded(path, progress=None):
         raise ProfileError(path, "is a directory, not a .xplane.pb file") from None
     except OSError as e:
         raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
+
+
+#: A .gz profile may inflate to at most this many times its size (real ones: 5-20x), and
+#: at least to INFLATE_FLOOR_BYTES; past that it is refused before taking the memory.
+MAX_INFLATE_RATIO = 200
+INFLATE_FLOOR_BYTES = 256 * 2**20
+_INFLATE_STEP = 16 * 2**20
+_XSPACE_FIRST_BYTES = (0x0A, 0x12, 0x1A, 0x22)  # planes, errors, warnings, hostnames
+
+
+def inflate(packed, path):
+    """The bytes inside a gzip file (every member), inflated a step at a time: refused
+    (ProfileError) as soon as they do not start like an XSpace, or grow past
+    MAX_INFLATE_RATIO times the file (a gzip bomb) or past what memory can hold."""
+    cap = max(MAX_INFLATE_RATIO * len(packed), INFLATE_FLOOR_BYTES)
+    free = available_memory_bytes()
+    if free is not None:
+        cap = min(cap, int(free / MEMORY_PER_FILE_BYTE))
+    out = bytearray()
+    rest = bytes(packed)
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits=31)  # one gzip member
+            chunk = inflater.decompress(rest, _INFLATE_STEP)
+            while True:
+                out += chunk
+                if out and out[0] not in _XSPACE_FIRST_BYTES:
+                    raise ProfileError(path, "holds a gzip stream that is not an XSpace profile "
+                                             f"(first byte {out[0]:#04x})")
+                if len(out) > cap:
+                    raise ProfileError(path, f"would inflate past {cap / 2**20:,.0f} MiB ({len(packed):,} bytes "
+                                             f"compressed): a damaged file or a gzip bomb; refused")
+                if inflater.eof or not inflater.unconsumed_tail and not chunk:
+                    break
+                chunk = inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP)
+            if not inflater.eof:
+                raise ProfileError(path, "is not a valid gzip file (cut short: it ends before its gzip stream)")
+            rest = inflater.unused_data.lstrip(b"\0")  # another member may follow (padding zeros: none)
+    except zlib.error as e:
+        raise ProfileError(path, f"is not a valid gzip file ({e})") from None
+    return out
 
 
 # Opening needs the file's bytes plus its columns: about 4x the file on the
@@ -871,8 +957,31 @@ def _encode_varint(v):
             return bytes(out)
 
 
+def _check_times(plane, line, timestamp_ns, offset_ps, duration_ps):
+    """Raise WireError when a line's times cannot be real: negative durations, or a
+    timestamp, offset or duration past `_TIME_LIMIT_PS` (int64 sums would overflow)."""
+    where = f"line {line!r} of plane {plane.name!r}"
+    if abs(timestamp_ns) * 1000 > _TIME_LIMIT_PS:
+        raise wire.WireError(f"{where} starts at {timestamp_ns} ns: not a time a profile holds")
+    if not len(offset_ps):
+        return
+    if int(duration_ps.min()) < 0:
+        n = int((duration_ps < 0).sum())
+        raise wire.WireError(f"{where} has {n} event(s) of negative duration ({int(duration_ps.min())} ps)")
+    far = max(int(duration_ps.max()), int(offset_ps.max()), -int(offset_ps.min()))
+    if far > _TIME_LIMIT_PS:
+        raise wire.WireError(f"{where} has events {far} ps long or away: not times a profile holds")
+
+
 def _signed(v):
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+# Times are int64 picoseconds. Every start (the line's timestamp plus an event's offset)
+# and every end (plus its duration) must fit: a file whose times cannot is damaged.
+_TIME_LIMIT_PS = 2**61  # 26 days: three such terms still add up inside int64
+_LINE_INT_FIELDS = (_LINE_ID, _LINE_TIMESTAMP_NS, _LINE_DURATION_PS, _LINE_DISPLAY_ID)
+_LINE_TEXT_FIELDS = (_LINE_NAME, _LINE_DISPLAY_NAME)
 
 
 def _parse_line(plane, buf, start, end):
@@ -887,6 +996,9 @@ def _parse_line(plane, buf, start, end):
             continue
         number, wt, value, s, e = next(wire.walk(buf, i, end))
         i = e
+        if number in _LINE_INT_FIELDS and wt != wire.VARINT or number in _LINE_TEXT_FIELDS and wt != wire.LENGTH:
+            raise wire.WireError(f"a line of plane {plane.name!r} has field {number} of wire type {wt}: "
+                                 "not an XLine")
         if wt == wire.VARINT:
             fields[number] = _signed(value)
         elif wt == wire.LENGTH:
@@ -896,19 +1008,22 @@ def _parse_line(plane, buf, start, end):
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
     stats_at = ev.rest.astype(np.uint16) if len(ev.rest) and ev.rest.max() < 2**16 else ev.rest
+    name = str(fields.get(_LINE_NAME, ""))
     timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
     start_ps = ev.value(_EVENT_OFFSET_PS)
+    duration_ps = ev.value(_EVENT_DURATION_PS)
+    _check_times(plane, name, timestamp_ns, start_ps, duration_ps)
     start_ps += timestamp_ns * 1000
     return Line(
         plane=plane,
         id=int(fields.get(_LINE_ID, 0)),
-        name=str(fields.get(_LINE_NAME, "")),
+        name=name,
         display_id=int(fields.get(_LINE_DISPLAY_ID, 0)),
         display_name=str(fields.get(_LINE_DISPLAY_NAME, "")),
         timestamp_ns=timestamp_ns,
         duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
         start_ps=start_ps,
-        event_duration_ps=ev.value(_EVENT_DURATION_PS),
+        event_duration_ps=duration_ps,
         metadata_id=ev.value(_EVENT_METADATA_ID),
         record_pos=record_pos,
         stats_at=stats_at,
