@@ -106,11 +106,12 @@ def test_sample_run_is_real_and_gzipped():
     assert "jit_step(30)" in run.hlo_protos and len(run.hlo_protos) == 16
     # XProf's tool names; the op profile and HLO stats are ours (XLA:CPU thunks); no allocator events.
     assert run.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_viewer",
-                         "hlo_stats"]
+                         "graph_viewer", "framework_op_stats", "hlo_stats"]
     gpu = xw.sample_run("gpu")
     assert str(gpu.files["tw003"]).endswith(".xplane.pb.gz") and len(gpu.hlo_protos) == 16
     assert gpu.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_profile",
-                         "memory_viewer", "hlo_stats"]
+                         "memory_viewer", "graph_viewer", "kernel_stats", "framework_op_stats", "roofline_model",
+                         "hlo_stats"]
 
 
 def test_list_runs_and_latest():

@@ -253,10 +253,12 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
     # TF on CPU: no XLA ops, no HLO modules; the newest run has allocator events.
-    assert "2 tools without data" in w.message and "Memory viewer" in w.message  # and why
-    assert "HLO op profile" in w.message
-    assert w.tools == ["overview_page", "input_pipeline_analyzer", "trace_viewer",
-                                                     "memory_profile"]  # only tools with data are offered
+    # TF on CPU: no XLA ops, no HLO modules, no GPU: five tools without data, each said with why.
+    assert "5 tools without data" in w.message and "Memory viewer" in w.message  # and why
+    for label in ("HLO op profile", "Graph viewer", "Kernel stats", "Roofline model"):
+        assert label in w.message
+    assert w.tools == ["overview_page", "input_pipeline_analyzer", "trace_viewer", "memory_profile",
+                       "framework_op_stats"]  # only tools with data are offered
     w.tool = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"
     w.run_name = runs[1]
@@ -543,3 +545,20 @@ def test_data_attributes_are_written_one_way():
         text = source.read_text(encoding="utf-8")
         assert not re.search(r"""\b(data-[a-z-]+|value|title)=\\?'""", text), source.name
         assert "json.dumps" not in text or source.name in ("_bokeh.py", "_export.py", "_html.py"), source.name
+
+
+def test_op_card_links_to_the_graph_viewer():
+    """XProf's op details card links to the graph viewer: inside ProfileWidget a button opens
+    it on the op; a widget on its own shows the line of Python that does."""
+    w = xw.ProfileWidget(xw.sample_run("gpu"), tool="op_profile", background=False)
+    w.current.select_op("custom-call.1")
+    module = w.current.selected_op["program"]
+    assert 'data-testid="show-in-graph"' in w.html
+    w.on_request("show-graph", {"op": "custom-call.1", "module": module})
+    assert w.tool == "graph_viewer" and (w.current.op, w.current.module) == ("custom-call.1", module)
+    centre = w.current.view.nodes.query("is_centre")
+    assert list(centre["name"]) == ["custom-call.1"]
+    alone = xw.OpProfileWidget(xw.sample_run("gpu"))
+    alone.select_op("custom-call.1")
+    assert "show-in-graph" not in alone.html
+    assert f"xw.GraphViewerWidget(run, op=&#x27;custom-call.1&#x27;, module=&#x27;{module}&#x27;)" in alone.html

@@ -15,6 +15,10 @@ NO_HLO_MODULES = (
     "or the framework does not record them (JAX and TensorFlow/XLA do)"
 )
 NO_EVENTS = "the profile holds no events"
+NO_GPU_KERNELS = ("no GPU kernel launches in the profile (no `/device:GPU:N` plane with events carrying a "
+                  "`kernel_details` stat): kernel statistics are for GPU runs")
+NO_FRAMEWORK_OPS = "the profile has no host thread plane (`/host:CPU`) and no GPU or TPU plane"
+NO_ACCELERATOR = "no GPU or TPU in the profile: XProf's roofline model is for accelerators"
 NO_DEVICE_OPS = (
     "no XLA ops ran on a device or a CPU thread in this profile (no TPU `XLA Ops` line, no GPU "
     "kernel naming an `hlo_op` or a `tf_op`, no XLA:CPU thunk)"
@@ -70,6 +74,27 @@ def _memory_profile(run):
     return status(run)
 
 
+def _has_gpu_kernels(run):
+    """Cheap: a GPU plane with events whose stat metadata names `kernel_details`."""
+    for space in run.xspaces():
+        for plane in space.planes:
+            if (plane.name.startswith("/device:GPU:") and "kernel_details" in set(plane.stat_names.values())
+                    and any(len(line) for line in plane.lines)):
+                return True, ""
+    return False, NO_GPU_KERNELS
+
+
+def _has_framework_ops(run):
+    ok = any((p.name == "/host:CPU" and p.lines) or p.name.startswith(("/device:GPU:", "/device:TPU:"))
+             for s in run.xspaces() for p in s.planes)
+    return ok, "" if ok else NO_FRAMEWORK_OPS
+
+
+def _has_accelerator(run):
+    ok = any(p.name.startswith(("/device:GPU:", "/device:TPU:")) for s in run.xspaces() for p in s.planes)
+    return ok, "" if ok else NO_ACCELERATOR
+
+
 TOOLS = [
     Tool("overview_page", "Overview", "OverviewWidget", ".widgets.overview", True, _has_events),
     Tool("input_pipeline_analyzer", "Input pipeline", "InputPipelineWidget", ".widgets.input_pipeline", True,
@@ -78,6 +103,11 @@ TOOLS = [
     Tool("trace_viewer", "Trace viewer", "TraceViewerWidget", ".widgets.trace_viewer", True, _has_events),
     Tool("memory_profile", "Memory profile", "MemoryProfileWidget", ".widgets.memory_profile", True, _memory_profile),
     Tool("memory_viewer", "Memory viewer", "MemoryViewerWidget", ".widgets.memory_viewer", False, _has_modules),
+    Tool("graph_viewer", "Graph viewer", "GraphViewerWidget", ".widgets.graph_viewer", False, _has_modules),
+    Tool("kernel_stats", "Kernel stats", "KernelStatsWidget", ".widgets.kernel_stats", False, _has_gpu_kernels),
+    Tool("framework_op_stats", "Framework op stats", "FrameworkOpStatsWidget", ".widgets.framework_op_stats",
+         False, _has_framework_ops),
+    Tool("roofline_model", "Roofline model", "RooflineWidget", ".widgets.roofline", False, _has_accelerator),
 ]
 #: Analyses with XProf's tool name but no widget of their own (shown inside another).
 TABLES = [

@@ -209,6 +209,11 @@ class BokehWidget(anywidget.AnyWidget):
             self.set_figures(figures)
         self.on_msg(self._handle_message)
 
+    @property
+    def hosted(self) -> bool:
+        """True while shown inside another widget (ProfileWidget, CaptureWidget: a HostWidget)."""
+        return getattr(self, "_host_widget", None) is not None
+
     def open(self) -> None:
         """Open the widget's comm, unless it is built to be shown inside a host (see built_without_comm)."""
         if not _without_comm.get():

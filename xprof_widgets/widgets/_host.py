@@ -51,9 +51,11 @@ class HostWidget(BokehWidget):
         if old is not None:
             old.unobserve(self._follow_tool, names=["html", "figures", "selected"])
             old.__dict__.pop("send", None)  # its messages go to its own comm again
+            old._host_widget = None
         self._tool = tool
         if tool is not None:
             tool.send = self._send_from_tool  # pushes and replies reach this widget's views
+            tool._host_widget = self
             tool.observe(self._follow_tool, names=["html", "figures", "selected"])
         self.figures = dict(tool.figures) if tool is not None else {}
         self.selected = dict(tool.selected) if tool is not None else {}

@@ -13,7 +13,7 @@ import math
 import traitlets
 
 from ._bokeh import BokehWidget
-from ._html import esc
+from ._html import data_json, esc
 
 
 def op_details(node, program=None):
@@ -58,8 +58,12 @@ def _pct(x):
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f} %"
 
 
-def op_details_html(details):
-    """The card's HTML for `op_details(...)` output ({} or None: a prompt to pick one)."""
+def op_details_html(details, show_graph=False):
+    """The card's HTML for `op_details(...)` output ({} or None: a prompt to pick one).
+
+    An HLO op (one with a program) gets XProf's link to the graph viewer: a "Show in graph
+    viewer" button when `show_graph` (the card is inside ProfileWidget, which opens the
+    graph viewer on it), else the line of Python that opens it."""
     if not details:
         return '<div class="xw-card" data-op-card="">Click an op to see its details here.</div>'
     rows = [
@@ -83,8 +87,20 @@ def op_details_html(details):
         f'<div class="xw-card" data-op-card="{esc(details["name"])}" style="border:1px solid #ccc;'
         f'border-radius:4px;padding:6px 10px;margin-top:6px;font:13px/1.4 system-ui,sans-serif">'
         f'<b data-testid="op-card-name">{esc(details["name"])}</b>'
-        f'<table style="font-size:12px">{body}</table>{code}</div>'
+        f'<table style="font-size:12px">{body}</table>{code}{_graph_link(details, show_graph)}</div>'
     )
+
+
+def _graph_link(details, show_graph):
+    program = details.get("program")
+    if not program or details.get("kind") not in ("op", "fused", "group"):
+        return ""
+    if show_graph:
+        params = data_json({"op": details["name"], "module": program})
+        return (f'<button data-request="show-graph" data-params="{params}" data-testid="show-in-graph">'
+                "Show in graph viewer</button>")
+    return (f'<div class="xw-note" data-testid="graph-code" style="font-size:11px;color:#666">In the graph viewer: '
+            f"<code>xw.GraphViewerWidget(run, op={esc(repr(details['name']))}, module={esc(repr(program))})</code></div>")
 
 
 class OpDetailsCard(BokehWidget):

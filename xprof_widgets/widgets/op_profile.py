@@ -369,7 +369,7 @@ class OpProfileWidget(BokehWidget):
     <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th><th>Time</th>
       <th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead><tbody>{"".join(body)}</tbody></table></div>
   </div>
-  {op_details_html(self.selected_op)}
+  {op_details_html(self.selected_op, show_graph=self.hosted)}
 </div>"""
 
 

@@ -82,7 +82,7 @@ class ProfileWidget(HostWidget):
     `to_html(path)` exports the tool shown as a self-contained page.
     """
 
-    OWN_REQUESTS = frozenset({"choose", "refresh"})
+    OWN_REQUESTS = frozenset({"choose", "refresh", "show-graph"})
 
     runs = traitlets.List(help="The logdir's run names, newest first.")
     run_name = traitlets.Unicode(None, allow_none=True, help="The selected run.")
@@ -205,6 +205,8 @@ class ProfileWidget(HostWidget):
     def on_request(self, kind, params):
         if kind == "refresh":
             self.refresh()
+        elif kind == "show-graph":
+            self.show_in_graph(str(params["op"]), params.get("module"))
         elif kind == "choose":
             what, value = params.get("what"), params.get("value")
             name = {"run": "run_name", "host": "host", "tool": "tool"}.get(what)
@@ -214,6 +216,17 @@ class ProfileWidget(HostWidget):
         else:
             raise ValueError(f"unknown request {kind!r}")
         return {"ok": True}, None
+
+    def show_in_graph(self, op, module=None):
+        """Open the graph viewer on `op` (of `module`, `name(program_id)`): what the op
+        details card's "Show in graph viewer" button does."""
+        self.tool = "graph_viewer"
+        viewer = self.current
+        if viewer is not None and hasattr(viewer, "op"):
+            with viewer.hold_trait_notifications():
+                if module:
+                    viewer.module = module
+                viewer.op = op
 
     # --- runs ---------------------------------------------------------------------------
 

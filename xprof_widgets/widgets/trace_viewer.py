@@ -361,7 +361,7 @@ class TraceViewerWidget(BokehWidget):
             found = ops.get((program, op))
         else:  # no module known: the op's first occurrence in any program
             found = next((v for (_, name), v in ops.items() if name == op), None)
-        return op_details_html(op_details(*found)) if found else ""
+        return op_details_html(op_details(*found), show_graph=self.hosted) if found else ""
 
     def _op_nodes(self):
         """{(program, op name): (op node, program)} of the run's op profile, built on the first op selected."""

@@ -1,0 +1,139 @@
+"""Sortable, filterable HTML tables of a DataFrame, for the table tools (kernel stats,
+framework op stats, roofline model).
+
+A table is a list of `Column`s over a DataFrame whose index is the row's stable id.
+Clicking a header sends a `sort` request with `{"column": key}`; the widget toggles
+the direction when the column is already the sorted one (`next_sort`). Every cell
+goes through `esc`; JSON in attributes through `data_json`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ._html import data_json, esc
+
+# Values a text field sorts ascending by default; numbers (and booleans) sort descending.
+_TEXT_KINDS = ("text", "code")
+
+TABLE_CSS = """
+{root} table.xw-table {{ border-collapse: collapse; font-size: 12px; width: max-content; min-width: 100%; }}
+{root} table.xw-table th {{ text-align: left; vertical-align: bottom; border-bottom: 1px solid #999; padding: 2px 6px;
+  position: sticky; top: 0; background: #fff; cursor: pointer; white-space: normal; min-width: 48px;
+  font-weight: 600; }}
+{root} table.xw-table th.sorted {{ background: #eef3fa; }}
+{root} table.xw-table th .xw-th {{ display: inline-block; max-width: 120px; }}
+{root} table.xw-table th .xw-arrow {{ color: #4e79a7; }}
+{root} table.xw-table td {{ border-bottom: 1px solid #eee; padding: 1px 6px; white-space: nowrap; }}
+{root} table.xw-table td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+{root} table.xw-table td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; max-width: 440px; }}
+{root} table.xw-table .xw-clamp {{ display: -webkit-box; -webkit-box-orient: vertical; overflow: hidden; }}
+{root} table.xw-table tr[data-select] td {{ cursor: pointer; }}
+{root} table.xw-table tr[data-select]:hover td {{ background: #e8f0fb; }}
+{root} table.xw-table tr.sel td, {root} table.xw-table tr.sel:hover td {{ background: #ffe9a8; }}
+"""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: DataFrame column `key`, its `header`, and how its values
+    read: "text", "code" (monospace text that wraps), "int", "float" (`digits`),
+    "pct" (a fraction 0..1 shown as %), "bool" (Yes / No). A click on its header sorts
+    numbers largest first and text A-Z first, unless `descending_first` says otherwise.
+    `clamp` keeps long text (a kernel name of 500 characters) to that many lines, the
+    whole value in the cell's title."""
+
+    key: str
+    header: str
+    kind: str = "float"
+    digits: int = 2
+    wrap: bool = False
+    descending_first: bool | None = None  # None: numbers descending, text ascending
+    clamp: int = 0  # long text shows this many lines (0: all), the whole of it in its title
+
+    def cell(self, value) -> str:
+        """The `<td>` of one value."""
+        if self.kind in _TEXT_KINDS:
+            cls = ' class="wrap"' if self.wrap else ""
+            text = esc(value)
+            if self.clamp and len(str(value)) > 60 * self.clamp:
+                text = (f'<div class="xw-clamp" style="-webkit-line-clamp: {self.clamp}" '
+                        f'title="{text}">{text}</div>')
+            if self.kind == "code":
+                text = f"<code>{text}</code>"
+            return f"<td{cls}>{text}</td>"
+        if self.kind == "bool":
+            return f"<td>{'Yes' if bool(value) else 'No'}</td>"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return f"<td>{esc(value)}</td>"
+        if math.isnan(number):
+            return '<td class="num">n/a</td>'
+        if self.kind == "int":
+            return f'<td class="num">{int(number):,}</td>'
+        if self.kind == "pct":
+            return f'<td class="num">{100 * number:,.{self.digits}f} %</td>'
+        return f'<td class="num">{number:,.{self.digits}f}</td>'
+
+
+def natural_descending(columns, key) -> bool:
+    """Whether column `key` first sorts descending: numbers yes (largest first), text no."""
+    for c in columns:
+        if c.key == key:
+            return c.kind not in _TEXT_KINDS if c.descending_first is None else c.descending_first
+    raise KeyError(key)
+
+
+def sort_frame(frame: pd.DataFrame, key: str, descending: bool, text: bool) -> pd.DataFrame:
+    """`frame` sorted on `key`, ties kept in their order (stable); text case-insensitively."""
+    if frame.empty:
+        return frame
+    values = frame[key]
+    if text:
+        order = values.astype(str).str.lower().to_numpy(object)
+        codes = pd.Series(order).rank(method="dense").to_numpy(np.float64)
+    else:
+        codes = pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
+        codes = np.where(np.isnan(codes), -np.inf, codes)  # unknown values last when descending
+    keys = -codes if descending else codes
+    return frame.iloc[np.lexsort((np.arange(len(frame)), keys))]
+
+
+def contains(values: pd.Series, needle: str) -> np.ndarray:
+    """Rows whose text holds `needle` (case-insensitive, plain text, not a pattern)."""
+    if not needle:
+        return np.ones(len(values), bool)
+    return values.astype(str).str.contains(needle, case=False, regex=False).to_numpy(bool)
+
+
+def table_html(frame, columns, sort_by, descending, testid, total_rows=None, row_attrs=None, selected=None):
+    """The `<table>` of `frame` (already filtered, sorted and cut): a header per column that
+    sorts on click (arrow on the sorted one), a row per frame row. `row_attrs(id)` gives
+    extra attributes of a row (its id is the frame's index); `selected` is the id
+    drawn as selected. `data-rows` is `total_rows` (the rows that matched), `data-shown`
+    the rows drawn."""
+    head = []
+    for c in columns:
+        on = c.key == sort_by
+        arrow = f' <span class="xw-arrow">{"▼" if descending else "▲"}</span>' if on else ""
+        head.append(
+            f'<th data-request="sort" data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"'
+            f'{" class=sorted" if on else ""}><span class="xw-th">{esc(c.header)}{arrow}</span></th>'
+        )
+    body = []
+    records = frame[[c.key for c in columns]].itertuples(index=True, name=None)
+    for rid, *values in records:
+        extra = row_attrs(rid) if row_attrs is not None else ""
+        cls = ' class="sel"' if selected is not None and rid == selected else ""
+        cells = "".join(c.cell(v) for c, v in zip(columns, values))
+        body.append(f'<tr data-row="{esc(rid)}"{cls}{extra}>{cells}</tr>')
+    total = len(frame) if total_rows is None else total_rows
+    return (
+        f'<table class="xw-table" data-testid="{esc(testid)}" data-rows="{total}" data-shown="{len(frame)}">'
+        f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )

@@ -1,0 +1,352 @@
+"""FrameworkOpStatsWidget: TensorFlow and JAX ops on the host and on the device, by self time.
+
+Shows what `Run.framework_op_stats()` computes, in the layout of XProf's framework op
+stats (tf_stats) tool: pie charts of the self time by op type on the device and on the
+host, then the table of ops with XProf's columns (sorted by a click on a header,
+filtered by host/device, op type and op name), and XProf's IDLE toggle, which
+recomputes the table without IDLE (`exclude_idle`: fractions of op time instead of
+total time). Beyond XProf, a click on a wedge filters the table to that op type.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import traitlets
+from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.palettes import Category10, Category20
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, esc, notice, options, stat_cards
+from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+
+PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
+TOP_N_CHOICES = (25, 100, 500, 1000)
+IDLE_COLOR = "#bab0ac"
+OTHER_COLOR = "#d9d9d9"
+PLACES = ("All", "Device", "Host")
+COLUMNS = [
+    Column("rank", "Rank", "int", descending_first=False),
+    Column("host_or_device", "Host/device", "text"),
+    Column("type", "Operation type", "text"),
+    Column("operation", "Operation name", "text", wrap=True),
+    Column("occurrences", "#Occurrences", "int"),
+    Column("total_time", "Total time (µs)", "float", 3),
+    Column("avg_time", "Avg. time (µs)", "float", 3),
+    Column("total_self_time", "Total self-time (µs)", "float", 3),
+    Column("avg_self_time", "Avg. self-time (µs)", "float", 3),
+    Column("device_total_self_time_percent", "Total self-time on device (%)", "pct", 1),
+    Column("device_cumulative_total_self_time_percent", "Cumulative total self-time on device (%)", "pct", 1),
+    Column("host_total_self_time_percent", "Total self-time on host (%)", "pct", 1),
+    Column("host_cumulative_total_self_time_percent", "Cumulative total self-time on host (%)", "pct", 1),
+    Column("measured_flop_rate", "Normalized FLOP rate (GFLOP/s)", "float", 2),
+    Column("model_flop_rate", "Model FLOP rate (GFLOP/s)", "float", 2),
+    Column("measured_memory_bw", "Measured memory BW (GiB/s)", "float", 2),
+    Column("operational_intensity", "Operational intensity (FLOP/byte)", "float", 2),
+    Column("gpu_tensorcore_utilization", "GPU TensorCore utilization", "pct", 1),
+    Column("bound_by", "Bound by", "text"),
+    Column("eager", "Execution mode", "text"),
+]
+SORTABLE = tuple(c.key for c in COLUMNS)
+_TEXT_COLUMNS = tuple(c.key for c in COLUMNS if c.kind == "text")
+
+
+def _us(us):
+    """A time in µs in a readable unit."""
+    if us >= 1e6:
+        return f"{us / 1e6:,.3f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:,.3f} ms"
+    return f"{us:,.3f} µs"
+
+
+class FrameworkOpStatsWidget(BokehWidget):
+    """XProf's framework op stats of a run: pies of self time by op type (device, host)
+    and the op table.
+
+    `exclude_idle` (recomputes without IDLE), `place` ("All", "Device" or "Host"),
+    `type_filter`, `name_filter` (operation name), `sort_by`, `sort_descending` and
+    `top_n` are traits Python can read and set; `stats` is the analysis' frame,
+    `table` the rows that match, in the order shown.
+    """
+
+    exclude_idle = traitlets.Bool(False, help="Leave IDLE out (fractions of op time, not total time).").tag(
+        sync=True)
+    place = traitlets.Unicode("All", help='"All", "Device" or "Host".').tag(sync=True)
+    type_filter = traitlets.Unicode("", help="Show ops whose type contains this (any case).").tag(sync=True)
+    name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
+    sort_by = traitlets.Unicode("rank", help="The column the table is sorted on.").tag(sync=True)
+    sort_descending = traitlets.Bool(False, help="Largest first.").tag(sync=True)
+    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
+
+    def __init__(self, run, exclude_idle=False, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self._ready = False
+        self._quiet = False
+        self._wedges = {}  # pie source name -> [(place, type or None for "Other")]
+        super().__init__(**kwargs)
+        self.exclude_idle = exclude_idle
+        self._ready = True
+        self._recompute()
+
+    # --- state -------------------------------------------------------------------
+
+    @traitlets.validate("sort_by")
+    def _check_sort_by(self, proposal):
+        if proposal["value"] not in SORTABLE:
+            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
+        return proposal["value"]
+
+    @traitlets.validate("place")
+    def _check_place(self, proposal):
+        if proposal["value"] not in PLACES:
+            raise traitlets.TraitError(f"place must be one of {PLACES}")
+        return proposal["value"]
+
+    @traitlets.validate("top_n")
+    def _check_top_n(self, proposal):
+        if proposal["value"] < 1:
+            raise traitlets.TraitError("top_n must be at least 1")
+        return proposal["value"]
+
+    @traitlets.observe("exclude_idle")
+    def _recompute(self, change=None):
+        if not self._ready:
+            return
+        self.stats = self.run.framework_op_stats(exclude_idle=self.exclude_idle)
+        self.selected = {}
+        if self.stats.empty:
+            self.set_figures({})
+            sentence = notice(f"No framework op stats for run {self.run.name}"
+                              f"{' without IDLE' if self.exclude_idle else ''}: {self.stats.attrs.get('reason')}.")
+            # Without IDLE a run may have nothing left: keep the toggle to bring it back.
+            self.html = self._page(sentence) if self.exclude_idle else sentence
+            return
+        self.set_figures(self._pies())
+        self.html = self._html()
+
+    @traitlets.observe("sort_by")
+    def _natural_direction(self, change):
+        self._quiet = True
+        try:
+            self.sort_descending = natural_descending(COLUMNS, change["new"])
+        finally:
+            self._quiet = False
+        self._redraw()
+
+    @traitlets.observe("sort_descending", "top_n", "place", "type_filter", "name_filter")
+    def _redraw(self, change=None):
+        if self._ready and not self._quiet and not self.stats.empty:
+            self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        wedges = self._wedges.get(sel.get("source"))
+        if wedges is None or sel.get("id") is None or not 0 <= int(sel["id"]) < len(wedges):
+            return
+        place, kind = wedges[int(sel["id"])]
+        self._quiet = True
+        try:
+            self.place = place
+            self.type_filter = kind or ""
+        finally:
+            self._quiet = False
+        self._redraw()
+
+    @property
+    def table(self):
+        """The rows that match the filters, sorted as shown (index: the row in `stats`)."""
+        s = self.stats
+        keep = contains(s["type"], self.type_filter) & contains(s["operation"], self.name_filter)
+        if self.place != "All":
+            keep &= (s["host_or_device"] == self.place).to_numpy(bool)
+        return sort_frame(s[keep], self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+
+    def _columns(self):
+        return [c for c in COLUMNS if c.key in self.stats.columns]
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "sort":
+            column = str(params["column"])
+            if column == self.sort_by:
+                self.sort_descending = not self.sort_descending
+            else:
+                self.sort_by = column
+        elif kind == "exclude_idle":
+            # The checkbox says "include IDLE".
+            self.exclude_idle = not bool(params.get("value"))
+        elif kind in ("place", "type_filter", "name_filter"):
+            setattr(self, kind, str(params.get("value", "")))
+        elif kind == "top_n":
+            self.top_n = int(params["value"])
+        elif kind == "clear":
+            self._quiet = True
+            try:
+                self.place, self.type_filter, self.name_filter = "All", "", ""
+                self.selected = {}
+            finally:
+                self._quiet = False
+            self._redraw()
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _by_type(self, place):
+        """[(type, self time µs)] of one place, most first, the tail folded into "Other"."""
+        rows = self.stats[self.stats["host_or_device"] == place]
+        by_type = rows.groupby("type", sort=False)["total_self_time"].sum()
+        by_type = by_type[by_type > 0].sort_values(ascending=False, kind="stable")
+        out = list(by_type.head(PIE_TYPES).items())
+        rest = float(by_type.iloc[PIE_TYPES:].sum())
+        if rest > 0:
+            out.append((None, rest))
+        return out
+
+    def _pies(self):
+        parts = {place: self._by_type(place) for place in ("Device", "Host")}
+        # One colour per type in both pies.
+        types = []
+        for part in parts.values():
+            types += [t for t, _ in part if t is not None and t != "IDLE" and t not in types]
+        palette = Category10[10] if len(types) <= 10 else Category20[20]
+        color = {t: palette[i % len(palette)] for i, t in enumerate(types)}
+        color["IDLE"] = IDLE_COLOR
+        figures = {}
+        self._wedges = {}
+        for place, part in parts.items():
+            if not part:
+                continue
+            name = f"{place.lower()}_types"
+            total = sum(v for _, v in part)
+            share = np.array([v / total for _, v in part])
+            ends = np.cumsum(share) * 2 * math.pi
+            starts = np.concatenate([[0.0], ends[:-1]])
+            labels = [f"{'Other' if t is None else t} ({100 * s:.1f} %)" for (t, _), s in zip(part, share)]
+            src = ColumnDataSource(
+                {
+                    "id": np.arange(len(part), dtype=np.int32),
+                    # Clockwise from twelve o'clock, as XProf's pies.
+                    "start": math.pi / 2 - ends, "end": math.pi / 2 - starts,
+                    "type": ["Other" if t is None else t for t, _ in part],
+                    "label": labels,
+                    "self_us": np.array([v for _, v in part], dtype=np.float64),
+                    "percent": 100 * share,
+                    "color": [OTHER_COLOR if t is None else color[t] for t, _ in part],
+                },
+                name=name,
+            )
+            self._wedges[name] = [(place, t) for t, _ in part]
+            # A square frame (the legend goes beside it), so the pie is round and whole.
+            fig = figure(frame_width=230, frame_height=230, x_range=(-1.05, 1.05), y_range=(-1.05, 1.05),
+                         tools="", toolbar_location=None, title=f"On {place.lower()}: total self-time by op type",
+                         min_border_left=4, min_border_right=4, min_border_top=4, min_border_bottom=4)
+            wedges = fig.wedge(x=0, y=0, radius=1.0, start_angle="start", end_angle="end", source=src,
+                               fill_color="color", line_color="white", legend_field="label",
+                               selection_line_color="#222", selection_line_width=2, nonselection_fill_alpha=0.5)
+            fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
+                ("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")]))
+            fig.add_tools(TapTool(renderers=[wedges]))
+            legend = fig.legend[0]
+            legend.location = "center_left"
+            legend.label_text_font_size = "11px"
+            legend.glyph_height = 12
+            legend.glyph_width = 12
+            legend.spacing = 1
+            legend.border_line_color = None
+            fig.add_layout(legend, "right")  # beside the pie, not over it
+            fig.axis.visible = False
+            fig.grid.visible = False
+            fig.outline_line_color = None
+            figures[name] = fig
+        return figures
+
+    def _controls(self):
+        return (
+            f'<label><input type="checkbox" data-request="exclude_idle" data-testid="include-idle"'
+            f'{"" if self.exclude_idle else " checked"}> Include IDLE</label>'
+            f'<label>Host/device <select data-request="place" data-testid="place">'
+            f"{options(PLACES, self.place)}</select></label>"
+            f'<label>Type <input type="text" data-request="type_filter" value="{esc(self.type_filter)}" '
+            f'placeholder="filter" data-testid="type-filter" size="14"></label>'
+            f'<label>Operation <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
+            f'placeholder="filter" data-testid="name-filter"></label>'
+            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
+            f'{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>'
+        )
+
+    def _page(self, body):
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-fos")}
+{TABLE_CSS.format(root=".xw-fos")}
+.xw-fos .xw-pies {{ display: flex; flex-wrap: wrap; gap: 8px 24px; margin-bottom: 6px; }}
+.xw-fos .xw-pie-note {{ width: 300px; color: #666; font-size: 12px; padding: 8px; border: 1px dashed #ccc;
+  border-radius: 4px; align-self: center; }}
+.xw-fos .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
+.xw-fos .xw-table-wrap {{ max-height: 520px; }}
+</style>
+<div class="xw-fos">
+  <div class="xw-head"><b>Framework op stats</b> {self._controls()}</div>
+  {body}
+</div>"""
+
+    def _pie_slot(self, place):
+        name = f"{place.lower()}_types"
+        if name in self.figures:
+            return f'<div data-figure="{name}" data-testid="{name}-pie"></div>'
+        rows = self.stats[self.stats["host_or_device"] == place]
+        cpu_only = self.stats.attrs.get("device_type", "CPU") in ("CPU", "")
+        if rows.empty and place == "Device":
+            why = ("No device ops: this run ran on the host CPU only." if cpu_only else
+                   "No framework op ran on the devices: XProf's device ops are XLA or TensorFlow "
+                   "ops named by the GPU kernels or TPU ops, and this profile names none.")
+        elif rows.empty:
+            why = "No host ops: the profile has no host thread plane."
+        else:
+            why = f"No self-time on the {place.lower()} to draw."
+        return f'<div class="xw-pie-note" data-testid="{name}-none">{esc(why)}</div>'
+
+    def _html(self):
+        s = self.stats
+        table = self.table
+        shown = table.head(self.top_n)
+        place = s["host_or_device"]
+        idle = s["type"] == "IDLE"
+
+        def idle_share(where):
+            rows = s[place == where]
+            total = float(rows["total_self_time"].sum())
+            return f"{100 * float(rows.loc[idle, 'total_self_time'].sum()) / total:.1f} %" if total > 0 else "n/a"
+
+        cards = [
+            ("device_type", "Device type", s.attrs.get("device_type", "")),
+            ("task_type", "Task", s.attrs.get("task_type", "")),
+            ("device_ops", "Device ops", f"{int(((place == 'Device') & ~idle).sum()):,}"),
+            ("host_ops", "Host ops", f"{int(((place == 'Host') & ~idle).sum()):,}"),
+        ]
+        if not self.exclude_idle:
+            cards += [("device_idle", "IDLE on device", idle_share("Device")),
+                      ("host_idle", "IDLE on host", idle_share("Host"))]
+        filtered = self.place != "All" or self.type_filter or self.name_filter
+        matched = f"{len(table):,} of {len(s):,} ops match" if filtered else f"{len(s):,} ops"
+        cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
+        clear = ' <button data-request="clear" data-testid="clear-filters">clear filters</button>' if filtered else ""
+        grid = table_html(shown, self._columns(), self.sort_by, self.sort_descending, "op-table",
+                          total_rows=len(table))
+        return self._page(f"""
+  {stat_cards(cards)}
+  <div class="xw-pies">{self._pie_slot("Device")}{self._pie_slot("Host")}</div>
+  <div class="xw-rows" data-testid="row-count">{esc(matched + cut)}.{clear} Click a header to sort, a wedge to
+    show its op type.</div>
+  <div class="xw-scroll xw-table-wrap">{grid}</div>""")
+
+
+__all__ = ["FrameworkOpStatsWidget"]

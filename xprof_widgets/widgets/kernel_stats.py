@@ -1,0 +1,488 @@
+"""KernelStatsWidget: every GPU kernel launch configuration, its time and its op.
+
+Shows what `Run.kernel_stats()` computes, as XProf's kernel stats tool does: the
+table of kernels with XProf's columns (sorted by a click on a header, filtered by
+kernel name and op name, the top N shown), and beside it a bar chart of the total
+time of the 20 longest kernels (coloured by TensorCore use). Beyond XProf, a click on
+a row or a bar selects the kernel's op: the HLO op the kernel ran for, found through
+the kernels' `hlo_op` / `program_id` stats (else the op profile's ops made from the
+kernel's framework op), with the op details card (`selected_op`, as the op
+profile's) and the table of that op's kernels.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, TapTool
+from bokeh.plotting import figure
+
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._op_index import OpIndex
+from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+from .op_details import op_details, op_details_html
+
+CHART_KERNELS = 20  # bars in the chart: the longest kernels of the rows that match the filters
+TOP_N_CHOICES = (10, 25, 100, 1000)
+TENSOR_CORE = "#59a14f"
+NO_TENSOR_CORE = "#4e79a7"
+COLUMNS = [
+    Column("rank", "Rank", "int", descending_first=False),
+    Column("kernel_name", "Kernel name", "text", wrap=True, clamp=3),
+    Column("registers_per_thread", "Registers per thread", "int"),
+    Column("shmem_bytes", "Shared mem bytes", "int"),
+    Column("block_dim", "Block dim", "text"),
+    Column("grid_dim", "Grid dim", "text"),
+    Column("occupancy_pct", "Theoretical occupancy %", "float", 1),
+    Column("is_op_tensor_core_eligible", "Op is TensorCore eligible", "bool"),
+    Column("is_kernel_using_tensor_core", "Kernel uses TensorCore", "bool"),
+    Column("op_name", "Op name", "text", wrap=True),
+    Column("occurrences", "Occurrences", "int"),
+    Column("total_duration_us", "Total duration (µs)", "float", 3),
+    Column("avg_duration_us", "Avg duration (µs)", "float", 3),
+    Column("min_duration_us", "Min duration (µs)", "float", 3),
+    Column("max_duration_us", "Max duration (µs)", "float", 3),
+]
+SORTABLE = tuple(c.key for c in COLUMNS)
+_TEXT_COLUMNS = ("kernel_name", "block_dim", "grid_dim", "op_name")
+
+
+# Words of C++ kernel names that tell kernels apart no better than their neighbours do.
+_PLAIN_WORDS = {"Eigen", "internal", "TensorEvaluator", "TensorAssignOp", "TensorMap", "Tensor", "MakePointer",
+                "GpuDevice", "DefaultDevice", "const", "int", "long", "short", "char", "unsigned", "signed", "bool",
+                "half", "float", "double", "void", "true", "false", "std", "tensorflow", "functor", "random",
+                "cutlass", "cub", "detail", "Index", "DSizes", "array", "IndexList", "type2index"}
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def short_kernel_name(name, limit=46):
+    """A kernel name that fits a label: no `void `; when too long, no namespaces and no
+    parameters, and the template arguments become the few words in them that tell this
+    kernel from its kin (the functor, the op: `EigenMetaKernel<TensorConversionOp, …>`);
+    what is still too long is cut in the middle."""
+    text = name.removeprefix("void ")
+    if len(text) > limit:
+        head, args, depth = [], [], 0
+        for ch in text:  # one name's characters, not events
+            if ch == "<":
+                depth += 1
+                args.append(" ")
+            elif ch == ">" and depth:
+                depth -= 1
+                if depth == 0:
+                    head.append("<>")
+            elif depth:
+                args.append(ch)
+            elif ch == "(":
+                break  # the parameters repeat the template arguments
+            else:
+                head.append(ch)
+        words = []
+        for word in _WORD.findall("".join(args)):
+            if len(word) > 2 and word not in _PLAIN_WORDS and word not in words:
+                words.append(word)
+        inside = ", ".join(words[:3]) + (", …" if len(words) > 3 else "") if words else "…"
+        base, sep, rest = "".join(head).strip().partition("<>")
+        text = base.rsplit("::", 1)[-1] + (f"<{inside}>" if sep else "") + rest.replace("<>", "<…>")
+    if len(text) > limit:
+        keep = limit - 1
+        text = text[: keep - keep // 3] + "…" + text[len(text) - keep // 3:]
+    return text
+
+
+def kernel_hlo_ops(run) -> pd.DataFrame:
+    """Which XLA op each kernel ran for: one row per (kernel_name, grid_dim, block_dim,
+    program_id, hlo_op) over all hosts' GPU planes, with launches and duration_us (whole
+    ns, as kernel stats count them), longest first. Kernels without an `hlo_op` and a
+    `program_id` (TensorFlow kernels) are not in it."""
+    from ..analysis.kernel_stats import _kernel_events, parse_kernel_details
+    from ..analysis.op_stats import gpu_planes
+
+    frames = []
+    for space in run.xspaces():
+        for plane in gpu_planes(space):
+            ev = _kernel_events(plane)
+            if ev is None:
+                continue
+            ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]
+            if ev.empty:
+                continue
+            launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
+            dims = {k: {d: ",".join(str(x) for x in v[k]) for d, v in launch.items()} for k in ("grid", "block")}
+            frames.append(pd.DataFrame({
+                "kernel_name": ev["name"].to_numpy(object),
+                "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
+                "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
+                "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
+                "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
+                "duration_ns": ev["duration_ns"].to_numpy(np.int64),
+            }))
+    if not frames:
+        return pd.DataFrame(columns=["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op", "launches",
+                                     "duration_us"])
+    ev = pd.concat(frames, ignore_index=True)
+    out = ev.groupby(["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op"], sort=False).agg(
+        launches=("duration_ns", "size"), duration_ns=("duration_ns", "sum")).reset_index()
+    out["duration_us"] = out.pop("duration_ns") / 1e3
+    return out.sort_values("duration_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _plain(value):
+    """A JSON-able Python value of a numpy / pandas scalar."""
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+class KernelStatsWidget(BokehWidget):
+    """XProf's GPU kernel stats of a run: the kernel table, a chart of the longest
+    kernels, and the op details card of the selected kernel's op.
+
+    `sort_by` (a column of `run.kernel_stats()`, or "rank"), `sort_descending`,
+    `name_filter` (kernel name), `op_filter` (op name) and `top_n` (rows shown) are
+    traits Python can read and set; `table` is the rows that match, in the order
+    shown. `selected_kernel` is the selected row (with its `id`, the row's index in
+    `run.kernel_stats()`), `selected_op` the op details of its op (see `op_details`;
+    `{"kind": "framework op", ...}` when the op profile has no such op).
+    `select_kernel(id)` selects a row.
+    """
+
+    sort_by = traitlets.Unicode("total_duration_us", help="The column the table is sorted on.").tag(sync=True)
+    sort_descending = traitlets.Bool(True, help="Largest first (the default for numbers).").tag(sync=True)
+    name_filter = traitlets.Unicode("", help="Show kernels whose name contains this (any case).").tag(sync=True)
+    op_filter = traitlets.Unicode("", help="Show kernels whose op name contains this (any case).").tag(sync=True)
+    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
+    selected_kernel = traitlets.Dict(help="The selected kernel's row, with its `id`; {} for none.").tag(sync=True)
+    selected_op = traitlets.Dict(help="op_details() of the selected kernel's op; {} for none.").tag(sync=True)
+
+    def __init__(self, run, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self._ready = False
+        self._quiet = False
+        self._ops = None  # OpIndex, built on the first selection
+        self._hlo = None  # kernel_hlo_ops, idem
+        self._kernels_of_op = pd.DataFrame()
+        super().__init__(**kwargs)
+        self.stats = self.run.kernel_stats().copy()
+        self.stats.insert(0, "rank", np.arange(1, len(self.stats) + 1))
+        self._ready = True
+        if self.stats.empty:
+            self.html = notice(f"No kernel stats for run {self.run.name}: {self.stats.attrs.get('reason')}.")
+            return
+        self._redraw_chart()
+        self.html = self._html()
+
+    @property
+    def empty(self):
+        return self.stats.empty
+
+    # --- state -------------------------------------------------------------------
+
+    @traitlets.validate("sort_by")
+    def _check_sort_by(self, proposal):
+        if proposal["value"] not in SORTABLE:
+            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
+        return proposal["value"]
+
+    @traitlets.validate("top_n")
+    def _check_top_n(self, proposal):
+        if proposal["value"] < 1:
+            raise traitlets.TraitError("top_n must be at least 1")
+        return proposal["value"]
+
+    @traitlets.observe("sort_by")
+    def _natural_direction(self, change):
+        # A new column starts in its natural direction (numbers largest first, text A-Z).
+        self._quiet = True
+        try:
+            self.sort_descending = natural_descending(COLUMNS, change["new"])
+        finally:
+            self._quiet = False
+        self._redraw_table()
+
+    @traitlets.observe("sort_descending", "top_n")
+    def _redraw_table(self, change=None):
+        if self._ready and not self._quiet and not self.empty:
+            self.html = self._html()
+
+    @traitlets.observe("name_filter", "op_filter")
+    def _refilter(self, change):
+        if self._ready and not self.empty:
+            self._redraw_chart()
+            self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") == "kernels" and sel.get("id") is not None:
+            self.select_kernel(int(sel["id"]))
+        elif not sel and self.selected_kernel:
+            self.selected_kernel = {}
+            self.selected_op = {}
+            self._kernels_of_op = pd.DataFrame()
+            self.html = self._html()
+
+    @property
+    def table(self):
+        """The rows that match the filters, sorted as shown (index: the row's id)."""
+        s = self.stats
+        keep = contains(s["kernel_name"], self.name_filter) & contains(s["op_name"], self.op_filter)
+        return sort_frame(s[keep], self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+
+    def select_kernel(self, id):
+        """Select row `id` (its index in `run.kernel_stats()`): its bar, its row, its op's card."""
+        if self.empty or not 0 <= int(id) < len(self.stats):
+            raise KeyError(f"no kernel row {id!r}")
+        i = int(id)
+        row = self.stats.iloc[i]
+        self.selected_kernel = {"id": i, **{c: _plain(row[c]) for c in self.stats.columns}}
+        details, kernels = self._op_of(row)
+        self._kernels_of_op = kernels
+        self.selected_op = details
+        want = {"figure": "kernels", "source": "kernels", "id": i}
+        if {k: self.selected.get(k) for k in want} != want:
+            self.selected = want
+        self.html = self._html()
+
+    def _op_of(self, row):
+        """(selected_op, that op's kernels) for a kernel row: the HLO op it ran for, else
+        the op profile's longest op made from its framework op, else what kernel stats know."""
+        if self._ops is None:
+            self._ops = OpIndex(self.run)
+            self._hlo = kernel_hlo_ops(self.run)
+        hlo = self._hlo
+        mine = hlo[(hlo["kernel_name"] == row["kernel_name"]) & (hlo["grid_dim"] == row["grid_dim"])
+                   & (hlo["block_dim"] == row["block_dim"])]
+        for program_id, op_name in zip(mine["program_id"], mine["hlo_op"]):
+            found = self._ops.op(program_id, op_name)
+            if found is None:
+                continue
+            node, program = found
+            kernels = hlo[(hlo["program_id"] == program_id) & (hlo["hlo_op"] == op_name)]
+            return op_details(node, program), self._with_ids(kernels, row["op_name"])
+        if row["op_name"]:
+            nodes = self._ops.framework_op(row["op_name"])
+            same = self.stats[self.stats["op_name"] == row["op_name"]]
+            kernels = pd.DataFrame({
+                "kernel_name": same["kernel_name"], "grid_dim": same["grid_dim"], "block_dim": same["block_dim"],
+                "launches": same["occurrences"], "duration_us": same["total_duration_us"], "id": same.index,
+            })
+            if nodes:
+                node, program = nodes[0]
+                details = op_details(node, program)
+                if len(nodes) > 1:
+                    details["note"] = (f"{len(nodes)} HLO ops come from this framework op; this is the longest "
+                                       "(its kernels do not name their HLO op).")
+                return details, kernels
+            return {
+                "name": row["op_name"], "kind": "framework op", "program": None,
+                "occurrences": int(same["occurrences"].sum()),
+                "total_time_ps": float(same["total_duration_us"].sum() * 1e6),
+                "kernels": len(same),
+                "reason": (self._ops.reason or "the op profile has no HLO op made from this framework op"),
+            }, kernels
+        return {}, pd.DataFrame()
+
+    def _with_ids(self, kernels, op_name):
+        """The kernels of an HLO op, each with the id of its kernel stats row (-1 if none)."""
+        s = self.stats
+        key = dict(zip(zip(s["kernel_name"], s["grid_dim"], s["block_dim"], s["op_name"]), s.index))
+        ids = [key.get((k, g, b, op_name), -1) for k, g, b in
+               zip(kernels["kernel_name"], kernels["grid_dim"], kernels["block_dim"])]
+        return kernels[["kernel_name", "grid_dim", "block_dim", "launches", "duration_us"]].assign(id=ids)
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "sort":
+            column = str(params["column"])
+            if column == self.sort_by:
+                self.sort_descending = not self.sort_descending
+            else:
+                self.sort_by = column
+        elif kind == "name_filter":
+            self.name_filter = str(params.get("value", ""))
+        elif kind == "op_filter":
+            self.op_filter = str(params.get("value", ""))
+        elif kind == "top_n":
+            self.top_n = int(params["value"])
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _redraw_chart(self):
+        shown = self.table
+        top = shown.sort_values("total_duration_us", ascending=False, kind="stable").head(CHART_KERNELS)
+        if top.empty:
+            self.set_figures({})
+            return
+        self.set_figures({"kernels": self._chart(top)})
+
+    def _chart(self, top):
+        n = len(top)
+        tc = top["is_kernel_using_tensor_core"].to_numpy(bool)
+        src = ColumnDataSource(
+            {
+                "id": top.index.to_numpy(np.int32),
+                "y": np.arange(n, dtype=np.float64),
+                "total": top["total_duration_us"].to_numpy(np.float64),
+                "avg": top["avg_duration_us"].to_numpy(np.float64),
+                "launches": top["occurrences"].to_numpy(np.float64),
+                "name": [k if len(k) <= 160 else k[:159] + "…" for k in top["kernel_name"]],
+                "op": [o or "(none)" for o in top["op_name"]],
+                "color": np.where(tc, TENSOR_CORE, NO_TENSOR_CORE).tolist(),
+                "tc": np.where(tc, "uses TensorCore", "no TensorCore").tolist(),
+            },
+            name="kernels",
+        )
+        right = float(top["total_duration_us"].max()) or 1.0
+        fig = figure(
+            height=70 + 22 * n, sizing_mode="stretch_width", min_width=360,
+            title=f"Total time of the {n} longest kernels (µs)",
+            x_range=Range1d(0, right * 1.04), y_range=Range1d(n - 0.5, -0.5), tools="", toolbar_location=None,
+        )
+        bars = fig.hbar(y="y", right="total", height=0.72, source=src, fill_color="color", line_color=None,
+                        legend_field="tc", selection_fill_color="color", selection_line_color="#222",
+                        selection_line_width=2, nonselection_fill_alpha=0.45)
+        fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
+        fig.yaxis.major_label_overrides = {i: f"{r}. {short_kernel_name(k)}" for i, (r, k) in
+                                           enumerate(zip(top["rank"], top["kernel_name"]))}
+        fig.yaxis.major_label_text_font_size = "10px"
+        fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
+        fig.ygrid.grid_line_color = None
+        fig.add_tools(HoverTool(renderers=[bars], tooltips=[
+            ("kernel", "@name"), ("op", "@op"), ("total", "@total{0,0.000} µs"), ("launches", "@launches{0,0}"),
+            ("average", "@avg{0,0.000} µs"), ("", "@tc"),
+        ]))
+        fig.add_tools(TapTool(renderers=[bars]))
+        # Bars are longest first: the bottom right corner is free for the key.
+        fig.legend.location = "bottom_right"
+        fig.legend.label_text_font_size = "11px"
+        fig.legend.background_fill_alpha = 0.8
+        fig.outline_line_color = None
+        return fig
+
+    def _card_html(self):
+        k, op = self.selected_kernel, self.selected_op
+        if not k:
+            return '<div class="xw-card" data-op-card="">Click a kernel (a row or a bar) to see its op here.</div>'
+        name = esc(k["kernel_name"])
+        head = (f'<div class="xw-kernel" data-testid="selected-kernel"><b>Kernel</b> '
+                f'<code class="xw-clamp" title="{name}">{name}</code> (grid {esc(k["grid_dim"])}, block {esc(k["block_dim"])}, '
+                f'{k["occurrences"]:,} launches, {k["total_duration_us"]:,.3f} µs)</div>')
+        if not op:
+            card = ('<div class="xw-card" data-op-card="" data-testid="no-op">This kernel names no op (no `tf_op` '
+                    "or `hlo_op` stat on its launches), so there is no op to show.</div>")
+        elif op.get("kind") == "framework op":
+            card = (
+                f'<div class="xw-card" data-op-card="{esc(op["name"])}"><b data-testid="op-card-name">'
+                f'{esc(op["name"])}</b><table style="font-size:12px">'
+                f"<tr><td>Kind</td><td>framework op</td></tr>"
+                f"<tr><td>Kernels</td><td>{op['kernels']:,} ({op['occurrences']:,} launches)</td></tr>"
+                f"<tr><td>Kernel time</td><td>{op['total_time_ps'] / 1e6:,.3f} µs</td></tr></table>"
+                f'<div class="xw-note">No HLO op details: {esc(op["reason"])}.</div></div>'
+            )
+        else:
+            note = f'<div class="xw-note">{esc(op["note"])}</div>' if op.get("note") else ""
+            card = op_details_html(op, show_graph=self.hosted) + note
+        return head + card + self._kernels_of_op_html()
+
+    def _kernels_of_op_html(self):
+        kernels = self._kernels_of_op
+        if kernels is None or kernels.empty:
+            return ""
+        chosen = self.selected_kernel.get("id")
+        rows = []
+        for name, grid, block, launches, us, rid in kernels[
+                ["kernel_name", "grid_dim", "block_dim", "launches", "duration_us", "id"]].itertuples(index=False):
+            select = (f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"'
+                      if rid >= 0 else "")
+            cls = ' class="sel"' if rid == chosen else ""
+            rows.append(f'<tr{select}{cls}><td class="wrap" title="{esc(name)}">{esc(short_kernel_name(name, 40))}'
+                        f"</td><td>{esc(grid)}<br>{esc(block)}</td><td class=num>{int(launches):,}</td>"
+                        f"<td class=num>{us:,.3f}</td></tr>")
+        return (
+            f'<div class="xw-op-kernels"><b>Kernels of this op</b> ({len(kernels)})'
+            f'<table class="xw-table" data-testid="op-kernels" data-rows="{len(kernels)}"><thead><tr>'
+            "<th>Kernel</th><th>Grid<br>block</th><th>Launches</th><th>µs</th></tr></thead>"
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
+        )
+
+    def _html(self):
+        s = self.stats
+        table = self.table
+        shown = table.head(self.top_n)
+        total = float(s["total_duration_us"].sum())
+        tc_time = float(s.loc[s["is_kernel_using_tensor_core"], "total_duration_us"].sum())
+        eligible = float(s.loc[s["is_op_tensor_core_eligible"], "total_duration_us"].sum())
+        share = lambda x: f"{100 * x / total:.1f} %" if total > 0 else "n/a"
+        stats = stat_cards([
+            ("kernels", "Kernels (launch configurations)", f"{len(s):,}"),
+            ("launches", "Launches", f"{int(s['occurrences'].sum()):,}"),
+            ("total_time", "Total kernel time", f"{total / 1e3:,.3f} ms"),
+            ("tensor_core_time", "Time in TensorCore kernels", share(tc_time)),
+            ("eligible_time", "Time in TensorCore-eligible ops", share(eligible)),
+        ])
+        top_choices = sorted(set(TOP_N_CHOICES) | {self.top_n})
+        controls = (
+            f'<label>Kernel name <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
+            f'placeholder="filter" data-testid="name-filter"></label>'
+            f'<label>Op name <input type="text" data-request="op_filter" value="{esc(self.op_filter)}" '
+            f'placeholder="filter" data-testid="op-filter"></label>'
+            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
+            f'{options([str(v) for v in top_choices], str(self.top_n))}</select></label>'
+        )
+        matched = (f"{len(table):,} of {len(s):,} kernels match" if len(table) != len(s) else f"{len(s):,} kernels")
+        cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
+        chart = '<div data-figure="kernels"></div>' if len(table) else (
+            '<div class="xw-note" data-testid="no-match">No kernel matches the filters.</div>')
+        grid = table_html(
+            shown, COLUMNS, self.sort_by, self.sort_descending, "kernel-table", total_rows=len(table),
+            row_attrs=lambda rid: f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"',
+            selected=self.selected_kernel.get("id"),
+        )
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-ks")}
+{TABLE_CSS.format(root=".xw-ks")}
+.xw-ks .xw-top {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 8px; }}
+.xw-ks .xw-chart {{ flex: 3 1 520px; min-width: 0; }}
+.xw-ks .xw-side {{ flex: 2 1 360px; min-width: 0; max-width: 640px; }}
+.xw-ks .xw-side .xw-card {{ margin-top: 4px; }}
+.xw-ks .xw-kernel {{ font-size: 12px; overflow-wrap: anywhere; }}
+.xw-ks .xw-kernel code {{ font-size: 11px; }}
+.xw-ks .xw-kernel .xw-clamp {{ display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 4;
+  overflow: hidden; }}
+.xw-ks .xw-op-kernels {{ margin-top: 6px; font-size: 12px; overflow-x: auto; }}
+.xw-ks .xw-op-kernels table.xw-table {{ width: 100%; min-width: 0; }}
+.xw-ks .xw-op-kernels td.wrap {{ min-width: 90px; max-width: 170px; }}
+.xw-ks .xw-op-kernels th, .xw-ks .xw-op-kernels td {{ padding: 1px 4px; cursor: default; }}
+.xw-ks .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; max-height: 160px;
+  overflow: auto; }}
+.xw-ks .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
+.xw-ks .xw-table-wrap {{ max-height: 480px; }}
+</style>
+<div class="xw-ks">
+  <div class="xw-head"><b>GPU kernel stats</b> {controls}</div>
+  {stats}
+  <div class="xw-top">
+    <div class="xw-chart">{chart}</div>
+    <div class="xw-side" data-testid="op-card-area">{self._card_html()}</div>
+  </div>
+  <div class="xw-rows" data-testid="row-count">{esc(matched + cut)}. Click a header to sort, a row to see its op.</div>
+  <div class="xw-scroll xw-table-wrap">{grid}</div>
+</div>"""
+
+
+__all__ = ["KernelStatsWidget", "kernel_hlo_ops", "short_kernel_name"]

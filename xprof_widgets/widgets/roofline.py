@@ -1,0 +1,505 @@
+"""RooflineWidget: each op against the device's roofs, on a log-log chart.
+
+Shows what `Run.roofline_model()` computes, as XProf's roofline model tool does: the
+device's peaks (FLOP rate, HBM and on-chip bandwidths, ridge points), the roofline
+chart (operational intensity in FLOP/byte against the measured FLOP rate in GFLOP/s,
+log-log: the peak FLOP rate as a flat roof, each memory bandwidth as a slanted roof up
+to its ridge point; each op a point sized by its time and coloured by its category,
+the whole program a diamond), filters by step (XProf's "Total" first), category, op
+name and infeed/outfeed, and the table of ops. Ops with no FLOPs or no bytes cannot
+sit on log axes: they stay in the table and the page says how many the chart leaves
+out. Beyond XProf, a click on a point or a row shows the op details card of that op
+(`selected_op`, as the op profile's).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import traitlets
+from bokeh.models import ColumnDataSource, HoverTool, LogTickFormatter, Range1d, TapTool
+from bokeh.palettes import Category10, Category20
+from bokeh.plotting import figure
+
+from ..analysis.roofline import GIBI_IN_GIGA
+from ..run import Run, load_run
+from ._bokeh import BokehWidget
+from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._op_index import OpIndex
+from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+from .op_details import op_details, op_details_html
+
+TOP_N_CHOICES = (25, 100, 1000)
+PROGRAM = "Program"
+PROGRAM_COLOR = "#222222"
+COMPUTE_ROOF_COLOR = "#c0392b"
+MEMORY_ROOF_COLORS = ("#1f4e79", "#6a51a3", "#8c6d31", "#2e7d32", "#ad494a")
+# XProf's source cell: a div of class source-info-cell, the stack in its (single-quoted)
+# title, FILE:LINE as its text.
+_SOURCE_CELL = re.compile(r"title=['](?P<stack>[^']*)[']>(?P<text>.*)</div>", re.DOTALL)
+COLUMNS = [
+    Column("rank", "Rank", "int", descending_first=False),
+    Column("category", "Category", "text"),
+    Column("operation", "Operation", "text", wrap=True),
+    Column("occurrences", "# Occurrences", "int"),
+    Column("total_time", "Total time (µs)", "float", 3),
+    Column("avg_time", "Avg. time (µs)", "float", 3),
+    Column("total_self_time", "Total self time (µs)", "float", 3),
+    Column("total_self_time_percent", "Total self time (%)", "pct", 1),
+    Column("cumulative_total_self_time_percent", "Cumulative total self time (%)", "pct", 1),
+    Column("dma_stall_percent", "DMA stall (%)", "pct", 1),
+    Column("measured_flop_rate", "Normalized FLOP rate (GFLOP/s)", "float", 2),
+    Column("model_flop_rate", "Model FLOP rate (GFLOP/s)", "float", 2),
+    Column("measured_memory_bw", "Memory BW (GiB/s)", "float", 2),
+    Column("hbm_bw", "HBM BW (GiB/s)", "float", 2),
+    Column("cmem_read_bw", "CMEM read BW (GiB/s)", "float", 2),
+    Column("cmem_write_bw", "CMEM write BW (GiB/s)", "float", 2),
+    Column("vmem_read_bw", "VMEM read BW (GiB/s)", "float", 2),
+    Column("vmem_write_bw", "VMEM write BW (GiB/s)", "float", 2),
+    Column("operational_intensity", "Operational intensity (FLOP/byte)", "float", 3),
+    Column("hbm_operational_intensity", "HBM operational intensity (FLOP/byte)", "float", 3),
+    Column("bound_by", "Bound by", "text"),
+    Column("total_time_in_percentage", "Total time (%)", "pct", 1),
+    Column("optimal_flop_rate", "Optimal FLOP rate (GFLOP/s)", "float", 2),
+    Column("roofline_efficiency", "Roofline efficiency (%)", "pct", 1),
+    Column("compute_efficiency", "FLOP rate / peak (%)", "pct", 2),
+    Column("max_mem_bw_utilization", "Max memory BW utilization (%)", "pct", 1),
+    Column("hlo_module_id", "Program ID", "text"),
+    Column("source", "Source", "text", wrap=True),
+]
+_GPU_HEADERS = {"vmem_write_bw": "SHM/L1 BW (GiB/s)"}
+_TEXT_COLUMNS = tuple(c.key for c in COLUMNS if c.kind == "text")
+
+
+def source_text(cell):
+    """The file:line of XProf's source cell (HTML), as plain text ("" for none)."""
+    m = _SOURCE_CELL.search(cell or "")
+    return html.unescape(m.group("text")) if m else ""
+
+
+def roofs(attrs):
+    """The roofs of the roofline model's `attrs`: (peak FLOP rate in GFLOP/s (0: unknown),
+    [(label, bandwidth GiB/s, ridge point FLOP/byte)] of the memories with a known peak).
+    GPUs: HBM and shared memory/L1 (XProf's SHM/L1); TPUs: HBM, CMEM and VMEM."""
+    peak = float(attrs.get("peak_flop_rate") or 0.0)
+    gpu = "GPU" in str(attrs.get("device_type", ""))
+    names = [("HBM", "hbm")]
+    names += [("SHM/L1", "vmem_write")] if gpu else [
+        ("CMEM read", "cmem_read"), ("CMEM write", "cmem_write"), ("VMEM read", "vmem_read"),
+        ("VMEM write", "vmem_write")]
+    memories = []
+    for label, key in names:
+        bw = float(attrs.get(f"peak_{key}_bw") or 0.0)
+        if bw > 0:
+            ridge = peak / (bw * GIBI_IN_GIGA) if peak > 0 else 0.0
+            memories.append((label, bw, ridge))
+    return peak, memories
+
+
+def _nice(x):
+    """A number in a few significant digits, with thousands separators."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:,.3g}"
+
+
+class RooflineWidget(BokehWidget):
+    """XProf's roofline model of a run: the device's roofs, each op as a point, the table.
+
+    `step` ("Total", "Average" or a step number), `category` ("All" or one),
+    `include_infeed_outfeed`, `name_filter` (op name), `sort_by`, `sort_descending`
+    and `top_n` are traits Python can read and set. `model` is the analysis' frame,
+    `rows` the rows of the step and filters (index: the row in `model`), `table` them
+    in the order shown, `points` those drawn (FLOPs and bytes above zero).
+    `selected_op` is the op details of the clicked op (with `id`, its row in `model`);
+    `select_row(id)` selects one.
+    """
+
+    step = traitlets.Unicode("Total", help='"Total", "Average" or a step number.').tag(sync=True)
+    category = traitlets.Unicode("All", help='"All" or one category of op.').tag(sync=True)
+    include_infeed_outfeed = traitlets.Bool(True, help="XProf's rows with infeed/outfeed ops (and their time).").tag(
+        sync=True)
+    name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
+    sort_by = traitlets.Unicode("rank", help="The column the table is sorted on.").tag(sync=True)
+    sort_descending = traitlets.Bool(False, help="Largest first.").tag(sync=True)
+    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
+    selected_op = traitlets.Dict(help="op_details() of the clicked op, with its row `id`; {} for none.").tag(
+        sync=True)
+
+    def __init__(self, run, **kwargs):
+        self.run = run if isinstance(run, Run) else load_run(run)
+        self._ready = False
+        self._quiet = False
+        self._ops = None  # OpIndex, built on the first selection
+        super().__init__(**kwargs)
+        model = self.run.roofline_model()
+        self.model = model.copy()
+        if "source_info" in self.model:
+            self.model["source"] = [source_text(c) for c in self.model["source_info"]]
+        self.peak_flop_rate, self.memory_roofs = roofs(model.attrs)
+        cats = self.model.loc[self.model["category"] != PROGRAM].groupby("category", sort=False)["total_self_time"]
+        order = list(cats.sum().sort_values(ascending=False, kind="stable").index) if len(self.model) else []
+        palette = Category10[10] if len(order) <= 10 else Category20[20]
+        self._colors = {c: palette[i % len(palette)] for i, c in enumerate(order)}
+        self._colors[PROGRAM] = PROGRAM_COLOR
+        self._ready = True
+        if self.model.empty:
+            self.html = notice(f"No roofline model for run {self.run.name}: {model.attrs.get('reason')}.")
+            return
+        self._redraw()
+
+    @property
+    def steps(self):
+        """The steps of the model, in its order (XProf's "Total" first)."""
+        return list(pd.unique(self.model["step"].astype(str))) if len(self.model) else []
+
+    # --- state -------------------------------------------------------------------
+
+    @traitlets.validate("step")
+    def _check_step(self, proposal):
+        if self._ready and len(self.model) and proposal["value"] not in self.steps:
+            raise traitlets.TraitError(f"no step {proposal['value']!r}; steps: {self.steps}")
+        return proposal["value"]
+
+    @traitlets.validate("sort_by")
+    def _check_sort_by(self, proposal):
+        if proposal["value"] not in tuple(c.key for c in COLUMNS):
+            raise traitlets.TraitError(f"sort_by must be one of {[c.key for c in COLUMNS]}")
+        return proposal["value"]
+
+    @traitlets.validate("top_n")
+    def _check_top_n(self, proposal):
+        if proposal["value"] < 1:
+            raise traitlets.TraitError("top_n must be at least 1")
+        return proposal["value"]
+
+    @traitlets.observe("step", "category", "include_infeed_outfeed", "name_filter")
+    def _refilter(self, change):
+        if self._ready and not self._quiet and not self.model.empty:
+            self._redraw()
+
+    @traitlets.observe("sort_by")
+    def _natural_direction(self, change):
+        self._quiet = True
+        try:
+            self.sort_descending = natural_descending(COLUMNS, change["new"])
+        finally:
+            self._quiet = False
+        self._redraw_table()
+
+    @traitlets.observe("sort_descending", "top_n")
+    def _redraw_table(self, change=None):
+        if self._ready and not self._quiet and not self.model.empty:
+            self.html = self._html()
+
+    @traitlets.observe("selected")
+    def _on_tap(self, change):
+        sel = change["new"] or {}
+        if sel.get("source") == "ops" and sel.get("id") is not None:
+            self.select_row(int(sel["id"]))
+        elif not sel and self.selected_op:
+            self.selected_op = {}
+            self.html = self._html()
+
+    def _step_rows(self):
+        m = self.model
+        return m[(m["step"].astype(str) == self.step) & (m["include_infeed_outfeed"] == self.include_infeed_outfeed)]
+
+    def categories(self):
+        """The categories of the step's rows, the longest first (Program last)."""
+        cats = list(pd.unique(self._step_rows()["category"]))
+        return sorted(cats, key=lambda c: (c == PROGRAM, list(self._colors).index(c) if c in self._colors else 0))
+
+    @property
+    def rows(self):
+        """The rows of the step and filters, in the model's order (index: the row in `model`)."""
+        r = self._step_rows()
+        keep = contains(r["operation"], self.name_filter)
+        if self.category != "All":
+            keep &= (r["category"] == self.category).to_numpy(bool)
+        return r[keep]
+
+    @property
+    def table(self):
+        """`rows` in the order shown."""
+        return sort_frame(self.rows, self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+
+    @property
+    def points(self):
+        """The rows drawn: operational intensity and FLOP rate both above zero."""
+        r = self.rows
+        x = r["operational_intensity"].to_numpy(np.float64)
+        y = r["measured_flop_rate"].to_numpy(np.float64)
+        return r[np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)]
+
+    def select_row(self, id):
+        """Select row `id` of `model`: its point, its table row, its op's details card."""
+        i = int(id)
+        if not 0 <= i < len(self.model):
+            raise KeyError(f"no roofline row {id!r}")
+        row = self.model.iloc[i]
+        if self._ops is None:
+            self._ops = OpIndex(self.run)
+        found = None
+        if row["category"] == PROGRAM:
+            if self._ops.root is not None and str(row["step"]) == "Total":
+                found = (self._ops.root, None)
+        else:
+            found = self._ops.op(row["hlo_module_id"], row["operation"])
+        if found is not None:
+            details = op_details(*found)
+            if row["category"] == PROGRAM:
+                details["name"] = f"{PROGRAM} (the whole profile)"
+        else:
+            details = {"name": str(row["operation"]), "kind": "roofline row", "category": str(row["category"]),
+                       "program": str(row["hlo_module_id"]), "occurrences": int(row["occurrences"]),
+                       "total_time_ps": float(row["total_time"]) * 1e6}
+        self.selected_op = dict(details, id=i)
+        want = {"figure": "roofline", "source": "ops", "id": i}
+        if {k: self.selected.get(k) for k in want} != want:
+            self.selected = want
+        self.html = self._html()
+
+    # --- browser messages ----------------------------------------------------------
+
+    def on_request(self, kind, params):
+        if kind == "sort":
+            column = str(params["column"])
+            if column == self.sort_by:
+                self.sort_descending = not self.sort_descending
+            else:
+                self.sort_by = column
+        elif kind in ("step", "category", "name_filter"):
+            setattr(self, kind, str(params.get("value", "")))
+        elif kind == "include_infeed_outfeed":
+            self.include_infeed_outfeed = bool(params.get("value"))
+        elif kind == "top_n":
+            self.top_n = int(params["value"])
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    # --- drawing -----------------------------------------------------------------
+
+    def _redraw(self):
+        if self.category != "All" and self.category not in self.categories():
+            self._quiet = True
+            try:
+                self.category = "All"  # the new step has no such category
+            finally:
+                self._quiet = False
+        points = self.points
+        self.set_figures({"roofline": self._chart(points)} if len(points) else {})
+        if self.selected_op and self.selected_op.get("id") not in set(self.rows.index):
+            self.selected_op = {}
+            self.selected = {}
+        self.html = self._html()
+
+    def _chart(self, points):
+        x = points["operational_intensity"].to_numpy(np.float64)
+        y = points["measured_flop_rate"].to_numpy(np.float64)
+        t = points["total_time"].to_numpy(np.float64)
+        cat = points["category"].astype(str).to_numpy(object)
+        is_program = cat == PROGRAM
+        ops_t = t[~is_program]
+        t_max = float(ops_t.max()) if len(ops_t) else 1.0
+        size = np.where(is_program, 15.0, 7.0 + 23.0 * np.sqrt(np.clip(t, 0, None) / (t_max or 1.0)))
+        peak, memories = self.peak_flop_rate, self.memory_roofs
+        ridges = [r for _, _, r in memories if r > 0]
+        xs = np.concatenate([x, ridges]) if ridges else x
+        ys = np.concatenate([y, [peak]]) if peak > 0 else y
+        x_lo = 10 ** math.floor(math.log10(xs.min()) - 0.5)
+        x_hi = 10 ** math.ceil(math.log10(xs.max()) + 0.5)
+        y_lo = 10 ** math.floor(math.log10(ys.min()) - 0.5)
+        y_hi = 10 ** math.ceil(math.log10(ys.max()) + 0.3)
+        src = ColumnDataSource(
+            {
+                "id": points.index.to_numpy(np.int32),
+                "x": x, "y": y, "size": size, "time": t,
+                "name": points["operation"].astype(str).tolist(),
+                "category": cat.tolist(),
+                "color": [self._colors.get(c, "#888888") for c in cat],
+                "marker": np.where(is_program, "diamond", "circle").tolist(),
+                "program": points["hlo_module_id"].astype(str).tolist(),
+                "bound_by": points["bound_by"].astype(str).tolist(),
+                "efficiency": 100 * points["roofline_efficiency"].to_numpy(np.float64),
+                "occurrences": points["occurrences"].to_numpy(np.float64),
+            },
+            name="ops",
+        )
+        device = self.model.attrs.get("device_type") or "device"
+        fig = figure(
+            height=500, sizing_mode="stretch_width", min_width=480, x_axis_type="log", y_axis_type="log",
+            x_range=Range1d(x_lo, x_hi), y_range=Range1d(y_lo, y_hi),
+            title=f"Roofline of {device} (step {self.step})",
+            x_axis_label="Operational intensity (FLOP/byte)", y_axis_label="Measured FLOP rate (GFLOP/s)",
+            tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom", toolbar_location="above",
+        )
+        # The roofs: each memory up to its ridge point, then the peak FLOP rate.
+        for k, (label, bw, ridge) in enumerate(memories):
+            end = ridge if ridge > 0 else x_hi
+            gflops_per_flop_byte = bw * GIBI_IN_GIGA  # GiB/s -> GB/s: GFLOP/s per FLOP/byte
+            fig.line([x_lo, end], [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
+                     line_color=MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)], line_width=2,
+                     line_dash="solid" if k == 0 else "dashed",
+                     legend_label=f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""))
+        if peak > 0:
+            start = min(ridges) if ridges else x_lo
+            fig.line([start, x_hi], [peak, peak], line_color=COMPUTE_ROOF_COLOR, line_width=2.5,
+                     legend_label=f"Peak {_nice(peak / 1e3)} TFLOP/s")
+        dots = fig.scatter(x="x", y="y", size="size", marker="marker", source=src, fill_color="color",
+                           fill_alpha=0.75, line_color="white",
+                           selection_line_color="#000", selection_line_width=2.5, selection_fill_alpha=1.0,
+                           nonselection_fill_alpha=0.35)
+        # The key of the categories: glyphs of one size at no place (the points' own sizes vary).
+        order = list(self._colors)
+        for c in sorted(pd.unique(cat), key=lambda c: order.index(c) if c in order else len(order)):
+            fig.scatter(x=[math.nan], y=[math.nan], size=9, marker="diamond" if c == PROGRAM else "circle",
+                        fill_color=self._colors.get(c, "#888888"), line_color="white", legend_label=str(c))
+        fig.add_tools(HoverTool(renderers=[dots], tooltips=[
+            ("", "@category @name"), ("program", "@program"), ("intensity", "@x{0,0.000} FLOP/byte"),
+            ("FLOP rate", "@y{0,0.00} GFLOP/s"), ("time", "@time{0,0.000} µs"), ("occurrences", "@occurrences{0,0}"),
+            ("bound by", "@bound_by"), ("roofline efficiency", "@efficiency{0.00} %"),
+        ]))
+        fig.add_tools(TapTool(renderers=[dots]))
+        fig.xaxis.formatter = LogTickFormatter()
+        fig.yaxis.formatter = LogTickFormatter()
+        legend = fig.legend[0]
+        legend.label_text_font_size = "11px"
+        legend.glyph_height = 18
+        legend.glyph_width = 22
+        legend.spacing = 0
+        legend.border_line_color = None
+        legend.ncols = 3
+        legend.location = "top_left"
+        fig.add_layout(legend, "below")  # under the chart: never over the points, the frame keeps its width
+        fig.toolbar.logo = None
+        return fig
+
+    def _roof_cards(self):
+        a = self.model.attrs
+        cards = [("device_type", "Device", a.get("device_type") or "unknown"),
+                 ("peak_flop_rate", "Peak FLOP rate",
+                  f"{self.peak_flop_rate / 1e3:,.1f} TFLOP/s" if self.peak_flop_rate > 0 else "unknown")]
+        for label, bw, ridge in self.memory_roofs:
+            key = label.lower().replace(" ", "_").replace("/", "_")
+            cards.append((f"peak_{key}_bw", f"Peak {label} bandwidth", f"{bw:,.1f} GiB/s"))
+            if ridge > 0:
+                cards.append((f"{key}_ridge_point", f"{label} ridge point", f"{ridge:,.2f} FLOP/byte"))
+        program = self._step_rows()
+        program = program[program["category"] == PROGRAM]
+        if len(program):
+            p = program.iloc[0]
+            cards.append(("program_flop_rate", f"Program FLOP rate (step {self.step})",
+                          f"{p['measured_flop_rate']:,.2f} GFLOP/s"))
+            cards.append(("program_bound_by", "Program bound by", str(p["bound_by"])))
+        return stat_cards(cards)
+
+    def _card_html(self):
+        op = self.selected_op
+        if not op:
+            return '<div class="xw-card" data-op-card="">Click an op (a point or a row) to see its details here.</div>'
+        i = op["id"]
+        row = self.model.iloc[i]
+        if op.get("kind") == "roofline row":
+            card = (f'<div class="xw-card" data-op-card="{esc(op["name"])}"><b data-testid="op-card-name">'
+                    f'{esc(op["name"])}</b><div class="xw-note">Not in the op profile: no HLO op details.</div></div>')
+        else:
+            card = op_details_html(op, show_graph=self.hosted)
+        numbers = [
+            ("Operational intensity", f"{row['operational_intensity']:,.3f} FLOP/byte"),
+            ("Measured FLOP rate", f"{row['measured_flop_rate']:,.2f} GFLOP/s"),
+            ("Memory bandwidth", f"{row['measured_memory_bw']:,.2f} GiB/s"),
+            ("Bound by", row["bound_by"]),
+            ("Roofline efficiency", f"{100 * row['roofline_efficiency']:,.2f} %"),
+            ("Optimal FLOP rate", f"{row['optimal_flop_rate']:,.2f} GFLOP/s"),
+        ]
+        if row.get("source"):
+            numbers.append(("Source", row["source"]))
+        body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in numbers)
+        return (f'{card}<div class="xw-roof-numbers"><b>On the roofline</b>'
+                f'<table data-testid="roofline-numbers">{body}</table></div>')
+
+    def _html(self):
+        rows = self.rows
+        table = self.table
+        shown = table.head(self.top_n)
+        points = self.points
+        left_out = len(rows) - len(points)
+        steps = self.steps
+        controls = (
+            f'<label>Step <select data-request="step" data-testid="step">{options(steps, self.step)}</select></label>'
+            f'<label>Category <select data-request="category" data-testid="category">'
+            f'{options(["All", *self.categories()], self.category)}</select></label>'
+            f'<label>Operation <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
+            f'placeholder="filter" data-testid="name-filter"></label>'
+            f'<label><input type="checkbox" data-request="include_infeed_outfeed" data-testid="infeed-outfeed"'
+            f'{" checked" if self.include_infeed_outfeed else ""}> Include infeed/outfeed</label>'
+            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
+            f'{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>'
+        )
+        notes = []
+        if left_out:
+            notes.append(f'<div class="xw-note" data-testid="left-out" data-count="{left_out}">{left_out:,} of '
+                         f"{len(rows):,} rows are not drawn: their FLOP count or bytes accessed are zero (unknown "
+                         "for custom calls, none for copies), which log axes cannot place. They are in the "
+                         "table.</div>")
+        if self.peak_flop_rate <= 0:
+            notes.append('<div class="xw-note" data-testid="no-peak">The device\'s peak FLOP rate is unknown: '
+                         "no compute roof is drawn.</div>")
+        for severity, message in self.model.attrs.get("diagnostics") or []:
+            notes.append(f'<div class="xw-note">{esc(severity)}: {esc(message)}</div>')
+        if self.model.attrs.get("notes"):
+            notes.append(f'<div class="xw-note">Note: {esc(self.model.attrs["notes"])}</div>')
+        chart = ('<div data-figure="roofline"></div>' if len(points) else
+                 '<div class="xw-note xw-empty-chart" data-testid="no-points">No row of this step and filter has '
+                 "both FLOPs and bytes, so the chart has nothing to place.</div>")
+        gpu = "GPU" in str(self.model.attrs.get("device_type", ""))
+        columns = [Column(c.key, _GPU_HEADERS.get(c.key, c.header) if gpu else c.header, c.kind, c.digits, c.wrap,
+                          c.descending_first) for c in COLUMNS if c.key in self.model.columns]
+        selected = self.selected_op.get("id") if self.selected_op else None
+        grid = table_html(
+            shown, columns, self.sort_by, self.sort_descending, "roofline-table", total_rows=len(table),
+            row_attrs=lambda rid: f' data-select="{data_json({"figure": "roofline", "source": "ops", "id": int(rid)})}"',
+            selected=selected,
+        )
+        cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
+        return f"""
+<style>
+{BASE_CSS.format(root=".xw-rl")}
+{TABLE_CSS.format(root=".xw-rl")}
+.xw-rl .xw-top {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 6px; }}
+.xw-rl .xw-chart {{ flex: 3 1 600px; min-width: 0; }}
+.xw-rl .xw-side {{ flex: 1 1 320px; min-width: 0; max-width: 560px; }}
+.xw-rl .xw-side .xw-card {{ margin-top: 0; }}
+.xw-rl .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; max-height: 160px;
+  overflow: auto; }}
+.xw-rl .xw-roof-numbers {{ font-size: 12px; margin-top: 6px; border: 1px solid #ccc; border-radius: 4px;
+  padding: 6px 10px; }}
+.xw-rl .xw-roof-numbers td {{ padding: 0 6px 0 0; overflow-wrap: anywhere; vertical-align: top; }}
+.xw-rl .xw-roof-numbers td:first-child {{ white-space: nowrap; }}
+.xw-rl .xw-empty-chart {{ padding: 24px; border: 1px dashed #ccc; border-radius: 4px; }}
+.xw-rl .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
+.xw-rl .xw-table-wrap {{ max-height: 480px; }}
+</style>
+<div class="xw-rl">
+  <div class="xw-head"><b>Roofline model</b> {controls}</div>
+  {self._roof_cards()}
+  {"".join(notes)}
+  <div class="xw-top">
+    <div class="xw-chart">{chart}</div>
+    <div class="xw-side" data-testid="op-card-area">{self._card_html()}</div>
+  </div>
+  <div class="xw-rows" data-testid="row-count">{esc(f"{len(table):,} rows{cut}")}. Click a header to sort, a row or
+    a point to see its op.</div>
+  <div class="xw-scroll xw-table-wrap">{grid}</div>
+</div>"""
+
+
+__all__ = ["RooflineWidget", "roofs", "source_text"]
