@@ -65,6 +65,10 @@ def _utf8(b):
     return b.decode("utf-8", "replace")
 
 
+#: Stats whose bytes values are binary (serialized protos): every other bytes value on an
+#: event is read as text (UTF-8, bad bytes replaced), since the tools read stats as names.
+BINARY_STATS = frozenset({"Hlo Proto", "memory_access_breakdown", "hlo_proto"})
+
 #: The most a compressed string stat may inflate to: a real one is an HLO text or a
 #: long name; more is a damaged (or hostile) file, refused before it takes the memory.
 MAX_INFLATED_STAT_BYTES = 64 * 2**20
@@ -423,10 +427,10 @@ class Plane:
             if names is not None and name not in names:
                 continue
             rows = np.flatnonzero(mid == sid)
-            columns[name] = self._stat_column(st, rows, owner, count, data)
+            columns[name] = self._stat_column(st, rows, owner, count, data, binary=name in BINARY_STATS)
         return columns
 
-    def _stat_column(self, st, rows, owner, count, data):
+    def _stat_column(self, st, rows, owner, count, data, binary=False):
         """One stat's values spread over `count` events.
 
         All doubles: float64 (NaN where missing). All integers: int64, or a
@@ -473,7 +477,7 @@ class Plane:
             values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
         for n, decode in (
             (_STAT_STR, _utf8),
-            (_STAT_BYTES, lambda b: b),
+            (_STAT_BYTES, (lambda b: b) if binary else _utf8),  # text unless the stat is a known binary one
             (_STAT_COMPRESSED, _gunzip_utf8),
         ):
             at = st.range_of[n][rows]
