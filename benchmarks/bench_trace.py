@@ -129,24 +129,48 @@ def main():
         if args.no_xprof:
             continue
         with fresh_copy(args.file) as copy:
-            theirs.append(measure([args.xprof_python, "-c", XPROF, str(copy), str(args.xprof_queries),
-                                   str(args.resolution), str(i)]))
+            theirs.append(
+                measure(
+                    [args.xprof_python, "-c", XPROF, str(copy), str(args.xprof_queries), str(args.resolution), str(i)]
+                )
+            )
         print("xprof", json.dumps({k: v for k, v in theirs[-1].items()}), flush=True)
-    row = {"file": args.file, "size_mb": Path(args.file).stat().st_size / 1e6, "repeats": args.repeat,
-           "events": ours[0]["events"], "tracks": ours[0]["tracks"]}
-    for k in ("open_s", "trace_s", "first_view_s", "first_view_boxes", "first_view_bytes", "query_p50_ms",
-              "query_p95_ms", "query_max_ms", "query_bytes_p95", "query_bytes_max"):
+    row = {
+        "file": args.file,
+        "size_mb": Path(args.file).stat().st_size / 1e6,
+        "repeats": args.repeat,
+        "events": ours[0]["events"],
+        "tracks": ours[0]["tracks"],
+    }
+    for k in (
+        "open_s",
+        "trace_s",
+        "first_view_s",
+        "first_view_boxes",
+        "first_view_bytes",
+        "query_p50_ms",
+        "query_p95_ms",
+        "query_max_ms",
+        "query_bytes_p95",
+        "query_bytes_max",
+    ):
         row["ours_" + k] = median(ours, k)
     row["ours_peak_rss_mb"] = median(ours, "peak_rss_bytes") / 1e6
     row["ours_peak_rss_after_queries_mb"] = median(ours, "peak_rss_after_queries_bytes") / 1e6
-    print(f"{Path(args.file).name} ({row['size_mb']:.1f} MB, {row['events']:,} events, {row['tracks']} tracks), "
-          f"median of {args.repeat}:")
-    print(f"  ours : open {row['ours_open_s']:.2f} s + trace() {row['ours_trace_s']:.2f} s; open + trace + first "
-          f"view {row['ours_first_view_s']:.2f} s, peak RSS {row['ours_peak_rss_mb']:.0f} MB; first view "
-          f"{row['ours_first_view_boxes']:,.0f} boxes, {row['ours_first_view_bytes'] / 1e3:.0f} kB")
-    print(f"         {args.queries} pan/zoom queries at {args.resolution} px: p50 {row['ours_query_p50_ms']:.1f} ms, "
-          f"p95 {row['ours_query_p95_ms']:.1f} ms, max {row['ours_query_max_ms']:.1f} ms; answer p95 "
-          f"{row['ours_query_bytes_p95'] / 1e3:.0f} kB, max {row['ours_query_bytes_max'] / 1e3:.0f} kB")
+    print(
+        f"{Path(args.file).name} ({row['size_mb']:.1f} MB, {row['events']:,} events, {row['tracks']} tracks), "
+        f"median of {args.repeat}:"
+    )
+    print(
+        f"  ours : open {row['ours_open_s']:.2f} s + trace() {row['ours_trace_s']:.2f} s; open + trace + first "
+        f"view {row['ours_first_view_s']:.2f} s, peak RSS {row['ours_peak_rss_mb']:.0f} MB; first view "
+        f"{row['ours_first_view_boxes']:,.0f} boxes, {row['ours_first_view_bytes'] / 1e3:.0f} kB"
+    )
+    print(
+        f"         {args.queries} pan/zoom queries at {args.resolution} px: p50 {row['ours_query_p50_ms']:.1f} ms, "
+        f"p95 {row['ours_query_p95_ms']:.1f} ms, max {row['ours_query_max_ms']:.1f} ms; answer p95 "
+        f"{row['ours_query_bytes_p95'] / 1e3:.0f} kB, max {row['ours_query_bytes_max'] / 1e3:.0f} kB"
+    )
     if theirs:
         row["xprof_first_view_s"] = median(theirs, "first_view_s")
         row["xprof_peak_rss_mb"] = median(theirs, "peak_rss_bytes") / 1e6
@@ -155,16 +179,19 @@ def main():
         qb = [b for r in theirs for b in r["query_bytes"]]
         row["ratio_first_view_time"] = row["ours_first_view_s"] / row["xprof_first_view_s"]
         row["ratio_rss"] = row["ours_peak_rss_mb"] / row["xprof_peak_rss_mb"]
-        print(f"  XProf: first trace_viewer@ view {row['xprof_first_view_s']:.2f} s, peak RSS "
-              f"{row['xprof_peak_rss_mb']:.0f} MB, answer {row['xprof_first_view_bytes'] / 1e6:.1f} MB")
+        print(
+            f"  XProf: first trace_viewer@ view {row['xprof_first_view_s']:.2f} s, peak RSS "
+            f"{row['xprof_peak_rss_mb']:.0f} MB, answer {row['xprof_first_view_bytes'] / 1e6:.1f} MB"
+        )
         if qt:
             row["xprof_query_p50_ms"] = statistics.median(qt)
             row["xprof_query_max_ms"] = max(qt)
             row["xprof_query_bytes_median"] = statistics.median(qb)
-            print(f"         {len(qt)} window queries: median {row['xprof_query_p50_ms']:.0f} ms, max "
-                  f"{row['xprof_query_max_ms']:.0f} ms; answer median {row['xprof_query_bytes_median'] / 1e6:.2f} MB")
-        print(f"  ratio ours/XProf: first view time {row['ratio_first_view_time']:.3f}, "
-              f"memory {row['ratio_rss']:.3f}")
+            print(
+                f"         {len(qt)} window queries: median {row['xprof_query_p50_ms']:.0f} ms, max "
+                f"{row['xprof_query_max_ms']:.0f} ms; answer median {row['xprof_query_bytes_median'] / 1e6:.2f} MB"
+            )
+        print(f"  ratio ours/XProf: first view time {row['ratio_first_view_time']:.3f}, memory {row['ratio_rss']:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(row, indent=1))
 

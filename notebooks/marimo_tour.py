@@ -24,8 +24,10 @@ def _():
     # Without it: the GPU sample shipped in the package (JAX on 8 AMD MI300X GPUs).
     LOGDIR = os.environ.get("XPROF_LOGDIR")
     run = xw.load_run(LOGDIR) if LOGDIR else xw.sample_run("gpu")
-    mo.md(f"# xprof-widgets in marimo\n\nRun **{run.name}**, hosts {', '.join(run.hosts)}; "
-          f"tools with data: {', '.join(run.tools)}.")
+    mo.md(
+        f"# xprof-widgets in marimo\n\nRun **{run.name}**, hosts {', '.join(run.hosts)}; "
+        f"tools with data: {', '.join(run.tools)}."
+    )
     return mo, run, xw
 
 
@@ -39,8 +41,10 @@ def _(mo, run, xw):
 @app.cell
 def _(mo, ops):
     _op = ops.value.get("selected_op") or {}
-    mo.md(f"**Selected op:** <span data-testid='marimo-selected-op'>{_op.get('name', 'none')}</span>"
-          + (f" in {_op.get('program')}, {_op.get('occurrences', 0):,} occurrences" if _op else ""))
+    mo.md(
+        f"**Selected op:** <span data-testid='marimo-selected-op'>{_op.get('name', 'none')}</span>"
+        + (f" in {_op.get('program')}, {_op.get('occurrences', 0):,} occurrences" if _op else "")
+    )
     return
 
 
@@ -82,16 +86,26 @@ def _(mo, run, xw):
 
 @app.cell
 def _(mo, run, xw):
-    mo.vstack([mo.md("## Two runs side by side (here the CPU sample against this run)"),
-               xw.CompareWidget(xw.sample_run(), run)])
+    mo.vstack(
+        [
+            mo.md("## Two runs side by side (here the CPU sample against this run)"),
+            xw.CompareWidget(xw.sample_run(), run),
+        ]
+    )
     return
 
 
 @app.cell
 def _(mo, xw):
-    mo.vstack([mo.md("## Capture from a running profiler server\n"
-                     "Start `jax.profiler.start_server(9999)` in your program, then press Capture."),
-               xw.CaptureWidget(address="localhost:9999", duration_ms=1000)])
+    mo.vstack(
+        [
+            mo.md(
+                "## Capture from a running profiler server\n"
+                "Start `jax.profiler.start_server(9999)` in your program, then press Capture."
+            ),
+            xw.CaptureWidget(address="localhost:9999", duration_ms=1000),
+        ]
+    )
     return
 
 

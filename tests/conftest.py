@@ -34,10 +34,20 @@ SAMPLES = {"jax_mlp_cpu": PACKAGE_DATA / "sample", "amd_jax_gemm_mi300": PACKAGE
 TOOLS = CORPUS.parent / "tools"  # tile_xplane.py, make_reference.py
 IN_CI = os.environ.get("CI") == "true"
 #: The corpus' logdirs (shared/profiles/README.md): a test that names one may need it.
-CORPUS_LOGDIRS = ("jax_mlp_cpu", "jax_transformer_cpu", "tf_keras_cpu", "tf_gpu_multiworker", "tpu_v6e_inference",
-                  "amd_jax_gemm_mi300", "amd_jax_elementwise_mi300", "amd_jax_conv_mi300")
-HOW_TO_GET = (f"the profile corpus is not at {CORPUS}: set XPROF_CORPUS to a folder holding it "
-              "(the project's shared/profiles, checked out beside this repository by default)")
+CORPUS_LOGDIRS = (
+    "jax_mlp_cpu",
+    "jax_transformer_cpu",
+    "tf_keras_cpu",
+    "tf_gpu_multiworker",
+    "tpu_v6e_inference",
+    "amd_jax_gemm_mi300",
+    "amd_jax_elementwise_mi300",
+    "amd_jax_conv_mi300",
+)
+HOW_TO_GET = (
+    f"the profile corpus is not at {CORPUS}: set XPROF_CORPUS to a folder holding it "
+    "(the project's shared/profiles, checked out beside this repository by default)"
+)
 
 
 def _assemble():
@@ -68,8 +78,7 @@ def _assemble():
 
 PROFILES = _assemble()
 REFERENCE = PROFILES / "_reference"
-AVAILABLE = {p.name for p in PROFILES.iterdir() if p.name != "_reference"} | {
-    p.name for p in REFERENCE.iterdir()}
+AVAILABLE = {p.name for p in PROFILES.iterdir() if p.name != "_reference"} | {p.name for p in REFERENCE.iterdir()}
 
 
 def profile_files():
@@ -129,7 +138,7 @@ def _missing_logdir(item, excinfo):
     for base in (str(REFERENCE) + "/", str(PROFILES) + "/"):
         at = text.find(base)
         while at >= 0:
-            name = text[at + len(base):].split("/", 1)[0].split("'", 1)[0].split(" ", 1)[0]
+            name = text[at + len(base) :].split("/", 1)[0].split("'", 1)[0].split(" ", 1)[0]
             if name and name != "_reference" and name not in AVAILABLE:
                 return name
             at = text.find(base, at + 1)

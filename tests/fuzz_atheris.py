@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import atheris
 
@@ -39,8 +38,7 @@ def test_one_input(data: bytes) -> None:
     except ProfileError:
         return
     for plane in space.planes:  # what every tool reads next: names, stats, metadata
-        plane.event_metadata
-        plane.stats
+        _ = plane.event_metadata, plane.stats
         for line in plane.lines:
             try:
                 line.names()

@@ -14,12 +14,33 @@ from dataclasses import dataclass, field
 
 from xprof_widgets.io import schema
 
-MI300X = {"device_vendor": "AMD", "clock_rate": 2100000, "core_count": 304, "memory_bandwidth": 2662400000000,
-          "memory_size": 206141652992, "compute_cap_major": 9, "compute_cap_minor": 4}
-H100 = {"device_vendor": "Nvidia", "clock_rate": 1980000, "core_count": 132, "memory_bandwidth": 3352320000000,
-        "memory_size": 85024112640, "compute_cap_major": 9, "compute_cap_minor": 0}
-PASCAL = {"device_vendor": "Nvidia", "clock_rate": 1733000, "core_count": 20, "memory_bandwidth": 320320000000,
-          "memory_size": 8506769408, "compute_cap_major": 6, "compute_cap_minor": 1}
+MI300X = {
+    "device_vendor": "AMD",
+    "clock_rate": 2100000,
+    "core_count": 304,
+    "memory_bandwidth": 2662400000000,
+    "memory_size": 206141652992,
+    "compute_cap_major": 9,
+    "compute_cap_minor": 4,
+}
+H100 = {
+    "device_vendor": "Nvidia",
+    "clock_rate": 1980000,
+    "core_count": 132,
+    "memory_bandwidth": 3352320000000,
+    "memory_size": 85024112640,
+    "compute_cap_major": 9,
+    "compute_cap_minor": 0,
+}
+PASCAL = {
+    "device_vendor": "Nvidia",
+    "clock_rate": 1733000,
+    "core_count": 20,
+    "memory_bandwidth": 320320000000,
+    "memory_size": 8506769408,
+    "compute_cap_major": 6,
+    "compute_cap_minor": 1,
+}
 
 
 def hlo_proto_bytes(text):
@@ -63,7 +84,7 @@ def gpu_space(modules, kernels, device=MI300X, devices=1, hostname="gpu", kernel
         plane = space.planes.add(id=d + 1, name=f"/device:GPU:{d}")
         stat_ids = {}
 
-        def stat_id(name):
+        def stat_id(name, stat_ids=stat_ids, plane=plane):
             if name not in stat_ids:
                 sid = stat_ids[name] = len(stat_ids) + 1
                 plane.stat_metadata[sid].id = sid
@@ -77,16 +98,19 @@ def gpu_space(modules, kernels, device=MI300X, devices=1, hostname="gpu", kernel
         for i, k in enumerate(by_device.get(d, [])):
             line = lines.get(k.stream)
             if line is None:
-                line = lines[k.stream] = plane.lines.add(id=k.stream, display_id=0, name=f"Stream #{k.stream}(Kernel)",
-                                                          timestamp_ns=1_000_000)
+                line = lines[k.stream] = plane.lines.add(
+                    id=k.stream, display_id=0, name=f"Stream #{k.stream}(Kernel)", timestamp_ns=1_000_000
+                )
             mid = metadata.get(k.name)
             if mid is None:
                 mid = metadata[k.name] = len(metadata) + 1
                 plane.event_metadata[mid].id = mid
                 plane.event_metadata[mid].name = k.name
             ev = line.events.add(metadata_id=mid, offset_ps=k.start_ns * 1000, duration_ps=k.duration_ns * 1000)
-            stats = {"correlation_id": 100 + i,
-                     "kernel_details": "grid:1,1,1 block:256,1,1 private_mem:0 group_mem:0 occ_pct:0"}
+            stats = {
+                "correlation_id": 100 + i,
+                "kernel_details": "grid:1,1,1 block:256,1,1 private_mem:0 group_mem:0 occ_pct:0",
+            }
             if k.op is not None:
                 stats["hlo_op"] = k.op
                 if k.program_id is not None:

@@ -14,13 +14,46 @@ from __future__ import annotations
 
 import random
 
-ELEMENTWISE_UNARY_F = ["abs", "cbrt", "ceil", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "log",
-                       "log-plus-one", "logistic", "negate", "round-nearest-afz", "round-nearest-even", "rsqrt",
-                       "sign", "sine", "sqrt", "tan", "tanh"]
+ELEMENTWISE_UNARY_F = [
+    "abs",
+    "cbrt",
+    "ceil",
+    "cosine",
+    "erf",
+    "exponential",
+    "exponential-minus-one",
+    "floor",
+    "log",
+    "log-plus-one",
+    "logistic",
+    "negate",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "rsqrt",
+    "sign",
+    "sine",
+    "sqrt",
+    "tan",
+    "tanh",
+]
 ELEMENTWISE_BINARY_F = ["add", "atan2", "divide", "maximum", "minimum", "multiply", "power", "remainder", "subtract"]
 ELEMENTWISE_UNARY_I = ["abs", "negate", "not", "sign", "popcnt", "count-leading-zeros"]
-ELEMENTWISE_BINARY_I = ["add", "divide", "maximum", "minimum", "multiply", "remainder", "subtract", "and", "or", "xor",
-                        "shift-left", "shift-right-arithmetic", "shift-right-logical", "power"]
+ELEMENTWISE_BINARY_I = [
+    "add",
+    "divide",
+    "maximum",
+    "minimum",
+    "multiply",
+    "remainder",
+    "subtract",
+    "and",
+    "or",
+    "xor",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "power",
+]
 
 
 def _elementwise_module(dt):
@@ -36,7 +69,7 @@ def _elementwise_module(dt):
     for op in binary:
         lines.append(f"  %b_{op.replace('-', '_')} = {dt}[1000]{{0}} {op}(%x, %y)")
     if not dt.startswith("c"):
-        lines.append(f"  %cmp = pred[1000]{{0}} compare(%x, %y), direction=LT")
+        lines.append("  %cmp = pred[1000]{0} compare(%x, %y), direction=LT")
         lines.append(f"  %sel = {dt}[1000]{{0}} select(%cmp, %x, %y)")
         lines.append(f"  %clp = {dt}[1000]{{0}} clamp(%x, %y, %x)")
     if is_float and not dt.startswith("c"):
@@ -473,10 +506,20 @@ ENTRY %main (a: f32[64,64], b: f32[64,64]) -> f32[64,64] {
 
 def modules():
     """{name: HLO text} of the fixed corpus."""
-    out = {f"elementwise_{dt}": _elementwise_module(dt)
-           for dt in ("f32", "f16", "bf16", "f64", "s32", "s8", "u8", "s64", "u32", "c64")}
-    out.update({"fusions": FUSIONS, "data_movement": DATA_MOVEMENT, "math": MATH, "control": CONTROL,
-                "collectives": COLLECTIVES, "custom_calls": CUSTOM_CALLS})
+    out = {
+        f"elementwise_{dt}": _elementwise_module(dt)
+        for dt in ("f32", "f16", "bf16", "f64", "s32", "s8", "u8", "s64", "u32", "c64")
+    }
+    out.update(
+        {
+            "fusions": FUSIONS,
+            "data_movement": DATA_MOVEMENT,
+            "math": MATH,
+            "control": CONTROL,
+            "collectives": COLLECTIVES,
+            "custom_calls": CUSTOM_CALLS,
+        }
+    )
     return out
 
 
@@ -489,8 +532,11 @@ def random_fusion_module(seed, n_ops=12):
     multi-output roots over f32 (seeded, reproducible), called from an entry computation."""
     rng = random.Random(seed)
     n = rng.choice([64, 100, 1000, 4097])
-    lines = [f"  %p0 = f32[{n}]{{0}} parameter(0)", f"  %p1 = f32[{n}]{{0}} parameter(1)",
-             "  %zero = f32[] constant(0)"]
+    lines = [
+        f"  %p0 = f32[{n}]{{0}} parameter(0)",
+        f"  %p1 = f32[{n}]{{0}} parameter(1)",
+        "  %zero = f32[] constant(0)",
+    ]
     vectors = ["%p0", "%p1"]
     scalars = []
     for i in range(n_ops):
@@ -525,14 +571,20 @@ def random_fusion_module(seed, n_ops=12):
             lines.append(f"  {name}_b = f32[{n}]{{0}} broadcast({s}), dimensions={{}}")
             lines.append(f"  {name} = f32[{n}]{{0}} multiply({name}_b, {rng.choice(vectors)})")
             vectors.append(name)
-    outs = [vectors[-1]] + ([scalars[-1]] if scalars and rng.random() < 0.5 else []) + (
-        [vectors[len(vectors) // 2]] if rng.random() < 0.3 and len(vectors) > 3 else [])
+    outs = (
+        [vectors[-1]]
+        + ([scalars[-1]] if scalars and rng.random() < 0.5 else [])
+        + ([vectors[len(vectors) // 2]] if rng.random() < 0.3 and len(vectors) > 3 else [])
+    )
     outs = list(dict.fromkeys(outs))
     shapes = [f"f32[{n}]{{0}}" if o in vectors else "f32[]" for o in outs]
     if len(outs) == 1:
         root_shape = shapes[0]
-        lines.append(f"  ROOT %root = {root_shape} copy({outs[0]})" if outs[0] in ("%p0", "%p1")
-                     else f"  ROOT %root = {root_shape} negate({outs[0]})")
+        lines.append(
+            f"  ROOT %root = {root_shape} copy({outs[0]})"
+            if outs[0] in ("%p0", "%p1")
+            else f"  ROOT %root = {root_shape} negate({outs[0]})"
+        )
     else:
         root_shape = "(" + ", ".join(shapes) + ")"
         lines.append(f"  ROOT %root = {root_shape} tuple({', '.join(outs)})")
@@ -545,11 +597,11 @@ def random_fusion_module(seed, n_ops=12):
   ROOT %s = f32[] add(%a, %b)
 }}
 
-%fused (p0: f32[{n}], p1: f32[{n}]) -> {root_shape.replace('{0}', '')} {{
+%fused (p0: f32[{n}], p1: f32[{n}]) -> {root_shape.replace("{0}", "")} {{
 {chr(10).join(lines)}
 }}
 
-ENTRY %main (x: f32[{n}], y: f32[{n}]) -> {root_shape.replace('{0}', '')} {{
+ENTRY %main (x: f32[{n}], y: f32[{n}]) -> {root_shape.replace("{0}", "")} {{
   %x = f32[{n}]{{0}} parameter(0)
   %y = f32[{n}]{{0}} parameter(1)
   ROOT %fusion = {root_shape} fusion(%x, %y), kind={kind}, calls=%fused

@@ -24,14 +24,37 @@ from xprof_widgets.io.hlo import HLO_PROTO_STAT
 PAYLOAD = "'\"><img src=x onerror=window.__xss=1></script><script>window.__xss=1</script>"
 FILE_PAYLOAD = "'\"><img src=x onerror=window.__xss=1>"
 # String stats that hold names (others hold structured values the tools parse).
-NAME_STATS = {"hlo_op", "hlo_module", "tf_op", "long_name", "tensor_shape", "region_type", "shape", "allocator_name",
-              "kernel_name", "name", "step_name", "source", "framework_name_scope"}
+NAME_STATS = {
+    "hlo_op",
+    "hlo_module",
+    "tf_op",
+    "long_name",
+    "tensor_shape",
+    "region_type",
+    "shape",
+    "allocator_name",
+    "kernel_name",
+    "name",
+    "step_name",
+    "source",
+    "framework_name_scope",
+}
 # Events whose names the tools look for (allocator events): kept.
 KEEP_EVENTS = {"MemoryAllocation", "MemoryDeallocation"}
 _WITH_ID = re.compile(r"^(.*)\((\d+)\)$")
 # Lines whose names say what they hold: kept, so the tools still recognise them.
-KEEP_LINES = {"XLA Ops", "XLA Modules", "Steps", "Framework Ops", "Framework Name Scope", "Source code",
-              "TensorFlow Ops", "TensorFlow Name Scope", "XLA TraceMe", "Launch Stats"}
+KEEP_LINES = {
+    "XLA Ops",
+    "XLA Modules",
+    "Steps",
+    "Framework Ops",
+    "Framework Name Scope",
+    "Source code",
+    "TensorFlow Ops",
+    "TensorFlow Name Scope",
+    "XLA TraceMe",
+    "Launch Stats",
+}
 
 
 def _renamed(name: str) -> str:
@@ -40,8 +63,10 @@ def _renamed(name: str) -> str:
     path stays the start of its children's."""
     if name.startswith("Iterator::"):
         levels = name.split("::")
-        return "::".join(levels[:1] + [re.sub(r"(\[\d+\])?$", lambda m: PAYLOAD + m.group(0), level, count=1)
-                                       for level in levels[1:]])
+        return "::".join(
+            levels[:1]
+            + [re.sub(r"(\[\d+\])?$", lambda m: PAYLOAD + m.group(0), level, count=1) for level in levels[1:]]
+        )
     m = _WITH_ID.match(name)
     return f"{m.group(1)}{PAYLOAD}({m.group(2)})" if m else name + PAYLOAD
 

@@ -61,9 +61,17 @@ def _assert_handled(path):
 # --- events and times -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field,value", [("duration_ps", -1), ("duration_ps", -(2**40)), ("duration_ps", 2**63 - 1),
-                                         ("offset_ps", 2**63 - 1), ("offset_ps", -(2**62)),
-                                         ("offset_ps", -(2**63))])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("duration_ps", -1),
+        ("duration_ps", -(2**40)),
+        ("duration_ps", 2**63 - 1),
+        ("offset_ps", 2**63 - 1),
+        ("offset_ps", -(2**62)),
+        ("offset_ps", -(2**63)),
+    ],
+)
 def test_impossible_event_times(tmp_path, field, value):
     space = _space()
     setattr(_busy_line(_plane(space, "/device:GPU")).events[3], field, value)
@@ -109,8 +117,11 @@ def test_events_all_at_one_instant(tmp_path):
 
 @pytest.mark.parametrize("device", ["/device:GPU", "/device:TPU", "/host:CPU"])
 def test_events_whose_metadata_is_missing(tmp_path, device):
-    source = GPU if device != "/device:TPU" else next(
-        (REPO / "tests/data/profiles/tpu_v6e_inference").glob("plugins/profile/*/*.xplane.pb"))
+    source = (
+        GPU
+        if device != "/device:TPU"
+        else next((REPO / "tests/data/profiles/tpu_v6e_inference").glob("plugins/profile/*/*.xplane.pb"))
+    )
     space = _space(source)
     plane = _plane(space, device)
     for line in plane.lines:
@@ -201,7 +212,7 @@ def test_event_with_a_negative_length(tmp_path):
     space = _space()
     data = bytearray(space.SerializeToString())
     at = data.find(b"\x22", 2000)  # an event tag inside a line
-    bad = bytes(data[:at + 1]) + _varint(-3) + bytes(data[at + 2:])
+    bad = bytes(data[: at + 1]) + _varint(-3) + bytes(data[at + 2 :])
     started = time.perf_counter()
     _assert_handled(_write(tmp_path, bad))
     assert time.perf_counter() - started < 30
@@ -225,7 +236,8 @@ def test_plane_without_lines_or_events(tmp_path):
 def test_many_empty_planes(tmp_path):
     """A 4 MB file of 300,000 empty planes: read in time proportional to it (seconds, not hours)."""
     data = b"".join([b"\x0a\x0c\x12\x0a/device:X:"] * 10) + b"".join(
-        b"\x0a\x08\x12\x06/d:" + f"{i % 1000:03d}".encode() for i in range(300_000))
+        b"\x0a\x08\x12\x06/d:" + f"{i % 1000:03d}".encode() for i in range(300_000)
+    )
     path = _write(tmp_path, data)
     started = time.perf_counter()
     _assert_handled(path)
@@ -291,11 +303,18 @@ def test_gzip_bomb_file(tmp_path, start):
         f.write(start)
         for _ in range(2 * 2**30 // len(zeros)):
             f.write(zeros)
-    code = ("import resource, xprof_widgets as xw\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**29, 3 * 2**29))\n"
-            f"try:\n    xw.load_run({str(path)!r})\nexcept xw.ProfileError as e:\n    print('ProfileError:', e)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    code = (
+        "import resource, xprof_widgets as xw\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**29, 3 * 2**29))\n"
+        f"try:\n    xw.load_run({str(path)!r})\nexcept xw.ProfileError as e:\n    print('ProfileError:', e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ProfileError:" in done.stdout and "host.xplane.pb.gz" in done.stdout
     assert ("inflate past" if start != b"\0" else "not an XSpace profile") in done.stdout

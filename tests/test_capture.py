@@ -23,8 +23,10 @@ capture_mod = importlib.import_module("xprof_widgets.capture")  # xw.capture is 
 
 HAVE_CLIENT = capture_mod.available_client() is not None
 needs_client = pytest.mark.skipif(not HAVE_CLIENT, reason=f"no capture client: {capture_mod.CLIENT_INSTALL}")
-needs_jax = pytest.mark.skipif(find_spec("jax") is None, reason="jax is not installed (pip install jax): "
-                               "the profiler server under test is a JAX program")
+needs_jax = pytest.mark.skipif(
+    find_spec("jax") is None,
+    reason="jax is not installed (pip install jax): the profiler server under test is a JAX program",
+)
 
 SERVER = textwrap.dedent("""
     import sys, time
@@ -63,8 +65,14 @@ def jax_server(tmp_path_factory):
     script.write_text(SERVER)
     port = free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready", "the JAX server did not start"
         deadline = time.monotonic() + 20
@@ -182,7 +190,9 @@ def test_addresses():
     assert capture_mod.parse_address(9999) == [("localhost", 9999)]
     assert capture_mod.parse_address("9999") == [("localhost", 9999)]
     assert capture_mod.parse_address("grpc://10.0.0.2:8466, grpc://10.0.0.3:8466") == [
-        ("10.0.0.2", 8466), ("10.0.0.3", 8466)]
+        ("10.0.0.2", 8466),
+        ("10.0.0.3", 8466),
+    ]
     assert capture_mod.parse_address("[::1]:6009") == [("::1", 6009)]
     with pytest.raises(ValueError, match="has no port"):
         capture_mod.parse_address("localhost")

@@ -212,7 +212,8 @@ def test_pair_programs():
     assert split_program("main") == ("main", None)
     pairs = pair_programs(
         ["jit_step(26)", "jit_f(3)", "jit_g(5)", "jit_g(9)", "gone(1)", "jit_h(1)", "jit_h(4)"],
-        ["jit_step(30)", "jit_f(3)", "jit_g(7)", "jit_g(8)", "jit_g(11)", "new(2)", "jit_h(1)", "jit_h(5)", "jit_h(6)"])
+        ["jit_step(30)", "jit_f(3)", "jit_g(7)", "jit_g(8)", "jit_g(11)", "new(2)", "jit_h(1)", "jit_h(5)", "jit_h(6)"],
+    )
     got = {(a, b): how for a, b, how in pairs}
     assert got == {
         ("jit_f(3)", "jit_f(3)"): "name and program id",
@@ -237,8 +238,10 @@ def test_summary_names_only_sure_module_pairs(mlp_compare):
     memory = [s for s in mlp_compare.summary if "peak heap" in s]
     assert memory and all("jit__normal" not in s for s in memory)
     step = m[m["name"] == "jit_step"].iloc[0]
-    assert memory[0] == (f"peak heap of the largest module, jit_step: {fmt_bytes(step.peak_heap_a_bytes)} -> "
-                         f"{fmt_bytes(step.peak_heap_b_bytes)} ({100 * (step.ratio - 1):+.1f} %)")
+    assert memory[0] == (
+        f"peak heap of the largest module, jit_step: {fmt_bytes(step.peak_heap_a_bytes)} -> "
+        f"{fmt_bytes(step.peak_heap_b_bytes)} ({100 * (step.ratio - 1):+.1f} %)"
+    )
 
 
 def test_widget(mlp_compare):

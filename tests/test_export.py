@@ -121,9 +121,24 @@ def _view_request(w, x_start, x_end, width_px=1000):
     """What the page sends when the trace's x range changes, answered as the comm would."""
     sent = []
     w.send = lambda content, buffers=None: sent.append(content)
-    w._handle_message(w, {"type": "request", "id": 1, "view": "v", "kind": "view",
-                          "params": {"figure": "timeline", "x_start": x_start, "x_end": x_end,
-                                     "y_start": None, "y_end": None, "width_px": width_px}}, [])
+    w._handle_message(
+        w,
+        {
+            "type": "request",
+            "id": 1,
+            "view": "v",
+            "kind": "view",
+            "params": {
+                "figure": "timeline",
+                "x_start": x_start,
+                "x_end": x_end,
+                "y_start": None,
+                "y_end": None,
+                "width_px": width_px,
+            },
+        },
+        [],
+    )
     del w.send
     return next(c for c in sent if c["type"] == "reply")
 
@@ -176,7 +191,8 @@ def test_script_block_keeps_any_bytes():
         _, encoding, text = BLOCK.match(block).groups()
         assert encoding == "base64" and base64.b64decode(text) == data
     assert script_block("b", b"if (a < b) f();") == (
-        '<script type="text/plain" id="b" data-encoding="text">if (a < b) f();</script>')
+        '<script type="text/plain" id="b" data-encoding="text">if (a < b) f();</script>'
+    )
 
 
 def test_to_html_writes_a_file_and_returns_its_path(tmp_path):

@@ -9,7 +9,13 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis.framework_op_stats import (
-    COLUMNS, IDLE, NO_OP_TIME, framework_op_stats, host_op_db, task_type)
+    COLUMNS,
+    IDLE,
+    NO_OP_TIME,
+    framework_op_stats,
+    host_op_db,
+    task_type,
+)
 
 from . import xprof_oracle as oracle
 from .conftest import PROFILES
@@ -70,6 +76,7 @@ def test_task_type_rules():
 
 # --- made by hand, against XProf itself -----------------------------------------------------
 
+
 @pytest.mark.parametrize("hosts", [1, 2])
 def test_hand_made_run_equals_xprof(tmp_path, hosts):
     """tests/xprof_tables.py's profile: nested host ops, an op that overlaps another
@@ -100,7 +107,10 @@ def test_eager_ops_equal_xprof(tmp_path):
         df = framework_op_stats(run, exclude_idle=exclude_idle)
         _check(df, table(refs[index]), "eager")
     assert set(df.loc[df["eager"] == "Eager", "operation"]) == {
-        "dense/MatMul", "inner2/Mul", "dense/MatMul/ReadVariableOp"}
+        "dense/MatMul",
+        "inner2/Mul",
+        "dense/MatMul/ReadVariableOp",
+    }
 
 
 def test_two_tpu_hosts_equal_xprof(tmp_path):

@@ -86,7 +86,7 @@ def test_the_rules_that_matter_on_real_gpus(corpus):
     assert cc.of("lt")[0] == 2 * 512 * 1024 * 256  # cuBLASLt GEMM from its dot dimensions
     assert cc.of("legacy") == (0, 0, 0, 0, 0)  # __cublas$gemm (hipBLAS on ROCm): not costed in 2.24.2
     flops, model = cc.of("int8")[:2]
-    assert model == 2 * 256 ** 3 and flops == model // 2  # 8-bit GEMMs run at twice the rate
+    assert model == 2 * 256**3 and flops == model // 2  # 8-bit GEMMs run at twice the rate
     # cuDNN/MIOpen conv, 3x3 "same" on 16x16: window positions inside the input per
     # dimension 15 + 16 + 15; 2 x in features x out features x batch x positions.
     assert cc.of("conv")[0] == 2 * 8 * 16 * 2 * 46 * 46
@@ -149,15 +149,25 @@ def test_op_database_equals_xprofs(tmp_path):
             continue
         o = ours.loc[key]
         assert (o.occurrences, o.time_ps, o.self_time_ps, o.flops, o.model_flops, o.bytes_accessed) == (
-            m.occurrences, m.time_ps, m.self_time_ps, m.flops, m.model_flops, m.bytes_accessed), key
-        assert (o.category, o.provenance, o.expression, o.num_cores) == (m.category, m.provenance, m.long_name,
-                                                                          m.num_cores), key
+            m.occurrences,
+            m.time_ps,
+            m.self_time_ps,
+            m.flops,
+            m.model_flops,
+            m.bytes_accessed,
+        ), key
+        assert (o.category, o.provenance, o.expression, o.num_cores) == (
+            m.category,
+            m.provenance,
+            m.long_name,
+            m.num_cores,
+        ), key
         assert (o.source_file, o.source_line) == (m.source_info.file_name, m.source_info.line_number), key
     assert db.total_time_ps == stats.device_op_metrics_db.total_time_ps
     assert db.total_op_time_ps == stats.device_op_metrics_db.total_op_time_ps
     # By hand: the dot ran as two kernels in one step (one entry of program 5); exp 4 kernels.
     assert ours.loc[(5, "d")].occurrences == 2 and ours.loc[(5, "d")].time_ps == 150 * 1000
-    assert ours.loc[(5, "d")].flops == 2 * 2 * 64 ** 3
+    assert ours.loc[(5, "d")].flops == 2 * 2 * 64**3
     assert ours.loc[(5, "e")].occurrences == 4 and ours.loc[(5, "e")].num_cores == 2
     assert ours.loc[(0, "model/dense/Relu/Relu")].category == "Relu"
     # Busy 260 ns of 905 on GPU 0 (the unknown op is not counted), 10 of 10 on GPU 1, none on GPU 2.
@@ -185,8 +195,9 @@ def test_op_profile_and_hlo_stats_equal_xprofs(tmp_path):
     assert list(ours["bound_by"]) == [r["bound_by"] for r in rows]
     np.testing.assert_allclose(ours["flop_rate_gflops"], [r["normalized_flop_rate"] for r in rows], rtol=1e-9)
     np.testing.assert_allclose(ours["hbm_bw_gibs"], [r["hbm_bw"] for r in rows], rtol=1e-9)
-    np.testing.assert_allclose(ours["self_time_fraction"] * 100, [r["total_self_time_percent"] for r in rows],
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        ours["self_time_fraction"] * 100, [r["total_self_time_percent"] for r in rows], rtol=1e-9
+    )
 
 
 # --- device names and peaks ---------------------------------------------------------------
@@ -208,8 +219,7 @@ _DEVICES = {
 def test_device_name_and_peaks_equal_xprofs(tmp_path, label):
     stats = _DEVICES[label]
     dot = hlo_proto_bytes(_DOT)
-    path = write(tmp_path, gpu_space({5: ("jit_f", dot)}, [Kernel("gemm", 0, 100, op="d", program_id=5)],
-                                     device=stats))
+    path = write(tmp_path, gpu_space({5: ("jit_f", dot)}, [Kernel("gemm", 0, 100, op="d", program_id=5)], device=stats))
     roofline = oracle.tool_data([path], "roofline_model")
     overview = oracle.tool_data([path], "overview_page")
     p = roofline[0]["p"]
@@ -247,8 +257,9 @@ def _random_trace_case(seed, tmp_path):
                     op = f"{rng.choice(ops)}::{op}"
                 if rng.random() < 0.05:
                     op = "not_an_op"
-                kernels.append(Kernel(f"k{op}", t, dur, op=op, program_id=rng.choice([3, 3, 4]), module="control",
-                                      stream=stream))
+                kernels.append(
+                    Kernel(f"k{op}", t, dur, op=op, program_id=rng.choice([3, 3, 4]), module="control", stream=stream)
+                )
             elif kind < 0.8:
                 tf = rng.choice(["model/dense/MatMul:MatMul", "a/b/c:", "Iterator::Batch", "weird name"])
                 kernels.append(Kernel("tfk", t, dur, stream=stream, stats={"tf_op": tf}))

@@ -80,13 +80,17 @@ def _reference_walk(logdir, module, op, radius):
 
 # --- the neighbourhood ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("logdir, module, op", [
-    ("jax_mlp_cpu", STEP, "dot.1"),
-    ("jax_mlp_cpu", STEP, "compare_select_fusion.1"),
-    ("jax_mlp_cpu", STEP, "constant.19"),
-    ("jax_transformer_cpu", "jit_step(34)", "copy_bitcast_fusion.6"),
-    ("tpu_v6e_inference", "jit_f(12190760917235803885)", "copy-done.4"),
-])
+
+@pytest.mark.parametrize(
+    "logdir, module, op",
+    [
+        ("jax_mlp_cpu", STEP, "dot.1"),
+        ("jax_mlp_cpu", STEP, "compare_select_fusion.1"),
+        ("jax_mlp_cpu", STEP, "constant.19"),
+        ("jax_transformer_cpu", "jit_step(34)", "copy_bitcast_fusion.6"),
+        ("tpu_v6e_inference", "jit_f(12190760917235803885)", "copy-done.4"),
+    ],
+)
 def test_radius_one_is_the_operands_and_users_the_proto_names(logdir, module, op):
     instrs, users, _ = _proto_graph(logdir, module)
     view = graph_viewer(_run(logdir), op, module=module, radius=1)
@@ -104,12 +108,15 @@ def test_radius_one_is_the_operands_and_users_the_proto_names(logdir, module, op
         assert instrs[d][2][k] == s
 
 
-@pytest.mark.parametrize("logdir, module, op, radius", [
-    ("jax_mlp_cpu", STEP, "dot.1", 2),
-    ("jax_mlp_cpu", STEP, "ynn_fusion.4", 3),
-    ("jax_mlp_cpu", "jit__normal(8)", None, 4),
-    ("jax_transformer_cpu", "jit_step(34)", "dot.35", 3),
-])
+@pytest.mark.parametrize(
+    "logdir, module, op, radius",
+    [
+        ("jax_mlp_cpu", STEP, "dot.1", 2),
+        ("jax_mlp_cpu", STEP, "ynn_fusion.4", 3),
+        ("jax_mlp_cpu", "jit__normal(8)", None, 4),
+        ("jax_transformer_cpu", "jit_step(34)", "dot.35", 3),
+    ],
+)
 def test_neighbourhood_equals_an_independent_walk_of_the_proto(logdir, module, op, radius):
     run = _run(logdir)
     if op is None:
@@ -147,6 +154,7 @@ def test_radius_limits_the_view():
 
 # --- fusions ----------------------------------------------------------------------------------
 
+
 def _fused_names(module, fusion, logdir="jax_mlp_cpu"):
     instrs, _, comps = _proto_graph(logdir, module)
     return {i.name for i in comps[instrs[fusion][3][0]].instructions}, comps[instrs[fusion][3][0]]
@@ -167,7 +175,8 @@ def test_an_opened_fusion_shows_its_fused_computation(fusion):
     params = {i.name: i.parameter_number for i in comp.instructions if i.opcode == "parameter"}
     into = view.edges[view.edges["kind"] == "into fusion"]
     assert sorted(zip(into["src"], into["dst"], into["operand_index"])) == sorted(
-        (instrs[fusion][2][k], p, k) for p, k in params.items())
+        (instrs[fusion][2][k], p, k) for p, k in params.items()
+    )
     root = next(i.name for i in comp.instructions if i.id == comp.root_id)
     out = view.edges[view.edges["kind"] == "out of fusion"]
     assert set(out["src"]) == {root} and set(out["dst"]) == set(users[fusion])
@@ -187,17 +196,24 @@ def test_a_fused_op_is_shown_inside_its_fusion():
     view = graph_viewer(run, "gt.1", module=STEP, radius=2)
     assert view.computation == comp.name and view.parent_fusion == "compare_select_fusion.1"
     assert "compare_select_fusion.1" in view.expanded
-    assert set(view.nodes.loc[view.nodes["distance"] <= 2, "name"]) <= names | {"ynn_fusion.5", "ynn_fusion.7",
-                                                                                  "ps_1__1_.1", "ynn_fusion.4",
-                                                                                  "dot.1", "ynn_fusion.2"}
+    assert set(view.nodes.loc[view.nodes["distance"] <= 2, "name"]) <= names | {
+        "ynn_fusion.5",
+        "ynn_fusion.7",
+        "ps_1__1_.1",
+        "ynn_fusion.4",
+        "dot.1",
+        "ynn_fusion.2",
+    }
     # A fused parameter is one edge from the fusion's operand it stands for.
     far = graph_viewer(run, "param_0.19", module=STEP, radius=1)
     assert set(far.nodes["name"]) == {"param_0.19", "ynn_fusion.5", "select_n.1"}
-    assert far.edges[far.edges["dst"] == "param_0.19"][["src", "kind"]].values.tolist() == [["ynn_fusion.5",
-                                                                                            "into fusion"]]
+    assert far.edges[far.edges["dst"] == "param_0.19"][["src", "kind"]].values.tolist() == [
+        ["ynn_fusion.5", "into fusion"]
+    ]
 
 
 # --- layout -----------------------------------------------------------------------------------
+
 
 def _check_layout(view):
     nodes = view.nodes.set_index("name")
@@ -217,17 +233,31 @@ def _check_layout(view):
     # An opened fusion's box holds its own ops and no other box.
     for c in view.clusters.itertuples():
         mine = view.nodes["fusion"].eq(c.name) | view.nodes["name"].isin(
-            view.nodes.loc[view.nodes["fusion"].isin(view.clusters.loc[view.clusters["parent"] == c.name, "name"]),
-                           "name"])
+            view.nodes.loc[
+                view.nodes["fusion"].isin(view.clusters.loc[view.clusters["parent"] == c.name, "name"]), "name"
+            ]
+        )
         for n in view.nodes.itertuples():
-            overlaps = (n.x + NODE_WIDTH / 2 > c.x0 and n.x - NODE_WIDTH / 2 < c.x1
-                        and n.y + NODE_HEIGHT / 2 > c.y0 and n.y - NODE_HEIGHT / 2 < c.y1)
+            overlaps = (
+                n.x + NODE_WIDTH / 2 > c.x0
+                and n.x - NODE_WIDTH / 2 < c.x1
+                and n.y + NODE_HEIGHT / 2 > c.y0
+                and n.y - NODE_HEIGHT / 2 < c.y1
+            )
             assert overlaps == bool(mine[n.Index]), (c.name, n.name)
 
 
-@pytest.mark.parametrize("op, expand", [("dot.1", False), ("ynn_fusion.4", False), ("tuple.1", False),
-                                        ("compare_select_fusion.1", True), ("gt.1", False),
-                                        ("add_subtract_fusion", True)])
+@pytest.mark.parametrize(
+    "op, expand",
+    [
+        ("dot.1", False),
+        ("ynn_fusion.4", False),
+        ("tuple.1", False),
+        ("compare_select_fusion.1", True),
+        ("gt.1", False),
+        ("add_subtract_fusion", True),
+    ],
+)
 def test_layout_puts_operands_above_users(op, expand):
     view = graph_viewer(_run(), op, module=STEP, radius=3, expand=expand)
     _check_layout(view)
@@ -251,6 +281,7 @@ def test_layout_has_few_crossings_on_a_chain_and_a_diamond():
 
 
 # --- times, names, messages ----------------------------------------------------------------------
+
 
 def test_nodes_carry_the_op_profiles_times():
     run = _run()
@@ -300,6 +331,7 @@ def test_default_op_is_the_busiest():
 
 # --- scale ------------------------------------------------------------------------------------------
 
+
 def _big_module(n=10_000, fusions=200, seed=0):
     """A serialized HloProto of `n` instructions: a layered random DAG of adds and multiplies
     over 16 parameters, `fusions` of them fusions with a 4-instruction fused computation."""
@@ -336,15 +368,19 @@ def _big_module(n=10_000, fusions=200, seed=0):
     is_fusion = set(rng.choice(np.arange(16, n - 1), size=fusions, replace=False).tolist())
     f = 0
     for k in range(16, n - 1):
-        window = ids[max(0, len(ids) - 64):]
+        window = ids[max(0, len(ids) - 64) :]
         a, b = rng.choice(window, size=2)
         if k in is_fusion:
-            ids.append(instr(entry, f"fusion.{f}", "fusion", [int(a), int(b)], fusion_kind="kLoop",
-                             called=[fused_ids[f]]).id)
+            ids.append(
+                instr(entry, f"fusion.{f}", "fusion", [int(a), int(b)], fusion_kind="kLoop", called=[fused_ids[f]]).id
+            )
             f += 1
         else:
-            ids.append(instr(entry, f"{'add' if k % 2 else 'multiply'}.{k}", "add" if k % 2 else "multiply",
-                             [int(a), int(b)]).id)
+            ids.append(
+                instr(
+                    entry, f"{'add' if k % 2 else 'multiply'}.{k}", "add" if k % 2 else "multiply", [int(a), int(b)]
+                ).id
+            )
     root = instr(entry, "tuple.root", "tuple", ids[-8:])
     entry.root_id = root.id
     mod.entry_computation_id = 1
@@ -381,6 +417,7 @@ def test_largest_corpus_module_is_fast():
 
 
 # --- the widget ---------------------------------------------------------------------------------------
+
 
 def _widget(*args, **kwargs):
     from xprof_widgets.widgets.graph_viewer import GraphViewerWidget
@@ -451,8 +488,11 @@ def test_widget_escapes_names():
             i.name += payload
             i.metadata.op_name += payload
     module = f"jit_step{payload}(30)"
-    w = _widget(types.SimpleNamespace(name="evil" + payload, hlo_protos={module: proto.SerializeToString()}),
-                op="dot.1" + payload, expand=False)
+    w = _widget(
+        types.SimpleNamespace(name="evil" + payload, hlo_protos={module: proto.SerializeToString()}),
+        op="dot.1" + payload,
+        expand=False,
+    )
     assert w.view.op == "dot.1" + payload
     assert "<img" not in w.html and payload not in w.html
     params = _params(w.html)

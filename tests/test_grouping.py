@@ -21,9 +21,7 @@ def _space(name):
 def _ref_step_table(name, run):
     tables = json.loads((REFERENCE / name / run / "input_pipeline_analyzer.json").read_text())
     table = next(t for t in tables if [c.get("id") for c in t.get("cols", [])][:1] == ["stepnum"])
-    return pd.DataFrame(
-        [{"step_name": r["c"][0]["v"], "step_ms": r["c"][-1]["v"]} for r in table["rows"]]
-    )
+    return pd.DataFrame([{"step_name": r["c"][0]["v"], "step_ms": r["c"][-1]["v"]} for r in table["rows"]])
 
 
 @pytest.mark.parametrize(
@@ -87,13 +85,17 @@ def _allocator_events(space, groups):
         if not len(idx):
             continue
         st = line.stats(names=["addr", "bytes_allocated"], events=idx)
-        frames.append(pd.DataFrame({
-            "t": line.start_ps[idx] - line.timestamp_ns * 1000,  # XProf's time offset
-            "addr": st["addr"].to_numpy().astype(np.uint64),
-            "alloc": names[idx] == "MemoryAllocation",
-            "heap": st["bytes_allocated"].to_numpy().astype(np.int64),
-            "group": groups[("/host:CPU", i)][idx],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "t": line.start_ps[idx] - line.timestamp_ns * 1000,  # XProf's time offset
+                    "addr": st["addr"].to_numpy().astype(np.uint64),
+                    "alloc": names[idx] == "MemoryAllocation",
+                    "heap": st["bytes_allocated"].to_numpy().astype(np.int64),
+                    "group": groups[("/host:CPU", i)][idx],
+                }
+            )
+        )
     ev = pd.concat(frames, ignore_index=True).sort_values("t", kind="stable").reset_index(drop=True)
     # XProf's memory profile fill rule: no group -> the last group before + 1.
     g = ev["group"].to_numpy()
@@ -110,18 +112,26 @@ def test_memory_profile_steps():
     # The peak: XProf says step 13. The event itself (on a tf.data thread) is
     # in no group; the fill rule then gives it 13 (last group before it: 12).
     peak_t = int(ref["profileSummary"]["peakStatsTimePs"])
-    peak = ev[(ev["t"] == peak_t) & ev["alloc"]
-              & (ev["heap"] == int(ref["profileSummary"]["peakStats"]["heapAllocatedBytes"]))]
+    peak = ev[
+        (ev["t"] == peak_t)
+        & ev["alloc"]
+        & (ev["heap"] == int(ref["profileSummary"]["peakStats"]["heapAllocatedBytes"]))
+    ]
     assert len(peak) == 1
     assert peak["group"].iloc[0] == -1
     assert peak["step"].iloc[0] == 13
     # Every snapshot of XProf's sampled timeline: same step.
-    snaps = pd.DataFrame([{
-        "t": int(s["timeOffsetPs"]),
-        "addr": np.uint64(int(s["activityMetadata"].get("address", 0))),
-        "alloc": s["activityMetadata"]["memoryActivity"] == "ALLOCATION",
-        "ref_step": int(s["activityMetadata"].get("stepId", 0)),
-    } for s in ref["sampledTimelineSnapshots"]])
+    snaps = pd.DataFrame(
+        [
+            {
+                "t": int(s["timeOffsetPs"]),
+                "addr": np.uint64(int(s["activityMetadata"].get("address", 0))),
+                "alloc": s["activityMetadata"]["memoryActivity"] == "ALLOCATION",
+                "ref_step": int(s["activityMetadata"].get("stepId", 0)),
+            }
+            for s in ref["sampledTimelineSnapshots"]
+        ]
+    )
     m = snaps.merge(ev.drop_duplicates(["t", "addr", "alloc"]), on=["t", "addr", "alloc"], how="left")
     assert m["step"].notna().all()
     assert (m["step"] == m["ref_step"]).all()
@@ -174,13 +184,12 @@ def test_prev_enclosing():
     assert len(start)  # start only documents the example
 
 
-
-
 @pytest.mark.parametrize("name", ["tf_keras_cpu", "jax_mlp_cpu"])
 def test_every_event_against_xprof_trace_viewer(name, tmp_path):
     """Per event: our group id == the `group_id` XProf's trace viewer shows (needs XProf 2.24.2)."""
     import shutil
     import subprocess
+
     run = xw.load_run(str(PROFILES / name))
     src = sorted((PROFILES / name / "plugins" / "profile").glob("*/*.xplane.pb"))[-1]
     shutil.copy(src, tmp_path / src.name)
@@ -193,15 +202,36 @@ def test_every_event_against_xprof_trace_viewer(name, tmp_path):
     subprocess.run([oracle.python(), "-c", code], check=True, capture_output=True, timeout=300)
     trace = json.loads((tmp_path / "tv.json").read_text())["traceEvents"]
     threads = {e["tid"]: e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
-    ref = pd.DataFrame([{
-        "thread": threads.get(e["tid"]), "ts": round(e["ts"] * 1e6), "dur": round(e.get("dur", 0) * 1e6),
-        "ref": int(e.get("args", {}).get("group_id", -1)),
-    } for e in trace if e.get("ph") == "X"])
+    ref = pd.DataFrame(
+        [
+            {
+                "thread": threads.get(e["tid"]),
+                "ts": round(e["ts"] * 1e6),
+                "dur": round(e.get("dur", 0) * 1e6),
+                "ref": int(e.get("args", {}).get("group_id", -1)),
+            }
+            for e in trace
+            if e.get("ph") == "X"
+        ]
+    )
     space = run.xspace()
     groups = G.group_ids(space)
-    ours = pd.concat([pd.DataFrame({
-        "thread": line.title, "ts": line.start_ps, "dur": line.event_duration_ps, "ours": groups[(plane.name, i)],
-    }) for plane in space.planes for i, line in enumerate(plane.lines) if len(line)], ignore_index=True)
+    ours = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "thread": line.title,
+                    "ts": line.start_ps,
+                    "dur": line.event_duration_ps,
+                    "ours": groups[(plane.name, i)],
+                }
+            )
+            for plane in space.planes
+            for i, line in enumerate(plane.lines)
+            if len(line)
+        ],
+        ignore_index=True,
+    )
     ours["ts"] += ref["ts"].min() - ours["ts"].min()  # the trace starts at the first event
     for df in (ours, ref):
         df["k"] = df.groupby(["thread", "ts", "dur"]).cumcount()
@@ -213,20 +243,37 @@ def test_every_event_against_xprof_trace_viewer(name, tmp_path):
 
 def _events(space, groups):
     """One row an event: plane, line id, start, duration, name, group id, and a rank among equals."""
-    df = pd.concat([pd.DataFrame({
-        "plane": plane.name, "line": line.id, "ts": line.start_ps, "dur": line.event_duration_ps,
-        "name": np.asarray(line.names().astype(object)), "g": groups(plane, i, line),
-    }) for plane in space.planes for i, line in enumerate(plane.lines) if len(line)], ignore_index=True)
+    df = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "plane": plane.name,
+                    "line": line.id,
+                    "ts": line.start_ps,
+                    "dur": line.event_duration_ps,
+                    "name": np.asarray(line.names().astype(object)),
+                    "g": groups(plane, i, line),
+                }
+            )
+            for plane in space.planes
+            for i, line in enumerate(plane.lines)
+            if len(line)
+        ],
+        ignore_index=True,
+    )
     df["k"] = df.groupby(["plane", "line", "ts", "dur", "name"]).cumcount()
     return df
 
 
-@pytest.mark.parametrize("name, run", [
-    ("jax_mlp_cpu", "2026_11_22_03_11_56"),
-    ("jax_transformer_cpu", "2026_11_22_03_13_20"),
-    ("tf_keras_cpu", "2026_11_22_03_16_08"),
-    ("tf_keras_cpu", "2026_11_22_03_16_48"),
-])
+@pytest.mark.parametrize(
+    "name, run",
+    [
+        ("jax_mlp_cpu", "2026_11_22_03_11_56"),
+        ("jax_transformer_cpu", "2026_11_22_03_13_20"),
+        ("tf_keras_cpu", "2026_11_22_03_16_08"),
+        ("tf_keras_cpu", "2026_11_22_03_16_48"),
+    ],
+)
 def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     """Per event, zero-length ones too: our group id == the `group_id` stat XProf writes.
 
@@ -240,6 +287,7 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     import subprocess
 
     from xprof_widgets.io.xspace import read_xspace
+
     src = next((PROFILES / name / "plugins" / "profile" / run).glob("*.xplane.pb"))
     shutil.copy(src, tmp_path / src.name)
     out = tmp_path / "grouped.bin"
@@ -272,18 +320,20 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     target_mask = {}
     for k, key in enumerate(nodes.lines):
         mask = np.zeros(len(space.plane(key[0]).lines[key[1]]), bool)
-        mask[nodes.event[bounds[k]:bounds[k + 1]]] = targets[bounds[k]:bounds[k + 1]]
+        mask[nodes.event[bounds[k] : bounds[k + 1]]] = targets[bounds[k] : bounds[k + 1]]
         target_mask[key] = mask
     eager = G.eager_events(space)
-    ours_e = _events(space, lambda plane, i, line: np.where(target_mask[(plane.name, i)],
-                                                            eager[(plane.name, i)].astype(int), -1))
+    ours_e = _events(
+        space, lambda plane, i, line: np.where(target_mask[(plane.name, i)], eager[(plane.name, i)].astype(int), -1)
+    )
 
     def file_eager(plane, i, line):
         t = line.stat_table(names=[G.IS_EAGER])
         return np.where(t.present(G.IS_EAGER), (t.int_column(G.IS_EAGER) != 0).astype(int), -1)
 
-    me = _events(read_xspace(out), file_eager).merge(ours_e, on=["plane", "line", "ts", "dur", "name", "k"],
-                                                     suffixes=("_ref", "_ours"))
+    me = _events(read_xspace(out), file_eager).merge(
+        ours_e, on=["plane", "line", "ts", "dur", "name", "k"], suffixes=("_ref", "_ours")
+    )
     assert len(me) == len(ours_e)
     assert (me["g_ref"] == me["g_ours"]).all()
     if name.startswith("tf"):

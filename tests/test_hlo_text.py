@@ -14,8 +14,14 @@ from . import hlo_corpus
 from .conftest import PROFILES
 from .gpu_space import hlo_proto_bytes
 
-RUNS = ["amd_jax_gemm_mi300", "amd_jax_elementwise_mi300", "amd_jax_conv_mi300", "jax_mlp_cpu",
-        "jax_transformer_cpu", "tpu_v6e_inference"]
+RUNS = [
+    "amd_jax_gemm_mi300",
+    "amd_jax_elementwise_mi300",
+    "amd_jax_conv_mi300",
+    "jax_mlp_cpu",
+    "jax_transformer_cpu",
+    "tpu_v6e_inference",
+]
 
 
 def _xla_texts(data):

@@ -19,8 +19,17 @@ CPU_RUNS = [
     ("tf_keras_cpu", "2026_11_22_03_16_48"),
 ]
 # XProf's step table columns -> ours.
-BREAKDOWN = ["device_compute_ms", "device_to_device_ms", "device_collectives_ms", "host_compute_ms",
-             "kernel_launch_ms", "input_ms", "output_ms", "compilation_ms", "all_others_ms"]
+BREAKDOWN = [
+    "device_compute_ms",
+    "device_to_device_ms",
+    "device_collectives_ms",
+    "host_compute_ms",
+    "kernel_launch_ms",
+    "input_ms",
+    "output_ms",
+    "compilation_ms",
+    "all_others_ms",
+]
 
 
 def _load(name, session):
@@ -68,10 +77,13 @@ def test_verdict_text(cpu):
 def _assert_host_breakdown(res, ref):
     """The host-side breakdown as XProf prints it (µs, 3 decimals)."""
     p = ref[2]["p"]
-    for ours, theirs in [("enqueue", "enqueue_us"), ("preprocessing", "preprocessing_us"),
-                         ("advanced_file_read", "advanced_file_read_us"),
-                         ("demanded_file_read", "demanded_file_read_us"),
-                         ("unclassified", "unclassified_nonequeue_us")]:
+    for ours, theirs in [
+        ("enqueue", "enqueue_us"),
+        ("preprocessing", "preprocessing_us"),
+        ("advanced_file_read", "advanced_file_read_us"),
+        ("demanded_file_read", "demanded_file_read_us"),
+        ("unclassified", "unclassified_nonequeue_us"),
+    ]:
         assert f"{res.host_breakdown_us[ours]:.3f}" == p[theirs]
 
 
@@ -112,9 +124,14 @@ def test_gpu_input_ops_summed_over_hosts():
     assert list(res.input_ops["count"]) == [r[1] for r in rows]
 
 
-@pytest.mark.parametrize("name,session", [("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
-                                          ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
-                                          ("amd_jax_conv_mi300", "2026_02_20_13_53_59")])
+@pytest.mark.parametrize(
+    "name,session",
+    [
+        ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+        ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
+        ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+    ],
+)
 def test_jax_gpu_without_step_markers(name, session):
     """JAX on AMD GPUs, no StepTraceAnnotation: no steps, XProf's conclusion, no input ops."""
     run, ref = _load(name, session)
@@ -164,16 +181,16 @@ def test_zero_length_event_in_a_gap_counts_the_gap():
     hc, wait = S.HOST_COMPUTE, S.HOST_WAIT_INPUT
     # Host op 0-10, a zero-length event at 15 (e.g. a pool worker's StartRegion), op 40-50:
     # host compute 0-10 and 15-50, unknown 10-15 and 50-60.
-    assert _step_breakdown([(hc, 0, 10), (hc, 15, 15), (hc, 40, 50)], 0, 60) == (
-        {hc: 45, S.UNKNOWN_TIME: 15}, True)
+    assert _step_breakdown([(hc, 0, 10), (hc, 15, 15), (hc, 40, 50)], 0, 60) == ({hc: 45, S.UNKNOWN_TIME: 15}, True)
     # The same event inside a running op changes nothing.
-    assert _step_breakdown([(hc, 0, 20), (hc, 15, 15), (hc, 40, 50)], 0, 60) == (
-        {hc: 30, S.UNKNOWN_TIME: 30}, True)
+    assert _step_breakdown([(hc, 0, 20), (hc, 15, 15), (hc, 40, 50)], 0, 60) == ({hc: 30, S.UNKNOWN_TIME: 30}, True)
     # Nothing of its type after it in the group: the gap stays unknown.
     assert _step_breakdown([(hc, 0, 10), (hc, 15, 15)], 0, 60) == ({hc: 10, S.UNKNOWN_TIME: 50}, True)
     # A higher type: stays on until an event of that type or higher has ended (here the one at 30-35).
     assert _step_breakdown([(hc, 0, 10), (wait, 15, 15), (hc, 20, 25), (wait, 30, 35), (hc, 40, 50)], 0, 60) == (
-        {wait: 20, hc: 20, S.UNKNOWN_TIME: 20}, True)
+        {wait: 20, hc: 20, S.UNKNOWN_TIME: 20},
+        True,
+    )
     # A step whose only host compute is one zero-length event has no host compute span: not well formed.
     assert _step_breakdown([(hc, 15, 15)], 0, 60)[1] is False
 
@@ -198,7 +215,9 @@ def test_sweep_equals_xprof_boundary_walk():
             want = _xprof_sweep(list(zip(kind[group == g], start[group == g], end[group == g])))
             at = spans["group"] == g
             got = zip(spans["label"][at], spans["begin"][at], spans["end"][at])
-            assert sorted(w for w in want if w[2] > w[1]) == sorted((int(a), int(b), int(c)) for a, b, c in got if c > b)
+            assert sorted(w for w in want if w[2] > w[1]) == sorted(
+                (int(a), int(b), int(c)) for a, b, c in got if c > b
+            )
             assert (g in marked) == any(w[0] == mark for w in want)
 
 

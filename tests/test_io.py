@@ -105,13 +105,31 @@ def test_sample_run_is_real_and_gzipped():
     assert run.xspace().event_count == 87808  # as in shared/profiles/README.md (89k)
     assert "jit_step(30)" in run.hlo_protos and len(run.hlo_protos) == 16
     # XProf's tool names; the op profile and HLO stats are ours (XLA:CPU thunks); no allocator events.
-    assert run.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_viewer",
-                         "graph_viewer", "framework_op_stats", "hlo_stats"]
+    assert run.tools == [
+        "overview_page",
+        "input_pipeline_analyzer",
+        "op_profile",
+        "trace_viewer",
+        "memory_viewer",
+        "graph_viewer",
+        "framework_op_stats",
+        "hlo_stats",
+    ]
     gpu = xw.sample_run("gpu")
     assert str(gpu.files["tw003"]).endswith(".xplane.pb.gz") and len(gpu.hlo_protos) == 16
-    assert gpu.tools == ["overview_page", "input_pipeline_analyzer", "op_profile", "trace_viewer", "memory_profile",
-                         "memory_viewer", "graph_viewer", "kernel_stats", "framework_op_stats", "roofline_model",
-                         "hlo_stats"]
+    assert gpu.tools == [
+        "overview_page",
+        "input_pipeline_analyzer",
+        "op_profile",
+        "trace_viewer",
+        "memory_profile",
+        "memory_viewer",
+        "graph_viewer",
+        "kernel_stats",
+        "framework_op_stats",
+        "roofline_model",
+        "hlo_stats",
+    ]
 
 
 def test_list_runs_and_latest():
@@ -245,8 +263,10 @@ def test_fsspec_url_logdir():
     for run_dir in sorted(src.iterdir()):
         for f in run_dir.iterdir():
             mem.pipe(f"/logdir/plugins/profile/{run_dir.name}/{f.name}", f.read_bytes())
-    mem.pipe("/logdir/plugins/profile/2026_11_22_03_16_48/extra.xplane.pb.gz", gzip.compress(
-        (src / "2026_11_22_03_16_48/vm.xplane.pb").read_bytes()))
+    mem.pipe(
+        "/logdir/plugins/profile/2026_11_22_03_16_48/extra.xplane.pb.gz",
+        gzip.compress((src / "2026_11_22_03_16_48/vm.xplane.pb").read_bytes()),
+    )
     runs = xw.list_runs("memory://logdir")
     assert list(runs.run) == ["2026_11_22_03_16_08", "2026_11_22_03_16_48"]
     assert runs.hosts.iloc[1] == ["extra", "vm"]
@@ -315,8 +335,15 @@ def test_repeated_run_equals_the_general_decoder(monkeypatch, block):
         assert g.tolist() == w.tolist()
 
 
-_ONEOF = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6,
-          "ref_value": 7, "compressed_str_value": 8}
+_ONEOF = {
+    "double_value": 2,
+    "uint64_value": 3,
+    "int64_value": 4,
+    "str_value": 5,
+    "bytes_value": 6,
+    "ref_value": 7,
+    "compressed_str_value": 8,
+}
 
 
 def _random_stat(rng):
@@ -364,7 +391,7 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     # found and decoded in one pass.
     rng.shuffle(payloads)
     cuts = np.cumsum([0] + [int(rng.integers(0, 10)) for _ in range(len(payloads) // 4)])
-    runs = [payloads[a:b] for a, b in zip(cuts[:-1], cuts[1:])] + [payloads[cuts[-1]:]]
+    runs = [payloads[a:b] for a, b in zip(cuts[:-1], cuts[1:])] + [payloads[cuts[-1] :]]
     # One run is followed by a field 2 (allowed, never written): its block takes the general decoder.
     events = [_event(run, tail=b"\x10\x01" if i == 5 else b"") for i, run in enumerate(runs)]
     buf, _ = wire.padded(b"".join(events))

@@ -6,8 +6,14 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis.kernel_stats import (
-    COLUMNS, NO_GPU, einsum_tensor_core_eligible, kernel_stats, op_tensor_core_eligible, parse_kernel_details,
-    uses_tensor_core)
+    COLUMNS,
+    NO_GPU,
+    einsum_tensor_core_eligible,
+    kernel_stats,
+    op_tensor_core_eligible,
+    parse_kernel_details,
+    uses_tensor_core,
+)
 
 from . import xprof_oracle as oracle
 from .conftest import PROFILES
@@ -51,8 +57,13 @@ def test_amd_kernels_and_their_ops():
 
 def test_rules_by_hand():
     assert parse_kernel_details("regs:40 static_shared:16 dynamic_shared:32 grid:2,3,4 block:5,6,7 occ_pct:37.5") == {
-        "registers_per_thread": 40, "static_shmem_bytes": 16, "dynamic_shmem_bytes": 32, "block": (5, 6, 7),
-        "grid": (2, 3, 4), "occupancy_pct": 37.5}
+        "registers_per_thread": 40,
+        "static_shmem_bytes": 16,
+        "dynamic_shmem_bytes": 32,
+        "block": (5, 6, 7),
+        "grid": (2, 3, 4),
+        "occupancy_pct": 37.5,
+    }
     # Old CUPTI profiles write `shm:` (not read), malformed dims stay 1,1,1.
     got = parse_kernel_details("regs:38 shm:0 grid:160,1 block:-1,1,1")
     assert got["registers_per_thread"] == 38 and got["static_shmem_bytes"] == 0
@@ -67,11 +78,36 @@ def test_rules_by_hand():
 
 # --- the rules against XProf itself -------------------------------------------------------
 
-_OP_NAMES = ["jit(f)/dot_general", "jit(f)/conv_general_dilated", "jit(f)/dot_general_x", "dot_general/y",
-             "jit(f)/exp", "m/MatMul", "m/BatchMatMulV2", "m/FusedMatMulX"]
-_KERNEL_NAMES = ["Cijk_foo", "Custom_Cijk_x", "mfma_x", "MFMA_x", "wmma_x", "gemm_fusion_x", "gemm_x", "plain",
-                 "x_MI16x16x16x1", "_MI16x16", "a_MI0x0x0b", "h884", "hmma", "xmma_gemm", "16816", "s1688",
-                 "conv1x1_k", "direct_group_y"]
+_OP_NAMES = [
+    "jit(f)/dot_general",
+    "jit(f)/conv_general_dilated",
+    "jit(f)/dot_general_x",
+    "dot_general/y",
+    "jit(f)/exp",
+    "m/MatMul",
+    "m/BatchMatMulV2",
+    "m/FusedMatMulX",
+]
+_KERNEL_NAMES = [
+    "Cijk_foo",
+    "Custom_Cijk_x",
+    "mfma_x",
+    "MFMA_x",
+    "wmma_x",
+    "gemm_fusion_x",
+    "gemm_x",
+    "plain",
+    "x_MI16x16x16x1",
+    "_MI16x16",
+    "a_MI0x0x0b",
+    "h884",
+    "hmma",
+    "xmma_gemm",
+    "16816",
+    "s1688",
+    "conv1x1_k",
+    "direct_group_y",
+]
 
 
 def _rules_module():
@@ -102,10 +138,18 @@ def test_rules_equal_xprof(tmp_path, vendor):
     for name in _KERNEL_NAMES:
         kernels.append(Kernel(name, t, 1000, op="e4", program_id=5, module="jit_f"))
         t += 2000
-    for j, (tf_op, extra) in enumerate([("jit(f)/dot_general:", {}), ("m/MatMul:MatMul", {}), ("jit(f)/exp:", {}),
-                                        ("e/x:Einsum", {"equation": "ab,bc->ac"}), ("xmma_tf:Relu", {})]):
-        kernels.append(Kernel("xmma_gemm_tf" if j == 4 else f"tf_{j}", t, 700, stream=2,
-                              stats={"tf_op": tf_op, **extra}))
+    for j, (tf_op, extra) in enumerate(
+        [
+            ("jit(f)/dot_general:", {}),
+            ("m/MatMul:MatMul", {}),
+            ("jit(f)/exp:", {}),
+            ("e/x:Einsum", {"equation": "ab,bc->ac"}),
+            ("xmma_tf:Relu", {}),
+        ]
+    ):
+        kernels.append(
+            Kernel("xmma_gemm_tf" if j == 4 else f"tf_{j}", t, 700, stream=2, stats={"tf_op": tf_op, **extra})
+        )
         t += 2000
     path = write(tmp_path, gpu_space({5: ("jit_f", hlo_proto_bytes(_rules_module()))}, kernels, device=device))
     ids, rows, _ = table(oracle.tool_data([path], "kernel_stats"))

@@ -55,8 +55,17 @@ def _ref_breakdown(alloc):
     for a in alloc.get("activeAllocations", []):
         si, sp = int(a["snapshotIndex"]), int(a["specialIndex"])
         m = alloc["specialAllocations"][sp] if si < 0 else alloc["memoryProfileSnapshots"][si]["activityMetadata"]
-        rows.append((m["tfOpName"], int(m["allocationBytes"]), int(m["requestedBytes"]),
-                     int(a["numOccurrences"]), m["regionType"], m["dataType"], m["tensorShape"]))
+        rows.append(
+            (
+                m["tfOpName"],
+                int(m["allocationBytes"]),
+                int(m["requestedBytes"]),
+                int(a["numOccurrences"]),
+                m["regionType"],
+                m["dataType"],
+                m["tensorShape"],
+            )
+        )
     return rows
 
 
@@ -102,15 +111,20 @@ def test_timeline_matches_xprof(profile, memory_id):
     assert list(sampled["heap_bytes"]) == [int(s["aggregationStats"]["heapAllocatedBytes"]) for s in ref]
     assert list(sampled["stack_bytes"]) == [int(s["aggregationStats"]["stackReservedBytes"]) for s in ref]
     assert list(sampled["free_bytes"]) == [int(s["aggregationStats"]["freeMemoryBytes"]) for s in ref]
-    np.testing.assert_allclose(sampled["fragmentation"], [s["aggregationStats"].get("fragmentation", 0) for s in ref],
-                               rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        sampled["fragmentation"], [s["aggregationStats"].get("fragmentation", 0) for s in ref], rtol=1e-5, atol=1e-9
+    )
     meta = [s["activityMetadata"] for s in ref]
     assert list(sampled["activity"]) == ["alloc" if m["memoryActivity"] == "ALLOCATION" else "free" for m in meta]
     assert list(sampled["address"].astype(np.uint64)) == [int(m["address"]) for m in meta]
     assert list(sampled["allocation_bytes"]) == [int(m["allocationBytes"]) for m in meta]
     assert list(sampled["requested_bytes"]) == [int(m["requestedBytes"]) for m in meta]
-    for col, key in [("op_name", "tfOpName"), ("region_type", "regionType"),
-                     ("data_type", "dataType"), ("shape", "tensorShape")]:
+    for col, key in [
+        ("op_name", "tfOpName"),
+        ("region_type", "regionType"),
+        ("data_type", "dataType"),
+        ("shape", "tensorShape"),
+    ]:
         assert list(sampled[col]) == [m[key] for m in meta], col
     assert list(sampled["step_id"]) == [int(m["stepId"]) for m in meta]
     # The peak is never lost by the sampling.
@@ -146,7 +160,8 @@ def test_breakdown_at_equals_peak_breakdown_without_synthetic_rows(profile, memo
     res = _run(profile).memory_profile(memory_id)
     bd = res.breakdown_at_peak
     synthetic = ((bd["op_name"] == UNUSED_PREALLOCATED) & (bd["region_type"] == "persist/dynamic")) | (
-        (bd["op_name"] == "stack") & (bd["region_type"] == "stack"))
+        (bd["op_name"] == "stack") & (bd["region_type"] == "stack")
+    )
     real = bd[~synthetic]
     got = res.breakdown_at(res.peak_time_abs_ps, step_id=res.peak_step_id)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), real.reset_index(drop=True), check_dtype=False)

@@ -9,7 +9,7 @@ profile's XSpace.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +31,10 @@ REFERENCES = sorted(PROFILES.glob("_reference/*/*/memory_viewer/*.json"))
 MIB = float(1 << 20)
 RTOL = 1e-6
 
-needs_shared = pytest.mark.skipif(
-    not REFERENCES, reason=f"no XProf reference outputs under {PROFILES}/_reference"
-)
+needs_shared = pytest.mark.skipif(not REFERENCES, reason=f"no XProf reference outputs under {PROFILES}/_reference")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _modules(logdir: str, run: str) -> dict[str, bytes]:
     protos: dict[str, bytes] = {}
     for path in sorted((PROFILES / logdir / "plugins" / "profile" / run).glob("*.xplane.pb")):
@@ -49,7 +47,7 @@ def _case(ref: Path):
     return run_dir.parent.name, run_dir.name, ref.stem
 
 
-@lru_cache(maxsize=None)
+@cache
 def _result(ref: Path) -> tuple[MemoryViewerResult, dict]:
     logdir, run, module = _case(ref)
     protos = _modules(logdir, run)
@@ -89,8 +87,7 @@ def test_matches_xprof(ref):
     _close(_mib(r.entry_parameters_bytes), d.get("entryComputationParametersMib", 0))
     _close(_mib(r.live_out_bytes), d.get("maybeLiveOutMib", 0))
     _close(_mib(r.non_reusable_bytes), d.get("nonReusableMib", 0))
-    _close(_mib(r.padding_overhead_bytes),
-           d.get("peakHeapMib", 0) - d.get("peakUnpaddedHeapMib", 0))
+    _close(_mib(r.padding_overhead_bytes), d.get("peakHeapMib", 0) - d.get("peakUnpaddedHeapMib", 0))
     assert r.entry_computation_name == d.get("entryComputationName", "")
     assert r.module_name == d.get("moduleName", "")
 
@@ -113,8 +110,13 @@ def test_matches_xprof(ref):
     named = frame[frame["allocation_type"] != "small"]
     ref_named = [o for o in max_heap if int(o.get("logicalBufferId", 0)) != -1]
     _close(_mib(named["unpadded_size_bytes"].to_numpy()), [o.get("unpaddedShapeMib", 0) for o in ref_named])
-    for column, key in [("instruction_name", "instructionName"), ("category", "groupName"),
-                        ("shape", "shapeString"), ("tf_op_name", "tfOpName"), ("op_code", "opCode")]:
+    for column, key in [
+        ("instruction_name", "instructionName"),
+        ("category", "groupName"),
+        ("shape", "shapeString"),
+        ("tf_op_name", "tfOpName"),
+        ("op_code", "opCode"),
+    ]:
         assert list(named[column]) == [o.get(key, "") for o in ref_named], column
     assert list(named["source"]) == [
         f"{o['sourceInfo']['fileName']}:{o['sourceInfo'].get('lineNumber', 0)}" if "sourceInfo" in o else ""

@@ -107,13 +107,19 @@ def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
         assert f"No memory profile in this run: {mp.reason}" in text
         assert "(no allocator events: nothing to break down)" in text
     else:
-        assert (f"allocator {mp.memory_id!r} (allocators: {', '.join(mp.memory_ids)}) on host {mp.host!r}, "
-                f"{len(mp.timeline):,} allocator events") in text
-        assert (f"peak bytes in use: {mp.peak_bytes_in_use:,} bytes ({_size(mp.peak_bytes_in_use)}) "
-                f"of {mp.capacity_bytes:,} bytes capacity") in text
-        assert (f"peak within the profile at {mp.peak_time_ms:,.3f} ms (step {mp.peak_step_id}): "
-                f"heap {mp.peak_heap_bytes:,} + stack {mp.peak_stack_bytes:,} bytes, "
-                f"free {mp.peak_free_bytes:,} bytes, fragmentation {mp.fragmentation_at_peak:.2%}") in text
+        assert (
+            f"allocator {mp.memory_id!r} (allocators: {', '.join(mp.memory_ids)}) on host {mp.host!r}, "
+            f"{len(mp.timeline):,} allocator events"
+        ) in text
+        assert (
+            f"peak bytes in use: {mp.peak_bytes_in_use:,} bytes ({_size(mp.peak_bytes_in_use)}) "
+            f"of {mp.capacity_bytes:,} bytes capacity"
+        ) in text
+        assert (
+            f"peak within the profile at {mp.peak_time_ms:,.3f} ms (step {mp.peak_step_id}): "
+            f"heap {mp.peak_heap_bytes:,} + stack {mp.peak_stack_bytes:,} bytes, "
+            f"free {mp.peak_free_bytes:,} bytes, fragmentation {mp.fragmentation_at_peak:.2%}"
+        ) in text
         # The breakdown at peak, shown as a table: every size of its first 10 rows.
         html = _html(_cell(nb, "mp.breakdown_at_peak"))
         assert len(mp.breakdown_at_peak) > 1
@@ -132,12 +138,18 @@ def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
     if "memory_viewer" in run.tools:
         assert profile != "tf_keras_cpu"
         mv = run.memory_viewer()
-        assert (f"{mv.module}: peak heap {mv.peak_heap_bytes:,} bytes ({_size(mv.peak_heap_bytes)}) "
-                f"at program step {mv.peak_position}") in text
-        assert (f"indefinite (parameters, outputs, constants): {mv.indefinite_allocation_bytes:,} bytes; "
-                f"temporaries: {mv.heap_temp_bytes:,} bytes") in text
+        assert (
+            f"{mv.module}: peak heap {mv.peak_heap_bytes:,} bytes ({_size(mv.peak_heap_bytes)}) "
+            f"at program step {mv.peak_position}"
+        ) in text
+        assert (
+            f"indefinite (parameters, outputs, constants): {mv.indefinite_allocation_bytes:,} bytes; "
+            f"temporaries: {mv.heap_temp_bytes:,} bytes"
+        ) in text
         top = mv.buffers_by_size().head(10)
-        assert f"the 10 largest buffers hold {top['size_bytes'].sum() / mv.peak_heap_bytes:.1%} of the peak heap" in text
+        assert (
+            f"the 10 largest buffers hold {top['size_bytes'].sum() / mv.peak_heap_bytes:.1%} of the peak heap" in text
+        )
         html = _html(_cell(nb, "mv.buffers_by_size()"))
         for name, nbytes in zip(top["instruction_name"], top["size_bytes"]):
             assert f"<td>{html_escape(name)}</td>" in html and f"<td>{nbytes}</td>" in html
@@ -155,8 +167,10 @@ def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(find_spec("jax") is None, reason="jax is not installed: the notebook's workload is a JAX program")
-@pytest.mark.skipif(importlib.import_module("xprof_widgets.capture").available_client() is None,
-                    reason="no capture client (pip install xprof)")
+@pytest.mark.skipif(
+    importlib.import_module("xprof_widgets.capture").available_client() is None,
+    reason="no capture client (pip install xprof)",
+)
 def test_capture_walkthrough(tmp_path, monkeypatch):
     logdir = tmp_path / "captures"
     monkeypatch.setenv("XPROF_LOGDIR", str(logdir))
@@ -193,8 +207,12 @@ REPO = NOTEBOOKS.parent
 
 def _wheel(folder):
     """A wheel of this checkout, built as the Colab notebook tells users to build one."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(folder)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(folder)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (wheel,) = Path(folder).glob("xprof_widgets-*.whl")
     return wheel
 
@@ -206,8 +224,11 @@ def _kernel_without_xprof_widgets(root, monkeypatch):
     env = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     python = env / "bin" / "python"
-    site_packages = Path(subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    site_packages = Path(
+        subprocess.check_output(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     ours = Path(sysconfig.get_paths()["purelib"])
     shared = root / "shared-site-packages"
     shared.mkdir()
@@ -217,9 +238,15 @@ def _kernel_without_xprof_widgets(root, monkeypatch):
     (site_packages / "shared.pth").write_text(f"{shared}\n")
     spec = root / "jupyter" / "kernels" / "fresh"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "fresh runtime", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "fresh runtime",
+                "language": "python",
+            }
+        )
+    )
     monkeypatch.setenv("JUPYTER_PATH", str(root / "jupyter"))
     return "fresh", site_packages
 
@@ -250,8 +277,9 @@ def test_colab_tpu_vm_notebook(tmp_path, monkeypatch):
     assert len(runs) == 1
     run = xw.load_run(logdir)
     assert len(run.events()) > 1000
-    assert (f"run {run.name}: hosts {run.hosts}, {len(run.events()):,} events; "
-            f"tools with data: {', '.join(run.tools)}") in text
+    assert (
+        f"run {run.name}: hosts {run.hosts}, {len(run.events()):,} events; tools with data: {', '.join(run.tools)}"
+    ) in text
     assert "memory_viewer" in run.tools and "trace_viewer" in run.tools
     ov = run.overview()
     assert len(ov.steps) >= 15
@@ -278,4 +306,6 @@ def test_colab_install_cell_says_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(CellExecutionError) as err:
         NotebookClient(nb, timeout=120, kernel_name=kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
     assert "FileNotFoundError" in str(err.value)
-    assert f"no wheel at {str(tmp_path / 'missing.whl')!r}: upload it (Files panel) or set XPROF_WIDGETS" in str(err.value)
+    assert f"no wheel at {str(tmp_path / 'missing.whl')!r}: upload it (Files panel) or set XPROF_WIDGETS" in str(
+        err.value
+    )

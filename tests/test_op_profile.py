@@ -12,8 +12,12 @@ from .conftest import PROFILES, REFERENCE
 
 TPU_REF = REFERENCE / "tpu_v6e_inference" / "2025_tpu_inference"
 # Every run where XProf has ops: the TPU inference and the three JAX runs on AMD GPUs.
-OP_RUNS = [("tpu_v6e_inference", "2025_tpu_inference"), ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
-           ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"), ("amd_jax_conv_mi300", "2026_02_20_13_53_59")]
+OP_RUNS = [
+    ("tpu_v6e_inference", "2025_tpu_inference"),
+    ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+    ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
+    ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +101,11 @@ def test_hlo_stats_matches_xprof(op_run):
         assert o["rank"] == r["rank"]
         assert str(o["program_id"]) == r["program_id"]
         assert (o["category"], o["hlo_op_name"], o["expression"], o["framework_op"]) == (
-            r["category"], r["hlo_op_name"], r["hlo_op_expression"], r["tf_op_name"])
+            r["category"],
+            r["hlo_op_name"],
+            r["hlo_op_expression"],
+            r["tf_op_name"],
+        )
         assert o["occurrences"] == r["occurrences"]
         ap = lambda x: pytest.approx(x, rel=1e-9, abs=1e-12)  # noqa: E731
         assert o["total_time_ps"] / 1e6 == ap(r["total_time"])
@@ -122,8 +130,9 @@ def test_gpu_without_xla_or_tf_ops_is_all_idle():
     node itself: its dedup step takes a root whose only child is IDLE for a group of one;
     ours keeps the root and says why there are no ops.)"""
     run = xw.load_run(PROFILES / "tf_gpu_multiworker")
-    ref = json.loads((REFERENCE / "tf_gpu_multiworker" / "2020_12_23_gpu_multi_worker" / "op_profile.json")
-                     .read_text())["byProgram"]
+    ref = json.loads(
+        (REFERENCE / "tf_gpu_multiworker" / "2020_12_23_gpu_multi_worker" / "op_profile.json").read_text()
+    )["byProgram"]
     assert ref["name"] == "IDLE" and not ref["children"]
     prof = op_profile(run)
     assert prof.empty and "tf_op" in prof.reason

@@ -31,10 +31,17 @@ def _thunk_events(run):
         if "hlo_op" not in st:
             continue
         m = st["hlo_op"].notna().to_numpy()
-        rows.append(pd.DataFrame({
-            "program_id": st["program_id"].to_numpy()[m].astype(np.int64),
-            "hlo_op": st["hlo_op"].to_numpy()[m].astype(str), "line": line.name,
-            "begin": line.start_ps[m].astype(np.int64), "dur": line.event_duration_ps[m].astype(np.int64)}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "program_id": st["program_id"].to_numpy()[m].astype(np.int64),
+                    "hlo_op": st["hlo_op"].to_numpy()[m].astype(str),
+                    "line": line.name,
+                    "begin": line.start_ps[m].astype(np.int64),
+                    "dur": line.event_duration_ps[m].astype(np.int64),
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True)
 
 

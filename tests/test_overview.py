@@ -39,7 +39,6 @@ RUNS = [
 TOP_OPS, STEPS, RUN_ENV, RECOMMENDATION = 0, 1, 2, 3
 
 
-
 def _rows(table):
     return [[c.get("v") if c else None for c in r["c"]] for r in table.get("rows", [])]
 
@@ -204,44 +203,61 @@ def _eager_space():
                 ev = ln.events.add(metadata_id=md[name], offset_ps=s * _NS, duration_ps=(e - s) * _NS)
                 for k, v in stats.items():
                     add_stat(ev.stats, ids[k], v)
+
         return line
 
     host = plane(1, "/host:CPU", ["is_func", "_p", "_pt", "_c", "_ct", "correlation_id", "tf_op"])
-    host(1, "main", [
-        ("EagerExecute", 0, 100, {"is_func": 0}),
-        ("dense/MatMul:MatMul", 10, 60, {}),
-        ("dense/MatMul/ReadVariableOp:ReadVariableOp", 20, 30, {}),
-        ("cudaLaunchKernel", 40, 45, {"correlation_id": 1}),
-        ("EagerExecute", 200, 500, {"is_func": 1}),
-        ("FunctionRun", 210, 490, {"_pt": 1, "_p": 77}),
-        ("Relu:Relu", 600, 650, {}),
-        ("cudaLaunchKernel", 610, 615, {"correlation_id": 3}),
-        ("thunk", 700, 720, {"tf_op": "dense/MatMul:MatMul"}),
-    ])
-    host(2, "executor", [
-        ("ExecutorState::Process", 220, 480, {"_ct": 1, "_c": 77}),
-        ("model/dense_1/BiasAdd:BiasAdd", 230, 330, {}),
-        ("cudaLaunchKernel", 240, 245, {"correlation_id": 2}),
-        ("dense/MatMul:MatMul", 340, 360, {}),
-    ])
-    host(3, "nested", [
-        ("EagerExecute", 800, 900, {"is_func": 0}),
-        ("EagerExecute", 810, 890, {"is_func": 1}),
-        ("inner/Add:AddV2", 820, 830, {}),
-        ("EagerExecute", 1000, 1100, {"is_func": 1}),
-        ("EagerExecute", 1010, 1090, {"is_func": 0}),
-        ("inner2/Mul:Mul", 1020, 1040, {}),
-        ("EagerExecute", 1200, 1300, {}),
-        ("inner3/Sub:Sub", 1210, 1250, {}),
-        ("q/A:Abs", 1400, 1500, {}),
-        ("q/B:Neg", 1450, 1500, {}),
-    ])
+    host(
+        1,
+        "main",
+        [
+            ("EagerExecute", 0, 100, {"is_func": 0}),
+            ("dense/MatMul:MatMul", 10, 60, {}),
+            ("dense/MatMul/ReadVariableOp:ReadVariableOp", 20, 30, {}),
+            ("cudaLaunchKernel", 40, 45, {"correlation_id": 1}),
+            ("EagerExecute", 200, 500, {"is_func": 1}),
+            ("FunctionRun", 210, 490, {"_pt": 1, "_p": 77}),
+            ("Relu:Relu", 600, 650, {}),
+            ("cudaLaunchKernel", 610, 615, {"correlation_id": 3}),
+            ("thunk", 700, 720, {"tf_op": "dense/MatMul:MatMul"}),
+        ],
+    )
+    host(
+        2,
+        "executor",
+        [
+            ("ExecutorState::Process", 220, 480, {"_ct": 1, "_c": 77}),
+            ("model/dense_1/BiasAdd:BiasAdd", 230, 330, {}),
+            ("cudaLaunchKernel", 240, 245, {"correlation_id": 2}),
+            ("dense/MatMul:MatMul", 340, 360, {}),
+        ],
+    )
+    host(
+        3,
+        "nested",
+        [
+            ("EagerExecute", 800, 900, {"is_func": 0}),
+            ("EagerExecute", 810, 890, {"is_func": 1}),
+            ("inner/Add:AddV2", 820, 830, {}),
+            ("EagerExecute", 1000, 1100, {"is_func": 1}),
+            ("EagerExecute", 1010, 1090, {"is_func": 0}),
+            ("inner2/Mul:Mul", 1020, 1040, {}),
+            ("EagerExecute", 1200, 1300, {}),
+            ("inner3/Sub:Sub", 1210, 1250, {}),
+            ("q/A:Abs", 1400, 1500, {}),
+            ("q/B:Neg", 1450, 1500, {}),
+        ],
+    )
     gpu = plane(2, "/device:GPU:0", ["correlation_id", "tf_op"])
-    gpu(7, "Stream #7", [
-        ("volta_sgemm", 50, 80, {"correlation_id": 1, "tf_op": "dense/MatMul:MatMul"}),
-        ("bias_kernel", 250, 260, {"correlation_id": 2, "tf_op": "model/dense_1/BiasAdd:BiasAdd"}),
-        ("relu_kernel", 620, 640, {"correlation_id": 3, "tf_op": "Relu:Relu"}),
-    ])
+    gpu(
+        7,
+        "Stream #7",
+        [
+            ("volta_sgemm", 50, 80, {"correlation_id": 1, "tf_op": "dense/MatMul:MatMul"}),
+            ("bias_kernel", 250, 260, {"correlation_id": 2, "tf_op": "model/dense_1/BiasAdd:BiasAdd"}),
+            ("relu_kernel", 620, 640, {"correlation_id": 3, "tf_op": "Relu:Relu"}),
+        ],
+    )
     return space
 
 
@@ -263,8 +279,11 @@ def eager_run(tmp_path):
 
 
 def _marked(space, eager):
-    return {key: list(np.asarray(space.plane(key[0]).lines[key[1]].names().astype(object))[mask])
-            for key, mask in eager.items() if mask.any()}
+    return {
+        key: list(np.asarray(space.plane(key[0]).lines[key[1]].names().astype(object))[mask])
+        for key, mask in eager.items()
+        if mask.any()
+    }
 
 
 def test_eager_marks_by_hand(eager_run):
@@ -278,14 +297,22 @@ def test_eager_percent_by_hand(eager_run):
     assert res.device_op_time_eager_percent == pytest.approx(_DEVICE_EAGER)
     assert res.recommendation.endswith(
         "26.8% of Op time on the host used eager execution. 50.0% of Op time on the device used eager "
-        "execution. Performance could be improved with tf.function.")
+        "execution. Performance could be improved with tf.function."
+    )
     assert res.op_placement["host_percent"] == pytest.approx(100 * 10 / 13)  # XProf: "76.9%"
     ops = host_op_metrics(eager_run.xspace()).set_index("name")
     assert "q/B" not in ops.index  # dropped by the op stack, as in XProf
     assert ops.loc["dense/MatMul", "occurrences"] == 3 and ops.loc["dense/MatMul", "self_time_ps"] == 80 * _NS
     assert ops["is_eager"].to_dict() == {
-        "dense/MatMul": True, "dense/MatMul/ReadVariableOp": True, "Relu": False, "model/dense_1/BiasAdd": False,
-        "inner/Add": False, "inner2/Mul": True, "inner3/Sub": False, "q/A": False}
+        "dense/MatMul": True,
+        "dense/MatMul/ReadVariableOp": True,
+        "Relu": False,
+        "model/dense_1/BiasAdd": False,
+        "inner/Add": False,
+        "inner2/Mul": True,
+        "inner3/Sub": False,
+        "q/A": False,
+    }
 
 
 def test_eager_widget(eager_run):
@@ -297,7 +324,8 @@ def test_eager_widget(eager_run):
 def test_eager_recommendation_threshold():
     assert eager_recommendation(EAGER_REPORT_PERCENT, EAGER_REPORT_PERCENT) == ""
     assert eager_recommendation(12.34, 0.0) == (
-        "12.3% of Op time on the host used eager execution. Performance could be improved with tf.function.")
+        "12.3% of Op time on the host used eager execution. Performance could be improved with tf.function."
+    )
 
 
 def test_eager_against_xprof(tmp_path):
@@ -345,7 +373,9 @@ def test_eager_against_xprof(tmp_path):
 
 def _op_stack(begin, end):
     """XProf's op stack, one activity at a time (the reference for `_stack_self_time`)."""
-    acts = sorted([(b, 2 * i, i, False) for i, b in enumerate(begin)] + [(e, 2 * i + 1, i, True) for i, e in enumerate(end)])
+    acts = sorted(
+        [(b, 2 * i, i, False) for i, b in enumerate(begin)] + [(e, 2 * i + 1, i, True) for i, e in enumerate(end)]
+    )
     stack, counted, children = [], [False] * len(begin), [0] * len(begin)
     for _, _, i, close in acts:
         if not close:
@@ -374,6 +404,7 @@ def test_stack_self_time_equals_op_stack(seed):
                 begin.append(b), end.append(e)
                 fill(b, e, depth + 1)
                 t = e + int(rng.integers(0, 3))
+
         fill(0, 1000, 0)
         if not begin:
             begin, end = [0], [1]

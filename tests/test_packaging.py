@@ -29,8 +29,13 @@ def _path_without_node(tmp_path):
 
 def _checkout_files(dest):
     """The files of this checkout that git tracks (or would: untracked, not ignored), copied to dest."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     for name in listed:
         src = REPO / name
         if src.is_file():
@@ -44,8 +49,9 @@ def sdist(tmp_path_factory):
     if not all((REPO / f).is_file() for f in STATIC):
         pytest.skip("the front end is not built in this checkout (pip install -e . builds it)")
     out = tmp_path_factory.mktemp("sdist")
-    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(REPO)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(REPO)], capture_output=True, text=True
+    )
     if done.returncode and "No module named build" in done.stderr:
         pytest.skip("the `build` package is not installed (pip install build)")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -65,8 +71,12 @@ def test_sdist_carries_the_front_end_and_the_samples(sdist):
 def test_sdist_installs_without_node(sdist, tmp_path):
     target = tmp_path / "site"
     env = dict(os.environ, PATH=_path_without_node(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                           str(sdist)], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(sdist)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for f in STATIC:
         assert (target / f).read_bytes() == (REPO / f).read_bytes()
@@ -78,11 +88,17 @@ def test_checkout_without_node_says_what_to_do(tmp_path):
     clone = _checkout_files(tmp_path / "clone")
     assert not (clone / STATIC[0]).exists()
     env = dict(os.environ, PATH=_path_without_node(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(tmp_path / "site"),
-                           str(clone)], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(tmp_path / "site"), str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode != 0
     said = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "xprof-widgets:" in line]
-    assert said == ["xprof-widgets: building from a git checkout needs Node.js 18+ and npm for the widgets' "
-                    "front end (https://nodejs.org, or `apt install nodejs npm`); or install a wheel or sdist, "
-                    "which carry it built."]
+    assert said == [
+        "xprof-widgets: building from a git checkout needs Node.js 18+ and npm for the widgets' "
+        "front end (https://nodejs.org, or `apt install nodejs npm`); or install a wheel or sdist, "
+        "which carry it built."
+    ]
     assert "Traceback" not in done.stdout + done.stderr

@@ -32,8 +32,9 @@ def _cells(page_html, testid, column):
     table = re.search(rf'data-testid="{testid}".*?</table>', page_html, re.DOTALL).group(0)
     body = table.split("<tbody>", 1)[1]
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.DOTALL)
-    return [html.unescape(re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL)[column]))
-            for r in rows]
+    return [
+        html.unescape(re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL)[column])) for r in rows
+    ]
 
 
 # --- KernelStatsWidget -------------------------------------------------------------
@@ -68,8 +69,9 @@ def test_kernel_sorting_filters_and_top_n(gpu_run):
     w.on_request("sort", {"column": "occurrences"})
     assert w.sort_by == "occurrences" and w.sort_descending
     assert list(w.table["occurrences"]) == sorted(s["occurrences"], reverse=True)
-    assert [int(c.replace(",", "")) for c in _cells(w.html, "kernel-table", 10)] == sorted(s["occurrences"],
-                                                                                         reverse=True)
+    assert [int(c.replace(",", "")) for c in _cells(w.html, "kernel-table", 10)] == sorted(
+        s["occurrences"], reverse=True
+    )
     w.on_request("sort", {"column": "occurrences"})
     assert not w.sort_descending and list(w.table["occurrences"]) == sorted(s["occurrences"])
     # Text sorts A-Z first.
@@ -269,8 +271,9 @@ def test_roofline_rows_are_the_analysis():
     assert 'data-stat="hbm_ridge_point">491.08 FLOP/byte<' in w.html
     # The chart: the HBM roof ends at its ridge on the peak.
     item = w.figures["roofline"]
-    lines = [r for r in item["doc"]["roots"][0]["attributes"]["renderers"]
-             if r["attributes"]["glyph"]["name"] == "Line"]
+    lines = [
+        r for r in item["doc"]["roots"][0]["attributes"]["renderers"] if r["attributes"]["glyph"]["name"] == "Line"
+    ]
     assert len(lines) == 3  # HBM, SHM/L1, peak
     hbm = lines[0]["attributes"]["data_source"]["attributes"]["data"]["entries"]
     xs, ys = (dict(hbm)[k] for k in ("x", "y"))

@@ -18,8 +18,15 @@ from xprof_widgets.io.xspace import read_xspace
 
 from .conftest import PROFILES, REFERENCE, add_stat
 
-SMALL = ["jax_mlp_cpu", "tf_keras_cpu", "tf_gpu_multiworker", "tpu_v6e_inference", "amd_jax_gemm_mi300",
-         "amd_jax_elementwise_mi300", "amd_jax_conv_mi300"]
+SMALL = [
+    "jax_mlp_cpu",
+    "tf_keras_cpu",
+    "tf_gpu_multiworker",
+    "tpu_v6e_inference",
+    "amd_jax_gemm_mi300",
+    "amd_jax_elementwise_mi300",
+    "amd_jax_conv_mi300",
+]
 ALL = SMALL + ["jax_transformer_cpu"]
 
 _RUNS = {}
@@ -142,7 +149,9 @@ def _synthetic_tpu_space(grouped=False):
     space = schema.XSpace(hostnames=["synthetic"])
     plane = space.planes.add(id=2, name="/device:TPU:0")
     stat_ids = {}
-    for name in ("tf_op", "source", "_a", "raw_bytes_accessed", "shape_with_layout") + (("group_id",) if grouped else ()):
+    for name in ("tf_op", "source", "_a", "raw_bytes_accessed", "shape_with_layout") + (
+        ("group_id",) if grouped else ()
+    ):
         stat_ids[name] = len(stat_ids) + 1
         plane.stat_metadata[stat_ids[name]].id = stat_ids[name]
         plane.stat_metadata[stat_ids[name]].name = name
@@ -170,24 +179,36 @@ def _synthetic_tpu_space(grouped=False):
         return md(f"%{name} = f32[4] op()", name, **stats)
 
     line(1, "XLA Modules", [(md("jit_f(1)"), 0, 100_000, {}), (md("jit_f(1)"), 200_000, 300_000, {})])
-    line(2, "XLA Ops", [
-        (op("dot.1", "jit(f)/layer1/dot:", "a.py:1"), 0, 10_000, {}),
-        (op("dot.2", "jit(f)/layer1/dot:", "a.py:1"), 10_000, 20_000, {}),  # same op: merged
-        (op("add.1", "jit(f)/layer1/add:", "a.py:1"), 20_000, 30_000, {}),  # another op, same scopes
-        (op("add.2", "jit(f)/layer2/add:", "a.py:2"), 30_000, 40_000, {}),  # another inner scope
-        (md("%copy-start.1 = (f32[4]{0:S(5)}) copy-start()", "copy-start.1", shape_with_layout="(f32[4]{0:S(5)})"),
-         40_000, 41_000, {}),
-        (md("%copy-start.2 = (f32[4]{0:S(5)}) copy-start()", "copy-start.2"), 50_000, 51_000, {}),
-        (md("%copy-done.2 = f32[4]{0:S(5)} copy-done()", "copy-done.2"), 60_000, 61_000, {}),
-        (md("%copy-done.1 = f32[4]{0:S(5)} copy-done()", "copy-done.1", raw_bytes_accessed=16), 80_000, 81_000, {}),
-        (md("%copy-done.3 = f32[4]{0:S(5)} copy-done()", "copy-done.3"), 85_000, 86_000, {}),  # no start: dropped
-        (op("fusion.1"), 90_000, 95_000, {}),  # no tf_op: feeds nothing, breaks nothing
-        (op("add.3", "jit(f)/layer2/add:", "a.py:2"), 95_000, 100_000, {}),  # joins add.2
-        (op("add.4", "jit(f)/layer2/add:", "a.py:2"), 200_000, 210_000, {}),  # next module run: new group
-        (op("x.1", "g/x:"), 400_000, 401_000, {}),  # outside modules: no group, the gap rule
-        (op("x.2", "g/x:"), 402_000, 403_000, {}),  # 1 us after an event of 1 us: merged
-        (op("x.3", "g/x:"), 410_000, 411_000, {}),  # 7 us after [400, 403): over 2 x 3 us, new
-    ])
+    line(
+        2,
+        "XLA Ops",
+        [
+            (op("dot.1", "jit(f)/layer1/dot:", "a.py:1"), 0, 10_000, {}),
+            (op("dot.2", "jit(f)/layer1/dot:", "a.py:1"), 10_000, 20_000, {}),  # same op: merged
+            (op("add.1", "jit(f)/layer1/add:", "a.py:1"), 20_000, 30_000, {}),  # another op, same scopes
+            (op("add.2", "jit(f)/layer2/add:", "a.py:2"), 30_000, 40_000, {}),  # another inner scope
+            (
+                md(
+                    "%copy-start.1 = (f32[4]{0:S(5)}) copy-start()",
+                    "copy-start.1",
+                    shape_with_layout="(f32[4]{0:S(5)})",
+                ),
+                40_000,
+                41_000,
+                {},
+            ),
+            (md("%copy-start.2 = (f32[4]{0:S(5)}) copy-start()", "copy-start.2"), 50_000, 51_000, {}),
+            (md("%copy-done.2 = f32[4]{0:S(5)} copy-done()", "copy-done.2"), 60_000, 61_000, {}),
+            (md("%copy-done.1 = f32[4]{0:S(5)} copy-done()", "copy-done.1", raw_bytes_accessed=16), 80_000, 81_000, {}),
+            (md("%copy-done.3 = f32[4]{0:S(5)} copy-done()", "copy-done.3"), 85_000, 86_000, {}),  # no start: dropped
+            (op("fusion.1"), 90_000, 95_000, {}),  # no tf_op: feeds nothing, breaks nothing
+            (op("add.3", "jit(f)/layer2/add:", "a.py:2"), 95_000, 100_000, {}),  # joins add.2
+            (op("add.4", "jit(f)/layer2/add:", "a.py:2"), 200_000, 210_000, {}),  # next module run: new group
+            (op("x.1", "g/x:"), 400_000, 401_000, {}),  # outside modules: no group, the gap rule
+            (op("x.2", "g/x:"), 402_000, 403_000, {}),  # 1 us after an event of 1 us: merged
+            (op("x.3", "g/x:"), 410_000, 411_000, {}),  # 7 us after [400, 403): over 2 x 3 us, new
+        ],
+    )
     # An async event feeds no derived line: it would split dot.1 / dot.2.
     line(3, "Async XLA Ops", [(op("all-gather-start", "jit(f)/other/ag:", "b.py:9"), 15_000, 16_000, {"_a": 1})])
     return read_xspace("synthetic.xplane.pb", data=space.SerializeToString())
@@ -207,19 +228,38 @@ def test_derived_lines_merge_rule_by_hand():
     splits. Nested scopes nest; one with its parent's span is 1 ns shorter."""
     tr = T.Trace(_synthetic_tpu_space())
     tracks = tr.tracks
-    assert list(tracks["name"]) == ["XLA Modules", "XLA Ops", "Async XLA Ops", "Framework Name Scope", "Framework Ops",
-                                    "Source code", "Host Offload Ops row 0", "Host Offload Ops row 1"]
+    assert list(tracks["name"]) == [
+        "XLA Modules",
+        "XLA Ops",
+        "Async XLA Ops",
+        "Framework Name Scope",
+        "Framework Ops",
+        "Source code",
+        "Host Offload Ops row 0",
+        "Host Offload Ops row 1",
+    ]
     assert list(tracks["derived"]) == [False] * 3 + [True] * 5
     assert (tracks.loc[tracks["derived"], "line"] == -1).all()
-    assert list(tracks["tid"][3:]) == [0xDEADBEEF + 2, 0xDEADBEEF + 3, 0xDEADBEEF + 7, 0xDEADBEEF + 8,
-                                       0xDEADBEEF + 9]
+    assert list(tracks["tid"][3:]) == [0xDEADBEEF + 2, 0xDEADBEEF + 3, 0xDEADBEEF + 7, 0xDEADBEEF + 8, 0xDEADBEEF + 9]
     ops_track, ops = _derived_events(tr, "Framework Ops")
-    assert ops == [("dot", 0, 0, 20_000), ("add", 0, 20_000, 30_000), ("add", 0, 30_000, 100_000),
-                   ("add", 0, 200_000, 210_000), ("x", 0, 400_000, 403_000), ("x", 0, 410_000, 411_000)]
+    assert ops == [
+        ("dot", 0, 0, 20_000),
+        ("add", 0, 20_000, 30_000),
+        ("add", 0, 30_000, 100_000),
+        ("add", 0, 200_000, 210_000),
+        ("x", 0, 400_000, 403_000),
+        ("x", 0, 410_000, 411_000),
+    ]
     _, scopes = _derived_events(tr, "Framework Name Scope")
-    assert scopes == [("jit(f)", 0, 0, 100_000), ("layer1", 1, 0, 30_000), ("layer2", 1, 30_000, 100_000),
-                      ("jit(f)", 0, 200_000, 210_000), ("layer2", 1, 200_000, 209_999),  # same span as its parent
-                      ("g", 0, 400_000, 403_000), ("g", 0, 410_000, 411_000)]
+    assert scopes == [
+        ("jit(f)", 0, 0, 100_000),
+        ("layer1", 1, 0, 30_000),
+        ("layer2", 1, 30_000, 100_000),
+        ("jit(f)", 0, 200_000, 210_000),
+        ("layer2", 1, 200_000, 209_999),  # same span as its parent
+        ("g", 0, 400_000, 403_000),
+        ("g", 0, 410_000, 411_000),
+    ]
     _, source = _derived_events(tr, "Source code")
     assert source == [("a.py:1", 0, 0, 30_000), ("a.py:2", 0, 30_000, 100_000), ("a.py:2", 0, 200_000, 210_000)]
     # Host offload: a start and its done as one event, made when the done is read; no start, no event.
@@ -232,7 +272,12 @@ def test_derived_lines_merge_rule_by_hand():
     assert d["derived_count"] == 2
     # Event details: what an event was derived from, and its group (the module run).
     d = tr.event(ops_track, 2)
-    assert (d["name"], d["long_name"], d["stats"], d["derived_count"]) == ("add", "jit(f)/layer2/add:", {"group_id": 0}, 2)
+    assert (d["name"], d["long_name"], d["stats"], d["derived_count"]) == (
+        "add",
+        "jit(f)/layer2/add:",
+        {"group_id": 0},
+        2,
+    )
     members = tr.derived_from(ops_track, 2)
     assert list(members["name"]) == ["add.2", "add.3"] and (members["track"] == 1).all()
     assert d["derived_from"] == members[["track", "index"]].to_numpy().tolist()
@@ -277,8 +322,11 @@ def test_tf_op_names():
     assert D.parse_tf_op("jit(f)/jit(main)/add:") == ("jax", "jit(f)/jit(main)/add", "add")
     assert D.parse_tf_op("model/dense/MatMul:MatMul") == ("tensorflow", "model/dense/MatMul", "MatMul")
     assert D.parse_tf_op("model/dense/MatMul_1:") == ("tensorflow", "model/dense/MatMul_1", "MatMul")
-    assert D.parse_tf_op("jit(f)/transpose[permutation=(1, 0)]:") == ("jax", "jit(f)/transpose[permutation=(1, 0)]",
-                                                                    "transpose")
+    assert D.parse_tf_op("jit(f)/transpose[permutation=(1, 0)]:") == (
+        "jax",
+        "jit(f)/transpose[permutation=(1, 0)]",
+        "transpose",
+    )
     assert D.tf_op_event_name("Iterator::Batch::Map") == "Iterator::Map"
     assert D.tf_op_event_name("some op  ") == "some op"
     assert D.tf_op_event_name("MemcpyHToD") == "MemcpyHToD"
@@ -290,9 +338,48 @@ def test_std_sort_emulation():
     """Events with the same start and duration reach XProf's derivation in the order
     libstdc++'s std::sort leaves them (not stable): checked against g++ 13 on one input."""
     keys = [(i * 7) % 5 for i in range(40)]
-    assert D.libstdcxx_sort_order(keys) == [10, 20, 25, 15, 30, 35, 5, 0, 33, 8, 28, 13, 3, 38, 23, 18, 31, 1, 36,
-                                             26, 21, 6, 16, 11, 39, 19, 4, 34, 9, 29, 14, 24, 12, 27, 32, 7, 17, 37,
-                                             2, 22]
+    assert D.libstdcxx_sort_order(keys) == [
+        10,
+        20,
+        25,
+        15,
+        30,
+        35,
+        5,
+        0,
+        33,
+        8,
+        28,
+        13,
+        3,
+        38,
+        23,
+        18,
+        31,
+        1,
+        36,
+        26,
+        21,
+        6,
+        16,
+        11,
+        39,
+        19,
+        4,
+        34,
+        9,
+        29,
+        14,
+        24,
+        12,
+        27,
+        32,
+        7,
+        17,
+        37,
+        2,
+        22,
+    ]
     assert D.libstdcxx_sort_order([3, 1, 2, 1]) == [1, 3, 2, 0]  # small: insertion sort, stable
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 50, 5000).tolist()
@@ -303,16 +390,30 @@ def test_std_sort_emulation():
 # Events of XProf 2.24.2's own trace of tpu_v6e_inference (trace_viewer tool, /device:TPU:1):
 # track, name, start (ps), duration (ps), args.
 _XPROF_TPU1 = [
-    ("Framework Ops", "reduce_sum", 7495499037922, 121699567578,
-     {"group_id": 0}, "jit(_psum)/jit(main)/reduce_sum:"),
+    ("Framework Ops", "reduce_sum", 7495499037922, 121699567578, {"group_id": 0}, "jit(_psum)/jit(main)/reduce_sum:"),
     ("Framework Name Scope", "jit(_psum)", 7495499037922, 121699567578, {"group_id": 0}, None),
     ("Framework Name Scope", "jit(main)", 7495499037922, 121699566578, {"group_id": 0}, None),  # 1 ns shorter
-    ("Source code", "experimental/users/davelacey/host_offload_stress_test/host_offload_stress_test.py:38",
-     10966797166078, 121702095078, {"group_id": 1}, None),
-    ("Host Offload Ops row 0", "offload-copy.1", 19697653183422, 504141707156,
-     {"_a": 1, "raw_bytes_accessed": 5368709120,
-      "shape_with_layout": "(f32[5,1024,1024,256]{3,2,1,0:T(8,128)S(5)}, f32[5,1024,1024,256]{3,2,1,0:T(8,128)}, "
-                           "u32[]{:S(2)})"}, None),
+    (
+        "Source code",
+        "experimental/users/davelacey/host_offload_stress_test/host_offload_stress_test.py:38",
+        10966797166078,
+        121702095078,
+        {"group_id": 1},
+        None,
+    ),
+    (
+        "Host Offload Ops row 0",
+        "offload-copy.1",
+        19697653183422,
+        504141707156,
+        {
+            "_a": 1,
+            "raw_bytes_accessed": 5368709120,
+            "shape_with_layout": "(f32[5,1024,1024,256]{3,2,1,0:T(8,128)S(5)}, f32[5,1024,1024,256]{3,2,1,0:T(8,128)}, "
+            "u32[]{:S(2)})",
+        },
+        None,
+    ),
     # placed after copy-done.3 and copy-done.1, both at 20896714455000 ps with no duration, were read
     # in the order XProf's sort left them
     ("Host Offload Ops row 3", "offload-copy.1", 20581194420500, 315520034500, None, None),
@@ -334,9 +435,18 @@ def test_derived_events_equal_xprofs():
         if long_name is not None:
             assert d["long_name"] == long_name
     names = list(tracks["name"])
-    assert names == ["XLA Modules", "XLA Ops", "XLA TraceMe", "Framework Name Scope", "Framework Ops", "Source code",
-                     "Host Offload Ops row 0", "Host Offload Ops row 1", "Host Offload Ops row 2",
-                     "Host Offload Ops row 3"]
+    assert names == [
+        "XLA Modules",
+        "XLA Ops",
+        "XLA TraceMe",
+        "Framework Name Scope",
+        "Framework Ops",
+        "Source code",
+        "Host Offload Ops row 0",
+        "Host Offload Ops row 1",
+        "Host Offload Ops row 2",
+        "Host Offload Ops row 3",
+    ]
     # Each framework op event covers the ops of one module run; each reads back to its XLA ops.
     ops = int(tracks.index[tracks["name"] == "Framework Ops"][0])
     xla_ops = int(tracks.index[tracks["name"] == "XLA Ops"][0])
@@ -446,11 +556,17 @@ def _brute(tr, ws, we, resolution):
     g = short.groupby("run", sort=True)
     size = g.size().to_numpy()
     longest = short.loc[g["dur"].idxmax()]  # the first of equals
-    merged = pd.DataFrame({
-        "track": g["track"].first().to_numpy(), "row": g["row"].first().to_numpy(),
-        "start_ps": g["start_ps"].first().to_numpy(), "end_ps": g["end_ps"].last().to_numpy(), "count": size,
-        "index": np.where(size == 1, longest["index"].to_numpy(), -1), "name": longest["name"].to_numpy(),
-    })
+    merged = pd.DataFrame(
+        {
+            "track": g["track"].first().to_numpy(),
+            "row": g["row"].first().to_numpy(),
+            "start_ps": g["start_ps"].first().to_numpy(),
+            "end_ps": g["end_ps"].last().to_numpy(),
+            "count": size,
+            "index": np.where(size == 1, longest["index"].to_numpy(), -1),
+            "name": longest["name"].to_numpy(),
+        }
+    )
     cols = ["track", "row", "start_ps", "end_ps", "count", "index", "name"]
     out = pd.concat([single[cols], merged[cols]], ignore_index=True)
     return out.sort_values(["track", "row", "start_ps"], kind="stable", ignore_index=True)
@@ -497,9 +613,13 @@ def test_query_invariants(name):
             px = (we - ws) / resolution
             ev = _in_window(_all_events(tr), ws, we)
             # counts add up per row to the events in the window
-            pd.testing.assert_series_equal(q.groupby(["track", "row"])["count"].sum(),
-                                           ev.groupby(["track", "row"]).size(), check_names=False, check_dtype=False,
-                                           check_index_type=False)
+            pd.testing.assert_series_equal(
+                q.groupby(["track", "row"])["count"].sum(),
+                ev.groupby(["track", "row"]).size(),
+                check_names=False,
+                check_dtype=False,
+                check_index_type=False,
+            )
             # every event >= 1 px is there, once, as itself
             wide = ev[ev["dur"] >= px].set_index(["track", "index"])
             real = q[q["index"] >= 0].astype({"track": np.int64, "index": np.int64}).set_index(["track", "index"])
@@ -527,8 +647,10 @@ def test_query_bounded_by_pixels_not_events():
         width = span >> zoom
         start = tr.start_ps + int(rng.uniform(0, span - width))
         resolution = int(rng.integers(200, 3000))
-        pd.testing.assert_frame_equal(tr.query(start, start + width, resolution, raw_limit=0),
-                                      tr.query(start, start + width, resolution, raw_limit=10**9))
+        pd.testing.assert_frame_equal(
+            tr.query(start, start + width, resolution, raw_limit=0),
+            tr.query(start, start + width, resolution, raw_limit=10**9),
+        )
 
 
 def test_query_tracks_and_empty_windows():
@@ -557,15 +679,27 @@ def test_event_details_equal_the_file(name):
         for index in rng.choice(len(ev), size=min(3, len(ev)), replace=False).tolist():
             d = tr.event(t.Index, index)
             assert (d["start_ps"], d["end_ps"], d["row"], d["name"]) == (
-                ev.at[index, "start_ps"], ev.at[index, "end_ps"], ev.at[index, "row"], ev.at[index, "name"])
+                ev.at[index, "start_ps"],
+                ev.at[index, "end_ps"],
+                ev.at[index, "row"],
+                ev.at[index, "name"],
+            )
             if d["synthetic"]:
                 assert d["name"] == T.REGION and d["stats"] == {}  # XProf 2.24.2's regions have none
                 continue
-            src = int(np.flatnonzero((line.start_ps == d["start_ps"]) & (line.event_duration_ps == d["duration_ps"])
-                                     & (shown == d["name"]))[0])
+            src = int(
+                np.flatnonzero(
+                    (line.start_ps == d["start_ps"])
+                    & (line.event_duration_ps == d["duration_ps"])
+                    & (shown == d["name"])
+                )[0]
+            )
             expected = line.stats(events=[src]).iloc[0]
-            expected = {k: (v.item() if hasattr(v, "item") else v) for k, v in expected.items()
-                        if not (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)))}
+            expected = {
+                k: (v.item() if hasattr(v, "item") else v)
+                for k, v in expected.items()
+                if not (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)))
+            }
             assert d["stats"] == expected
 
 
@@ -640,8 +774,9 @@ def test_names_from_the_file():
             line = tr.space.planes[t.plane].lines[t.line]
             ev = tr.events(t.Index)
             order = np.lexsort((-line.event_duration_ps, line.start_ps))
-            np.testing.assert_array_equal(ev["name"].astype(str).to_numpy(),
-                                          _shown_names(line.plane, line.metadata_id)[order])
+            np.testing.assert_array_equal(
+                ev["name"].astype(str).to_numpy(), _shown_names(line.plane, line.metadata_id)[order]
+            )
 
 
 def test_run_trace_is_built_once_per_host():
@@ -695,12 +830,21 @@ def test_track_labels_drop_hashed_thread_ids():
     numbered where a section has several; OS thread ids and other names stay."""
     from xprof_widgets.analysis.trace import track_labels
 
-    names = ["tf_XLAEigen/1890948895646402475", "python", "tf_XLAEigen/-8162776476874972113",
-             "tf_Compute/-1199079105", "Host Threads/1083", "XLA Ops", "pool/123456789"]
+    names = [
+        "tf_XLAEigen/1890948895646402475",
+        "python",
+        "tf_XLAEigen/-8162776476874972113",
+        "tf_Compute/-1199079105",
+        "Host Threads/1083",
+        "XLA Ops",
+        "pool/123456789",
+    ]
     ids = [1890948895646402475, 7, -8162776476874972113, 3095888191, 1083, None, 42]
     sections = ["/host:CPU"] * 6 + ["/host:CPU"]
     assert track_labels(sections, names, ids) == [
-        "tf_XLAEigen #1", "python", "tf_XLAEigen #2",
+        "tf_XLAEigen #1",
+        "python",
+        "tf_XLAEigen #2",
         "tf_Compute",  # the 32-bit id written signed in the name
         "Host Threads/1083",  # an OS thread id: kept
         "XLA Ops",

@@ -28,7 +28,12 @@ def test_selected_buffer_round_trip(viewer):
     assert 'data-testid="card-name">dot.1<' in viewer.html
     # What the page sends on a tap in the by-size chart.
     order = viewer.result.buffers_at_peak.set_index("size_rank")
-    viewer.selected = {"figure": "buffers", "source": "by_size", "index": 1, "id": int(order.loc[1, "program_order_index"])}
+    viewer.selected = {
+        "figure": "buffers",
+        "source": "by_size",
+        "index": 1,
+        "id": int(order.loc[1, "program_order_index"]),
+    }
     assert viewer.selected_buffer["instruction_name"] == order.loc[1, "instruction_name"]
     viewer.selected = {}
     assert viewer.selected_buffer == {}
@@ -93,7 +98,9 @@ def test_memory_profile_widget_state():
     moment = int(w.result.sampled_timeline()["time_ps"].iloc[3])
     assert w.moment_ps == moment
     assert w.breakdown.equals(
-        w.result.breakdown_at(moment).sort_values("allocation_bytes", ascending=False, kind="stable").reset_index(drop=True)
+        w.result.breakdown_at(moment)
+        .sort_values("allocation_bytes", ascending=False, kind="stable")
+        .reset_index(drop=True)
     )
     w.on_request("sort", {"column": "op_name"})
     assert list(w.breakdown.op_name) == sorted(w.breakdown.op_name)
@@ -173,11 +180,25 @@ def test_op_details_card_is_its_own_widget_and_escapes():
 
     card = xw.OpDetailsCard()
     assert "Click an op" in card.html
-    card.op = {"name": "<i>x</i>", "kind": "op", "category": "c", "program": None, "expression": "<b>",
-               "provenance": "", "occurrences": 1, "total_time_ps": 1e6, "avg_time_ps": 1e6,
-               "time_fraction": 0.5, "tflops_per_s": 0.0, "hbm_gb_per_s": 1.0, "on_chip_read_gb_per_s": 0.0,
-               "on_chip_write_gb_per_s": 0.0, "flops_utilization": float("nan"), "hbm_utilization": 0.1,
-               "wasted_time_fraction": 0.4}
+    card.op = {
+        "name": "<i>x</i>",
+        "kind": "op",
+        "category": "c",
+        "program": None,
+        "expression": "<b>",
+        "provenance": "",
+        "occurrences": 1,
+        "total_time_ps": 1e6,
+        "avg_time_ps": 1e6,
+        "time_fraction": 0.5,
+        "tflops_per_s": 0.0,
+        "hbm_gb_per_s": 1.0,
+        "on_chip_read_gb_per_s": 0.0,
+        "on_chip_write_gb_per_s": 0.0,
+        "flops_utilization": float("nan"),
+        "hbm_utilization": 0.1,
+        "wasted_time_fraction": 0.4,
+    }
     assert "&lt;i&gt;x&lt;/i&gt;" in card.html and "<i>x</i>" not in card.html and "&lt;b&gt;" in card.html
     assert "n/a" in card.html  # unknown peak: no made-up utilisation
     assert card.html == op_details_html(card.op)
@@ -195,8 +216,10 @@ def test_input_pipeline_widget_state():
     # The tree follows the iterator path (input indices like [0] ignored).
     depth = {op["op_name"]: d for op, d, _ in rows}
     assert depth["Iterator::Root"] == 0
-    assert depth["Iterator::Root::Prefetch::ForeverRepeat[0]::MapAndBatch"] == \
-        depth["Iterator::Root::Prefetch::ForeverRepeat"] + 1
+    assert (
+        depth["Iterator::Root::Prefetch::ForeverRepeat[0]::MapAndBatch"]
+        == depth["Iterator::Root::Prefetch::ForeverRepeat"] + 1
+    )
     w.on_request("toggle", {"path": "Iterator::Root::Prefetch"})
     assert [op["op_name"] for op, *_ in w._op_rows()] == ["Iterator::Root", "Iterator::Root::Prefetch"]
     w.on_request("toggle", {"path": "Iterator::Root::Prefetch"})
@@ -257,8 +280,13 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     assert "5 tools without data" in w.message and "Memory viewer" in w.message  # and why
     for label in ("HLO op profile", "Graph viewer", "Kernel stats", "Roofline model"):
         assert label in w.message
-    assert w.tools == ["overview_page", "input_pipeline_analyzer", "trace_viewer", "memory_profile",
-                       "framework_op_stats"]  # only tools with data are offered
+    assert w.tools == [
+        "overview_page",
+        "input_pipeline_analyzer",
+        "trace_viewer",
+        "memory_profile",
+        "framework_op_stats",
+    ]  # only tools with data are offered
     w.tool = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"
     w.run_name = runs[1]
@@ -341,6 +369,7 @@ def test_profile_widget_progress_shows_bytes_read(tmp_path, monkeypatch):
         def wrapped(host, done, total):
             report(host, done, total)
             seen.append((self.progress_text, self.progress_bytes, self.progress_total, self.loading))
+
         return wrapped
 
     monkeypatch.setattr(xw.ProfileWidget, "_reporter", spy)
@@ -362,8 +391,11 @@ def test_profile_widget_progress_shows_bytes_read(tmp_path, monkeypatch):
 
 
 def test_profile_widget_opens_runs_in_a_thread(tmp_path):
-    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
-                          (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"))
+    logdir = _logdir_with(
+        tmp_path,
+        (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
+        (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"),
+    )
     w = xw.ProfileWidget(logdir, background=True)
     run = w.wait(timeout=120)
     assert run.name == "2026_11_22_03_16_48" and w.ready.done()
@@ -452,8 +484,11 @@ def test_profile_widget_switching_runs_while_one_is_read(tmp_path, monkeypatch):
 
     from xprof_widgets.io import xspace
 
-    logdir = _logdir_with(tmp_path, (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
-                          (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"))
+    logdir = _logdir_with(
+        tmp_path,
+        (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_08", "2026_11_22_03_16_08"),
+        (PROFILES / "tf_keras_cpu", "2026_11_22_03_16_48", "2026_11_22_03_16_48"),
+    )
     go, reading = threading.Event(), threading.Event()
     read_chunks = xspace._read_chunks
 
@@ -519,14 +554,22 @@ def test_step_graph_of_one_step_is_one_named_bar():
 
     from xprof_widgets.widgets.input_pipeline import steps_figure
 
-    one = pd.DataFrame({"step_name": ["7"], "step_number": [7], "step_time_ms": [3.0], "begin_ps": [0],
-                        "device_compute_ms": [3.0]})
+    one = pd.DataFrame(
+        {"step_name": ["7"], "step_number": [7], "step_time_ms": [3.0], "begin_ps": [0], "device_compute_ms": [3.0]}
+    )
     fig = steps_figure(one)
     assert (fig.x_range.start, fig.x_range.end) == (-0.6, 9.6)
     assert isinstance(fig.xaxis.ticker, FixedTicker) and fig.xaxis.ticker.ticks == [0]
     assert fig.xaxis.major_label_overrides == {0: "7"}
-    many = pd.DataFrame({"step_name": [str(i) for i in range(100)], "step_number": range(100),
-                         "step_time_ms": [1.0] * 100, "begin_ps": range(100), "device_compute_ms": [1.0] * 100})
+    many = pd.DataFrame(
+        {
+            "step_name": [str(i) for i in range(100)],
+            "step_number": range(100),
+            "step_time_ms": [1.0] * 100,
+            "begin_ps": range(100),
+            "device_compute_ms": [1.0] * 100,
+        }
+    )
     fig = steps_figure(many)
     assert (fig.x_range.start, fig.x_range.end) == (-0.6, 99.6)
     assert isinstance(fig.xaxis.ticker, BasicTicker) and fig.xaxis.ticker.min_interval == 1

@@ -83,8 +83,12 @@ def op_costs(stats):
     hbm_write)} from an OpStats' device op metrics."""
     out = {}
     for m in stats.device_op_metrics_db.metrics_db:
-        read = sum(b.bytes_accessed for b in m.memory_accessed_breakdown if b.memory_space == 1 and b.operation_type == 1)
-        write = sum(b.bytes_accessed for b in m.memory_accessed_breakdown if b.memory_space == 1 and b.operation_type == 2)
+        read = sum(
+            b.bytes_accessed for b in m.memory_accessed_breakdown if b.memory_space == 1 and b.operation_type == 1
+        )
+        write = sum(
+            b.bytes_accessed for b in m.memory_accessed_breakdown if b.memory_space == 1 and b.operation_type == 2
+        )
         out[(m.hlo_module_id, m.name)] = (m.occurrences, m.flops, m.model_flops, m.bytes_accessed, read, write)
     return out
 
@@ -98,6 +102,10 @@ def trace_counts(paths):
             names[(e["pid"], e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
     for e in tr["traceEvents"]:
         if e.get("ph") in ("X", "i"):
-            key = names.get((e["pid"], None), str(e["pid"])) + " :: " + names.get((e["pid"], e.get("tid")), str(e.get("tid")))
+            key = (
+                names.get((e["pid"], None), str(e["pid"]))
+                + " :: "
+                + names.get((e["pid"], e.get("tid")), str(e.get("tid")))
+            )
             counts[key] = counts.get(key, 0) + 1
     return counts

@@ -30,8 +30,7 @@ RUNS = [
 
 def table(data):
     """(column ids, rows as lists of values, custom properties) of a DataTable."""
-    return ([c["id"] for c in data["cols"]], [[c.get("v") for c in r["c"]] for r in data["rows"]],
-            data.get("p", {}))
+    return ([c["id"] for c in data["cols"]], [[c.get("v") for c in r["c"]] for r in data["rows"]], data.get("p", {}))
 
 
 def reference_json(logdir, session, tool):
@@ -85,25 +84,59 @@ _DETAILS = "regs:32 static_shared:0 dynamic_shared:0 grid:8,1,1 block:128,1,1 oc
 # (name, start, end in ns, stats) per line; kernels carry kernel_details unless told.
 _GPU0 = {
     1: [
-        ("volta_h884gemm", 0, 100, {"hlo_op": "d", "program_id": 7, "correlation_id": 1,
-                                    "kernel_details": "regs:128 static_shared:1024 dynamic_shared:2048 grid:4,2,1 "
-                                                      "block:256,1,1 occ_pct:50.5"}),
-        ("volta_h884gemm", 110, 210, {"hlo_op": "d", "program_id": 7, "correlation_id": 2,
-                                      "kernel_details": "regs:128 static_shared:1024 dynamic_shared:2048 "
-                                                        "grid:4,2,1 block:256,1,1 occ_pct:12"}),
-        ("sm90_xmma_gemm_f32", 220, 260, {"hlo_op": "d", "program_id": 7, "correlation_id": 3,
-                                          "kernel_details": "regs:64\nblock:256,1 grid:x,1,1 bogus occ_pct:abc"}),
+        (
+            "volta_h884gemm",
+            0,
+            100,
+            {
+                "hlo_op": "d",
+                "program_id": 7,
+                "correlation_id": 1,
+                "kernel_details": "regs:128 static_shared:1024 dynamic_shared:2048 grid:4,2,1 "
+                "block:256,1,1 occ_pct:50.5",
+            },
+        ),
+        (
+            "volta_h884gemm",
+            110,
+            210,
+            {
+                "hlo_op": "d",
+                "program_id": 7,
+                "correlation_id": 2,
+                "kernel_details": "regs:128 static_shared:1024 dynamic_shared:2048 grid:4,2,1 block:256,1,1 occ_pct:12",
+            },
+        ),
+        (
+            "sm90_xmma_gemm_f32",
+            220,
+            260,
+            {
+                "hlo_op": "d",
+                "program_id": 7,
+                "correlation_id": 3,
+                "kernel_details": "regs:64\nblock:256,1 grid:x,1,1 bogus occ_pct:abc",
+            },
+        ),
         ("exp_kernel", 270, 300, {"hlo_op": "fusion::e", "program_id": 7, "correlation_id": 4}),
         ("mul_kernel", 300, 320, {"hlo_op": "m", "program_id": 7, "correlation_id": 5}),
         ("neg_kernel", 320, 330, {"hlo_op": "n", "program_id": 7, "correlation_id": 6}),
         ("tiny_kernel", 330, 330.5, {"hlo_op": "n", "program_id": 7, "correlation_id": 7}),
-        ("lost_kernel", 340, 350, {"hlo_op": "not_there", "program_id": 7, "correlation_id": 8,
-                                   "tf_op": "model/lost/Conv2D:Conv2D"}),
+        (
+            "lost_kernel",
+            340,
+            350,
+            {"hlo_op": "not_there", "program_id": 7, "correlation_id": 8, "tf_op": "model/lost/Conv2D:Conv2D"},
+        ),
     ],
     2: [
         ("conv_kernel", 0, 40, {"tf_op": "model/conv/Conv2D:Conv2D", "correlation_id": 11}),
-        ("einsum_kernel", 50, 70, {"tf_op": "model/einsum/Einsum:Einsum", "equation": "ab,bc->ac",
-                                   "correlation_id": 12}),
+        (
+            "einsum_kernel",
+            50,
+            70,
+            {"tf_op": "model/einsum/Einsum:Einsum", "equation": "ab,bc->ac", "correlation_id": 12},
+        ),
         ("xmma_gemm_bias", 80, 95, {"tf_op": "model/dense/BiasAdd:BiasAdd", "correlation_id": 13}),
         ("plain_bias", 100, 105, {"tf_op": "model/dense/BiasAdd:BiasAdd", "correlation_id": 14}),
         ("untyped_kernel", 110, 130, {"correlation_id": 15}),
@@ -111,10 +144,15 @@ _GPU0 = {
     ],
 }
 # The second GPU has no vendor: XProf sees no TensorCore use there.
-_GPU1 = {3: [("volta_h884gemm", 5, 105, {"hlo_op": "d", "program_id": 7, "correlation_id": 21}),
-             ("exp_kernel", 110, 150, {"hlo_op": "e", "program_id": 7, "correlation_id": 22})]}
+_GPU1 = {
+    3: [
+        ("volta_h884gemm", 5, 105, {"hlo_op": "d", "program_id": 7, "correlation_id": 21}),
+        ("exp_kernel", 110, 150, {"hlo_op": "e", "program_id": 7, "correlation_id": 22}),
+    ]
+}
 _HOST = {
-    1: [("train_step", 0, 1000, {}),
+    1: [
+        ("train_step", 0, 1000, {}),
         ("model/dense/MatMul:MatMul", 0, 100, {}),
         ("model/dense/MatMul/ReadVariableOp:ReadVariableOp", 10, 20, {}),
         ("Iterator::Prefetch", 200, 300, {}),
@@ -125,9 +163,9 @@ _HOST = {
         ("a/Y:Relu", 450, 550, {}),  # overlaps X without nesting: XProf's op stack drops it
         ("dup/op:TypeA", 600, 610, {}),
         ("thunk", 700, 720, {"tf_op": "model/dense/MatMul:MatMul"}),
-        ("model/dense/MatMul:MatMul", 800, 830, {"tf_op": "model/other:Identity"})],
-    2: [("dup/op:TypeB", 50, 80, {}),
-        ("model/dense/BiasAdd:BiasAdd", 100, 160, {})],
+        ("model/dense/MatMul:MatMul", 800, 830, {"tf_op": "model/other:Identity"}),
+    ],
+    2: [("dup/op:TypeB", 50, 80, {}), ("model/dense/BiasAdd:BiasAdd", 100, 160, {})],
     3: [],
 }
 
@@ -152,13 +190,15 @@ def _plane(space, pid, name, stats=None):
                 md[ev_name] = len(md) + 1
                 plane.event_metadata[md[ev_name]].id = md[ev_name]
                 plane.event_metadata[md[ev_name]].name = ev_name
-            ev = ln.events.add(metadata_id=md[ev_name], offset_ps=int(start * _NS),
-                               duration_ps=round((end - start) * _NS))
+            ev = ln.events.add(
+                metadata_id=md[ev_name], offset_ps=int(start * _NS), duration_ps=round((end - start) * _NS)
+            )
             all_stats = {"kernel_details": _DETAILS} if kernels else {}
             all_stats.update(ev_stats)
             for k, v in all_stats.items():
                 if v is not None:
                     add_stat(ev.stats, stat_id(k), v)
+
     return line
 
 
@@ -172,14 +212,20 @@ def hand_made_space(host, shift_ns=0):
     md = meta.event_metadata[7]
     md.id, md.name = 7, "jit_f"
     md.stats.add(metadata_id=1, bytes_value=hlo_proto_bytes(_HLO))
-    shift = lambda lines: {k: [(n, s + shift_ns, e + shift_ns, st) for n, s, e, st in v] for k, v in lines.items()}
+
+    def shift(lines):
+        return {k: [(n, s + shift_ns, e + shift_ns, st) for n, s, e, st in v] for k, v in lines.items()}
+
     host_line = _plane(space, 1, "/host:CPU")
     for lid, events in shift(_HOST).items():
         host_line(lid, f"thread{lid}", events)
-    for pid, (name, stats, lines) in enumerate([("/device:GPU:0", H100, _GPU0),
-                                                ("/device:GPU:1", {"clock_rate": 1_530_000, "core_count": 80,
-                                                                   "memory_bandwidth": 898_048_000_000}, _GPU1)],
-                                               start=2):
+    for pid, (name, stats, lines) in enumerate(
+        [
+            ("/device:GPU:0", H100, _GPU0),
+            ("/device:GPU:1", {"clock_rate": 1_530_000, "core_count": 80, "memory_bandwidth": 898_048_000_000}, _GPU1),
+        ],
+        start=2,
+    ):
         gpu_line = _plane(space, pid, name, stats)
         for lid, events in shift(lines).items():
             gpu_line(lid, f"Stream #{lid}(Kernel)", events, kernels=True)

@@ -51,13 +51,20 @@ def op_profile_counts(run, ref):
     for key, exclude in (("byProgram", False), ("byProgramExcludeIdle", True)):
         try:
             ours = dict(_ours(run.op_profile(exclude_idle=exclude).root))
-        except Exception:  # noqa: BLE001 - an old commit may fail: everything disagrees
+        except Exception:
             ours = {}
         for path, r in _nodes(ref[key]):
             m = r["metrics"]
             n = ours.get(path)
-            checks = [("time", "rawTime"), ("occurrences", "occurrences"), ("children", "numChildren"),
-                      ("raw_flops", "rawFlops"), ("flops", "flops"), ("hbm", "bandwidthUtils"), ("bytes", "rawBytesAccessedArray")]
+            checks = [
+                ("time", "rawTime"),
+                ("occurrences", "occurrences"),
+                ("children", "numChildren"),
+                ("raw_flops", "rawFlops"),
+                ("flops", "flops"),
+                ("hbm", "bandwidthUtils"),
+                ("bytes", "rawBytesAccessedArray"),
+            ]
             xla = r.get("xla", {})
             if xla.get("programId", "0") != "0":
                 checks += [("expression", None), ("category", None), ("provenance", None)]
@@ -65,11 +72,20 @@ def op_profile_counts(run, ref):
                 total += 1
                 if n is None:
                     continue
-                theirs = {"children": r.get("numChildren", 0), "hbm": m.get("bandwidthUtils", [0])[0],
-                          "bytes": m.get("rawBytesAccessedArray", [0])[0]}.get(label, m.get(field, 0) if field else None)
-                mine = {"time": n.time_ps, "occurrences": n.occurrences, "children": n.num_children,
-                        "raw_flops": n.raw_flops, "flops": n.flops_utilization, "hbm": n.hbm_utilization,
-                        "bytes": n.hbm_bytes}.get(label)
+                theirs = {
+                    "children": r.get("numChildren", 0),
+                    "hbm": m.get("bandwidthUtils", [0])[0],
+                    "bytes": m.get("rawBytesAccessedArray", [0])[0],
+                }.get(label, m.get(field, 0) if field else None)
+                mine = {
+                    "time": n.time_ps,
+                    "occurrences": n.occurrences,
+                    "children": n.num_children,
+                    "raw_flops": n.raw_flops,
+                    "flops": n.flops_utilization,
+                    "hbm": n.hbm_utilization,
+                    "bytes": n.hbm_bytes,
+                }.get(label)
                 if label in ("expression", "category", "provenance"):
                     mine, theirs = getattr(n, label, None), xla.get(label)
                 ok += _close(mine, theirs)
@@ -81,17 +97,28 @@ def hlo_stats_counts(run, ref):
     rows = [{c: (v or {}).get("v") for c, v in zip(cols, r["c"])} for r in ref["rows"]]
     try:
         ours = run.hlo_stats().to_dict("records")
-    except Exception:  # noqa: BLE001
+    except Exception:
         ours = []
-    mapping = [("rank", "rank", 1), ("program_id", "program_id", None), ("category", "category", None),
-               ("hlo_op_name", "hlo_op_name", None), ("expression", "hlo_op_expression", None),
-               ("framework_op", "tf_op_name", None), ("occurrences", "occurrences", 1),
-               ("total_time_ps", "total_time", 1e-6), ("avg_time_ps", "avg_time", 1e-6),
-               ("self_time_ps", "total_self_time", 1e-6), ("self_time_fraction", "total_self_time_percent", 100),
-               ("cumulative_self_time_fraction", "cumulative_total_self_time_percent", 100),
-               ("model_flop_rate_gflops", "model_flop_rate", 1), ("flop_rate_gflops", "normalized_flop_rate", 1),
-               ("memory_bw_gibs", "measured_memory_bw", 1), ("hbm_bw_gibs", "hbm_bw", 1),
-               ("operational_intensity", "operational_intensity", 1), ("bound_by", "bound_by", None)]
+    mapping = [
+        ("rank", "rank", 1),
+        ("program_id", "program_id", None),
+        ("category", "category", None),
+        ("hlo_op_name", "hlo_op_name", None),
+        ("expression", "hlo_op_expression", None),
+        ("framework_op", "tf_op_name", None),
+        ("occurrences", "occurrences", 1),
+        ("total_time_ps", "total_time", 1e-6),
+        ("avg_time_ps", "avg_time", 1e-6),
+        ("self_time_ps", "total_self_time", 1e-6),
+        ("self_time_fraction", "total_self_time_percent", 100),
+        ("cumulative_self_time_fraction", "cumulative_total_self_time_percent", 100),
+        ("model_flop_rate_gflops", "model_flop_rate", 1),
+        ("flop_rate_gflops", "normalized_flop_rate", 1),
+        ("memory_bw_gibs", "measured_memory_bw", 1),
+        ("hbm_bw_gibs", "hbm_bw", 1),
+        ("operational_intensity", "operational_intensity", 1),
+        ("bound_by", "bound_by", None),
+    ]
     ok = total = 0
     for i, r in enumerate(rows):
         o = ours[i] if i < len(ours) else None
@@ -114,7 +141,7 @@ def overview_counts(run, ref):
 
     try:
         res = overview(run)
-    except Exception:  # noqa: BLE001
+    except Exception:
         res = None
     env = ref[2]["p"]
     top = [[c.get("v") if c else None for c in r["c"]] for r in ref[0]["rows"]]
@@ -122,19 +149,35 @@ def overview_counts(run, ref):
     ok = total = 0
     checks = []
     if res is not None:
-        checks += [(res.device_type, env["device_type"]), (res.device_core_count, int(env["device_core_count"])),
-                   (res.host_count, int(env["host_count"]))]
+        checks += [
+            (res.device_type, env["device_type"]),
+            (res.device_core_count, int(env["device_core_count"])),
+            (res.host_count, int(env["host_count"])),
+        ]
         for i, row in enumerate(top):
             t = res.top_ops.iloc[i] if i < len(res.top_ops) else None
-            for col, k in (("self_time_fraction", 0), ("cumulative_time_fraction", 1), ("category", 2),
-                           ("operation", 3), ("flop_rate_gflops", 4)):
+            for col, k in (
+                ("self_time_fraction", 0),
+                ("cumulative_time_fraction", 1),
+                ("category", 2),
+                ("operation", 3),
+                ("flop_rate_gflops", 4),
+            ):
                 checks.append((None if t is None else t[col], row[k]))
         if "device_compute_16bit_percent" in p:
             prec = res.precision or {}
-            checks.append((f"{prec['16bit_percent']:.1f}%" if "16bit_percent" in prec else None,
-                           p["device_compute_16bit_percent"]))
-            checks.append((f"{prec['32bit_percent']:.1f}%" if "32bit_percent" in prec else None,
-                           p["device_compute_32bit_percent"]))
+            checks.append(
+                (
+                    f"{prec['16bit_percent']:.1f}%" if "16bit_percent" in prec else None,
+                    p["device_compute_16bit_percent"],
+                )
+            )
+            checks.append(
+                (
+                    f"{prec['32bit_percent']:.1f}%" if "32bit_percent" in prec else None,
+                    p["device_compute_32bit_percent"],
+                )
+            )
         total = len(checks)
     else:
         total = 3 + 5 * len(top) + (2 if "device_compute_16bit_percent" in p else 0)
@@ -146,14 +189,18 @@ def trace_counts(run, ref):
     try:
         tr = run.trace()
         ours = {f"{t.section} :: {t.name}": t.events for t in tr.tracks.itertuples()}
-    except Exception:  # noqa: BLE001
+    except Exception:
         ours = {}
     counts = ref["event_counts_by_track"]
     return sum(ours.get(k) == v for k, v in counts.items()), len(counts)
 
 
-TOOLS = {"op_profile": ("op_profile.json", op_profile_counts), "hlo_stats": ("hlo_stats.json", hlo_stats_counts),
-         "overview": ("overview_page.json", overview_counts), "trace": ("trace_viewer_summary.json", trace_counts)}
+TOOLS = {
+    "op_profile": ("op_profile.json", op_profile_counts),
+    "hlo_stats": ("hlo_stats.json", hlo_stats_counts),
+    "overview": ("overview_page.json", overview_counts),
+    "trace": ("trace_viewer_summary.json", trace_counts),
+}
 
 
 def main(argv=None):

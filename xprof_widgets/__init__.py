@@ -1,9 +1,9 @@
 """XProf's profile tools as Jupyter widgets.
 
-    import xprof_widgets as xw
-    run = xw.load_run("LOGDIR")          # or xw.sample_run()
-    run.memory_viewer().peak_heap_bytes
-    xw.MemoryViewerWidget(run)           # in a notebook
+import xprof_widgets as xw
+run = xw.load_run("LOGDIR")          # or xw.sample_run()
+run.memory_viewer().peak_heap_bytes
+xw.MemoryViewerWidget(run)           # in a notebook
 """
 
 from .analysis.compare import compare

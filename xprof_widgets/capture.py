@@ -91,7 +91,9 @@ def parse_address(address):
             if part.isdigit():
                 host, port = "localhost", part
             else:
-                raise ValueError(f"profiler server address {part!r} has no port: write it as host:port, e.g. localhost:9999")
+                raise ValueError(
+                    f"profiler server address {part!r} has no port: write it as host:port, e.g. localhost:9999"
+                )
         host = host.strip("[]") or "localhost"
         out.append((host, int(port)))
     if not out:
@@ -131,8 +133,19 @@ def _xplane_files(logdir):
     return out
 
 
-def capture(address, duration_ms=1000, logdir=None, *, host_tracer_level=2, device_tracer_level=1,
-            python_tracer_level=0, delay_ms=0, num_tracing_attempts=3, timeout_s=None, connect_timeout_s=2.0):
+def capture(
+    address,
+    duration_ms=1000,
+    logdir=None,
+    *,
+    host_tracer_level=2,
+    device_tracer_level=1,
+    python_tracer_level=0,
+    delay_ms=0,
+    num_tracing_attempts=3,
+    timeout_s=None,
+    connect_timeout_s=2.0,
+):
     """Capture `duration_ms` milliseconds of a running program's profile and open it.
 
     `address` is where the program's profiler server listens: a port on this
@@ -172,15 +185,28 @@ def capture(address, duration_ms=1000, logdir=None, *, host_tracer_level=2, devi
     if timeout_s is None:
         timeout_s = (duration_ms + delay_ms) / 1000 * max(1, num_tracing_attempts) + 60
     args = {
-        "client": client, "address": service_addr, "logdir": logdir, "duration_ms": int(duration_ms),
+        "client": client,
+        "address": service_addr,
+        "logdir": logdir,
+        "duration_ms": int(duration_ms),
         "attempts": int(num_tracing_attempts),
-        "options": {"host_tracer_level": int(host_tracer_level), "device_tracer_level": int(device_tracer_level),
-                    "python_tracer_level": int(python_tracer_level), "delay_ms": int(delay_ms)},
+        "options": {
+            "host_tracer_level": int(host_tracer_level),
+            "device_tracer_level": int(device_tracer_level),
+            "python_tracer_level": int(python_tracer_level),
+            "delay_ms": int(delay_ms),
+        },
     }
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", _CLIENT_SCRIPT, json.dumps(args)], check=False,
-                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CLIENT_SCRIPT, json.dumps(args)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise ProfileError(
             service_addr,
@@ -190,9 +216,13 @@ def capture(address, duration_ms=1000, logdir=None, *, host_tracer_level=2, devi
     result = _last_json(proc.stdout)
     if result is None:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise ProfileError(service_addr, f"the capture client ({client}) stopped with exit code {proc.returncode}: {tail}")
+        raise ProfileError(
+            service_addr, f"the capture client ({client}) stopped with exit code {proc.returncode}: {tail}"
+        )
     if "error" in result:
-        raise ProfileError(service_addr, _explain(result["error"], proc.stderr, duration_ms, time.monotonic() - started))
+        raise ProfileError(
+            service_addr, _explain(result["error"], proc.stderr, duration_ms, time.monotonic() - started)
+        )
     return _open_capture(service_addr, logdir, before, local)
 
 
@@ -219,11 +249,15 @@ def _server_replies(stderr):
 def _explain(error, stderr, duration_ms, elapsed_s):
     replies = _server_replies(stderr)
     if replies:
-        return (f"the capture returned no trace data: {'; '.join(replies)}. Is a profiler server listening there "
-                "(the port given to jax.profiler.start_server / tf.profiler.experimental.server.start)?")
+        return (
+            f"the capture returned no trace data: {'; '.join(replies)}. Is a profiler server listening there "
+            "(the port given to jax.profiler.start_server / tf.profiler.experimental.server.start)?"
+        )
     if "No trace event" in error or "no responses" in error:
-        return (f"the capture returned no trace data in {duration_ms} ms ({error}). Is the program running "
-                "(not paused, not finished)? Try a longer duration.")
+        return (
+            f"the capture returned no trace data in {duration_ms} ms ({error}). Is the program running "
+            "(not paused, not finished)? Try a longer duration."
+        )
     if "DEADLINE_EXCEEDED" in error:
         return f"the profiler server did not answer in time ({elapsed_s:.0f} s): {error}"
     return f"the capture failed: {error}"
@@ -245,8 +279,11 @@ def _open_capture(service_addr, logdir, before, local):
     newest = max({os.path.dirname(p) for p in new})
     run = load_run([p for p in new if os.path.dirname(p) == newest])
     if not any(len(ln) for space in run.xspaces() for plane in space.planes for ln in plane.lines):
-        raise ProfileError(newest, "the captured profile holds no events: the program did nothing while it was traced "
-                                   "(run the workload during the capture, or capture longer)")
+        raise ProfileError(
+            newest,
+            "the captured profile holds no events: the program did nothing while it was traced "
+            "(run the workload during the capture, or capture longer)",
+        )
     return run
 
 

@@ -7,10 +7,8 @@ per capture. `Run` opens a capture lazily: a host's file is read on first use.
 
 from __future__ import annotations
 
-import gzip
 import types
 import warnings
-import zlib
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -21,7 +19,6 @@ import pandas as pd
 from .errors import ProfileError
 from .io import fs, hlo
 from .io.xspace import XSPACE_SUFFIXES, host_of, inflate, read_xspace
-
 from .tools import NO_HLO_MODULES
 
 PROFILE_SUBDIR = ("plugins", "profile")
@@ -116,8 +113,11 @@ def load_run(path, progress=None):
             passed.append(f"{newest['run']} ({error})")
             continue
         if passed:
-            warnings.warn(f"opened run {run.name}, the newest that opens; passed over the newer "
-                          f"{'; '.join(passed)}", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"opened run {run.name}, the newest that opens; passed over the newer {'; '.join(passed)}",
+                UserWarning,
+                stacklevel=2,
+            )
         return run
     raise ProfileError(_profile_root(p), f"holds no run that opens: {'; '.join(passed)}")
 
@@ -281,8 +281,17 @@ class Run:
                 )
         return pd.DataFrame(
             rows,
-            columns=["host", "plane", "kind", "model", "cores", "peak_flops", "peak_flops_source", "peak_hbm_bw",
-                     "memory_bytes"],
+            columns=[
+                "host",
+                "plane",
+                "kind",
+                "model",
+                "cores",
+                "peak_flops",
+                "peak_flops_source",
+                "peak_hbm_bw",
+                "memory_bytes",
+            ],
         )
 
     def events(self, plane=None, line=None, host=None):
@@ -348,8 +357,12 @@ class Run:
                 self._module_files[key] = self.files[host]
         if self.unreadable_modules:
             first = next(iter(self.unreadable_modules.values()))
-            warnings.warn(f"{len(self.unreadable_modules)} HLO module(s) of run {self.name} could not be read and "
-                          f"are left out (run.unreadable_modules says why), e.g. {first}", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"{len(self.unreadable_modules)} HLO module(s) of run {self.name} could not be read and "
+                f"are left out (run.unreadable_modules says why), e.g. {first}",
+                UserWarning,
+                stacklevel=3,
+            )
         return protos
 
     @property

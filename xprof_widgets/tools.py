@@ -7,16 +7,18 @@ the cheap rule that says whether a run has data for it and, if not, why).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 NO_HLO_MODULES = (
     "no HLO modules in the profile: the program was compiled before tracing started, "
     "or the framework does not record them (JAX and TensorFlow/XLA do)"
 )
 NO_EVENTS = "the profile holds no events"
-NO_GPU_KERNELS = ("no GPU kernel launches in the profile (no `/device:GPU:N` plane with events carrying a "
-                  "`kernel_details` stat): kernel statistics are for GPU runs")
+NO_GPU_KERNELS = (
+    "no GPU kernel launches in the profile (no `/device:GPU:N` plane with events carrying a "
+    "`kernel_details` stat): kernel statistics are for GPU runs"
+)
 NO_FRAMEWORK_OPS = "the profile has no host thread plane (`/host:CPU`) and no GPU or TPU plane"
 NO_ACCELERATOR = "no GPU or TPU in the profile: XProf's roofline model is for accelerators"
 NO_DEVICE_OPS = (
@@ -59,7 +61,8 @@ def _has_device_ops(run):
             if not busy:
                 continue
             if plane.name.startswith("/device:TPU:") and any(
-                    line.name == "XLA Ops" and len(line) for line in plane.lines):
+                line.name == "XLA Ops" and len(line) for line in plane.lines
+            ):
                 return True, ""
             if plane.name.startswith("/device:GPU:") and names & {"hlo_op", "tf_op"}:
                 return True, ""
@@ -78,15 +81,21 @@ def _has_gpu_kernels(run):
     """Cheap: a GPU plane with events whose stat metadata names `kernel_details`."""
     for space in run.xspaces():
         for plane in space.planes:
-            if (plane.name.startswith("/device:GPU:") and "kernel_details" in set(plane.stat_names.values())
-                    and any(len(line) for line in plane.lines)):
+            if (
+                plane.name.startswith("/device:GPU:")
+                and "kernel_details" in set(plane.stat_names.values())
+                and any(len(line) for line in plane.lines)
+            ):
                 return True, ""
     return False, NO_GPU_KERNELS
 
 
 def _has_framework_ops(run):
-    ok = any((p.name == "/host:CPU" and p.lines) or p.name.startswith(("/device:GPU:", "/device:TPU:"))
-             for s in run.xspaces() for p in s.planes)
+    ok = any(
+        (p.name == "/host:CPU" and p.lines) or p.name.startswith(("/device:GPU:", "/device:TPU:"))
+        for s in run.xspaces()
+        for p in s.planes
+    )
     return ok, "" if ok else NO_FRAMEWORK_OPS
 
 
@@ -97,16 +106,23 @@ def _has_accelerator(run):
 
 TOOLS = [
     Tool("overview_page", "Overview", "OverviewWidget", ".widgets.overview", True, _has_events),
-    Tool("input_pipeline_analyzer", "Input pipeline", "InputPipelineWidget", ".widgets.input_pipeline", True,
-         _has_events),
+    Tool(
+        "input_pipeline_analyzer", "Input pipeline", "InputPipelineWidget", ".widgets.input_pipeline", True, _has_events
+    ),
     Tool("op_profile", "HLO op profile", "OpProfileWidget", ".widgets.op_profile", False, _has_device_ops),
     Tool("trace_viewer", "Trace viewer", "TraceViewerWidget", ".widgets.trace_viewer", True, _has_events),
     Tool("memory_profile", "Memory profile", "MemoryProfileWidget", ".widgets.memory_profile", True, _memory_profile),
     Tool("memory_viewer", "Memory viewer", "MemoryViewerWidget", ".widgets.memory_viewer", False, _has_modules),
     Tool("graph_viewer", "Graph viewer", "GraphViewerWidget", ".widgets.graph_viewer", False, _has_modules),
     Tool("kernel_stats", "Kernel stats", "KernelStatsWidget", ".widgets.kernel_stats", False, _has_gpu_kernels),
-    Tool("framework_op_stats", "Framework op stats", "FrameworkOpStatsWidget", ".widgets.framework_op_stats",
-         False, _has_framework_ops),
+    Tool(
+        "framework_op_stats",
+        "Framework op stats",
+        "FrameworkOpStatsWidget",
+        ".widgets.framework_op_stats",
+        False,
+        _has_framework_ops,
+    ),
     Tool("roofline_model", "Roofline model", "RooflineWidget", ".widgets.roofline", False, _has_accelerator),
 ]
 #: Analyses with XProf's tool name but no widget of their own (shown inside another).

@@ -60,7 +60,9 @@ def jupyter_lab(tmp_path_factory):
     # measures the worst case, what a notebook carries when state is saved.
     plugin = settings_dir / "@jupyter-widgets" / "jupyterlab-manager"
     plugin.mkdir(parents=True)
-    (plugin / "plugin.jupyterlab-settings").write_text(json.dumps({"saveState": os.environ.get("XPROF_SAVE_STATE", "1") == "1"}))
+    (plugin / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"saveState": os.environ.get("XPROF_SAVE_STATE", "1") == "1"})
+    )
     # No "receive official Jupyter news?" toast over the screenshots.
     news = settings_dir / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
@@ -74,8 +76,12 @@ def jupyter_lab(tmp_path_factory):
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONPATH=pythonpath)
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "jupyter", "lab",
-            "--no-browser", "--allow-root",
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--allow-root",
             f"--port={port}",
             f"--IdentityProvider.token={token}",
             "--ServerApp.ip=127.0.0.1",
@@ -84,7 +90,10 @@ def jupyter_lab(tmp_path_factory):
             "--LabApp.news_url=",
             "--ServerApp.open_browser=False",
         ],
-        stdout=log, stderr=subprocess.STDOUT, cwd=notebook_dir, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=notebook_dir,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -149,5 +158,3 @@ def page(browser):
     page.on("pageerror", lambda error: page.console_lines.append(f"pageerror: {error}"))
     yield page
     context.close()
-
-

@@ -28,9 +28,7 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 def api(url, token, path, method="GET", timeout=10):
     """Call the Jupyter server's REST API; returns the decoded JSON (or None)."""
-    request = urllib.request.Request(
-        f"{url}{path}", method=method, headers={"Authorization": f"token {token}"}
-    )
+    request = urllib.request.Request(f"{url}{path}", method=method, headers={"Authorization": f"token {token}"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         body = response.read()
     return json.loads(body) if body else None
@@ -39,10 +37,7 @@ def api(url, token, path, method="GET", timeout=10):
 def write_notebook(notebook_dir, name, sources):
     """Write a notebook of code cells to notebook_dir/name; the first cell puts the
     repository (the working tree under test) and this folder on the kernel's sys.path."""
-    setup = (
-        "import sys\n"
-        f"sys.path[:0] = [{str(REPO_ROOT)!r}, {str(HERE)!r}]\n"
-    )
+    setup = f"import sys\nsys.path[:0] = [{str(REPO_ROOT)!r}, {str(HERE)!r}]\n"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(setup)] + [nbformat.v4.new_code_cell(s) for s in sources]
@@ -54,8 +49,16 @@ def write_notebook(notebook_dir, name, sources):
 def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
     """Open nb_name in JupyterLab, run all cells through the Run menu, and wait
     until `ready_count` widgets report data-ready="1"."""
-    _run_all(page, url, token, f"/lab/tree/{urllib.parse.quote(nb_name)}?reset&token={token}", nb_name,
-             ready_count, timeout_ms, wait_idle=True)
+    _run_all(
+        page,
+        url,
+        token,
+        f"/lab/tree/{urllib.parse.quote(nb_name)}?reset&token={token}",
+        nb_name,
+        ready_count,
+        timeout_ms,
+        wait_idle=True,
+    )
 
 
 def show_widget(page, jupyter_lab, nb_name, source, ready_count=1):
@@ -89,8 +92,16 @@ def click_a_step(page, widget):
 
 def run_notebook_in_notebook7(page, url, token, nb_name, ready_count=1, timeout_ms=60_000):
     """Open nb_name in Jupyter Notebook 7 (same server), Run All Cells, wait for the widgets."""
-    _run_all(page, url, token, f"/notebooks/{urllib.parse.quote(nb_name)}?token={token}", nb_name,
-             ready_count, timeout_ms, wait_idle=False)
+    _run_all(
+        page,
+        url,
+        token,
+        f"/notebooks/{urllib.parse.quote(nb_name)}?token={token}",
+        nb_name,
+        ready_count,
+        timeout_ms,
+        wait_idle=False,
+    )
 
 
 def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle):
@@ -123,8 +134,11 @@ def _run_all(page, url, token, path, nb_name, ready_count, timeout_ms, wait_idle
         shot = save_screenshot(page, f"failed-{pathlib.Path(nb_name).stem}")
         console = "\n".join(page.console_lines[-40:])
         raise AssertionError(f"widgets not ready ({error}); screenshot {shot}; console:\n{console}") from None
-    failed = [t for t in page.locator("[data-mime-type='application/vnd.jupyter.stderr']").all_text_contents()
-              if "Traceback (most recent call last)" in t]
+    failed = [
+        t
+        for t in page.locator("[data-mime-type='application/vnd.jupyter.stderr']").all_text_contents()
+        if "Traceback (most recent call last)" in t
+    ]
     if failed:
         raise AssertionError(f"a cell of {nb_name} failed:\n" + "\n".join(failed))
     if wait_idle:
@@ -160,4 +174,3 @@ def save_screenshot(page, name):
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-

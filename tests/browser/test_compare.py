@@ -14,8 +14,12 @@ MLP = Path(__file__).resolve().parents[1] / "data" / "mlp_widths" / "plugins" / 
 
 def test_compare_widget_in_lab(page, jupyter_lab):
     a, b = sorted(p for p in MLP.iterdir() if p.is_dir())
-    widget = show_widget(page, jupyter_lab, "compare.ipynb",
-                         f"import xprof_widgets as xw\nw = xw.CompareWidget({str(a)!r}, {str(b)!r})\nw")
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "compare.ipynb",
+        f"import xprof_widgets as xw\nw = xw.CompareWidget({str(a)!r}, {str(b)!r})\nw",
+    )
     result = xw.compare(xw.load_run(a), xw.load_run(b))
     # The average step, a and b, as the analysis has them (first row of the step table).
     steps = widget.locator("[data-testid='steps']")

@@ -114,9 +114,24 @@ def test_trace_viewer_export_shows_the_window_a_view_asked_for(page, tmp_path):
     # What a view sends after a zoom: the window from 300 to 320 ms at 1000 px; answered as over the comm.
     replies = []
     w.send = lambda content, buffers=None: replies.append(content)
-    w._handle_message(w, {"type": "request", "id": 1, "view": "v", "kind": "view",
-                          "params": {"figure": "timeline", "x_start": 300.0, "x_end": 320.0,
-                                     "y_start": None, "y_end": None, "width_px": 1000}}, [])
+    w._handle_message(
+        w,
+        {
+            "type": "request",
+            "id": 1,
+            "view": "v",
+            "kind": "view",
+            "params": {
+                "figure": "timeline",
+                "x_start": 300.0,
+                "x_end": 320.0,
+                "y_start": None,
+                "y_end": None,
+                "width_px": 1000,
+            },
+        },
+        [],
+    )
     del w.send
     reply = next(r for r in replies if r["type"] == "reply")
     boxes = reply["content"]["boxes"]
@@ -129,7 +144,8 @@ def test_trace_viewer_export_shows_the_window_a_view_asked_for(page, tmp_path):
     assert (state["x_start"], state["x_end"]) == (300.0, 320.0)
     assert state["rows"]["events"] == boxes
     assert widget.locator("[data-testid='event-count']").inner_text().split()[0].replace(",", "") == str(
-        w.trace.event_count)
+        w.trace.event_count
+    )
     painted = widget.evaluate(PAINTED_PIXELS_JS)
     assert painted > 5000
     save_screenshot(page, "export-trace-viewer")
@@ -139,8 +155,9 @@ def test_trace_viewer_export_shows_the_window_a_view_asked_for(page, tmp_path):
     box = plot.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
     page.mouse.wheel(0, -240)
-    page.wait_for_function("() => Number(document.querySelector('.xprof-widget').dataset.replies ?? 0) >= 2",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => Number(document.querySelector('.xprof-widget').dataset.replies ?? 0) >= 2", timeout=10_000
+    )
     page.wait_for_function("() => document.querySelector('.xprof-widget').dataset.pending === '0'")
     after = page.evaluate(BOKEH_STATE_JS)
     assert after["x_end"] - after["x_start"] < 20.0

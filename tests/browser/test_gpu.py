@@ -13,12 +13,19 @@ GEMM = PROFILES / "amd_jax_gemm_mi300"
 
 
 def test_gpu_op_profile_with_idle(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "gpu_op_profile.ipynb",
-                         f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(ELEMENTWISE)!r})\nw")
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "gpu_op_profile.ipynb",
+        f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(ELEMENTWISE)!r})\nw",
+    )
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     ref = xw.OpProfileWidget(ELEMENTWISE)
     root = ref.profile.root
-    assert widget.locator("[data-stat='flops_utilization']").inner_text() == f"{100 * root.flops_utilization_of_time:.4f} %"
+    assert (
+        widget.locator("[data-stat='flops_utilization']").inner_text()
+        == f"{100 * root.flops_utilization_of_time:.4f} %"
+    )
     names = widget.locator("tr[data-node] td:first-child").all_inner_texts()
     assert "IDLE" in names  # the devices' idle time, as XProf shows it (62 % here)
     idle = next(n for n, *_ in ref.nodes if n.name == "IDLE")
@@ -26,8 +33,10 @@ def test_gpu_op_profile_with_idle(page, jupyter_lab):
     # The sin fusion: 662 cycles per element on XLA's sm_86 profile, XProf's 0.458 PFLOP/s.
     sin = next(i for i, (n, *_r) in enumerate(ref.nodes) if n.kind == "op" and n.program_id == 13)
     widget.locator(f"tr[data-node='{sin}']").click()
-    page.wait_for_function("() => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === "
-                           "'loop_convert_fusion'", timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === 'loop_convert_fusion'",
+        timeout=15_000,
+    )
     text = widget.locator("[data-op-card]").inner_text()
     assert "457.884 TFLOP/s" in text and "loop fusion" in text and "jit_sin(13)" in text
     widget.scroll_into_view_if_needed()
@@ -37,11 +46,17 @@ def test_gpu_op_profile_with_idle(page, jupyter_lab):
 
 
 def test_gpu_trace_derived_lines(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "gpu_trace.ipynb",
-                         f"import xprof_widgets as xw\nw = xw.TraceViewerWidget({str(GEMM)!r})\nw")
+    widget = show_widget(
+        page, jupyter_lab, "gpu_trace.ipynb", f"import xprof_widgets as xw\nw = xw.TraceViewerWidget({str(GEMM)!r})\nw"
+    )
     tr = xw.load_run(GEMM).trace()
-    assert {"XLA Modules - from #16", "XLA Ops - from #16", "Framework Ops - from #16",
-            "Framework Name Scope - from #16", "Source code - from #16"} <= set(tr.tracks["name"])
+    assert {
+        "XLA Modules - from #16",
+        "XLA Ops - from #16",
+        "Framework Ops - from #16",
+        "Framework Name Scope - from #16",
+        "Source code - from #16",
+    } <= set(tr.tracks["name"])
     count = widget.locator("[data-testid='event-count']").inner_text()
     assert int(count.split()[0].replace(",", "")) == tr.event_count
     search = widget.locator("[data-testid='search']")

@@ -35,8 +35,11 @@ async (name) => {
 
 def _state(widget):
     root = widget.locator("[data-testid='graph-viewer']")
-    return {"op": root.get_attribute("data-op"), "nodes": int(root.get_attribute("data-nodes")),
-            "edges": int(root.get_attribute("data-edges"))}
+    return {
+        "op": root.get_attribute("data-op"),
+        "nodes": int(root.get_attribute("data-nodes")),
+        "edges": int(root.get_attribute("data-edges")),
+    }
 
 
 def _click_node(page, widget, name):
@@ -49,17 +52,25 @@ def _click_node(page, widget, name):
         "([n, name]) => { const w = document.querySelector('.xprof-widget');"
         " const g = w.querySelector('[data-testid=graph-viewer]');"
         " return Number(w.dataset.figuresDrawn) > n && w.dataset.ready === '1' && g && g.dataset.op === name; }",
-        arg=[drawn, name], timeout=30_000)
+        arg=[drawn, name],
+        timeout=30_000,
+    )
 
 
 def test_graph_viewer_recentre_and_open_fusion(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1800})  # the whole widget in view for its screenshots
     run = xw.sample_run()
     expected = graph_viewer(run, "dot.1", module=MODULE, radius=2)
-    widget = show_widget(page, jupyter_lab, "graph.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.graph_viewer import GraphViewerWidget\n"
-        f"w = GraphViewerWidget(xw.sample_run(), op='dot.1', module={MODULE!r}, radius=2)\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "graph.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.graph_viewer import GraphViewerWidget\n"
+            f"w = GraphViewerWidget(xw.sample_run(), op='dot.1', module={MODULE!r}, radius=2)\nw"
+        ),
+    )
     assert _state(widget) == {"op": "dot.1", "nodes": len(expected.nodes), "edges": len(expected.edges)}
     assert widget.locator("[data-testid='node-card-name']").inner_text() == "dot.1"
     assert widget.locator("[data-testid='op-card-name']").inner_text() == "dot.1"  # the profile timed it
@@ -99,13 +110,15 @@ def test_graph_viewer_recentre_and_open_fusion(page, jupyter_lab):
     box = widget.locator("[data-testid='op']")
     box.fill("dot.2")
     box.press("Enter")
-    page.wait_for_function("() => document.querySelector('[data-testid=graph-viewer]')?.dataset.op === 'dot.2'",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=graph-viewer]')?.dataset.op === 'dot.2'", timeout=15_000
+    )
     assert widget.locator("[data-testid='graph-error']").count() == 0
     widget.locator("[data-testid='back']").click()
     page.wait_for_function(
         "() => document.querySelector('[data-testid=graph-viewer]')?.dataset.op === 'compare_select_fusion.1'",
-        timeout=15_000)
+        timeout=15_000,
+    )
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 
 
@@ -120,7 +133,9 @@ def _click_node_same_op(page, widget, name):
         "([n, k]) => { const w = document.querySelector('.xprof-widget');"
         " const g = w.querySelector('[data-testid=graph-viewer]');"
         " return Number(w.dataset.figuresDrawn) > n && w.dataset.ready === '1' && Number(g.dataset.nodes) > k; }",
-        arg=[drawn, nodes], timeout=30_000)
+        arg=[drawn, nodes],
+        timeout=30_000,
+    )
 
 
 def test_graph_viewer_large_module_and_no_modules(page, jupyter_lab):
@@ -131,18 +146,26 @@ def test_graph_viewer_large_module_and_no_modules(page, jupyter_lab):
     keras = str(PROFILES / "tf_keras_cpu")
     run = xw.load_run(transformer)
     expected = graph_viewer(run, radius=2)
-    widget = show_widget(page, jupyter_lab, "graph-big.ipynb", (
-        "import xprof_widgets as xw\nfrom IPython.display import display\n"
-        "from xprof_widgets.widgets.graph_viewer import GraphViewerWidget\n"
-        f"display(GraphViewerWidget({transformer!r}, radius=2))\n"
-        f"display(GraphViewerWidget({keras!r}))"), ready_count=2)
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "graph-big.ipynb",
+        (
+            "import xprof_widgets as xw\nfrom IPython.display import display\n"
+            "from xprof_widgets.widgets.graph_viewer import GraphViewerWidget\n"
+            f"display(GraphViewerWidget({transformer!r}, radius=2))\n"
+            f"display(GraphViewerWidget({keras!r}))"
+        ),
+        ready_count=2,
+    )
     assert _state(widget) == {"op": expected.op, "nodes": len(expected.nodes), "edges": len(expected.edges)}
     assert widget.locator("[data-testid='busiest'] button").count() >= 3
     widget.screenshot(path=str(ARTIFACTS / "graph-viewer-4-transformer.png"))
     # Colour by device time: the legend says so.
     widget.locator("[data-testid='color-by']").select_option("time")
-    page.wait_for_function("() => document.querySelector('[data-testid=legend]')?.innerText.includes('device time')",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=legend]')?.innerText.includes('device time')", timeout=15_000
+    )
     page.wait_for_function("() => document.querySelector('.xprof-widget').dataset.ready === '1'", timeout=15_000)
     widget.screenshot(path=str(ARTIFACTS / "graph-viewer-5-by-time.png"))
     empty = page.locator(".xprof-widget").nth(1)
@@ -157,13 +180,20 @@ def test_graph_viewer_large_module_and_no_modules(page, jupyter_lab):
 def test_show_in_graph_from_the_op_card(page, jupyter_lab):
     """In ProfileWidget, the op profile's card links to the graph viewer: the button opens it,
     centred on the op (XProf's "link to the operation in the Graph Viewer tool")."""
-    widget = show_widget(page, jupyter_lab, "graph-link.ipynb", (
-        "import xprof_widgets as xw\n"
-        "w = xw.ProfileWidget(xw.sample_run('gpu'), tool='op_profile', background=False)\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "graph-link.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "w = xw.ProfileWidget(xw.sample_run('gpu'), tool='op_profile', background=False)\nw"
+        ),
+    )
     widget.locator("tr[data-node] td:first-child", has_text="custom-call.1").first.click()
     widget.locator("[data-testid='show-in-graph']").click()
-    page.wait_for_function("() => document.querySelector('.xw-profile-tool select')?.value === 'graph_viewer'",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('.xw-profile-tool select')?.value === 'graph_viewer'", timeout=30_000
+    )
     widget.locator("[data-testid='show-in-graph']").wait_for(state="detached", timeout=30_000)
     page.wait_for_function("() => document.querySelector('.xprof-widget').dataset.ready === '1'", timeout=30_000)
     assert "custom-call.1" in widget.inner_text()

@@ -61,8 +61,10 @@ def narrow(page, jupyter_lab):
     write_notebook(notebook_dir, "layout.ipynb", SOURCES)
     run_notebook_in_lab(page, url, token, "layout.ipynb", ready_count=len(SOURCES) - 1, timeout_ms=120_000)
     widgets = page.locator(".xprof-widget")
-    return {name.split("(")[0].split(".")[1] + ("-" + name.split("(")[1][:-1]): widgets.nth(i)
-            for i, name in enumerate(SOURCES[1:])}
+    return {
+        name.split("(")[0].split(".")[1] + ("-" + name.split("(")[1][:-1]): widgets.nth(i)
+        for i, name in enumerate(SOURCES[1:])
+    }
 
 
 def test_every_tool_fits_a_narrow_notebook(page, narrow):
@@ -109,10 +111,14 @@ def test_one_step_graph_and_long_run_names(page, jupyter_lab, tmp_path):
     shutil.copytree(xw.sample_run().path, logdir / "plugins" / "profile" / long_name)
     page.set_viewport_size({"width": WIDTH, "height": 1000})
     url, token, notebook_dir = jupyter_lab
-    write_notebook(notebook_dir, "layout_steps.ipynb", [
-        f"import xprof_widgets as xw\nxw.OverviewWidget({str(one_step)!r})",
-        f"xw.ProfileWidget({str(logdir)!r}, tool='memory_viewer', background=False)",
-    ])
+    write_notebook(
+        notebook_dir,
+        "layout_steps.ipynb",
+        [
+            f"import xprof_widgets as xw\nxw.OverviewWidget({str(one_step)!r})",
+            f"xw.ProfileWidget({str(logdir)!r}, tool='memory_viewer', background=False)",
+        ],
+    )
     run_notebook_in_lab(page, url, token, "layout_steps.ipynb", ready_count=2, timeout_ms=120_000)
     overview = page.locator(".xprof-widget").first
     overview.scroll_into_view_if_needed()

@@ -41,9 +41,24 @@ def marimo_app(tmp_path_factory):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p))
     env.pop("XPROF_LOGDIR", None)  # the tour's default: the packaged GPU sample
     process = subprocess.Popen(
-        [sys.executable, "-m", "marimo", "run", str(NOTEBOOK), "--headless", "--host", "127.0.0.1",
-         "--port", str(port), "--no-token"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path_factory.mktemp("marimo-cwd"))
+        [
+            sys.executable,
+            "-m",
+            "marimo",
+            "run",
+            str(NOTEBOOK),
+            "--headless",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-token",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path_factory.mktemp("marimo-cwd"),
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -79,20 +94,26 @@ def test_every_widget_works_in_marimo(page, marimo_app):
         page.locator(".xprof-widget[data-ready='1']").nth(WIDGETS - 1).wait_for(timeout=120_000)
     except Exception as error:
         save_screenshot(page, "failed-marimo-tour")
-        raise AssertionError(f"not every widget drew ({error}); console:\n" + "\n".join(page.console_lines[-30:]))
+        raise AssertionError(
+            f"not every widget drew ({error}); console:\n" + "\n".join(page.console_lines[-30:])
+        ) from None
     assert widgets.count() == WIDGETS
 
     # The numbers are the analyses'.
     ops = widgets.nth(OPS)
     profile = run.op_profile()
-    assert ops.locator("[data-stat='flops_utilization']").inner_text() == \
-        f"{100 * profile.root.flops_utilization_of_time:.4f} %"
+    assert (
+        ops.locator("[data-stat='flops_utilization']").inner_text()
+        == f"{100 * profile.root.flops_utilization_of_time:.4f} %"
+    )
     trace = run.trace()
     count = widgets.nth(TRACE).locator("[data-testid='event-count']").inner_text()
     assert count == f"{trace.event_count:,} events"
     mv = run.memory_viewer()
-    assert widgets.nth(MEMORY_VIEWER).locator("[data-stat='peak_heap_bytes']").inner_text() == \
-        f"{mv.peak_heap_bytes / 2**20:,.2f} MiB"
+    assert (
+        widgets.nth(MEMORY_VIEWER).locator("[data-stat='peak_heap_bytes']").inner_text()
+        == f"{mv.peak_heap_bytes / 2**20:,.2f} MiB"
+    )
     assert "no step markers" in widgets.nth(INPUT).inner_text()
 
     # A click on an op's row: the op card comes back from Python, and a marimo cell reacts.
@@ -114,8 +135,11 @@ def test_every_widget_works_in_marimo(page, marimo_app):
     drawn = int(viewer.get_attribute("data-figures-drawn"))
     viewer.locator("[data-testid='module']").select_option(other)
     expected = f"{run.memory_viewer(other).peak_heap_bytes / 2**20:,.2f} MiB"
-    page.wait_for_function("([el, n]) => Number(el.dataset.figuresDrawn) > n && el.dataset.ready === '1'",
-                           arg=[viewer.element_handle(), drawn], timeout=30_000)
+    page.wait_for_function(
+        "([el, n]) => Number(el.dataset.figuresDrawn) > n && el.dataset.ready === '1'",
+        arg=[viewer.element_handle(), drawn],
+        timeout=30_000,
+    )
     assert viewer.locator("[data-stat='peak_heap_bytes']").inner_text() == expected
 
     # ProfileWidget: the tool selector swaps the tool shown inside it.

@@ -28,8 +28,10 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     assert widget.locator("canvas").count() >= 3
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     # The numbers shown are the analysis' numbers.
-    shown = {key: widget.locator(f"[data-stat='{key}']").inner_text() for key in
-             ("peak_heap_bytes", "peak_unpadded_heap_bytes", "total_allocation_bytes", "buffers_at_peak")}
+    shown = {
+        key: widget.locator(f"[data-stat='{key}']").inner_text()
+        for key in ("peak_heap_bytes", "peak_unpadded_heap_bytes", "total_allocation_bytes", "buffers_at_peak")
+    }
     assert shown == {
         "peak_heap_bytes": _mib(expected.peak_heap_bytes),
         "peak_unpadded_heap_bytes": _mib(expected.peak_unpadded_heap_bytes),
@@ -69,7 +71,8 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     # (Entering over empty space first pushes an empty lifespan: wait for the one-row push.)
     page.wait_for_function(
         "() => { const d = document.querySelector('.xprof-widget').dataset;"
-        " return d.lastPush === 'lifespan' && d.lastPushRows === '1'; }", timeout=15_000
+        " return d.lastPush === 'lifespan' && d.lastPushRows === '1'; }",
+        timeout=15_000,
     )
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "memory-viewer-2-buffer-card")
@@ -81,12 +84,16 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     widget.locator("[data-testid='module']").select_option("jit__normal(16)")
     page.wait_for_function(
         "v => document.querySelector(\"[data-stat='peak_heap_bytes']\")?.innerText === v",
-        arg=_mib(other.peak_heap_bytes), timeout=15_000,
+        arg=_mib(other.peak_heap_bytes),
+        timeout=15_000,
     )
     # The screenshot after the new module's charts are painted, not the old ones.
     page.wait_for_function(
         "n => { const d = document.querySelector('.xprof-widget').dataset;"
-        " return Number(d.figuresDrawn) > n && d.ready === '1'; }", arg=drawn, timeout=30_000)
+        " return Number(d.figuresDrawn) > n && d.ready === '1'; }",
+        arg=drawn,
+        timeout=30_000,
+    )
     save_screenshot(page, "memory-viewer-3-other-module")
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 

@@ -11,8 +11,9 @@ LOGDIR = PROFILES / "tf_keras_cpu"
 
 
 def test_overview_widget_in_lab(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "overview.ipynb",
-                         f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(LOGDIR)!r})\nw")
+    widget = show_widget(
+        page, jupyter_lab, "overview.ipynb", f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(LOGDIR)!r})\nw"
+    )
     expected = xw.load_run(LOGDIR).overview()
     assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
     assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
@@ -28,16 +29,22 @@ def test_overview_widget_in_lab(page, jupyter_lab):
 def test_overview_without_steps_in_lab(page, jupyter_lab):
     """The TPU inference run has no step markers: the page says how to add them and shows module latency."""
     logdir = PROFILES / "tpu_v6e_inference"
-    widget = show_widget(page, jupyter_lab, "overview-tpu.ipynb",
-                         f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(logdir)!r})\nw")
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "overview-tpu.ipynb",
+        f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(logdir)!r})\nw",
+    )
     expected = xw.load_run(logdir).overview()
     assert "StepTraceAnnotation" in widget.locator("[data-testid='no-steps']").inner_text()
     table = widget.locator("[data-testid='module-latency']")
     first = table.locator("tbody tr").first.locator("td")
     assert first.nth(0).inner_text() == expected.module_latency.module.iloc[0]
     assert first.nth(5).inner_text() == f"{expected.module_latency.p99_ms.iloc[0]:,.3f}"
-    assert widget.locator("[data-stat='device_duty_cycle_percent']").inner_text() == \
-        f"{expected.device_duty_cycle_percent:.1f} %"
+    assert (
+        widget.locator("[data-stat='device_duty_cycle_percent']").inner_text()
+        == f"{expected.device_duty_cycle_percent:.1f} %"
+    )
     widget.scroll_into_view_if_needed()
     widget.screenshot(path=str(ARTIFACTS / "overview-tpu-inference.png"))
     assert page.off_host == [], f"requests left localhost: {page.off_host}"

@@ -107,7 +107,8 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     widget.locator(".xw-profile-refresh").click()
     page.wait_for_function(
         "n => document.querySelector('.xw-profile .xw-profile-run select option')?.innerText === n",
-        arg=ADDED, timeout=30_000,
+        arg=ADDED,
+        timeout=30_000,
     )
     assert run_select.locator("option").all_inner_texts() == [ADDED, NEWER, OLDER]
     assert run_select.input_value() == OLDER  # the run shown stays selected

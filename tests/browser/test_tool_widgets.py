@@ -52,23 +52,32 @@ def _number(text):
 def _wait_text(page, testid, text, timeout=15_000):
     page.wait_for_function(
         "([id, v]) => document.querySelector(`[data-testid='${id}']`)?.innerText.includes(v)",
-        arg=[testid, text], timeout=timeout)
+        arg=[testid, text],
+        timeout=timeout,
+    )
 
 
 def test_kernel_stats_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1400})
-    widget = show_widget(page, jupyter_lab, "kernel_stats.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
-        "w = KernelStatsWidget(xw.sample_run('gpu'))\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "kernel_stats.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
+            "w = KernelStatsWidget(xw.sample_run('gpu'))\nw"
+        ),
+    )
     run = xw.sample_run("gpu")
     stats = run.kernel_stats()
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000  # the bars
     assert _rows(widget, "kernel-table") == len(stats) == 12
     assert widget.locator("[data-testid='kernel-table'] tbody tr").count() == 12
     assert _column(widget, "kernel-table", "kernel_name") == list(stats["kernel_name"])
-    assert [_number(t) for t in _column(widget, "kernel-table", "total_duration_us")] == \
-        [round(v, 3) for v in stats["total_duration_us"]]
+    assert [_number(t) for t in _column(widget, "kernel-table", "total_duration_us")] == [
+        round(v, 3) for v in stats["total_duration_us"]
+    ]
 
     # A header click sorts on that column, largest first; a second one flips it.
     widget.locator("th[data-col='occurrences']").click()
@@ -76,8 +85,10 @@ def test_kernel_stats_in_lab(page, jupyter_lab):
     shown = [_number(t) for t in _column(widget, "kernel-table", "occurrences")]
     assert shown == sorted(stats["occurrences"], reverse=True)
     widget.locator("th[data-col='occurrences']").click()
-    page.wait_for_function("() => document.querySelector(\".xw-ks th.sorted[data-col='occurrences']\")"
-                           "?.innerText.includes('▲')", timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector(\".xw-ks th.sorted[data-col='occurrences']\")?.innerText.includes('▲')",
+        timeout=15_000,
+    )
     assert [_number(t) for t in _column(widget, "kernel-table", "occurrences")] == sorted(stats["occurrences"])
 
     # A click on the longest kernel's row: its HLO op's card and that op's kernels.
@@ -107,22 +118,32 @@ def test_kernel_stats_in_lab(page, jupyter_lab):
     expected = int(stats["op_name"].str.contains("dot_general").sum())
     page.wait_for_function(
         "n => document.querySelector(\"[data-testid='kernel-table']\")?.dataset.rows === String(n)",
-        arg=expected, timeout=15_000)
+        arg=expected,
+        timeout=15_000,
+    )
     page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
     assert all("dot_general" in t for t in _column(widget, "kernel-table", "op_name"))
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 
 
 def test_kernel_stats_of_tensorflow_gpus(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "kernel_stats_tf.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
-        f"w = KernelStatsWidget({str(MULTIWORKER)!r})\nw\n"), ready_count=1)
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "kernel_stats_tf.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
+            f"w = KernelStatsWidget({str(MULTIWORKER)!r})\nw\n"
+        ),
+        ready_count=1,
+    )
     stats = xw.load_run(MULTIWORKER).kernel_stats()
     assert _rows(widget, "kernel-table") == len(stats) == 30
     widget.locator("[data-testid='top-n']").select_option("10")
     page.wait_for_function(
-        "() => document.querySelectorAll(\"[data-testid='kernel-table'] tbody tr\").length === 10", timeout=15_000)
+        "() => document.querySelectorAll(\"[data-testid='kernel-table'] tbody tr\").length === 10", timeout=15_000
+    )
     assert _rows(widget, "kernel-table") == 30
     # These kernels name no op: the card says so instead of showing another op.
     widget.locator("[data-testid='kernel-table'] tr[data-row='2']").click()
@@ -135,10 +156,12 @@ def test_kernel_stats_of_tensorflow_gpus(page, jupyter_lab):
 
 def test_kernel_stats_and_roofline_of_a_cpu_run_say_why(page, jupyter_lab):
     url, token, notebook_dir = jupyter_lab
-    cell = ("import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
-            "from xprof_widgets.widgets.roofline import RooflineWidget\n"
-            "run = xw.sample_run()\ndisplay(KernelStatsWidget(run))\ndisplay(RooflineWidget(run))")
+    cell = (
+        "import xprof_widgets as xw\n"
+        "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
+        "from xprof_widgets.widgets.roofline import RooflineWidget\n"
+        "run = xw.sample_run()\ndisplay(KernelStatsWidget(run))\ndisplay(RooflineWidget(run))"
+    )
     write_notebook(notebook_dir, "no_gpu.ipynb", [cell])
     run_notebook_in_lab(page, url, token, "no_gpu.ipynb", ready_count=2)
     notices = page.locator(".xprof-widget .xw-notice").all_inner_texts()
@@ -150,10 +173,16 @@ def test_kernel_stats_and_roofline_of_a_cpu_run_say_why(page, jupyter_lab):
 
 def test_framework_op_stats_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1300})
-    widget = show_widget(page, jupyter_lab, "framework_op_stats.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
-        "w = FrameworkOpStatsWidget(xw.sample_run('gpu'))\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "framework_op_stats.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
+            "w = FrameworkOpStatsWidget(xw.sample_run('gpu'))\nw"
+        ),
+    )
     stats = xw.sample_run("gpu").framework_op_stats()
     # Two pies (device and host), each with its legend, and XProf's table.
     assert widget.locator("[data-testid='device_types-pie'] canvas").count() >= 1
@@ -188,16 +217,23 @@ def test_framework_op_stats_in_lab(page, jupyter_lab):
     }""")
     page.mouse.click(point["x"], point["y"])
     page.wait_for_function(
-        "v => document.querySelector(\"[data-testid='type-filter']\")?.value === v", arg=second, timeout=15_000)
+        "v => document.querySelector(\"[data-testid='type-filter']\")?.value === v", arg=second, timeout=15_000
+    )
     assert set(_column(widget, "op-table", "type")) == {second}
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 
 
 def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "framework_op_stats_tf.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
-        f"w = FrameworkOpStatsWidget({str(MULTIWORKER)!r})\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "framework_op_stats_tf.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
+            f"w = FrameworkOpStatsWidget({str(MULTIWORKER)!r})\nw"
+        ),
+    )
     run = xw.load_run(MULTIWORKER)
     stats = run.framework_op_stats()
     assert _rows(widget, "op-table") == len(stats) == 501
@@ -207,7 +243,9 @@ def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
     without = run.framework_op_stats(exclude_idle=True)
     page.wait_for_function(
         "n => document.querySelector(\"[data-testid='op-table']\")?.dataset.rows === String(n)",
-        arg=len(without), timeout=30_000)
+        arg=len(without),
+        timeout=30_000,
+    )
     assert "IDLE" not in _column(widget, "op-table", "type")
     # Only the host had ops: without IDLE the device pie is a sentence.
     page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
@@ -218,22 +256,29 @@ def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
     expected = int(without["type"].str.lower().str.contains("dataset").sum())
     page.wait_for_function(
         "n => document.querySelector(\"[data-testid='op-table']\")?.dataset.rows === String(n)",
-        arg=expected, timeout=15_000)
+        arg=expected,
+        timeout=15_000,
+    )
     save_screenshot(page, "framework-op-stats-multiworker")
 
 
 def test_roofline_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1400})
-    widget = show_widget(page, jupyter_lab, "roofline.ipynb", (
-        "from xprof_widgets.widgets.roofline import RooflineWidget\n"
-        f"w = RooflineWidget({str(ELEMENTWISE)!r})\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "roofline.ipynb",
+        (f"from xprof_widgets.widgets.roofline import RooflineWidget\nw = RooflineWidget({str(ELEMENTWISE)!r})\nw"),
+    )
     ref = xw.load_run(ELEMENTWISE).roofline_model()
     total = ref[(ref["step"] == "Total") & ref["include_infeed_outfeed"].astype(bool)]
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     assert _rows(widget, "roofline-table") == len(total) == 14
     assert _column(widget, "roofline-table", "operation") == list(total["operation"])
-    assert widget.locator("[data-stat='peak_flop_rate']").inner_text() == \
-        f"{ref.attrs['peak_flop_rate'] / 1e3:,.1f} TFLOP/s"
+    assert (
+        widget.locator("[data-stat='peak_flop_rate']").inner_text()
+        == f"{ref.attrs['peak_flop_rate'] / 1e3:,.1f} TFLOP/s"
+    )
     assert widget.locator("[data-testid='left-out']").count() == 0  # every op has FLOPs and bytes
 
     # A click on the point of the sin fusion (program 13): its op card.
@@ -262,16 +307,24 @@ def test_roofline_in_lab(page, jupyter_lab):
     n = int((total["category"] == "input fusion").sum())
     page.wait_for_function(
         "n => document.querySelector(\"[data-testid='roofline-table']\")?.dataset.rows === String(n)",
-        arg=n, timeout=15_000)
+        arg=n,
+        timeout=15_000,
+    )
     assert set(_column(widget, "roofline-table", "category")) == {"input fusion"}
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
 
 
 def test_roofline_of_the_gpu_sample_counts_what_it_leaves_out(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "roofline_gpu.ipynb", (
-        "import xprof_widgets as xw\n"
-        "from xprof_widgets.widgets.roofline import RooflineWidget\n"
-        "w = RooflineWidget(xw.sample_run('gpu'))\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "roofline_gpu.ipynb",
+        (
+            "import xprof_widgets as xw\n"
+            "from xprof_widgets.widgets.roofline import RooflineWidget\n"
+            "w = RooflineWidget(xw.sample_run('gpu'))\nw"
+        ),
+    )
     ref = xw.sample_run("gpu").roofline_model()
     total = ref[(ref["step"] == "Total") & ref["include_infeed_outfeed"].astype(bool)]
     drawn = int(((total["operational_intensity"] > 0) & (total["measured_flop_rate"] > 0)).sum())
@@ -287,9 +340,12 @@ def test_roofline_of_the_gpu_sample_counts_what_it_leaves_out(page, jupyter_lab)
 
 
 def test_roofline_step_filter_on_tpu(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "roofline_tpu.ipynb", (
-        "from xprof_widgets.widgets.roofline import RooflineWidget\n"
-        f"w = RooflineWidget({str(TPU)!r})\nw"))
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "roofline_tpu.ipynb",
+        (f"from xprof_widgets.widgets.roofline import RooflineWidget\nw = RooflineWidget({str(TPU)!r})\nw"),
+    )
     assert widget.locator("[data-testid='step']").input_value() == "Total"
     assert _rows(widget, "roofline-table") == 18
     widget.locator("[data-testid='step']").select_option("Average")
@@ -312,9 +368,11 @@ def test_exports_open_from_a_file(page, tmp_path):
     kernels.select_kernel(0)
     roofline = RooflineWidget(ELEMENTWISE)
     roofline.select_row(3)
-    for name, w, table, rows in (("kernel-stats", kernels, "kernel-table", 12),
-                                 ("framework-op-stats", FrameworkOpStatsWidget(run), "op-table", 6),
-                                 ("roofline", roofline, "roofline-table", 14)):
+    for name, w, table, rows in (
+        ("kernel-stats", kernels, "kernel-table", 12),
+        ("framework-op-stats", FrameworkOpStatsWidget(run), "op-table", 6),
+        ("roofline", roofline, "roofline-table", 14),
+    ):
         path = w.to_html(tmp_path / f"{name}.html")
         widget = open_export(page, path, name)
         assert _rows(widget, table) == rows

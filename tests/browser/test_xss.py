@@ -13,8 +13,8 @@ import xprof_widgets as xw
 
 from ..conftest import PROFILES
 from ..hostile import FILE_PAYLOAD, PAYLOAD, hostile_copy
-from .test_export import open_export
 from .harness import ARTIFACTS, run_notebook_in_lab, save_screenshot, write_notebook
+from .test_export import open_export
 
 LITERAL = "onerror=window.__xss=1"  # part of every payload: shows as text when escaped
 TF = PROFILES / "tf_keras_cpu" / "plugins" / "profile" / "2026_11_22_03_16_48"  # tf.data iterators, allocators
@@ -24,8 +24,10 @@ TF = PROFILES / "tf_keras_cpu" / "plugins" / "profile" / "2026_11_22_03_16_48"  
 def hostile(tmp_path_factory):
     """{name: hostile run folder}: the two shipped samples, and the TF run with tf.data when here."""
     root = tmp_path_factory.mktemp("hostile")
-    runs = {"gpu": hostile_copy(xw.sample_run("gpu").path, root / "gpu"),
-            "cpu": hostile_copy(xw.sample_run().path, root / "cpu")}
+    runs = {
+        "gpu": hostile_copy(xw.sample_run("gpu").path, root / "gpu"),
+        "cpu": hostile_copy(xw.sample_run().path, root / "cpu"),
+    }
     if TF.is_dir():
         runs["tf"] = hostile_copy(TF, root / "tf")
     return runs
@@ -48,8 +50,10 @@ def _widgets(runs):
     ]
     if "tf" in runs:
         tf = str(runs["tf"])
-        out += [("input_pipeline_tf", f"xw.InputPipelineWidget({tf!r})"),
-                ("memory_profile_tf", f"xw.MemoryProfileWidget({tf!r})")]
+        out += [
+            ("input_pipeline_tf", f"xw.InputPipelineWidget({tf!r})"),
+            ("memory_profile_tf", f"xw.MemoryProfileWidget({tf!r})"),
+        ]
     return out
 
 
@@ -105,13 +109,24 @@ def test_nothing_runs_in_the_live_widgets(page, jupyter_lab, hostile):
     save_screenshot(page, "xss-live")
 
 
-@pytest.mark.parametrize("tool", ["overview", "op_profile", "trace_viewer", "memory_profile", "memory_viewer",
-                                  "input_pipeline_tf", "compare", "profile"])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "overview",
+        "op_profile",
+        "trace_viewer",
+        "memory_profile",
+        "memory_viewer",
+        "input_pipeline_tf",
+        "compare",
+        "profile",
+    ],
+)
 def test_nothing_runs_in_the_exported_pages(page, hostile, tmp_path, tool):
     sources = dict(_widgets(hostile))
     if tool not in sources:
         pytest.skip(f"{TF} is not here (a corpus run: tf.data names)")
-    widget = eval(sources[tool], {"xw": xw})  # noqa: S307 - our own source strings, as in the notebook
+    widget = eval(sources[tool], {"xw": xw})
     if tool == "op_profile":
         widget.select_op(widget.nodes[2][0].name)
     if tool == "trace_viewer":

@@ -38,13 +38,37 @@ DISJOINT_BREAKDOWN = list(BREAKDOWN_COLUMNS)
 
 STEP_COLUMNS = ["quantity", "label", "a_ms", "b_ms", "delta_ms", "ratio", "change_percent"]
 OP_COLUMNS = [
-    "program", "program_a", "program_b", "hlo_op_name", "category", "present",
-    "occurrences_a", "occurrences_b", "total_time_a_ps", "total_time_b_ps", "delta_ps", "ratio",
-    "avg_time_a_ps", "avg_time_b_ps", "flop_rate_a_gflops", "flop_rate_b_gflops",
-    "flops_utilization_a", "flops_utilization_b", "hbm_utilization_a", "hbm_utilization_b",
+    "program",
+    "program_a",
+    "program_b",
+    "hlo_op_name",
+    "category",
+    "present",
+    "occurrences_a",
+    "occurrences_b",
+    "total_time_a_ps",
+    "total_time_b_ps",
+    "delta_ps",
+    "ratio",
+    "avg_time_a_ps",
+    "avg_time_b_ps",
+    "flop_rate_a_gflops",
+    "flop_rate_b_gflops",
+    "flops_utilization_a",
+    "flops_utilization_b",
+    "hbm_utilization_a",
+    "hbm_utilization_b",
 ]
-MODULE_COLUMNS = ["name", "module_a", "module_b", "matched_by", "peak_heap_a_bytes", "peak_heap_b_bytes",
-                  "delta_bytes", "ratio"]
+MODULE_COLUMNS = [
+    "name",
+    "module_a",
+    "module_b",
+    "matched_by",
+    "peak_heap_a_bytes",
+    "peak_heap_b_bytes",
+    "delta_bytes",
+    "ratio",
+]
 ALLOCATOR_COLUMNS = ["memory_id", "peak_bytes_in_use_a", "peak_bytes_in_use_b", "delta_bytes", "ratio"]
 
 #: How many ops the summary names as regressions / improvements.
@@ -146,7 +170,7 @@ def _why(run, what, error):
 def _overview(run):
     try:
         return run.overview(), ""
-    except Exception as e:  # noqa: BLE001 - one tool failing must not hide the other comparisons
+    except Exception as e:
         return None, _why(run, "the overview", e)
 
 
@@ -158,8 +182,11 @@ def compare_steps(run_a, run_b):
         if ov is None:
             reasons.append(err)
         elif ov.steps.empty:
-            reasons.append(f"run {tag} ({run.name}) has no steps: {ov.reason}" if ov.reason
-                           else f"run {tag} ({run.name}) has no steps")
+            reasons.append(
+                f"run {tag} ({run.name}) has no steps: {ov.reason}"
+                if ov.reason
+                else f"run {tag} ({run.name}) has no steps"
+            )
             ov = None
         sides.append(ov)
     means = []
@@ -170,15 +197,22 @@ def compare_steps(run_a, run_b):
         m = {c: float(ov.steps[c].mean()) for c in STEP_QUANTITIES if c in ov.steps and c != "step_time_ms"}
         m["step_time_ms"] = float(ov.avg_step_time_ms)  # the run's own number, as its overview page shows it
         means.append(m)
-    used = [q for q in STEP_QUANTITIES
-            if q == "step_time_ms" or any(abs(m.get(q, 0.0)) > 0 for m in means)]
+    used = [q for q in STEP_QUANTITIES if q == "step_time_ms" or any(abs(m.get(q, 0.0)) > 0 for m in means)]
     a = np.array([means[0].get(q, np.nan) for q in used], dtype=np.float64)
     b = np.array([means[1].get(q, np.nan) for q in used], dtype=np.float64)
     ratio = _ratio(b, a)
-    steps = pd.DataFrame({
-        "quantity": used, "label": [STEP_QUANTITIES[q] for q in used], "a_ms": a, "b_ms": b,
-        "delta_ms": b - a, "ratio": ratio, "change_percent": 100 * (ratio - 1),
-    }, columns=STEP_COLUMNS)
+    steps = pd.DataFrame(
+        {
+            "quantity": used,
+            "label": [STEP_QUANTITIES[q] for q in used],
+            "a_ms": a,
+            "b_ms": b,
+            "delta_ms": b - a,
+            "ratio": ratio,
+            "change_percent": 100 * (ratio - 1),
+        },
+        columns=STEP_COLUMNS,
+    )
     counts = [0 if ov is None else len(ov.steps) for ov in sides]
     avgs = [None if ov is None else float(ov.avg_step_time_ms) for ov in sides]
     return steps, counts, avgs, "; ".join(reasons)
@@ -241,22 +275,28 @@ def _op_table(run):
     """(hlo_stats with utilisations, reason) of one run."""
     try:
         stats = run.hlo_stats()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return None, _why(run, "the HLO stats", e)
     if stats.empty:
         return None, stats.attrs.get("reason", "") or "no HLO ops"
     keys = ["program_id", "program", "hlo_op_name"]
     ops = stats.groupby(keys, sort=False, as_index=False, observed=True).agg(
-        category=("category", "first"), occurrences=("occurrences", "sum"),
-        total_time_ps=("total_time_ps", "sum"), flop_rate_gflops=("flop_rate_gflops", "first"))
+        category=("category", "first"),
+        occurrences=("occurrences", "sum"),
+        total_time_ps=("total_time_ps", "sum"),
+        flop_rate_gflops=("flop_rate_gflops", "first"),
+    )
     util = pd.DataFrame(columns=["program_id", "hlo_op_name", "flops_utilization", "hbm_utilization"])
     try:
         prof = run.op_profile(group_by="program", top_n=1 << 30)
-        rows = [(n.program_id, n.name, n.flops_utilization_of_time, n.hbm_utilization)
-                for n, _, _ in prof.root.walk() if n.kind == "op"]
+        rows = [
+            (n.program_id, n.name, n.flops_utilization_of_time, n.hbm_utilization)
+            for n, _, _ in prof.root.walk()
+            if n.kind == "op"
+        ]
         if rows:
             util = pd.DataFrame(rows, columns=util.columns).drop_duplicates(["program_id", "hlo_op_name"])
-    except Exception as e:  # noqa: BLE001 - utilisations are extra; the times stand without them
+    except Exception as e:
         log.debug("no op profile utilisations for run %s: %s", run.name, e)
     ops = ops.merge(util, on=["program_id", "hlo_op_name"], how="left")
     if not np.isfinite(ops[["flops_utilization", "hbm_utilization"]].to_numpy(dtype=np.float64)).any():
@@ -282,8 +322,17 @@ def compare_ops(run_a, run_b):
     pid_b = {b: i for i, (_, b, _) in enumerate(pairs) if b is not None}
     ta = ta.assign(pair=ta["program"].map(pid_a))
     tb = tb.assign(pair=tb["program"].map(pid_b))
-    cols = ["pair", "hlo_op_name", "program", "category", "occurrences", "total_time_ps", "flop_rate_gflops",
-            "flops_utilization", "hbm_utilization"]
+    cols = [
+        "pair",
+        "hlo_op_name",
+        "program",
+        "category",
+        "occurrences",
+        "total_time_ps",
+        "flop_rate_gflops",
+        "flops_utilization",
+        "hbm_utilization",
+    ]
     m = ta[cols].merge(tb[cols], on=["pair", "hlo_op_name"], how="outer", suffixes=("_a", "_b"), indicator=True)
     pair_a = np.array([p[0] for p in pairs], dtype=object)
     pair_b = np.array([p[1] for p in pairs], dtype=object)
@@ -295,23 +344,31 @@ def compare_ops(run_a, run_b):
     with np.errstate(divide="ignore", invalid="ignore"):
         avg_a = np.where(occ_a > 0, ta_time / np.maximum(occ_a, 1), np.nan)
         avg_b = np.where(occ_b > 0, tb_time / np.maximum(occ_b, 1), np.nan)
-    out = pd.DataFrame({
-        "program": [_program_label(a, b) for a, b in zip(pair_a[idx], pair_b[idx])],
-        "program_a": pair_a[idx], "program_b": pair_b[idx],
-        "hlo_op_name": m["hlo_op_name"].astype(str).to_numpy(),
-        "category": m["category_a"].fillna(m["category_b"]).astype(str).to_numpy(),
-        "present": m["_merge"].map({"both": "both", "left_only": "a only", "right_only": "b only"}).astype(str),
-        "occurrences_a": occ_a, "occurrences_b": occ_b,
-        "total_time_a_ps": ta_time, "total_time_b_ps": tb_time, "delta_ps": tb_time - ta_time,
-        "ratio": _ratio(tb_time, ta_time),
-        "avg_time_a_ps": avg_a, "avg_time_b_ps": avg_b,
-        "flop_rate_a_gflops": m["flop_rate_gflops_a"].astype(np.float64).to_numpy(),
-        "flop_rate_b_gflops": m["flop_rate_gflops_b"].astype(np.float64).to_numpy(),
-        "flops_utilization_a": m["flops_utilization_a"].astype(np.float64).to_numpy(),
-        "flops_utilization_b": m["flops_utilization_b"].astype(np.float64).to_numpy(),
-        "hbm_utilization_a": m["hbm_utilization_a"].astype(np.float64).to_numpy(),
-        "hbm_utilization_b": m["hbm_utilization_b"].astype(np.float64).to_numpy(),
-    }, columns=OP_COLUMNS)
+    out = pd.DataFrame(
+        {
+            "program": [_program_label(a, b) for a, b in zip(pair_a[idx], pair_b[idx])],
+            "program_a": pair_a[idx],
+            "program_b": pair_b[idx],
+            "hlo_op_name": m["hlo_op_name"].astype(str).to_numpy(),
+            "category": m["category_a"].fillna(m["category_b"]).astype(str).to_numpy(),
+            "present": m["_merge"].map({"both": "both", "left_only": "a only", "right_only": "b only"}).astype(str),
+            "occurrences_a": occ_a,
+            "occurrences_b": occ_b,
+            "total_time_a_ps": ta_time,
+            "total_time_b_ps": tb_time,
+            "delta_ps": tb_time - ta_time,
+            "ratio": _ratio(tb_time, ta_time),
+            "avg_time_a_ps": avg_a,
+            "avg_time_b_ps": avg_b,
+            "flop_rate_a_gflops": m["flop_rate_gflops_a"].astype(np.float64).to_numpy(),
+            "flop_rate_b_gflops": m["flop_rate_gflops_b"].astype(np.float64).to_numpy(),
+            "flops_utilization_a": m["flops_utilization_a"].astype(np.float64).to_numpy(),
+            "flops_utilization_b": m["flops_utilization_b"].astype(np.float64).to_numpy(),
+            "hbm_utilization_a": m["hbm_utilization_a"].astype(np.float64).to_numpy(),
+            "hbm_utilization_b": m["hbm_utilization_b"].astype(np.float64).to_numpy(),
+        },
+        columns=OP_COLUMNS,
+    )
     order = np.lexsort((out["hlo_op_name"].to_numpy(), -np.abs(out["delta_ps"].to_numpy())))
     return out.iloc[order].reset_index(drop=True), reason
 
@@ -323,7 +380,7 @@ def _module_peaks(run):
     """({module: peak heap bytes}, reason) over the run's HLO modules."""
     try:
         names = run.modules["module"].tolist() if run.hlo_protos else []
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return {}, _why(run, "the HLO modules", e)
     if not names:
         from ..tools import NO_HLO_MODULES
@@ -333,7 +390,7 @@ def _module_peaks(run):
     for name in names:
         try:
             peaks[name] = int(run.memory_viewer(name).peak_heap_bytes)
-        except Exception:  # noqa: BLE001 - a module the viewer cannot read still shows, without a peak
+        except Exception:
             peaks[name] = np.nan
             failed.append(name)
     return peaks, (f"the memory viewer could not read {', '.join(failed)} of run {run.name}" if failed else "")
@@ -344,19 +401,28 @@ def compare_modules(run_a, run_b):
     (pa, ra), (pb, rb) = _module_peaks(run_a), _module_peaks(run_b)
     reasons = []
     if not pa and not pb:
-        return pd.DataFrame(columns=MODULE_COLUMNS), "no HLO modules in either run: " + _both_reasons(run_a, ra, run_b, rb)
-    for tag, run, peaks, why in (("a", run_a, pa, ra), ("b", run_b, pb, rb)):
+        return pd.DataFrame(columns=MODULE_COLUMNS), "no HLO modules in either run: " + _both_reasons(
+            run_a, ra, run_b, rb
+        )
+    for tag, run, why in (("a", run_a, ra), ("b", run_b, rb)):
         if why:
             reasons.append(f"run {tag} ({run.name}): {why}")
     pairs = pair_programs(list(pa), list(pb))
     a = np.array([pa.get(x, np.nan) if x else np.nan for x, _, _ in pairs], dtype=np.float64)
     b = np.array([pb.get(y, np.nan) if y else np.nan for _, y, _ in pairs], dtype=np.float64)
-    out = pd.DataFrame({
-        "name": [split_program(x or y)[0] for x, y, _ in pairs],
-        "module_a": [x for x, _, _ in pairs], "module_b": [y for _, y, _ in pairs],
-        "matched_by": [h for _, _, h in pairs],
-        "peak_heap_a_bytes": a, "peak_heap_b_bytes": b, "delta_bytes": b - a, "ratio": _ratio(b, a),
-    }, columns=MODULE_COLUMNS)
+    out = pd.DataFrame(
+        {
+            "name": [split_program(x or y)[0] for x, y, _ in pairs],
+            "module_a": [x for x, _, _ in pairs],
+            "module_b": [y for _, y, _ in pairs],
+            "matched_by": [h for _, _, h in pairs],
+            "peak_heap_a_bytes": a,
+            "peak_heap_b_bytes": b,
+            "delta_bytes": b - a,
+            "ratio": _ratio(b, a),
+        },
+        columns=MODULE_COLUMNS,
+    )
     size = np.fmax(a, b)
     out = out.iloc[np.lexsort((out["name"].to_numpy(), -np.nan_to_num(size)))].reset_index(drop=True)
     return out, "; ".join(reasons)
@@ -365,7 +431,7 @@ def compare_modules(run_a, run_b):
 def _allocator_peaks(run):
     try:
         first = run.memory_profile()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return {}, _why(run, "the memory profile", e)
     if not first.memory_ids:
         return {}, first.reason or "no allocator events"
@@ -373,7 +439,7 @@ def _allocator_peaks(run):
     for mid in first.memory_ids:
         try:
             peaks[str(mid)] = int(run.memory_profile(mid).peak_bytes_in_use)
-        except Exception:  # noqa: BLE001
+        except Exception:
             peaks[str(mid)] = np.nan
     return peaks, ""
 
@@ -381,16 +447,26 @@ def _allocator_peaks(run):
 def compare_allocators(run_a, run_b):
     """(allocators DataFrame, reason): see CompareResult.allocators."""
     (pa, ra), (pb, rb) = _allocator_peaks(run_a), _allocator_peaks(run_b)
-    reasons = [f"run {t} ({r.name}) has no memory profile: {why}"
-               for t, r, why in (("a", run_a, ra), ("b", run_b, rb)) if why]
+    reasons = [
+        f"run {t} ({r.name}) has no memory profile: {why}" for t, r, why in (("a", run_a, ra), ("b", run_b, rb)) if why
+    ]
     ids = list(dict.fromkeys([*pa, *pb]))
     if not ids:
         return pd.DataFrame(columns=ALLOCATOR_COLUMNS), "no memory profile in either run: " + _both_reasons(
-            run_a, ra, run_b, rb)
+            run_a, ra, run_b, rb
+        )
     a = np.array([pa.get(i, np.nan) for i in ids], dtype=np.float64)
     b = np.array([pb.get(i, np.nan) for i in ids], dtype=np.float64)
-    out = pd.DataFrame({"memory_id": ids, "peak_bytes_in_use_a": a, "peak_bytes_in_use_b": b,
-                        "delta_bytes": b - a, "ratio": _ratio(b, a)}, columns=ALLOCATOR_COLUMNS)
+    out = pd.DataFrame(
+        {
+            "memory_id": ids,
+            "peak_bytes_in_use_a": a,
+            "peak_bytes_in_use_b": b,
+            "delta_bytes": b - a,
+            "ratio": _ratio(b, a),
+        },
+        columns=ALLOCATOR_COLUMNS,
+    )
     return out, "; ".join(reasons)
 
 
@@ -411,9 +487,19 @@ def compare(run_a, run_b) -> CompareResult:
     modules, modules_reason = compare_modules(run_a, run_b)
     allocators, allocators_reason = compare_allocators(run_a, run_b)
     result = CompareResult(
-        name_a=run_a.name, name_b=run_b.name, steps=steps, ops=ops, modules=modules, allocators=allocators,
-        step_count_a=counts[0], step_count_b=counts[1], avg_step_time_a_ms=avgs[0], avg_step_time_b_ms=avgs[1],
-        steps_reason=steps_reason, ops_reason=ops_reason, modules_reason=modules_reason,
+        name_a=run_a.name,
+        name_b=run_b.name,
+        steps=steps,
+        ops=ops,
+        modules=modules,
+        allocators=allocators,
+        step_count_a=counts[0],
+        step_count_b=counts[1],
+        avg_step_time_a_ms=avgs[0],
+        avg_step_time_b_ms=avgs[1],
+        steps_reason=steps_reason,
+        ops_reason=ops_reason,
+        modules_reason=modules_reason,
         allocators_reason=allocators_reason,
     )
     result.summary = summarize(result)
@@ -448,8 +534,10 @@ def _name(x):
 def _op_phrase(row):
     program = _name(row.program_a) or _name(row.program_b)
     where = f" in {split_program(program)[0]}" if program else ""
-    return (f"{row.hlo_op_name}{where} {fmt_ms(row.total_time_a_ps / 1e9)} -> {fmt_ms(row.total_time_b_ps / 1e9)}"
-            f"{fmt_change(row.ratio)}")
+    return (
+        f"{row.hlo_op_name}{where} {fmt_ms(row.total_time_a_ps / 1e9)} -> {fmt_ms(row.total_time_b_ps / 1e9)}"
+        f"{fmt_change(row.ratio)}"
+    )
 
 
 def summarize(r: CompareResult) -> list:
@@ -459,19 +547,25 @@ def summarize(r: CompareResult) -> list:
     out = []
     if r.avg_step_time_a_ms is not None and r.avg_step_time_b_ms is not None:
         step = r.steps.iloc[0]
-        out.append(f"step time {fmt_ms(step.a_ms)} -> {fmt_ms(step.b_ms)}{fmt_change(step.ratio)} "
-                   f"(averages over {r.step_count_a} and {r.step_count_b} steps)")
+        out.append(
+            f"step time {fmt_ms(step.a_ms)} -> {fmt_ms(step.b_ms)}{fmt_change(step.ratio)} "
+            f"(averages over {r.step_count_a} and {r.step_count_b} steps)"
+        )
         parts = r.steps[r.steps["quantity"].isin(DISJOINT_BREAKDOWN)]
         if len(parts):
             big = parts.iloc[int(np.argmax(np.abs(parts["delta_ms"].to_numpy())))]
-            out.append(f"biggest change in the step breakdown: {big.label.lower()} {fmt_ms(big.a_ms)} -> "
-                       f"{fmt_ms(big.b_ms)} ({big.delta_ms:+.4g} ms)")
+            out.append(
+                f"biggest change in the step breakdown: {big.label.lower()} {fmt_ms(big.a_ms)} -> "
+                f"{fmt_ms(big.b_ms)} ({big.delta_ms:+.4g} ms)"
+            )
     if r.steps_reason:
         out.append(f"step time not compared: {r.steps_reason}")
     if len(r.ops):
         if r.step_count_a != r.step_count_b and r.step_count_a and r.step_count_b:
-            out.append(f"op times are totals over the whole profile ({r.step_count_a} vs {r.step_count_b} steps): "
-                       "compare their averages per occurrence too")
+            out.append(
+                f"op times are totals over the whole profile ({r.step_count_a} vs {r.step_count_b} steps): "
+                "compare their averages per occurrence too"
+            )
         both = r.ops_in_both
         slower = both[both["delta_ps"] > 0].head(SUMMARY_OPS)
         faster = both[both["delta_ps"] < 0].head(SUMMARY_OPS)
@@ -488,17 +582,23 @@ def summarize(r: CompareResult) -> list:
     mods = mods[mods["matched_by"].isin(SURE_MATCH)]  # the k-th jit__normal of each run may not be the same one
     if len(mods):
         top = mods.iloc[0]
-        out.append(f"peak heap of the largest module, {top['name']}: {fmt_bytes(top.peak_heap_a_bytes)} -> "
-                   f"{fmt_bytes(top.peak_heap_b_bytes)}{fmt_change(top.ratio)}")
+        out.append(
+            f"peak heap of the largest module, {top['name']}: {fmt_bytes(top.peak_heap_a_bytes)} -> "
+            f"{fmt_bytes(top.peak_heap_b_bytes)}{fmt_change(top.ratio)}"
+        )
         moved = mods.iloc[int(np.argmax(np.abs(mods["delta_bytes"].to_numpy())))]
         if moved["name"] != top["name"] and moved.delta_bytes != 0:
-            out.append(f"biggest change in a module's peak heap: {moved['name']} {fmt_bytes(moved.peak_heap_a_bytes)}"
-                       f" -> {fmt_bytes(moved.peak_heap_b_bytes)}{fmt_change(moved.ratio)}")
+            out.append(
+                f"biggest change in a module's peak heap: {moved['name']} {fmt_bytes(moved.peak_heap_a_bytes)}"
+                f" -> {fmt_bytes(moved.peak_heap_b_bytes)}{fmt_change(moved.ratio)}"
+            )
     if r.modules_reason:
         out.append(f"modules: {r.modules_reason}")
     for row in r.allocators.itertuples():
-        out.append(f"allocator {row.memory_id} peak in use: {fmt_bytes(row.peak_bytes_in_use_a)} -> "
-                   f"{fmt_bytes(row.peak_bytes_in_use_b)}{fmt_change(row.ratio)}")
+        out.append(
+            f"allocator {row.memory_id} peak in use: {fmt_bytes(row.peak_bytes_in_use_a)} -> "
+            f"{fmt_bytes(row.peak_bytes_in_use_b)}{fmt_change(row.ratio)}"
+        )
     if r.allocators_reason:
         out.append(f"memory profile: {r.allocators_reason}")
     return out

@@ -91,8 +91,14 @@ IS_ASYNC = "_a"
 HOST_MEMORY_LABEL = "S(5)"
 STEPS_LINE = "Steps"
 XLA_MODULES_LINE = "XLA Modules"  # xla::Layout::kHostMemorySpace in an HLO shape
-HOST_OFFLOAD_KEYWORDS = ("copy-start", "copy-done", "dynamic-slice-start", "dynamic-slice-done",
-                         "dynamic-update-slice-start", "dynamic-update-slice-done")
+HOST_OFFLOAD_KEYWORDS = (
+    "copy-start",
+    "copy-done",
+    "dynamic-slice-start",
+    "dynamic-slice-done",
+    "dynamic-update-slice-start",
+    "dynamic-update-slice-done",
+)
 
 # ParseTfOpFullname (tsl `tf_op_utils.cc`).
 
@@ -127,10 +133,20 @@ class DerivedLine:
 
     def take(self, order):
         """The same line with its events in `order` (members kept)."""
-        return DerivedLine(self.name, self.tid, self.start[order], self.dur[order], self.names[order],
-                           self.long_names[order], self.level[order], self.members_line, self.members_event,
-                           self.member_lo[order], self.member_hi[order],
-                           {k: v[order] for k, v in self.stats.items()})
+        return DerivedLine(
+            self.name,
+            self.tid,
+            self.start[order],
+            self.dur[order],
+            self.names[order],
+            self.long_names[order],
+            self.level[order],
+            self.members_line,
+            self.members_event,
+            self.member_lo[order],
+            self.member_hi[order],
+            {k: v[order] for k, v in self.stats.items()},
+        )
 
 
 def derives_lines(space, plane):
@@ -169,9 +185,13 @@ def _inputs(plane):
     md_names = md["name"].to_numpy(dtype=object)
     display = md["display_name"].to_numpy(dtype=object)
     shown = np.where(display != "", display, md_names)
-    offload_ids = md["id"].to_numpy()[np.fromiter(
-        (HOST_MEMORY_LABEL in n and any(k in s for k in HOST_OFFLOAD_KEYWORDS) for n, s in zip(md_names, shown)),
-        dtype=bool, count=len(md))]
+    offload_ids = md["id"].to_numpy()[
+        np.fromiter(
+            (HOST_MEMORY_LABEL in n and any(k in s for k in HOST_OFFLOAD_KEYWORDS) for n, s in zip(md_names, shown)),
+            dtype=bool,
+            count=len(md),
+        )
+    ]
     if not wanted and not len(offload_ids):
         return None
     parts = []
@@ -186,8 +206,19 @@ def _inputs(plane):
         offload = np.isin(line.metadata_id, offload_ids) if len(offload_ids) else np.zeros(n, bool)
         keep = np.flatnonzero(((tf_op != "") | (source != "") | offload) & ~is_async)
         if len(keep):
-            parts.append((li, keep, line.start_ps[keep], line.event_duration_ps[keep], tf_op[keep], source[keep],
-                          offload[keep], line.metadata_id[keep], keep + offset))
+            parts.append(
+                (
+                    li,
+                    keep,
+                    line.start_ps[keep],
+                    line.event_duration_ps[keep],
+                    tf_op[keep],
+                    source[keep],
+                    offload[keep],
+                    line.metadata_id[keep],
+                    keep + offset,
+                )
+            )
         offset += n
     if not parts:
         return None
@@ -200,13 +231,17 @@ def _inputs(plane):
     empty_tf = np.flatnonzero(tf_values == "")
     empty_src = np.flatnonzero(src_values == "")
     return {
-        "line": li[order].astype(np.int64), "event": idx[order].astype(np.int64),
-        "begin": begin[order], "end": begin[order] + dur[order], "metadata_id": mid[order],
+        "line": li[order].astype(np.int64),
+        "event": idx[order].astype(np.int64),
+        "begin": begin[order],
+        "end": begin[order] + dur[order],
+        "metadata_id": mid[order],
         "tf_op": np.where(np.isin(tf_codes, empty_tf), -1, tf_codes),
         "tf_op_values": np.asarray(tf_values, dtype=object),
         "source": np.where(np.isin(src_codes, empty_src), -1, src_codes),
         "source_values": np.asarray(src_values, dtype=object),
-        "offload": offload[order], "group": group,
+        "offload": offload[order],
+        "group": group,
     }
 
 
@@ -284,7 +319,7 @@ def libstdcxx_sort_order(keys):
         for i in range(first + 1, last):
             v = a[i]
             if k[v] < k[a[first]]:
-                a[first + 1:i + 1] = a[first:i]
+                a[first + 1 : i + 1] = a[first:i]
                 a[first] = v
             else:
                 unguarded_insert(i)
@@ -518,8 +553,20 @@ def _framework_lines(ev):
         stop = stop - 1000 * _stack_shrink_ns(lo, hi, start, stop, level, len(scoped))
         names = np.asarray(scope_names, dtype=object)[np.concatenate(ev_name)]
         seq = ops[scoped]
-        yield DerivedLine(NAME_SCOPE_LINE, TID_NAME_SCOPE, start, stop - start, names, np.full(len(lo), "", object),
-                          level, ev["line"][seq], ev["event"][seq], lo, hi, _group_stat(np.concatenate(ev_group)))
+        yield DerivedLine(
+            NAME_SCOPE_LINE,
+            TID_NAME_SCOPE,
+            start,
+            stop - start,
+            names,
+            np.full(len(lo), "", object),
+            level,
+            ev["line"][seq],
+            ev["event"][seq],
+            lo,
+            hi,
+            _group_stat(np.concatenate(ev_group)),
+        )
 
     heads = merge_heads(begin, end, code, group, reset_ops)
     lo, hi, start, stop = _events_of(heads, begin, end)
@@ -527,8 +574,20 @@ def _framework_lines(ev):
     shown = np.array([tf_op_event_name(v) for v in values], dtype=object)[code[lo]]
     long_names = np.where(shown != full, full, "")
     shown = np.where(shown != "", shown, full)
-    yield DerivedLine(TF_OP_LINE, TID_TF_OP, start, stop - start, shown, long_names.astype(object),
-                      np.zeros(len(lo), np.int64), ev["line"][ops], ev["event"][ops], lo, hi, _group_stat(group[lo]))
+    yield DerivedLine(
+        TF_OP_LINE,
+        TID_TF_OP,
+        start,
+        stop - start,
+        shown,
+        long_names.astype(object),
+        np.zeros(len(lo), np.int64),
+        ev["line"][ops],
+        ev["event"][ops],
+        lo,
+        hi,
+        _group_stat(group[lo]),
+    )
 
 
 def _group_stat(group):
@@ -570,9 +629,20 @@ def _single_level_line(ev, codes, values, name, tid):
     begin, end = ev["begin"][at], ev["end"][at]
     heads = merge_heads(begin, end, codes[at], ev["group"][at], np.zeros(len(at), dtype=bool))
     lo, hi, start, stop = _events_of(heads, begin, end)
-    return DerivedLine(name, tid, start, stop - start, values[codes[at[lo]]], np.full(len(lo), "", object),
-                       np.zeros(len(lo), np.int64), ev["line"][at], ev["event"][at], lo, hi,
-                       _group_stat(ev["group"][at[lo]]))
+    return DerivedLine(
+        name,
+        tid,
+        start,
+        stop - start,
+        values[codes[at[lo]]],
+        np.full(len(lo), "", object),
+        np.zeros(len(lo), np.int64),
+        ev["line"][at],
+        ev["event"][at],
+        lo,
+        hi,
+        _group_stat(ev["group"][at[lo]]),
+    )
 
 
 # --- host offload ------------------------------------------------------------------------------
@@ -633,10 +703,22 @@ def _host_offload_lines(plane, ev):
     out = []
     for r in range(int(row.max()) + 1):
         mine = np.flatnonzero(row == r)
-        out.append(DerivedLine(f"{HOST_OFFLOAD_LINE} row {r}", TID_HOST_OFFLOAD + r, begin[mine], end[mine] - begin[mine],
-                               names[mine], np.full(len(mine), "", object), np.zeros(len(mine), np.int64),
-                               ev["line"][members], ev["event"][members], 2 * mine, 2 * mine + 2,
-                               {k: v[mine] for k, v in stats.items()}))
+        out.append(
+            DerivedLine(
+                f"{HOST_OFFLOAD_LINE} row {r}",
+                TID_HOST_OFFLOAD + r,
+                begin[mine],
+                end[mine] - begin[mine],
+                names[mine],
+                np.full(len(mine), "", object),
+                np.zeros(len(mine), np.int64),
+                ev["line"][members],
+                ev["event"][members],
+                2 * mine,
+                2 * mine + 2,
+                {k: v[mine] for k, v in stats.items()},
+            )
+        )
     return out
 
 

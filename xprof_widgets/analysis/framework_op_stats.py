@@ -42,20 +42,50 @@ IDLE = "IDLE"
 #: XProf shows at most this many ops per part (op_stats_to_tf_stats.cc kMaxNumOfOps).
 MAX_OPS = 500
 HOST_PLANE = "/host:CPU"
-COLUMNS = ["rank", "host_or_device", "type", "operation", "occurrences", "total_time", "avg_time",
-           "total_self_time", "avg_self_time", "device_total_self_time_percent",
-           "device_cumulative_total_self_time_percent", "host_total_self_time_percent",
-           "host_cumulative_total_self_time_percent", "measured_flop_rate", "model_flop_rate",
-           "measured_memory_bw", "operational_intensity", "gpu_tensorcore_utilization", "bound_by", "eager"]
-_DB_COLUMNS = ["name", "type", "occurrences", "time_ps", "self_time_ps", "flops", "model_flops", "bytes_accessed",
-               "is_eager"]
-NO_OPS = ("the profile has no host thread plane (`/host:CPU`) and no GPU or TPU plane, so XProf has no "
-          "framework op to list")
-NO_OP_TIME = ("without IDLE there is nothing left: no host thread ran a TensorFlow or JAX framework op (events "
-              "named `name:Type`, or with a `tf_op` stat) and no device ran ops")
+COLUMNS = [
+    "rank",
+    "host_or_device",
+    "type",
+    "operation",
+    "occurrences",
+    "total_time",
+    "avg_time",
+    "total_self_time",
+    "avg_self_time",
+    "device_total_self_time_percent",
+    "device_cumulative_total_self_time_percent",
+    "host_total_self_time_percent",
+    "host_cumulative_total_self_time_percent",
+    "measured_flop_rate",
+    "model_flop_rate",
+    "measured_memory_bw",
+    "operational_intensity",
+    "gpu_tensorcore_utilization",
+    "bound_by",
+    "eager",
+]
+_DB_COLUMNS = [
+    "name",
+    "type",
+    "occurrences",
+    "time_ps",
+    "self_time_ps",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "is_eager",
+]
+NO_OPS = (
+    "the profile has no host thread plane (`/host:CPU`) and no GPU or TPU plane, so XProf has no framework op to list"
+)
+NO_OP_TIME = (
+    "without IDLE there is nothing left: no host thread ran a TensorFlow or JAX framework op (events "
+    "named `name:Type`, or with a `tf_op` stat) and no device ran ops"
+)
 
 
 # --- host: XProf's host op database -------------------------------------------------------
+
 
 def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat):
     """The framework-op activities of one host line in XProf's push order (by event, an
@@ -85,8 +115,12 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat):
     order = np.lexsort((sub, ev))
     ev = ev[order]
     begin = line.start_ps[ev].astype(np.int64)
-    return begin, begin + line.event_duration_ps[ev].astype(np.int64), np.concatenate(key)[order], \
-        np.concatenate(marked)[order]
+    return (
+        begin,
+        begin + line.event_duration_ps[ev].astype(np.int64),
+        np.concatenate(key)[order],
+        np.concatenate(marked)[order],
+    )
 
 
 def host_op_db(spaces, eager=None):
@@ -127,8 +161,16 @@ def host_op_db(spaces, eager=None):
             line_total = max(int(end.max() - begin.min()), line_op_time)
             total_time += line_total
             op_time += line_op_time
-            frames.append(pd.DataFrame({"op": key[entered], "time_ps": (end - begin)[entered],
-                                        "self_time_ps": self_ps[entered], "is_eager": is_eager[entered]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "op": key[entered],
+                        "time_ps": (end - begin)[entered],
+                        "self_time_ps": self_ps[entered],
+                        "is_eager": is_eager[entered],
+                    }
+                )
+            )
     if not any_line:
         return None
     for text in parsed:  # ids were given in insertion order
@@ -141,21 +183,44 @@ def host_op_db(spaces, eager=None):
         df["type"] = np.asarray(types, dtype=object)[df["op"].to_numpy()]
         # Keyed by name; the type is the first entered op's that has one (XProf keeps the first non-empty).
         df["type_or_none"] = df["type"].where(df["type"] != "", None)
-        db = df.groupby("name", sort=False).agg(
-            type=("type_or_none", "first"), occurrences=("time_ps", "size"), time_ps=("time_ps", "sum"),
-            self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any")).reset_index()
+        db = (
+            df.groupby("name", sort=False)
+            .agg(
+                type=("type_or_none", "first"),
+                occurrences=("time_ps", "size"),
+                time_ps=("time_ps", "sum"),
+                self_time_ps=("self_time_ps", "sum"),
+                is_eager=("is_eager", "any"),
+            )
+            .reset_index()
+        )
         db["type"] = db["type"].fillna("")
     else:
         db = pd.DataFrame(columns=["name", "type", "occurrences", "time_ps", "self_time_ps", "is_eager"])
     idle = total_time - op_time
-    db = pd.concat([db, pd.DataFrame({"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [idle],
-                                      "self_time_ps": [idle], "is_eager": [False]})], ignore_index=True)
+    db = pd.concat(
+        [
+            db,
+            pd.DataFrame(
+                {
+                    "name": [IDLE],
+                    "type": [IDLE],
+                    "occurrences": [0],
+                    "time_ps": [idle],
+                    "self_time_ps": [idle],
+                    "is_eager": [False],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     for k in ("flops", "model_flops", "bytes_accessed"):
         db[k] = 0.0
     return db[_DB_COLUMNS], total_time, op_time
 
 
 # --- device: XProf's TF-op database of the device ops ---------------------------------------
+
 
 def device_tf_db(run, db, eager=None):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
@@ -166,8 +231,7 @@ def device_tf_db(run, db, eager=None):
         return None
     ops = db.ops
     if len(ops):
-        pairs = pd.DataFrame({"provenance": ops["provenance"].fillna("").astype(str),
-                              "hlo": ops["name"].astype(str)})
+        pairs = pd.DataFrame({"provenance": ops["provenance"].fillna("").astype(str), "hlo": ops["name"].astype(str)})
         distinct = pairs.drop_duplicates()
         keyed = {}
         for prov, hlo in distinct.itertuples(index=False):  # distinct ops, never events
@@ -177,17 +241,31 @@ def device_tf_db(run, db, eager=None):
                 _, name, kind = parse_tf_op(prov)
                 keyed[(prov, hlo)] = (name, kind or "Unknown")
         key = [keyed[p] for p in zip(pairs["provenance"], pairs["hlo"])]
-        df = pd.DataFrame({
-            "name": [k[0] for k in key], "type": [k[1] for k in key],
-            "occurrences": ops["occurrences"].to_numpy(np.int64), "time_ps": ops["time_ps"].to_numpy(np.int64),
-            "self_time_ps": ops["self_time_ps"].to_numpy(np.int64), "flops": ops["flops"].to_numpy(np.float64),
-            "model_flops": ops["model_flops"].to_numpy(np.float64),
-            "bytes_accessed": ops["bytes_accessed"].to_numpy(np.float64),
-        })
-        tf = df.groupby("name", sort=False).agg(
-            type=("type", "first"), occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"),
-            self_time_ps=("self_time_ps", "sum"), flops=("flops", "sum"), model_flops=("model_flops", "sum"),
-            bytes_accessed=("bytes_accessed", "sum")).reset_index()
+        df = pd.DataFrame(
+            {
+                "name": [k[0] for k in key],
+                "type": [k[1] for k in key],
+                "occurrences": ops["occurrences"].to_numpy(np.int64),
+                "time_ps": ops["time_ps"].to_numpy(np.int64),
+                "self_time_ps": ops["self_time_ps"].to_numpy(np.int64),
+                "flops": ops["flops"].to_numpy(np.float64),
+                "model_flops": ops["model_flops"].to_numpy(np.float64),
+                "bytes_accessed": ops["bytes_accessed"].to_numpy(np.float64),
+            }
+        )
+        tf = (
+            df.groupby("name", sort=False)
+            .agg(
+                type=("type", "first"),
+                occurrences=("occurrences", "max"),
+                time_ps=("time_ps", "sum"),
+                self_time_ps=("self_time_ps", "sum"),
+                flops=("flops", "sum"),
+                model_flops=("model_flops", "sum"),
+                bytes_accessed=("bytes_accessed", "sum"),
+            )
+            .reset_index()
+        )
         tf["is_eager"] = False
         if db.source == "gpu":
             from .grouping import eager_events
@@ -199,13 +277,24 @@ def device_tf_db(run, db, eager=None):
             tf["is_eager"] = tf["name"].map(gpu["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
     else:
         tf = pd.DataFrame(columns=_DB_COLUMNS)
-    idle = pd.DataFrame({"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [db.idle_time_ps],
-                         "self_time_ps": [db.idle_time_ps], "flops": [0.0], "model_flops": [0.0],
-                         "bytes_accessed": [0.0], "is_eager": [False]})
+    idle = pd.DataFrame(
+        {
+            "name": [IDLE],
+            "type": [IDLE],
+            "occurrences": [0],
+            "time_ps": [db.idle_time_ps],
+            "self_time_ps": [db.idle_time_ps],
+            "flops": [0.0],
+            "model_flops": [0.0],
+            "bytes_accessed": [0.0],
+            "is_eager": [False],
+        }
+    )
     return pd.concat([tf, idle], ignore_index=True)[_DB_COLUMNS]
 
 
 # --- the table ------------------------------------------------------------------------------
+
 
 def _sorted_top(db):
     """SortedOpMetricsDb: self time descending, then name; the top MAX_OPS."""
@@ -224,15 +313,22 @@ def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
     self_us = top["self_time_ps"].to_numpy(np.float64) / 1e6
     frac = _safe_divide(self_us, total_time_ps / 1e6)
     zero = np.zeros(len(top))
-    out = pd.DataFrame({
-        "host_or_device": where, "type": top["type"].to_numpy(object), "operation": top["name"].to_numpy(object),
-        "occurrences": top["occurrences"].to_numpy(np.int64), "total_time": total_us,
-        "avg_time": _safe_divide(total_us, occ), "total_self_time": self_us, "avg_self_time": _safe_divide(self_us, occ),
-        "device_total_self_time_percent": frac if where == "Device" else zero,
-        "device_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Device" else zero,
-        "host_total_self_time_percent": frac if where == "Host" else zero,
-        "host_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Host" else zero,
-    })
+    out = pd.DataFrame(
+        {
+            "host_or_device": where,
+            "type": top["type"].to_numpy(object),
+            "operation": top["name"].to_numpy(object),
+            "occurrences": top["occurrences"].to_numpy(np.int64),
+            "total_time": total_us,
+            "avg_time": _safe_divide(total_us, occ),
+            "total_self_time": self_us,
+            "avg_self_time": _safe_divide(self_us, occ),
+            "device_total_self_time_percent": frac if where == "Device" else zero,
+            "device_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Device" else zero,
+            "host_total_self_time_percent": frac if where == "Host" else zero,
+            "host_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Host" else zero,
+        }
+    )
     m = roofline_metrics(top.reset_index(drop=True), env)
     for c in ("measured_flop_rate", "model_flop_rate", "measured_memory_bw", "operational_intensity"):
         out[c] = m[c].to_numpy()
@@ -268,7 +364,8 @@ def task_type(operations, types) -> str:
                 if scope.startswith("gradient") and (scope[8:] == "_tape" or scope[8:].startswith("s")):
                     return "Training"
         elif (kind == "" or (name and _JAX_OP_TYPE.fullmatch(kind) and kind in name.split("/")[-1])) and any(
-                part.startswith("transpose(") for part in name.split("/")):
+            part.startswith("transpose(") for part in name.split("/")
+        ):
             return "Training"
     return "Inference"
 
@@ -310,14 +407,18 @@ def framework_op_stats(run, exclude_idle=False) -> pd.DataFrame:
         parts.append(_records(hdb, "Host", op_time if exclude_idle else total_time, env, None, exclude_idle))
     if not parts:
         out = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-        out.attrs.update(reason=NO_OPS, device_type=env["device_type"] or "CPU", task_type="Inference",
-                         architecture_type="Unknown")
+        out.attrs.update(
+            reason=NO_OPS, device_type=env["device_type"] or "CPU", task_type="Inference", architecture_type="Unknown"
+        )
         return out
     out = pd.concat(parts, ignore_index=True)
     out.insert(0, "rank", np.arange(1, len(out) + 1))
     out = out[columns]
-    out.attrs.update(reason="" if len(out) else NO_OP_TIME, device_type=env["device_type"] or "CPU",
-                     task_type=task_type(out["operation"], out["type"]),
-                     # XProf's open sources never set the flags its architecture guess reads.
-                     architecture_type="Unknown")
+    out.attrs.update(
+        reason="" if len(out) else NO_OP_TIME,
+        device_type=env["device_type"] or "CPU",
+        task_type=task_type(out["operation"], out["type"]),
+        # XProf's open sources never set the flags its architecture guess reads.
+        architecture_type="Unknown",
+    )
     return out

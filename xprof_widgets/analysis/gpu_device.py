@@ -49,8 +49,18 @@ import re
 
 # (compute capability key major*1000+minor*10, FLOPs per SM per cycle used as peak)
 _NVIDIA_FLOPS_PER_SM_CYCLE = [
-    (2000, 64), (3000, 384), (5000, 256), (6000, 256), (6010, 256), (7000, 1024), (7050, 1024),
-    (8000, 2048), (8060, 1024), (8090, 1024), (9000, 4096), (10000, 8192),
+    (2000, 64),
+    (3000, 384),
+    (5000, 256),
+    (6000, 256),
+    (6010, 256),
+    (7000, 1024),
+    (7050, 1024),
+    (8000, 2048),
+    (8060, 1024),
+    (8090, 1024),
+    (9000, 4096),
+    (10000, 8192),
 ]
 _AMD_FLOPS_PER_CU_CYCLE = {"gfx908": 1024, "gfx90a": 1024, "gfx942": 2048, "gfx950": 4096}
 _AMD_LDS_BYTES_PER_CU_CYCLE = {"gfx908": 128, "gfx90a": 128, "gfx942": 128, "gfx950": 256}
@@ -126,8 +136,11 @@ def gpu_peaks(stats) -> dict:
         flops, source = tflops * 1e12, "the profile's peak_teraflops_per_second"
     else:
         flops = cores * per_core * ghz * 1e9
-        source = (f"{cores} cores x {ghz:g} GHz x {per_core:g} FLOPs per core per cycle"
-                  if flops else "unknown GPU: XProf shows 0")
+        source = (
+            f"{cores} cores x {ghz:g} GHz x {per_core:g} FLOPs per core per cycle"
+            if flops
+            else "unknown GPU: XProf shows 0"
+        )
     vendor = stats.get("device_vendor")
     if vendor == "Nvidia":
         shm_per_cycle = 64 if _int(stats, "compute_cap_major") <= 2 else 256
@@ -138,5 +151,10 @@ def gpu_peaks(stats) -> dict:
     shm = cores * shm_per_cycle * ghz * 1e9
     read = float(stats.get("peak_sram_rd_bw_gigabytes_per_second") or 0.0) * 1e9 or shm
     write = float(stats.get("peak_sram_wr_bw_gigabytes_per_second") or 0.0) * 1e9 or shm
-    return {"peak_flops": float(flops), "peak_hbm_bw": float(_int(stats, "memory_bandwidth")),
-            "peak_on_chip_read_bw": read, "peak_on_chip_write_bw": write, "source": source}
+    return {
+        "peak_flops": float(flops),
+        "peak_hbm_bw": float(_int(stats, "memory_bandwidth")),
+        "peak_on_chip_read_bw": read,
+        "peak_on_chip_write_bw": write,
+        "source": source,
+    }

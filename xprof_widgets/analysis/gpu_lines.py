@@ -44,14 +44,28 @@ GPU_PLANE_PREFIX = "/device:GPU:"
 MAX_DERIVED_STREAMS = 16
 LINES_PER_STREAM = 7  # the stream and its six derived lines
 NAME_SCOPE, TF_OPS, MODULES, XLA_OPS, SOURCE, COMMAND_BUFFERS = (
-    "Framework Name Scope", "Framework Ops", "XLA Modules", "XLA Ops", "Source code", "Command Buffers")
+    "Framework Name Scope",
+    "Framework Ops",
+    "XLA Modules",
+    "XLA Ops",
+    "Source code",
+    "Command Buffers",
+)
 _OFFSETS = {NAME_SCOPE: 1, TF_OPS: 2, MODULES: 3, XLA_OPS: 4, SOURCE: 5, COMMAND_BUFFERS: 6}
 STEPS_TID = 0xDEADBEEF
 LAUNCH_STATS_TID = 0xDEADBEEF + 1
 #: Lines up to this many events are sorted as XProf's std::sort does when ties need it.
 EMULATED_SORT_LIMIT = 100_000
-_STATS = ["kernel_details", "cuda_graph_exec_id", "hlo_op", "hlo_module", "program_id", "tf_op", "cuda_graph_id",
-          "correlation_id"]
+_STATS = [
+    "kernel_details",
+    "cuda_graph_exec_id",
+    "hlo_op",
+    "hlo_module",
+    "program_id",
+    "tf_op",
+    "cuda_graph_id",
+    "correlation_id",
+]
 
 
 def derives_gpu_lines(space, plane) -> bool:
@@ -156,8 +170,9 @@ def _inputs(plane, li, line, group, modules):
     g = (np.full(n, -1, np.int64) if group is None else np.asarray(group, dtype=np.int64))[order]
     begin = line.start_ps.astype(np.int64)[order]
     end = begin + line.event_duration_ps.astype(np.int64)[order]
-    mod_key = np.array([None if not m else (f"{m}({int(p)})" if not np.isnan(p) else m) for m, p in zip(module, pid)],
-                       dtype=object)
+    mod_key = np.array(
+        [None if not m else (f"{m}({int(p)})" if not np.isnan(p) else m) for m, p in zip(module, pid)], dtype=object
+    )
     # The framework op and source line of each kernel: its HLO instruction's (XLA ops), else its tf_op.
     tf_full = np.full(len(order), None, dtype=object)
     source = np.full(len(order), None, dtype=object)
@@ -176,8 +191,21 @@ def _inputs(plane, li, line, group, modules):
             tf_full[i], source[i] = symbols[key]
         elif tf_op[i]:
             tf_full[i] = tf_op[i]
-    return {"line": li, "event": order, "begin": begin, "end": end, "group": g, "hlo": hlo, "module": module,
-            "pid": pid, "mod_key": mod_key, "tf_full": tf_full, "source": source, "graph": graph, "corr": corr}
+    return {
+        "line": li,
+        "event": order,
+        "begin": begin,
+        "end": end,
+        "group": g,
+        "hlo": hlo,
+        "module": module,
+        "pid": pid,
+        "mod_key": mod_key,
+        "tf_full": tf_full,
+        "source": source,
+        "graph": graph,
+        "corr": corr,
+    }
 
 
 # --- the merge rule -------------------------------------------------------------------------------
@@ -234,10 +262,20 @@ def _line(name, ev, rows, heads, names, long_names=None, level=0):
     begin, end = ev["begin"][rows], ev["end"][rows]
     lo, hi, start, stop = _events_of(heads, begin, end)
     n = len(lo)
-    return DerivedLine(name, 0, start, stop - start, np.asarray(names, dtype=object),
-                       np.asarray(long_names if long_names is not None else np.full(n, "", object), dtype=object),
-                       np.full(n, level, np.int64), np.full(len(rows), ev["line"], np.int64), ev["event"][rows],
-                       lo, hi, _group_stat(ev["group"][rows][lo]))
+    return DerivedLine(
+        name,
+        0,
+        start,
+        stop - start,
+        np.asarray(names, dtype=object),
+        np.asarray(long_names if long_names is not None else np.full(n, "", object), dtype=object),
+        np.full(n, level, np.int64),
+        np.full(len(rows), ev["line"], np.int64),
+        ev["event"][rows],
+        lo,
+        hi,
+        _group_stat(ev["group"][rows][lo]),
+    )
 
 
 def _concat(name, parts):
@@ -249,12 +287,20 @@ def _concat(name, parts):
     stats = {}
     if any(p.stats for p in parts):
         stats["group_id"] = np.concatenate([p.stats.get("group_id", np.full(len(p), None, object)) for p in parts])
-    return DerivedLine(name, 0, np.concatenate([p.start for p in parts]), np.concatenate([p.dur for p in parts]),
-                       np.concatenate([p.names for p in parts]), np.concatenate([p.long_names for p in parts]),
-                       np.concatenate([p.level for p in parts]), np.concatenate([p.members_line for p in parts]),
-                       np.concatenate([p.members_event for p in parts]),
-                       np.concatenate([p.member_lo + s for p, s in zip(parts, shift)]),
-                       np.concatenate([p.member_hi + s for p, s in zip(parts, shift)]), stats)
+    return DerivedLine(
+        name,
+        0,
+        np.concatenate([p.start for p in parts]),
+        np.concatenate([p.dur for p in parts]),
+        np.concatenate([p.names for p in parts]),
+        np.concatenate([p.long_names for p in parts]),
+        np.concatenate([p.level for p in parts]),
+        np.concatenate([p.members_line for p in parts]),
+        np.concatenate([p.members_event for p in parts]),
+        np.concatenate([p.member_lo + s for p, s in zip(parts, shift)]),
+        np.concatenate([p.member_hi + s for p, s in zip(parts, shift)]),
+        stats,
+    )
 
 
 def _stream_lines(plane, li, line, group, modules):
@@ -285,8 +331,10 @@ def _stream_lines(plane, li, line, group, modules):
                 prefix = f"{int(p)}/" if key[2] is not None else f"{m or ''}/"
                 paths[key] = [prefix + part for part in h.split("::")]
                 shown.update((prefix + part, part) for part in h.split("::"))
-        plist = [paths[(h, m, p if not np.isnan(p) else None)]
-                 for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])]
+        plist = [
+            paths[(h, m, p if not np.isnan(p) else None)]
+            for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])
+        ]
         out.append(_nested_line(XLA_OPS, ev, x_rows, plist, _resets_between(x_rows, module_new), shown)[0])
     # Framework Name Scope and Framework Ops, from each kernel's framework op.
     f_rows = np.flatnonzero(ev["tf_full"] != None)  # noqa: E711
@@ -296,8 +344,9 @@ def _stream_lines(plane, li, line, group, modules):
         s_rows = np.array([r for r in f_rows if scopes[ev["tf_full"][r]]], dtype=np.int64)
         scope_new = np.zeros(n, dtype=bool)
         if len(s_rows):
-            ns, common = _nested_line(NAME_SCOPE, ev, s_rows, [scopes[ev["tf_full"][r]] for r in s_rows],
-                                      _resets_between(s_rows, module_new))
+            ns, common = _nested_line(
+                NAME_SCOPE, ev, s_rows, [scopes[ev["tf_full"][r]] for r in s_rows], _resets_between(s_rows, module_new)
+            )
             scope_new[s_rows[common == 0]] = True
             out.append(ns)
         codes, values = _codes(ev["tf_full"][f_rows])
@@ -352,8 +401,13 @@ def _command_buffers(ev, module_new):
     g, corr = ev["group"][rows], ev["corr"][rows]
     for i in range(len(rows)):  # the stored correlation is the run's first: a short scan
         c = None if np.isnan(corr[i]) else corr[i]
-        if i and not forced[i] and graph[rows[i]] == graph[rows[i - 1]] and g[i] == g[i - 1] and (
-                c is None or stored is None or c == stored):
+        if (
+            i
+            and not forced[i]
+            and graph[rows[i]] == graph[rows[i - 1]]
+            and g[i] == g[i - 1]
+            and (c is None or stored is None or c == stored)
+        ):
             heads[i] = False
             continue
         stored = c
@@ -390,9 +444,20 @@ def _steps_line(space, plane, groups):
     lo, hi, start, stop = _events_of(heads, b, e)
     names = _step_names(space)
     shown = np.array([names.get(int(x), str(int(x))) for x in gg[lo]], dtype=object)
-    return DerivedLine("Steps", STEPS_TID, start, stop - start, shown, np.full(len(lo), "", object),
-                       np.zeros(len(lo), np.int64), line_of[order], event_of[order], lo, hi,
-                       {"group_id": np.array([int(x) for x in gg[lo]], dtype=object)})
+    return DerivedLine(
+        "Steps",
+        STEPS_TID,
+        start,
+        stop - start,
+        shown,
+        np.full(len(lo), "", object),
+        np.zeros(len(lo), np.int64),
+        line_of[order],
+        event_of[order],
+        lo,
+        hi,
+        {"group_id": np.array([int(x) for x in gg[lo]], dtype=object)},
+    )
 
 
 def _launch_stats_line(space, plane):
@@ -422,20 +487,44 @@ def _launch_stats_line(space, plane):
         launch &= np.isin(g, list(names))
         idx = np.flatnonzero(launch)
         if len(idx):
-            parts.append(pd.DataFrame({"group": g[idx], "begin": line.start_ps[idx].astype(np.int64),
-                                       "end": (line.start_ps[idx] + line.event_duration_ps[idx]).astype(np.int64)}))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "group": g[idx],
+                        "begin": line.start_ps[idx].astype(np.int64),
+                        "end": (line.start_ps[idx] + line.event_duration_ps[idx]).astype(np.int64),
+                    }
+                )
+            )
     if not parts:
         return None
     df = pd.concat(parts, ignore_index=True)
     df["dur_us"] = (df["end"] - df["begin"]) / 1e6
-    agg = df.groupby("group", sort=True).agg(start=("begin", "min"), stop=("end", "max"), n=("begin", "size"),
-                                              max_us=("dur_us", "max"), avg_us=("dur_us", "mean"))
+    agg = df.groupby("group", sort=True).agg(
+        start=("begin", "min"),
+        stop=("end", "max"),
+        n=("begin", "size"),
+        max_us=("dur_us", "max"),
+        avg_us=("dur_us", "mean"),
+    )
     shown = np.array([f"Launch Stats for {names[int(x)]}" for x in agg.index], dtype=object)
     none = np.zeros(len(agg), np.int64)  # made from host events: no members on this plane
-    return DerivedLine("Launch Stats", LAUNCH_STATS_TID, agg["start"].to_numpy(), (agg["stop"] - agg["start"]).to_numpy(),
-                       shown, np.full(len(agg), "", object), np.zeros(len(agg), np.int64),
-                       np.zeros(0, np.int64), np.zeros(0, np.int64), none, none,
-                       {"group_id": np.array([int(x) for x in agg.index], dtype=object),
-                        "num_launches": agg["n"].to_numpy().astype(object),
-                        "max_launch_time_us": agg["max_us"].to_numpy().astype(object),
-                        "avg_launch_time_us": agg["avg_us"].to_numpy().astype(object)})
+    return DerivedLine(
+        "Launch Stats",
+        LAUNCH_STATS_TID,
+        agg["start"].to_numpy(),
+        (agg["stop"] - agg["start"]).to_numpy(),
+        shown,
+        np.full(len(agg), "", object),
+        np.zeros(len(agg), np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        none,
+        none,
+        {
+            "group_id": np.array([int(x) for x in agg.index], dtype=object),
+            "num_launches": agg["n"].to_numpy().astype(object),
+            "max_launch_time_us": agg["max_us"].to_numpy().astype(object),
+            "avg_launch_time_us": agg["avg_us"].to_numpy().astype(object),
+        },
+    )

@@ -43,9 +43,27 @@ CLUSTER_LABEL = 0.25  # room for the fusion's name above its top nodes
 MAX_NODES = 400
 
 NODE_COLUMNS = [
-    "name", "opcode", "shape", "category", "computation", "fusion", "is_fusion", "is_centre", "distance",
-    "time_ps", "self_time_ps", "occurrences", "flops", "time_fraction", "framework_op", "source",
-    "operands_omitted", "users_omitted", "depth", "x", "y",
+    "name",
+    "opcode",
+    "shape",
+    "category",
+    "computation",
+    "fusion",
+    "is_fusion",
+    "is_centre",
+    "distance",
+    "time_ps",
+    "self_time_ps",
+    "occurrences",
+    "flops",
+    "time_fraction",
+    "framework_op",
+    "source",
+    "operands_omitted",
+    "users_omitted",
+    "depth",
+    "x",
+    "y",
 ]
 EDGE_COLUMNS = ["src", "dst", "operand_index", "kind", "path_x", "path_y"]
 CLUSTER_COLUMNS = ["name", "computation", "parent", "is_centre", "nodes", "x0", "x1", "y0", "y1"]
@@ -101,11 +119,14 @@ class GraphView:
     def __repr__(self):
         if self.empty:
             return f"GraphView(empty: {self.reason})"
-        return (f"GraphView({self.op!r} in {self.module}, radius {self.radius}: {len(self.nodes)} nodes, "
-                f"{len(self.edges)} edges{', opened ' + ', '.join(self.expanded) if self.expanded else ''})")
+        return (
+            f"GraphView({self.op!r} in {self.module}, radius {self.radius}: {len(self.nodes)} nodes, "
+            f"{len(self.edges)} edges{', opened ' + ', '.join(self.expanded) if self.expanded else ''})"
+        )
 
 
 # --- where an op lives ---------------------------------------------------------------------
+
 
 class _ModuleIndex:
     """What the neighbourhood walk needs of a module, built once per module: computations by
@@ -124,8 +145,7 @@ class _ModuleIndex:
 
     def parameter(self, comp, number):
         if comp.id not in self._params:
-            self._params[comp.id] = {p.proto.parameter_number: p for p in comp.instructions
-                                     if p.opcode == "parameter"}
+            self._params[comp.id] = {p.proto.parameter_number: p for p in comp.instructions if p.opcode == "parameter"}
         return self._params[comp.id].get(number)
 
     def enclosing_fusions(self, instr):
@@ -289,6 +309,7 @@ def default_op(run, module=None):
 
 # --- the neighbourhood ------------------------------------------------------------------------
 
+
 class _Walk:
     """Operands and users of instructions in the graph where some fusions are open: an open
     fusion is replaced by its fused computation, whose parameters take the fusion's operands
@@ -421,7 +442,7 @@ def graph_viewer(run, op=None, module=None, radius=2, expand=False, max_nodes=MA
     else:
         centre = found
     opened = set()
-    for name in (_names(expand) if expand is not True else {centre.name}):
+    for name in _names(expand) if expand is not True else {centre.name}:
         instr = mod.instruction(name)
         comp = idx.computations.get(name) if instr is None else None
         if comp is not None and comp.is_fusion:  # a fused computation's name: its fusion
@@ -470,8 +491,9 @@ def graph_viewer(run, op=None, module=None, radius=2, expand=False, max_nodes=MA
     order = np.array(opidx, dtype=np.int64)
     keep_top = np.array([n.opcode == "parameter" and n.computation.is_fusion for n in nodes], dtype=bool)
     near = np.fromiter(dist.values(), dtype=np.int64, count=len(nodes)) <= 1
-    lay = layered_layout(len(nodes), src_a, dst_a, order, group=group,
-                         centre=max(centre_pos, 0), keep_top=keep_top, near=near)
+    lay = layered_layout(
+        len(nodes), src_a, dst_a, order, group=group, centre=max(centre_pos, 0), keep_top=keep_top, near=near
+    )
 
     times = op_times(run)
     pid = program_id_of(key)
@@ -481,40 +503,54 @@ def graph_viewer(run, op=None, module=None, radius=2, expand=False, max_nodes=MA
         if t is not None:
             for f, v in zip(_TIME_FIELDS, t):
                 tcols[f][i] = v
-    frame = pd.DataFrame({
-        "name": [n.name for n in nodes],
-        "opcode": [n.opcode for n in nodes],
-        "shape": [shape_text(n.shape) for n in nodes],
-        "category": [category(n) for n in nodes],
-        "computation": [n.computation.name for n in nodes],
-        "fusion": ["" if f is None else f.name for f in open_of],
-        "is_fusion": [n.opcode == "fusion" for n in nodes],
-        "is_centre": [n is centre for n in nodes],
-        "distance": np.fromiter(dist.values(), dtype=np.int64, count=len(nodes)),
-        **tcols,
-        "framework_op": [n.metadata.op_name for n in nodes],
-        "source": [source_text(n) for n in nodes],
-        "operands_omitted": ops_omitted,
-        "users_omitted": users_omitted,
-        "depth": lay["depth"],
-        "x": lay["x"],
-        "y": lay["y"],
-    }, columns=NODE_COLUMNS)
-    edges = pd.DataFrame({
-        "src": [nodes[j].name for j in src],
-        "dst": [nodes[i].name for i in dst],
-        "operand_index": order,
-        "kind": kind_arr.astype(str) if len(kind_arr) else np.array([], dtype=str),
-        "path_x": lay["path_x"],
-        "path_y": lay["path_y"],
-    }, columns=EDGE_COLUMNS)
+    frame = pd.DataFrame(
+        {
+            "name": [n.name for n in nodes],
+            "opcode": [n.opcode for n in nodes],
+            "shape": [shape_text(n.shape) for n in nodes],
+            "category": [category(n) for n in nodes],
+            "computation": [n.computation.name for n in nodes],
+            "fusion": ["" if f is None else f.name for f in open_of],
+            "is_fusion": [n.opcode == "fusion" for n in nodes],
+            "is_centre": [n is centre for n in nodes],
+            "distance": np.fromiter(dist.values(), dtype=np.int64, count=len(nodes)),
+            **tcols,
+            "framework_op": [n.metadata.op_name for n in nodes],
+            "source": [source_text(n) for n in nodes],
+            "operands_omitted": ops_omitted,
+            "users_omitted": users_omitted,
+            "depth": lay["depth"],
+            "x": lay["x"],
+            "y": lay["y"],
+        },
+        columns=NODE_COLUMNS,
+    )
+    edges = pd.DataFrame(
+        {
+            "src": [nodes[j].name for j in src],
+            "dst": [nodes[i].name for i in dst],
+            "operand_index": order,
+            "kind": kind_arr.astype(str) if len(kind_arr) else np.array([], dtype=str),
+            "path_x": lay["path_x"],
+            "path_y": lay["path_y"],
+        },
+        columns=EDGE_COLUMNS,
+    )
     clusters = _clusters(open_of, opened, idx, centre, frame)
     comp = centre.computation
     parent = idx.fusion_of.get(comp.id) if comp.is_fusion else None
     return GraphView(
-        module=key, op=centre.name, nodes=frame, edges=edges, clusters=clusters, radius=radius,
-        computation=comp.name, opcode=centre.opcode, expanded=tuple(sorted(f.name for f in opened)),
-        parent_fusion=parent.name if parent is not None else "", truncated=truncated,
+        module=key,
+        op=centre.name,
+        nodes=frame,
+        edges=edges,
+        clusters=clusters,
+        radius=radius,
+        computation=comp.name,
+        opcode=centre.opcode,
+        expanded=tuple(sorted(f.name for f in opened)),
+        parent_fusion=parent.name if parent is not None else "",
+        truncated=truncated,
     )
 
 
@@ -529,8 +565,14 @@ def _names(expand):
 
 
 def _empty(module, op, radius, reason):
-    return GraphView(module=module, op=op, nodes=pd.DataFrame(columns=NODE_COLUMNS),
-                     edges=pd.DataFrame(columns=EDGE_COLUMNS), radius=radius, reason=reason)
+    return GraphView(
+        module=module,
+        op=op,
+        nodes=pd.DataFrame(columns=NODE_COLUMNS),
+        edges=pd.DataFrame(columns=EDGE_COLUMNS),
+        radius=radius,
+        reason=reason,
+    )
 
 
 def _innermost_open(instr, idx, opened):
@@ -570,17 +612,24 @@ def _clusters(open_of, opened, idx, centre, frame):
             level += 1
             g = _innermost_open(g, idx, opened)
         pad = max(CLUSTER_PAD - 0.06 - 0.1 * level, 0.05)
-        rows.append({
-            "name": f.name, "computation": f.fused_computation.name if f.fused_computation else "",
-            "parent": parent.name if parent is not None else "", "is_centre": f is centre, "nodes": len(ids),
-            "x0": float(x[ids].min() - NODE_WIDTH / 2 - pad), "x1": float(x[ids].max() + NODE_WIDTH / 2 + pad),
-            "y0": float(y[ids].min() - NODE_HEIGHT / 2 - pad),
-            "y1": float(y[ids].max() + NODE_HEIGHT / 2 + pad + CLUSTER_LABEL),
-        })
+        rows.append(
+            {
+                "name": f.name,
+                "computation": f.fused_computation.name if f.fused_computation else "",
+                "parent": parent.name if parent is not None else "",
+                "is_centre": f is centre,
+                "nodes": len(ids),
+                "x0": float(x[ids].min() - NODE_WIDTH / 2 - pad),
+                "x1": float(x[ids].max() + NODE_WIDTH / 2 + pad),
+                "y0": float(y[ids].min() - NODE_HEIGHT / 2 - pad),
+                "y1": float(y[ids].max() + NODE_HEIGHT / 2 + pad + CLUSTER_LABEL),
+            }
+        )
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
 # --- layout -------------------------------------------------------------------------------------
+
 
 def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_top=None, near=None, sweeps=24):
     """A layered drawing of a DAG of `n` nodes with edges src -> dst (operands above users).
@@ -593,7 +642,8 @@ def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_t
     then move as one block spanning their layers, so the box drawn around them holds
     nothing else; edges passing beside a block keep to one side of it. `keep_top` nodes
     (a fused computation's parameters) stay in their group's top layer; edges between
-    `near` nodes (the centre and its neighbours) pull hardest, so those stay close. Returns {"depth", "x", "y" (per node), "path_x", "path_y" (per edge,
+    `near` nodes (the centre and its neighbours) pull hardest, so those stay close. Returns {"depth", "x",
+    "y" (per node), "path_x", "path_y" (per edge,
     tuples from src's bottom to dst's top)}; the `centre` node is at x = 0. Layout
     units: NODE_WIDTH, NODE_HEIGHT, LAYER_GAP.
     """
@@ -619,10 +669,10 @@ def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_t
         inside = (group[src] == g) & (group[dst] == g)
         pinned = None if keep_top is None else np.asarray(keep_top, dtype=bool)[members]
         sub = _core(len(members), local[src[inside]], local[dst[inside]], keep_top=pinned, sweeps=sweeps)
-        lx = sub["x"][:len(members)]
+        lx = sub["x"][: len(members)]
         mid = (lx.max() + lx.min()) / 2
         item[members] = n + gi
-        off[members] = sub["layer"][:len(members)]
+        off[members] = sub["layer"][: len(members)]
         dx[members] = lx - mid
         height[n + gi] = int(sub["layer"].max()) + 1
         width[n + gi] = lx.max() - lx.min() + NODE_WIDTH + 2 * CLUSTER_PAD
@@ -637,8 +687,18 @@ def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_t
     near_item = np.zeros(n_items, dtype=bool)
     if near is not None:
         np.logical_or.at(near_item, item, np.asarray(near, dtype=bool))
-    lay = _core(n_items, item[src[outer]], item[dst[outer]], off[src[outer]], off[dst[outer]], height, width,
-                active=used, near=near_item, sweeps=sweeps)
+    lay = _core(
+        n_items,
+        item[src[outer]],
+        item[dst[outer]],
+        off[src[outer]],
+        off[dst[outer]],
+        height,
+        width,
+        active=used,
+        near=near_item,
+        sweeps=sweeps,
+    )
     layer = lay["layer"][item] + off
     x = lay["x"][lay["first"][item] + off] + dx
     shift = x[centre] if 0 <= centre < n else 0.0
@@ -671,8 +731,9 @@ def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_t
     return {"depth": layer, "x": x, "y": y + 0.0, "path_x": path_x, "path_y": path_y}
 
 
-def _core(count, s, d, s_off=None, d_off=None, height=None, width=None, active=None, keep_top=None, near=None,
-          sweeps=8):
+def _core(
+    count, s, d, s_off=None, d_off=None, height=None, width=None, active=None, keep_top=None, near=None, sweeps=8
+):
     """Layers, order and x of `count` items (an item may span `height` layers; an edge leaves
     item s at its layer `s_off` and enters item d at `d_off`). Returns {"layer" (per item),
     "first" (entity of an item's top layer), "ent_layer", "x" (per entity: an item's slice of
@@ -759,14 +820,17 @@ def _layers(count, s, d, s_off, d_off, height, active, keep_top=None, rounds=4):
         movable = [i for i in np.argsort(layer, kind="stable").tolist() if not fixed[i] and (ins[i] or outs[i])]
         for r in range(rounds):
             moved = False
-            for i in (movable if r % 2 == 0 else movable[::-1]):
+            for i in movable if r % 2 == 0 else movable[::-1]:
                 low = [lay[a] + g for a, g in ins[i]]
                 high = [lay[b] + g for b, g in outs[i]]
                 lo = max(low) if low else -(10**9)
                 hi = min(high) if high else 10**9
                 wants = sorted(low + high)
-                want = wants[(len(wants) - 1) // 2] if len(wants) % 2 else (
-                    wants[len(wants) // 2] if not low else wants[(len(wants) - 1) // 2])
+                want = (
+                    wants[(len(wants) - 1) // 2]
+                    if len(wants) % 2
+                    else (wants[len(wants) // 2] if not low else wants[(len(wants) - 1) // 2])
+                )
                 new = min(max(want, lo), hi)
                 if new != lay[i]:
                     lay[i] = new
@@ -790,7 +854,7 @@ def _order(total, layer, s, d, present, sweeps):
         if best_crossings == 0:
             break
         down = sweep % 2 == 0
-        for li in (range(1, n_layers) if down else range(n_layers - 2, -1, -1)):
+        for li in range(1, n_layers) if down else range(n_layers - 2, -1, -1):
             m = members[li]
             if len(m) < 2:
                 continue
@@ -846,7 +910,7 @@ def _sides(pos, layer, ent_item, chain, tall, present):
     side all the way down: the side most of its bend points already had."""
     pos = pos.copy()
     item_of = np.full(len(pos), -1, dtype=np.int64)
-    item_of[:len(ent_item)] = ent_item
+    item_of[: len(ent_item)] = ent_item
     for it in tall:
         slices = np.flatnonzero((item_of == it) & present)
         if not len(slices):
@@ -864,8 +928,9 @@ def _sides(pos, layer, ent_item, chain, tall, present):
         for li, sl in zip(span, slices):
             here = layer[beside] == li
             m, lm = beside[here], left[here]
-            order = np.concatenate([m[lm][np.argsort(pos[m[lm]], kind="stable")], [sl],
-                                    m[~lm][np.argsort(pos[m[~lm]], kind="stable")]])
+            order = np.concatenate(
+                [m[lm][np.argsort(pos[m[lm]], kind="stable")], [sl], m[~lm][np.argsort(pos[m[~lm]], kind="stable")]]
+            )
             pos[order] = np.arange(len(order))
     return pos
 
@@ -878,7 +943,7 @@ def _crossings(pos, s, d, by_upper, limit=2000):
             continue
         e = e[:limit]
         a, b = pos[s[e]], pos[d[e]]
-        swapped = ((a[:, None] < a[None, :]) & (b[:, None] > b[None, :]))
+        swapped = (a[:, None] < a[None, :]) & (b[:, None] > b[None, :])
         total += int(np.count_nonzero(swapped))
     return total
 
@@ -911,7 +976,7 @@ def _x_coordinates(total, layer, pos, s, d, width, tie, present, near=None, roun
     for r in range(rounds):
         down = r % 2 == 0
         both = r >= rounds - 2
-        for li in (range(n_layers) if down else range(n_layers - 1, -1, -1)):
+        for li in range(n_layers) if down else range(n_layers - 1, -1, -1):
             m, off = members[li], offsets[li]
             if not len(m):
                 continue
@@ -941,14 +1006,17 @@ def _x_coordinates(total, layer, pos, s, d, width, tie, present, near=None, roun
             cuts = [0] + [p for p in pins] + [len(m)]
             for j in range(len(cuts) - 1):
                 lo_i = cuts[j] + (1 if j > 0 else 0)
-                seg = m[lo_i:cuts[j + 1]]
+                seg = m[lo_i : cuts[j + 1]]
                 if not len(seg):
                     continue
                 sep = (width[seg][:-1] + width[seg][1:]) / 2 + X_GAP
                 off = np.concatenate([[0.0], np.cumsum(sep)])
                 lo = bounds[j] + (width[m[cuts[j]]] + width[seg[0]]) / 2 + X_GAP if j > 0 else -np.inf
-                hi = (bounds[j + 1] - (width[m[cuts[j + 1]]] + width[seg[-1]]) / 2 - X_GAP
-                      if j + 1 < len(cuts) - 1 else np.inf)
+                hi = (
+                    bounds[j + 1] - (width[m[cuts[j + 1]]] + width[seg[-1]]) / 2 - X_GAP
+                    if j + 1 < len(cuts) - 1
+                    else np.inf
+                )
                 x[seg] = _place_between(x[seg], off, lo, hi)
     return x
 

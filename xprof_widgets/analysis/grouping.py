@@ -101,8 +101,18 @@ TF_OP_RUN = "TfOpRun"
 MAX_CONTEXT_FANOUT = 64
 
 _STATS = [
-    "_r", "_p", "_pt", "_c", "_ct", "_pid", "_a", "id", "iter_num", "step_num",
-    "correlation_id", "graph_type",
+    "_r",
+    "_p",
+    "_pt",
+    "_c",
+    "_ct",
+    "_pid",
+    "_a",
+    "id",
+    "iter_num",
+    "step_num",
+    "correlation_id",
+    "graph_type",
 ]
 _NONE = np.iinfo(np.int64).max
 
@@ -237,8 +247,10 @@ class _Nodes:
         self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
         self.name = cat(names, np.int64)  # codes into name_table; -1: none (the table's last entry)
         empty = np.zeros(0, np.int64)
-        self.stat = {k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
-                     for k, parts in sparse.items()}
+        self.stat = {
+            k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
+            for k, parts in sparse.items()
+        }
         self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
 
     def event_of(self, nodes_):
@@ -283,22 +295,27 @@ def _context_edges(nodes):
     pid = nodes.pid_of
     own_pid, has_pid = st["_pid"].at(cons)
     # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
-    both = pd.DataFrame({
-        "t": np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
-        "id": np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
-        "pid": np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
-    })
+    both = pd.DataFrame(
+        {
+            "t": np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
+            "id": np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
+            "pid": np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
+        }
+    )
     ctx = both.groupby(["t", "id", "pid"], sort=False).ngroup().to_numpy()
-    ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod):]
+    ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod) :]
     count = ctx.max() + 1
     n_prod = np.bincount(ctx_prod, minlength=count)
     n_cons = np.bincount(ctx_cons, minlength=count)
     ok = (n_prod > 0) & (n_cons > 0) & ((n_prod < MAX_CONTEXT_FANOUT) | (n_cons < MAX_CONTEXT_FANOUT))
     keep_p, keep_c = ok[ctx_prod], ok[ctx_cons]
-    edges = np.concatenate([
-        np.stack([prod[keep_p], nodes.n + ctx_prod[keep_p]]),
-        np.stack([nodes.n + ctx_cons[keep_c], cons[keep_c]]),
-    ], axis=1)
+    edges = np.concatenate(
+        [
+            np.stack([prod[keep_p], nodes.n + ctx_prod[keep_p]]),
+            np.stack([nodes.n + ctx_cons[keep_c], cons[keep_c]]),
+        ],
+        axis=1,
+    )
     return edges, int(count)
 
 
@@ -307,6 +324,7 @@ def _join_edges(nodes, parents, children, keys):
 
     Where several parents share the keys the last one wins, as in XProf's map.
     """
+
     def frame(idx, col):
         ok = np.ones(len(idx), bool)
         data = {}
@@ -316,6 +334,7 @@ def _join_edges(nodes, parents, children, keys):
             data[k] = v
         data[col] = idx
         return pd.DataFrame(data)[ok]
+
     p = frame(parents, "src").drop_duplicates(keys, keep="last")
     c = frame(children, "dst")
     e = p.merge(c, on=keys)
@@ -379,17 +398,54 @@ class _Graph:
 
 # Names XProf's `FindHostEventType` gives a type of its own (tsl `xplane_schema.cc`): an event
 # with one of these names is neither a TF op run nor a kernel execution, whatever its stats.
-_HOST_EVENT_TYPE_NAMES = frozenset((
-    "UnknownHostEventType", LEGACY_ROOT, "SessionRun", "FunctionRun", "RunGraph", "RunGraphDone", TF_OP_RUN,
-    EAGER_EXECUTE, EXECUTOR, "ExecutorDoneCallback", "MemoryAllocation", "MemoryDeallocation", "RemotePerfCounter",
-    *TF_DATA_FUNCTIONS, *LOOP_OPS, *GET_NEXT, "Iterator", "Iterator::Prefetch::Generator", "PrefetchProduce",
-    "PrefetchConsume", "ParallelInterleaveProduce", "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput",
-    "ParallelMapProduce", "ParallelMapConsume", "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce",
-    "ParseExampleConsume", "ParallelBatchProduce", "ParallelBatchConsume", *FORCED_ROOT_LEVEL, "BrainSessionRun",
-    "ConcatInputTensors", "MergeInputTensors", "ScheduleWithoutSplit", "ScheduleWithSplit",
-    "ScheduleWithEagerSplit", "ASBSQueue::Schedule", "OrbaxServing::ConcatInputBuffers", "TfrtModelRun",
-    "ServingModelRun", "KernelLaunch", "KernelExecute",
-))
+_HOST_EVENT_TYPE_NAMES = frozenset(
+    (
+        "UnknownHostEventType",
+        LEGACY_ROOT,
+        "SessionRun",
+        "FunctionRun",
+        "RunGraph",
+        "RunGraphDone",
+        TF_OP_RUN,
+        EAGER_EXECUTE,
+        EXECUTOR,
+        "ExecutorDoneCallback",
+        "MemoryAllocation",
+        "MemoryDeallocation",
+        "RemotePerfCounter",
+        *TF_DATA_FUNCTIONS,
+        *LOOP_OPS,
+        *GET_NEXT,
+        "Iterator",
+        "Iterator::Prefetch::Generator",
+        "PrefetchProduce",
+        "PrefetchConsume",
+        "ParallelInterleaveProduce",
+        "ParallelInterleaveConsume",
+        "ParallelInterleaveInitializeInput",
+        "ParallelMapProduce",
+        "ParallelMapConsume",
+        "MapAndBatchProduce",
+        "MapAndBatchConsume",
+        "ParseExampleProduce",
+        "ParseExampleConsume",
+        "ParallelBatchProduce",
+        "ParallelBatchConsume",
+        *FORCED_ROOT_LEVEL,
+        "BrainSessionRun",
+        "ConcatInputTensors",
+        "MergeInputTensors",
+        "ScheduleWithoutSplit",
+        "ScheduleWithSplit",
+        "ScheduleWithEagerSplit",
+        "ASBSQueue::Schedule",
+        "OrbaxServing::ConcatInputBuffers",
+        "TfrtModelRun",
+        "ServingModelRun",
+        "KernelLaunch",
+        "KernelExecute",
+    )
+)
 
 
 def _eager_targets(nodes):
@@ -486,8 +542,9 @@ def _forest(space):
     # Kernel launch / execute: events XProf gives no other type, with a
     # correlation_id, on the host plane / on a device plane.
     corr = nodes.stat["correlation_id"].mask(n) & ~nodes.tpu
-    edges.append(_join_edges(nodes, np.flatnonzero(corr & nodes.host), np.flatnonzero(corr & ~nodes.host),
-                             ["correlation_id"]))
+    edges.append(
+        _join_edges(nodes, np.flatnonzero(corr & nodes.host), np.flatnonzero(corr & ~nodes.host), ["correlation_id"])
+    )
 
     step_id = nodes.stat["id"]
     ids, has = step_id.at(nodes.where_name(*TF_DATA_FUNCTIONS))
@@ -558,8 +615,16 @@ def _forest(space):
     return nodes, group, steps, eager
 
 
-_HOST_PLANE_PREFIXES = ("/host:CPU", "Host CPUs", "/host:tfstreamz", "/host:metadata", "Syscalls",
-                        "/host:python-tracer", "/host:CUPTI", "/host:__ScopeRangeCallStack__")
+_HOST_PLANE_PREFIXES = (
+    "/host:CPU",
+    "Host CPUs",
+    "/host:tfstreamz",
+    "/host:metadata",
+    "Syscalls",
+    "/host:python-tracer",
+    "/host:CUPTI",
+    "/host:__ScopeRangeCallStack__",
+)
 
 
 def is_grouped(space):
@@ -623,11 +688,21 @@ def forward_filled_group_ids(space, plane):
     out = np.empty_like(flat)
     out[order] = np.where(pos >= 0, seq[np.maximum(pos, 0)], -1)
     bounds = np.cumsum([0] + [len(x) for x in g])
-    return {li: out[bounds[k]:bounds[k + 1]] for k, (li, _) in enumerate(keys)}
+    return {li: out[bounds[k] : bounds[k + 1]] for k, (li, _) in enumerate(keys)}
 
 
-_STEP_COLUMNS = ["group_id", "plane", "line", "event", "name", "start_ps", "duration_ps", "root_level",
-                 "step_num", "step_name"]
+_STEP_COLUMNS = [
+    "group_id",
+    "plane",
+    "line",
+    "event",
+    "name",
+    "start_ps",
+    "duration_ps",
+    "root_level",
+    "step_num",
+    "step_name",
+]
 
 
 def _computed(space):
@@ -638,8 +713,7 @@ def _computed(space):
     """
     if "grouping" not in space.cache:
         nodes, group, steps, eager = _forest(space)
-        space.cache["grouping"] = (_split(nodes, group), _step_table(nodes, steps),
-                                   _split_nodes(nodes, eager))
+        space.cache["grouping"] = (_split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, eager))
     return space.cache["grouping"]
 
 
@@ -745,11 +819,18 @@ def _step_table(nodes, steps):
         name = nodes.name_of(node)
         prefix = gt[i] if gt[i] is not None else (None if name in IMPLICIT_ROOTS else name)
         n = int(num[i]) if has_num[i] else int(g)
-        rows.append({
-            "group_id": int(g), "plane": nodes.plane_names[nodes.line_plane[nodes.line[node]]],
-            "line": nodes.lines[nodes.line[node]][1], "event": int(nodes.event_of(node)), "name": name,
-            "start_ps": int(start[i]), "duration_ps": int(end[i] - start[i]),
-            "root_level": int(level),
-            "step_num": n, "step_name": f"{prefix} {n}" if prefix else str(n),
-        })
+        rows.append(
+            {
+                "group_id": int(g),
+                "plane": nodes.plane_names[nodes.line_plane[nodes.line[node]]],
+                "line": nodes.lines[nodes.line[node]][1],
+                "event": int(nodes.event_of(node)),
+                "name": name,
+                "start_ps": int(start[i]),
+                "duration_ps": int(end[i] - start[i]),
+                "root_level": int(level),
+                "step_num": n,
+                "step_name": f"{prefix} {n}" if prefix else str(n),
+            }
+        )
     return pd.DataFrame(rows, columns=_STEP_COLUMNS)

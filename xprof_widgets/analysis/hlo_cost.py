@@ -60,37 +60,148 @@ _GPU_IMMEDIATE_CONSTANT_MAX_ELEMENTS = 8
 _CPU_IMMEDIATE_CONSTANT_MAX_ELEMENTS = 1
 _DEFAULT_CYCLES_PER_ELEMENT = 3
 
-_CUBLAS_LT_TARGETS = frozenset({
-    "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx", "__cublas$lt$groupedMatmul",
-})
-_DNN_CONVOLUTION_TARGETS = frozenset({
-    "__cudnn$convForward", "__cudnn$convForwardGraph", "__cudnn$convBackwardInput",
-    "__cudnn$convBackwardFilter", "__cudnn$convBiasActivationForward",
-})
-_TRANSCENDENTAL_OPCODES = frozenset({
-    "acos", "acosh", "asin", "asinh", "atan2", "atanh", "cbrt", "cosine", "cosh", "erf", "exponential",
-    "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "rsqrt", "sine", "sinh", "sqrt",
-    "tan", "tanh",
-})
+_CUBLAS_LT_TARGETS = frozenset(
+    {
+        "__cublas$lt$matmul",
+        "__cublas$lt$matmul$f8",
+        "__cublas$lt$matmul$mx",
+        "__cublas$lt$groupedMatmul",
+    }
+)
+_DNN_CONVOLUTION_TARGETS = frozenset(
+    {
+        "__cudnn$convForward",
+        "__cudnn$convForwardGraph",
+        "__cudnn$convBackwardInput",
+        "__cudnn$convBackwardFilter",
+        "__cudnn$convBiasActivationForward",
+    }
+)
+_TRANSCENDENTAL_OPCODES = frozenset(
+    {
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan2",
+        "atanh",
+        "cbrt",
+        "cosine",
+        "cosh",
+        "erf",
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "logistic",
+        "power",
+        "rsqrt",
+        "sine",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+    }
+)
 # Opcodes XLA's visitor sends to HandleElementwiseOp (unary, binary, select, compare,
 # clamp, convert, reduce-precision).
-_ELEMENTWISE_HANDLED = frozenset({
-    "abs", "acos", "acosh", "asin", "asinh", "atanh", "round-nearest-afz", "round-nearest-even", "ceil",
-    "count-leading-zeros", "convert", "bitcast-convert", "cosine", "cosh", "erf", "exponential",
-    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "not", "negate",
-    "popcnt", "real", "reduce-precision", "rsqrt", "logistic", "sign", "sine", "sinh", "sqrt", "cbrt",
-    "tan", "tanh", "add", "atan2", "compare", "complex", "divide", "maximum", "minimum", "multiply",
-    "mulhi", "power", "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "stochastic-convert", "select", "clamp",
-})
+_ELEMENTWISE_HANDLED = frozenset(
+    {
+        "abs",
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atanh",
+        "round-nearest-afz",
+        "round-nearest-even",
+        "ceil",
+        "count-leading-zeros",
+        "convert",
+        "bitcast-convert",
+        "cosine",
+        "cosh",
+        "erf",
+        "exponential",
+        "exponential-minus-one",
+        "floor",
+        "imag",
+        "is-finite",
+        "log",
+        "log-plus-one",
+        "not",
+        "negate",
+        "popcnt",
+        "real",
+        "reduce-precision",
+        "rsqrt",
+        "logistic",
+        "sign",
+        "sine",
+        "sinh",
+        "sqrt",
+        "cbrt",
+        "tan",
+        "tanh",
+        "add",
+        "atan2",
+        "compare",
+        "complex",
+        "divide",
+        "maximum",
+        "minimum",
+        "multiply",
+        "mulhi",
+        "power",
+        "remainder",
+        "subtract",
+        "and",
+        "or",
+        "xor",
+        "shift-left",
+        "shift-right-arithmetic",
+        "shift-right-logical",
+        "stochastic-convert",
+        "select",
+        "clamp",
+    }
+)
 # Opcodes whose handler keeps the default costs (bytes of operands and outputs, no FLOPs).
-_DEFAULT_COST = frozenset({
-    "iota", "reshape", "dynamic-reshape", "reverse", "pad", "broadcast", "copy", "copy-start", "copy-done",
-    "send", "send-done", "recv", "recv-done", "opt-barrier", "get-dimension-size", "set-dimension-size",
-    "partition-id", "replica-id", "topk", "batch-norm-training", "batch-norm-inference", "batch-norm-grad",
-    "rng-get-and-update-state", "all-gather-done", "all-reduce-done", "collective-permute-done",
-    "collective-broadcast", "ragged-all-to-all", "async-update", "async-done", "all-to-all",
-})
+_DEFAULT_COST = frozenset(
+    {
+        "iota",
+        "reshape",
+        "dynamic-reshape",
+        "reverse",
+        "pad",
+        "broadcast",
+        "copy",
+        "copy-start",
+        "copy-done",
+        "send",
+        "send-done",
+        "recv",
+        "recv-done",
+        "opt-barrier",
+        "get-dimension-size",
+        "set-dimension-size",
+        "partition-id",
+        "replica-id",
+        "topk",
+        "batch-norm-training",
+        "batch-norm-inference",
+        "batch-norm-grad",
+        "rng-get-and-update-state",
+        "all-gather-done",
+        "all-reduce-done",
+        "collective-permute-done",
+        "collective-broadcast",
+        "ragged-all-to-all",
+        "async-update",
+        "async-done",
+        "all-to-all",
+    }
+)
 
 
 class CostError(Exception):
@@ -290,8 +401,9 @@ class _Analysis:
         self.cur[BYTES] = F32(out * 2)
         self.cur[_output_key()] = F32(out)
         self.cur[_operand_key(0)] = F32(out)
-        self.cur[_operand_util_key(0)] = F32(instr.shape.elements / instr.operands[0].shape.elements
-                                              if instr.operands[0].shape.elements else math.inf)
+        self.cur[_operand_util_key(0)] = F32(
+            instr.shape.elements / instr.operands[0].shape.elements if instr.operands[0].shape.elements else math.inf
+        )
 
     def handle_dynamic_slice(self, instr):
         out = self.shape_size(instr.shape)
@@ -327,7 +439,7 @@ class _Analysis:
 
     def handle_scatter(self, instr):
         n = (len(instr.operands) - 1) // 2
-        updates = instr.operands[n + 1:]
+        updates = instr.operands[n + 1 :]
         total = 0
         for i in range(n):
             size = self.shape_size(updates[i].shape)
@@ -465,8 +577,13 @@ class _Analysis:
         padded = [d for d in dims if d.padding_low != 0 or d.padding_high != 0]
         if len(reducing) == 1 and len(padded) == 1 and not instr.shape.is_tuple:
             for i, d in enumerate(dims):
-                if (d.size != 1 and d.padding_low != 0 and d.padding_high != 0 and d.padding_low == d.padding_high
-                        and d.size == 2 * d.padding_low + 1):
+                if (
+                    d.size != 1
+                    and d.padding_low != 0
+                    and d.padding_high != 0
+                    and d.padding_low == d.padding_high
+                    and d.size == 2 * d.padding_low + 1
+                ):
                     if d.padding_low == instr.shape.dimensions[i] - 1:
                         size = instr.shape.dimensions[i]
                         count = out.elements // size + (size - 1)
@@ -694,8 +811,11 @@ class _Analysis:
                 util = F32(util + root_util[r])
             props[UTILIZATION] = util
             flops = F32(flops + F32(util * props[FLOPS]))
-            shares = instr.is_elementwise() or instr.opcode in ("tuple", "get-tuple-element") or (
-                instr.opcode == "bitcast" and instr.operands[0].shape.equal_ignoring_element_type(instr.shape))
+            shares = (
+                instr.is_elementwise()
+                or instr.opcode in ("tuple", "get-tuple-element")
+                or (instr.opcode == "bitcast" and instr.operands[0].shape.equal_ignoring_element_type(instr.shape))
+            )
             for idx, operand in enumerate(instr.operands):
                 if shares:
                     targets = roots[operand]
@@ -867,7 +987,11 @@ def _gemm_contracting_dims(instr):
         raise CostError(f"backend config of {instr.name} is not an object")
     gemm = config.get("gemm_backend_config", config.get("gemmBackendConfig")) or {}
     dims = (gemm.get("dot_dimension_numbers", gemm.get("dotDimensionNumbers")) or {}) if isinstance(gemm, dict) else {}
-    values = dims.get("lhs_contracting_dimensions", dims.get("lhsContractingDimensions", [])) if isinstance(dims, dict) else []
+    values = (
+        dims.get("lhs_contracting_dimensions", dims.get("lhsContractingDimensions", []))
+        if isinstance(dims, dict)
+        else []
+    )
     try:
         return [int(v) for v in values]
     except (TypeError, ValueError) as exc:
@@ -894,8 +1018,15 @@ def convolution_flops(instr, result_shape) -> int:
     if not dims:
         spatial = [(1, 1, 1, None)]
     else:
-        spatial = [(rhs.dimensions[d.kernel_spatial_dimensions[s]], result_shape.dimensions[d.output_spatial_dimensions[s]],
-                    lhs.dimensions[d.input_spatial_dimensions[s]], dims[s]) for s in range(len(dims))]
+        spatial = [
+            (
+                rhs.dimensions[d.kernel_spatial_dimensions[s]],
+                result_shape.dimensions[d.output_spatial_dimensions[s]],
+                lhs.dimensions[d.input_spatial_dimensions[s]],
+                dims[s],
+            )
+            for s in range(len(dims))
+        ]
     product = 1
     for kernel, out, inp, w in spatial:
         stride = w.stride if w is not None else 1
@@ -903,12 +1034,26 @@ def convolution_flops(instr, result_shape) -> int:
         pad_hi = w.padding_high if w is not None else 0
         wdil = w.window_dilation if w is not None else 1
         bdil = w.base_dilation if w is not None else 1
-        if (inp == out and kernel == out and inp == bdil and wdil == 1 and max(1, inp - 1) == stride
-                and pad_lo == 0 and pad_hi == 0):
+        if (
+            inp == out
+            and kernel == out
+            and inp == bdil
+            and wdil == 1
+            and max(1, inp - 1) == stride
+            and pad_lo == 0
+            and pad_hi == 0
+        ):
             product *= inp
             continue
-        if inp == 1 and kernel == out and wdil == 1 and bdil == 1 and stride == 1 and pad_hi == out - 1 \
-                and pad_lo == out - 1:
+        if (
+            inp == 1
+            and kernel == out
+            and wdil == 1
+            and bdil == 1
+            and stride == 1
+            and pad_hi == out - 1
+            and pad_lo == out - 1
+        ):
             product *= out
             continue
         count = 0
@@ -981,8 +1126,16 @@ _HANDLERS = {
     "fusion": _Analysis.handle_fusion,
 }
 
-COST_COLUMNS = ["name", "computation", "opcode", "flops", "model_flops", "bytes_accessed", "hbm_read_bytes",
-                "hbm_write_bytes"]
+COST_COLUMNS = [
+    "name",
+    "computation",
+    "opcode",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+]
 
 
 class ModuleCosts:
@@ -1041,5 +1194,3 @@ def instruction_costs(module: HloModule, mode="gpu") -> dict:
     that hold instructions (the graph viewer)."""
     costs = module_costs(module, mode)
     return {name: costs.of(name) for name in costs.table.index}
-
-

@@ -48,14 +48,13 @@ NO_STEPS_REASON = (
     "no step markers: wrap each training step in "
     "jax.profiler.StepTraceAnnotation('train', step_num=i) (JAX) or "
     "tf.profiler.experimental.Trace('train', step_num=i, _r=1) (TensorFlow); "
-    "Keras model.fit marks steps itself")
+    "Keras model.fit marks steps itself"
+)
 
-INPUT_OP_COLUMNS = ["op_name", "count", "time_us", "time_percent", "self_time_us",
-                    "self_time_percent", "category"]
+INPUT_OP_COLUMNS = ["op_name", "count", "time_us", "time_percent", "self_time_us", "self_time_percent", "category"]
 
 _TF_OP = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_./>\-]*:[A-Z_][A-Za-z0-9_]*$")
-_FILE_READ_ENDS = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable", "::RecordIO",
-                   "::ArrayRecord")
+_FILE_READ_ENDS = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable", "::RecordIO", "::ArrayRecord")
 _ADVANCED_READ = ("::MemoryReader", "::MemoryWriter", "::Interleave", "::Prefetch", "::ParallelMap")
 
 
@@ -106,15 +105,18 @@ def _input_op_kind(names):
         if n.startswith("Iterator::"):
             out[i] = "Dataset"
         elif n.lower().startswith("memcpyhtod") or (
-                _TF_OP.match(n) and n.rsplit(":", 1)[1].startswith("InfeedEnqueue")):
+            _TF_OP.match(n) and n.rsplit(":", 1)[1].startswith("InfeedEnqueue")
+        ):
             out[i] = "Enqueue"
     return out
 
 
 def _is_tf_op(names):
     """True where a name is a TF op XProf's host op database keeps."""
-    return np.array([n.startswith("Iterator::") or n.lower().startswith("memcpy")
-                     or bool(_TF_OP.match(n)) for n in names], dtype=bool)
+    return np.array(
+        [n.startswith("Iterator::") or n.lower().startswith("memcpy") or bool(_TF_OP.match(n)) for n in names],
+        dtype=bool,
+    )
 
 
 def input_op_category(name):
@@ -129,7 +131,7 @@ def host_input_ops(space) -> pd.DataFrame:
     ("Dataset" / "Enqueue"), count, time_ps, self_time_ps."""
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     parts = []
-    for line in (plane.lines if plane is not None else []):
+    for line in plane.lines if plane is not None else []:
         if not len(line):
             continue
         names = line.names()
@@ -144,14 +146,24 @@ def host_input_ops(space) -> pd.DataFrame:
         self_ps = (end - begin) - _children_time(begin, end)
         k = kind[codes[tf]]
         keep = k != ""
-        parts.append(pd.DataFrame({"op_name": cats[codes[tf][keep]], "kind": k[keep],
-                                   "time_ps": (end - begin)[keep], "self_time_ps": self_ps[keep]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "op_name": cats[codes[tf][keep]],
+                    "kind": k[keep],
+                    "time_ps": (end - begin)[keep],
+                    "self_time_ps": self_ps[keep],
+                }
+            )
+        )
     if not parts:
         return pd.DataFrame(columns=["op_name", "kind", "count", "time_ps", "self_time_ps"])
     df = pd.concat(parts, ignore_index=True)
-    return (df.groupby(["op_name", "kind"], sort=False)
-            .agg(count=("time_ps", "size"), time_ps=("time_ps", "sum"), self_time_ps=("self_time_ps", "sum"))
-            .reset_index())
+    return (
+        df.groupby(["op_name", "kind"], sort=False)
+        .agg(count=("time_ps", "size"), time_ps=("time_ps", "sum"), self_time_ps=("self_time_ps", "sum"))
+        .reset_index()
+    )
 
 
 def _summary(values):
@@ -164,31 +176,53 @@ def _summary(values):
 def _verdict(input_pct, all_others_pct, tf_data_used):
     """(verdict, conclusion, next step, all-others already reported)."""
     if input_pct >= HIGHLY_INPUT_BOUND_PERCENT:
-        v, text, reported = "host", (
-            f"Your program is HIGHLY input-bound because {_one_digit(input_pct)}% of the total step "
-            "time sampled is waiting for input. Therefore, you should first focus on reducing the "
-            "input time."), False
+        v, text, reported = (
+            "host",
+            (
+                f"Your program is HIGHLY input-bound because {_one_digit(input_pct)}% of the total step "
+                "time sampled is waiting for input. Therefore, you should first focus on reducing the "
+                "input time."
+            ),
+            False,
+        )
     elif input_pct >= MODERATELY_INPUT_BOUND_PERCENT:
-        v, text, reported = "both", (
-            f"Your program is MODERATELY input-bound because {_one_digit(input_pct)}% of the total "
-            "step time sampled is waiting for input. Therefore, you would need to reduce both the "
-            "input time and other time."), False
+        v, text, reported = (
+            "both",
+            (
+                f"Your program is MODERATELY input-bound because {_one_digit(input_pct)}% of the total "
+                "step time sampled is waiting for input. Therefore, you would need to reduce both the "
+                "input time and other time."
+            ),
+            False,
+        )
     elif all_others_pct >= MODERATELY_ALL_OTHERS_PERCENT:
-        v, text, reported = "both", (
-            f"Your program is POTENTIALLY input-bound because {_one_digit(all_others_pct)}% of the "
-            "total step time sampled is spent on 'All Others' time (which could be due to I/O or "
-            "Python execution or both)."), True
+        v, text, reported = (
+            "both",
+            (
+                f"Your program is POTENTIALLY input-bound because {_one_digit(all_others_pct)}% of the "
+                "total step time sampled is spent on 'All Others' time (which could be due to I/O or "
+                "Python execution or both)."
+            ),
+            True,
+        )
     else:
-        v, text, reported = "device", (
-            f"Your program is NOT input-bound because only {_one_digit(input_pct)}% of the total "
-            "step time sampled is waiting for input. Therefore, you should focus on reducing other "
-            "time."), False
+        v, text, reported = (
+            "device",
+            (
+                f"Your program is NOT input-bound because only {_one_digit(input_pct)}% of the total "
+                "step time sampled is waiting for input. Therefore, you should focus on reducing other "
+                "time."
+            ),
+            False,
+        )
     if v in ("host", "both"):
-        nxt = ("Look at the input ops below for the breakdown of input time on the host."
-               if tf_data_used else
-               "Consider using the tf.data API to enable profiler's host-side analysis for input "
-               "pipeline. Profiler currently does not support custom input pipeline (ignore the "
-               "input op table).")
+        nxt = (
+            "Look at the input ops below for the breakdown of input time on the host."
+            if tf_data_used
+            else "Consider using the tf.data API to enable profiler's host-side analysis for input "
+            "pipeline. Profiler currently does not support custom input pipeline (ignore the "
+            "input op table)."
+        )
     else:
         nxt = "You may skip the rest of this page."
     return v, text, nxt, reported
@@ -204,20 +238,21 @@ def analyze_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipel
     """The analysis from a step table (`steps.host_steps`) and host input ops
     (`host_input_ops`)."""
     ops = ops.copy()
-    ops["category"] = np.where(ops["kind"] == "Enqueue", "Enqueue",
-                               [input_op_category(n) for n in ops["op_name"]])
+    ops["category"] = np.where(ops["kind"] == "Enqueue", "Enqueue", [input_op_category(n) for n in ops["op_name"]])
     ops = ops.sort_values("self_time_ps", ascending=False, kind="stable").reset_index(drop=True)
     total_self = float(ops["self_time_ps"].sum())
-    input_ops = pd.DataFrame({
-        "op_name": ops["op_name"].astype(str),
-        "count": ops["count"].astype(np.int64),
-        "time_us": ops["time_ps"].to_numpy(np.float64) / 1e6,
-        "time_percent": 100.0 * ops["time_ps"].to_numpy(np.float64) / total_self if total_self else 0.0,
-        "self_time_us": ops["self_time_ps"].to_numpy(np.float64) / 1e6,
-        "self_time_percent": (100.0 * ops["self_time_ps"].to_numpy(np.float64) / total_self
-                              if total_self else 0.0),
-        "category": ops["category"].astype(str),
-    }, columns=INPUT_OP_COLUMNS)
+    input_ops = pd.DataFrame(
+        {
+            "op_name": ops["op_name"].astype(str),
+            "count": ops["count"].astype(np.int64),
+            "time_us": ops["time_ps"].to_numpy(np.float64) / 1e6,
+            "time_percent": 100.0 * ops["time_ps"].to_numpy(np.float64) / total_self if total_self else 0.0,
+            "self_time_us": ops["self_time_ps"].to_numpy(np.float64) / 1e6,
+            "self_time_percent": (100.0 * ops["self_time_ps"].to_numpy(np.float64) / total_self if total_self else 0.0),
+            "category": ops["category"].astype(str),
+        },
+        columns=INPUT_OP_COLUMNS,
+    )
 
     avg, lo, hi, std = _summary(steps["step_time_ms"].to_numpy(np.float64))
     by_cat = input_ops.groupby("category")["self_time_us"].sum()
@@ -229,10 +264,15 @@ def analyze_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipel
     ratio = min(1.0, float(steps["host_to_device_ms"].mean()) / avg) if avg > 0 else 0.0
     non_enqueue = enqueue * (1 - ratio) / ratio if ratio else total_non_enqueue
     scale = non_enqueue / total_non_enqueue if total_non_enqueue else 0.0
-    host = {"enqueue": enqueue, "preprocessing": prep * scale, "advanced_file_read": advanced * scale,
-            "demanded_file_read": demanded * scale}
-    host["unclassified"] = max(0.0, non_enqueue - host["preprocessing"] - host["advanced_file_read"]
-                               - host["demanded_file_read"])
+    host = {
+        "enqueue": enqueue,
+        "preprocessing": prep * scale,
+        "advanced_file_read": advanced * scale,
+        "demanded_file_read": demanded * scale,
+    }
+    host["unclassified"] = max(
+        0.0, non_enqueue - host["preprocessing"] - host["advanced_file_read"] - host["demanded_file_read"]
+    )
     if input_ops.empty:
         host = {k: 0.0 for k in host}
     tf_data_used = total_non_enqueue > 0
@@ -240,27 +280,48 @@ def analyze_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipel
     total_step = float(steps["step_time_ms"].sum())
     if total_step == 0:
         return InputPipelineResult(
-            steps=steps, host_breakdown_us=host, input_ops=input_ops, verdict="unknown",
-            recommendation="No step time measured. Therefore we cannot tell where the performance "
-                           "bottleneck is.",
-            reason=NO_STEPS_REASON)
-    pct = {c: 100.0 * float(steps[c].sum()) / total_step for c in
-           ("input_ms", "all_others_ms", "kernel_launch_ms", "device_collectives_ms")}
+            steps=steps,
+            host_breakdown_us=host,
+            input_ops=input_ops,
+            verdict="unknown",
+            recommendation="No step time measured. Therefore we cannot tell where the performance bottleneck is.",
+            reason=NO_STEPS_REASON,
+        )
+    pct = {
+        c: 100.0 * float(steps[c].sum()) / total_step
+        for c in ("input_ms", "all_others_ms", "kernel_launch_ms", "device_collectives_ms")
+    }
     verdict, text, nxt, reported = _verdict(pct["input_ms"], pct["all_others_ms"], tf_data_used)
     extra = [
-        _level_statement(pct["device_collectives_ms"], MODERATELY_COLLECTIVES_PERCENT,
-                         HIGHLY_COLLECTIVES_PERCENT, "Device Collective Communication"),
-        _level_statement(pct["kernel_launch_ms"], MODERATELY_KERNEL_LAUNCH_PERCENT,
-                         HIGHLY_KERNEL_LAUNCH_PERCENT, "Kernel Launch"),
+        _level_statement(
+            pct["device_collectives_ms"],
+            MODERATELY_COLLECTIVES_PERCENT,
+            HIGHLY_COLLECTIVES_PERCENT,
+            "Device Collective Communication",
+        ),
+        _level_statement(
+            pct["kernel_launch_ms"], MODERATELY_KERNEL_LAUNCH_PERCENT, HIGHLY_KERNEL_LAUNCH_PERCENT, "Kernel Launch"
+        ),
     ]
     if not reported and pct["all_others_ms"] >= MODERATELY_ALL_OTHERS_PERCENT:
-        extra.append(f"{_one_digit(pct['all_others_ms'])} % of the total step time sampled is spent "
-                     "on 'All Others' time. This could be due to Python execution overhead.")
+        extra.append(
+            f"{_one_digit(pct['all_others_ms'])} % of the total step time sampled is spent "
+            "on 'All Others' time. This could be due to Python execution overhead."
+        )
     recommendation = " ".join([text, *[e for e in extra if e], nxt])
     return InputPipelineResult(
-        steps=steps, avg_step_time_ms=avg, min_step_time_ms=lo, max_step_time_ms=hi,
-        std_step_time_ms=std, input_percent=pct["input_ms"], all_others_percent=pct["all_others_ms"],
-        host_breakdown_us=host, input_ops=input_ops, verdict=verdict, recommendation=recommendation)
+        steps=steps,
+        avg_step_time_ms=avg,
+        min_step_time_ms=lo,
+        max_step_time_ms=hi,
+        std_step_time_ms=std,
+        input_percent=pct["input_ms"],
+        all_others_percent=pct["all_others_ms"],
+        host_breakdown_us=host,
+        input_ops=input_ops,
+        verdict=verdict,
+        recommendation=recommendation,
+    )
 
 
 def input_pipeline(run, host=None) -> InputPipelineResult:
@@ -276,8 +337,7 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
     parts = [host_input_ops(run.xspace(h)) for h in run.hosts]
     ops = pd.concat(parts, ignore_index=True) if parts else host_input_ops(space)
     if len(ops):
-        ops = (ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]]
-               .sum().reset_index())
+        ops = ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]].sum().reset_index()
     if any(p.name.startswith("/device:GPU") for p in space.planes):
         device_steps = gpu_device_steps(space)  # with a GPU, XProf's steps are the device's
         if len(device_steps):
@@ -286,7 +346,8 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
     has_device = any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes)
     if has_device:
         res = analyze_input_pipeline(pd.DataFrame(columns=STEP_COLUMNS), ops)
-        res.reason = ("device (GPU/TPU) step analysis is not implemented yet; input ops only"
-                      if len(steps) else NO_STEPS_REASON)
+        res.reason = (
+            "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
+        )
         return res
     return analyze_input_pipeline(steps, ops)

@@ -42,29 +42,78 @@ import pandas as pd
 from .op_stats import _DERIVED_ID_MAX, _DERIVED_ID_MIN, gpu_planes
 from .tf_op import parse_tf_op, tf_op_fullname
 
-COLUMNS = ["kernel_name", "registers_per_thread", "shmem_bytes", "block_dim", "grid_dim", "occupancy_pct",
-           "is_op_tensor_core_eligible", "is_kernel_using_tensor_core", "op_name", "occurrences",
-           "total_duration_us", "avg_duration_us", "min_duration_us", "max_duration_us"]
+COLUMNS = [
+    "kernel_name",
+    "registers_per_thread",
+    "shmem_bytes",
+    "block_dim",
+    "grid_dim",
+    "occupancy_pct",
+    "is_op_tensor_core_eligible",
+    "is_kernel_using_tensor_core",
+    "op_name",
+    "occurrences",
+    "total_duration_us",
+    "avg_duration_us",
+    "min_duration_us",
+    "max_duration_us",
+]
 #: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
 MAX_KERNELS = 1000
 
 NO_GPU = "the profile has no GPU plane (`/device:GPU:N`): kernel statistics are for GPU kernels"
-NO_KERNELS = ("no event on the GPU planes carries a `kernel_details` stat (launch parameters), so there are "
-              "no kernels to list; the GPU tracer wrote only memory copies, or the profile comes from a "
-              "backend that does not record kernel launches")
+NO_KERNELS = (
+    "no event on the GPU planes carries a `kernel_details` stat (launch parameters), so there are "
+    "no kernels to list; the GPU tracer wrote only memory copies, or the profile comes from a "
+    "backend that does not record kernel launches"
+)
 TPU_PLANES = "the profile has TPU planes; XProf reads kernel statistics from GPU planes only when there are none"
 
-_NVIDIA_TC_PATTERNS = ("16816", "c1688", "conv1x1", "conv2d_c1_k1", "dgrad_1x1_stride_2x2", "direct_group",
-                       "first_layer_wgrad_kernel", "h1688", "h884", "hmma", "i16832", "i8816", "s884", "s1688",
-                       "xmma_gemm", "xmma_implicit_gemm", "xmma_sparse_conv", "xmma_sparse_gemm",
-                       "xmma_warp_specialized_implicit_gemm")
+_NVIDIA_TC_PATTERNS = (
+    "16816",
+    "c1688",
+    "conv1x1",
+    "conv2d_c1_k1",
+    "dgrad_1x1_stride_2x2",
+    "direct_group",
+    "first_layer_wgrad_kernel",
+    "h1688",
+    "h884",
+    "hmma",
+    "i16832",
+    "i8816",
+    "s884",
+    "s1688",
+    "xmma_gemm",
+    "xmma_implicit_gemm",
+    "xmma_sparse_conv",
+    "xmma_sparse_gemm",
+    "xmma_warp_specialized_implicit_gemm",
+)
 _AMD_TC = re.compile(r"mfma|wmma|gemm_fusion|Custom_Cijk_|_MI[0-9]+x[0-9]+x[0-9]+")
 _NVIDIA_TC = re.compile("|".join(re.escape(p) for p in _NVIDIA_TC_PATTERNS))
-_TC_OP_ENDS = ("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "Conv3D", "DepthwiseConv2dNative",
-               "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput", "/MatMul",
-               "FusedMatMul", "/CudnnRNN", "XlaDot", "XlaDotV2")
-_TC_OP_CONTAINS = ("BatchMatMul", "CudnnRNNV", "CudnnRNNForward", "CudnnRNNBackprop", "dot_general",
-                   "conv_general_dilated")
+_TC_OP_ENDS = (
+    "Conv2D",
+    "Conv2DBackpropFilter",
+    "Conv2DBackpropInput",
+    "Conv3D",
+    "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropFilter",
+    "DepthwiseConv2dNativeBackpropInput",
+    "/MatMul",
+    "FusedMatMul",
+    "/CudnnRNN",
+    "XlaDot",
+    "XlaDotV2",
+)
+_TC_OP_CONTAINS = (
+    "BatchMatMul",
+    "CudnnRNNV",
+    "CudnnRNNForward",
+    "CudnnRNNBackprop",
+    "dot_general",
+    "conv_general_dilated",
+)
 _UINT = re.compile(r"\s*\+?[0-9]+\s*")
 
 
@@ -101,10 +150,19 @@ def parse_kernel_details(details: str) -> dict:
     """Launch parameters from a `kernel_details` stat, as XProf's ParseKernelLaunchParams:
     registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes, block (3 ints),
     grid (3 ints), occupancy_pct. Unrecognised or malformed tokens are skipped."""
-    out = {"registers_per_thread": 0, "static_shmem_bytes": 0, "dynamic_shmem_bytes": 0,
-           "block": (1, 1, 1), "grid": (1, 1, 1), "occupancy_pct": 0.0}
-    keys = {"regs": "registers_per_thread", "static_shared": "static_shmem_bytes",
-            "dynamic_shared": "dynamic_shmem_bytes"}
+    out = {
+        "registers_per_thread": 0,
+        "static_shmem_bytes": 0,
+        "dynamic_shmem_bytes": 0,
+        "block": (1, 1, 1),
+        "grid": (1, 1, 1),
+        "occupancy_pct": 0.0,
+    }
+    keys = {
+        "regs": "registers_per_thread",
+        "static_shared": "static_shmem_bytes",
+        "dynamic_shared": "dynamic_shmem_bytes",
+    }
     for token in re.split(r"[ \n]", details):
         kv = token.split(":")
         if len(kv) != 2:
@@ -151,22 +209,41 @@ def _kernel_events(plane):
             continue
         is_xla = np.zeros(len(line), bool)
         is_xla[st.strings("hlo_op")[0]] = True
-        frames.append(pd.DataFrame({
-            "name": np.asarray(line.names(), dtype=object)[keep].astype(str),
-            "duration_ns": dur_ns[keep], "details": details[keep],
-            "tf_op": st.str_column("tf_op")[keep], "equation": st.str_column("equation")[keep],
-            "hlo_op": st.str_column("hlo_op")[keep], "is_xla": is_xla[keep],
-            "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
-            "has_program_id": st.present("program_id")[keep],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "name": np.asarray(line.names(), dtype=object)[keep].astype(str),
+                    "duration_ns": dur_ns[keep],
+                    "details": details[keep],
+                    "tf_op": st.str_column("tf_op")[keep],
+                    "equation": st.str_column("equation")[keep],
+                    "hlo_op": st.str_column("hlo_op")[keep],
+                    "is_xla": is_xla[keep],
+                    "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
+                    "has_program_id": st.present("program_id")[keep],
+                }
+            )
+        )
     if not frames:
         return None
     return pd.concat(frames, ignore_index=True)
 
 
-_KEY = ["kernel_name", "grid_0", "grid_1", "grid_2", "block_0", "block_1", "block_2", "registers_per_thread",
-        "static_shmem_bytes", "dynamic_shmem_bytes", "is_kernel_using_tensor_core", "is_op_tensor_core_eligible",
-        "op_name"]
+_KEY = [
+    "kernel_name",
+    "grid_0",
+    "grid_1",
+    "grid_2",
+    "block_0",
+    "block_1",
+    "block_2",
+    "registers_per_thread",
+    "static_shmem_bytes",
+    "dynamic_shmem_bytes",
+    "is_kernel_using_tensor_core",
+    "is_op_tensor_core_eligible",
+    "op_name",
+]
 
 
 def _host_reports(space, modules):
@@ -207,23 +284,41 @@ def _host_reports(space, modules):
         for i in range(3):
             ev[f"{k}_{i}"] = ev["details"].map({d: v[k][i] for d, v in launch.items()})
     ev = ev.rename(columns={"name": "kernel_name", "uses_tc": "is_kernel_using_tensor_core"})
-    reports = ev.groupby(_KEY, sort=False).agg(
-        occurrences=("duration_ns", "size"), total_duration_ns=("duration_ns", "sum"),
-        min_duration_ns=("duration_ns", "min"), max_duration_ns=("duration_ns", "max"),
-        occupancy_pct=("occupancy_pct", "first")).reset_index()
+    reports = (
+        ev.groupby(_KEY, sort=False)
+        .agg(
+            occurrences=("duration_ns", "size"),
+            total_duration_ns=("duration_ns", "sum"),
+            min_duration_ns=("duration_ns", "min"),
+            max_duration_ns=("duration_ns", "max"),
+            occupancy_pct=("occupancy_pct", "first"),
+        )
+        .reset_index()
+    )
     return _sorted_top(reports)
 
 
 def _sorted_top(reports):
     """XProf's order: total duration descending, then the key ascending; top MAX_KERNELS."""
-    order = reports.sort_values(["total_duration_ns"] + _KEY, ascending=[False] + [True] * len(_KEY),
-                                kind="stable").index
+    order = reports.sort_values(
+        ["total_duration_ns"] + _KEY, ascending=[False] + [True] * len(_KEY), kind="stable"
+    ).index
     return reports.loc[order[:MAX_KERNELS]].reset_index(drop=True)
 
 
 def _empty(reason):
-    out = pd.DataFrame({c: pd.Series(dtype=object if c in ("kernel_name", "block_dim", "grid_dim", "op_name")
-                                      else bool if c.startswith("is_") else float) for c in COLUMNS})
+    out = pd.DataFrame(
+        {
+            c: pd.Series(
+                dtype=object
+                if c in ("kernel_name", "block_dim", "grid_dim", "op_name")
+                else bool
+                if c.startswith("is_")
+                else float
+            )
+            for c in COLUMNS
+        }
+    )
     out.attrs["reason"] = reason
     return out
 
@@ -247,8 +342,7 @@ def kernel_reports(run):
     else:
         modules = program_modules(run)
         # A host with TPU planes: XProf reads those, which have no kernels.
-        hosts = [r for r in (_host_reports(s, modules) for s, t in zip(spaces, is_tpu) if not t)
-                 if r is not None]
+        hosts = [r for r in (_host_reports(s, modules) for s, t in zip(spaces, is_tpu) if not t) if r is not None]
         if not hosts:
             result = TPU_PLANES if all(t for s, t in zip(spaces, is_tpu) if gpu_planes(s)) else NO_KERNELS
         else:
@@ -273,21 +367,27 @@ def kernel_stats(run) -> pd.DataFrame:
         return _empty(reports)
     total = reports["total_duration_ns"].to_numpy(np.int64)
     occ = reports["occurrences"].to_numpy(np.int64)
-    dims = lambda k: [f"{a},{b},{c}" for a, b, c in zip(reports[f"{k}_0"], reports[f"{k}_1"], reports[f"{k}_2"])]
-    out = pd.DataFrame({
-        "kernel_name": reports["kernel_name"].to_numpy(object),
-        "registers_per_thread": reports["registers_per_thread"].to_numpy(np.int64),
-        "shmem_bytes": (reports["static_shmem_bytes"] + reports["dynamic_shmem_bytes"]).to_numpy(np.int64),
-        "block_dim": dims("block"), "grid_dim": dims("grid"),
-        "occupancy_pct": reports["occupancy_pct"].to_numpy(float),
-        "is_op_tensor_core_eligible": reports["is_op_tensor_core_eligible"].to_numpy(bool),
-        "is_kernel_using_tensor_core": reports["is_kernel_using_tensor_core"].to_numpy(bool),
-        "op_name": reports["op_name"].to_numpy(object),
-        "occurrences": occ,
-        "total_duration_us": total / 1e3,
-        "avg_duration_us": (total // occ) / 1e3,
-        "min_duration_us": reports["min_duration_ns"].to_numpy(np.int64) / 1e3,
-        "max_duration_us": reports["max_duration_ns"].to_numpy(np.int64) / 1e3,
-    })
+
+    def dims(k):
+        return [f"{a},{b},{c}" for a, b, c in zip(reports[f"{k}_0"], reports[f"{k}_1"], reports[f"{k}_2"])]
+
+    out = pd.DataFrame(
+        {
+            "kernel_name": reports["kernel_name"].to_numpy(object),
+            "registers_per_thread": reports["registers_per_thread"].to_numpy(np.int64),
+            "shmem_bytes": (reports["static_shmem_bytes"] + reports["dynamic_shmem_bytes"]).to_numpy(np.int64),
+            "block_dim": dims("block"),
+            "grid_dim": dims("grid"),
+            "occupancy_pct": reports["occupancy_pct"].to_numpy(float),
+            "is_op_tensor_core_eligible": reports["is_op_tensor_core_eligible"].to_numpy(bool),
+            "is_kernel_using_tensor_core": reports["is_kernel_using_tensor_core"].to_numpy(bool),
+            "op_name": reports["op_name"].to_numpy(object),
+            "occurrences": occ,
+            "total_duration_us": total / 1e3,
+            "avg_duration_us": (total // occ) / 1e3,
+            "min_duration_us": reports["min_duration_ns"].to_numpy(np.int64) / 1e3,
+            "max_duration_us": reports["max_duration_ns"].to_numpy(np.int64) / 1e3,
+        }
+    )
     out.attrs["reason"] = ""
     return out

@@ -60,30 +60,89 @@ NO_EVENTS_REASON = (
 
 # TensorFlow's DataType enum, as XProf names it (`DataTypeString`).
 _DATA_TYPES = {
-    0: "INVALID", 1: "float", 2: "double", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
-    7: "string", 8: "complex64", 9: "int64", 10: "bool", 11: "qint8", 12: "quint8",
-    13: "qint32", 14: "bfloat16", 15: "qint16", 16: "quint16", 17: "uint16",
-    18: "complex128", 19: "half", 20: "resource", 21: "variant", 22: "uint32", 23: "uint64",
-    24: "float8_e5m2", 25: "float8_e4m3fn", 26: "float8_e4m3fnuz", 27: "float8_e4m3b11fnuz",
-    28: "float8_e5m2fnuz", 29: "int4", 30: "uint4", 31: "int2", 32: "uint2",
+    0: "INVALID",
+    1: "float",
+    2: "double",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    8: "complex64",
+    9: "int64",
+    10: "bool",
+    11: "qint8",
+    12: "quint8",
+    13: "qint32",
+    14: "bfloat16",
+    15: "qint16",
+    16: "quint16",
+    17: "uint16",
+    18: "complex128",
+    19: "half",
+    20: "resource",
+    21: "variant",
+    22: "uint32",
+    23: "uint64",
+    24: "float8_e5m2",
+    25: "float8_e4m3fn",
+    26: "float8_e4m3fnuz",
+    27: "float8_e4m3b11fnuz",
+    28: "float8_e5m2fnuz",
+    29: "int4",
+    30: "uint4",
+    31: "int2",
+    32: "uint2",
 }
 _REF_OFFSET = 100
 
 _STATS = [
-    "allocator_name", "index_on_host", "device_ordinal", "bytes_reserved", "bytes_allocated",
-    "bytes_available", "fragmentation", "peak_bytes_in_use", "requested_bytes",
-    "allocation_bytes", "addr", "tf_op", "group_id", "region_type", "data_type", "shape",
+    "allocator_name",
+    "index_on_host",
+    "device_ordinal",
+    "bytes_reserved",
+    "bytes_allocated",
+    "bytes_available",
+    "fragmentation",
+    "peak_bytes_in_use",
+    "requested_bytes",
+    "allocation_bytes",
+    "addr",
+    "tf_op",
+    "group_id",
+    "region_type",
+    "data_type",
+    "shape",
 ]
 
 TIMELINE_COLUMNS = [
-    "time_ps", "time_offset_ps", "time_ms", "heap_bytes", "stack_bytes", "free_bytes",
-    "fragmentation", "peak_bytes_in_use", "activity", "op_name", "requested_bytes",
-    "allocation_bytes", "address", "region_type", "data_type", "shape", "step_id",
+    "time_ps",
+    "time_offset_ps",
+    "time_ms",
+    "heap_bytes",
+    "stack_bytes",
+    "free_bytes",
+    "fragmentation",
+    "peak_bytes_in_use",
+    "activity",
+    "op_name",
+    "requested_bytes",
+    "allocation_bytes",
+    "address",
+    "region_type",
+    "data_type",
+    "shape",
+    "step_id",
 ]
 _ROW_COLUMNS = ["op_name", "allocation_bytes", "requested_bytes", "region_type", "data_type", "shape"]
 BREAKDOWN_COLUMNS = [
-    "op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type",
-    "data_type", "shape",
+    "op_name",
+    "allocation_bytes",
+    "requested_bytes",
+    "occurrences",
+    "region_type",
+    "data_type",
+    "shape",
 ]
 
 
@@ -203,8 +262,12 @@ def _allocator_events(run, space, host):
                 parts.append(p)
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})
-    columns = {k: union_categoricals([p[k] for p in parts], sort_categories=True) if k in _CATEGORICAL
-               else np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    columns = {
+        k: union_categoricals([p[k] for p in parts], sort_categories=True)
+        if k in _CATEGORICAL
+        else np.concatenate([p[k] for p in parts])
+        for k in parts[0]
+    }
     return pd.DataFrame(columns)
 
 
@@ -248,7 +311,11 @@ def _fill_steps(step):
 def _memory_ids(ev):
     """The memory ids of some allocator events, sorted by their bytes as XProf lists them."""
     col = ev["memory_id"]
-    seen = col.cat.remove_unused_categories().cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else pd.unique(col)
+    seen = (
+        col.cat.remove_unused_categories().cat.categories
+        if isinstance(col.dtype, pd.CategoricalDtype)
+        else pd.unique(col)
+    )
     return sorted((str(s) for s in seen), key=lambda s: s.encode())
 
 
@@ -323,8 +390,9 @@ def _live_at(tl, time_offset_ps, step_id=None):
 def _merge_rows(rows):
     """Sort like XProf (largest first, then by name, region, type, shape) and merge identical rows."""
     if rows.empty:
-        return pd.DataFrame({c: pd.Series(dtype=np.int64 if "bytes" in c or c == "occurrences" else object)
-                             for c in BREAKDOWN_COLUMNS})
+        return pd.DataFrame(
+            {c: pd.Series(dtype=np.int64 if "bytes" in c or c == "occurrences" else object) for c in BREAKDOWN_COLUMNS}
+        )
     keys = ["allocation_bytes", "requested_bytes", "op_name", "region_type", "data_type", "shape"]
     rows = rows.astype({c: object for c in keys if isinstance(rows[c].dtype, pd.CategoricalDtype)})
     out = rows.groupby(keys, sort=False).size().rename("occurrences").reset_index()
@@ -482,12 +550,13 @@ def memory_profile(run, memory_id=None, host=None):
     alloc_bytes = tl["allocation_bytes"].to_numpy()[rows]
     is_alloc = tl["is_alloc"].to_numpy()[rows]
     unmapped = (
-        int(peak["heap_bytes"]) - int(alloc_bytes[is_alloc].sum()) + int(alloc_bytes[~is_alloc].sum())
+        int(peak["heap_bytes"])
+        - int(alloc_bytes[is_alloc].sum())
+        + int(alloc_bytes[~is_alloc].sum())
         - unmatched_free_bytes
     )
     rows_df = pd.concat(
-        [tl.iloc[live][_ROW_COLUMNS],
-         _special_rows(unmapped, int(peak["stack_bytes"]))],
+        [tl.iloc[live][_ROW_COLUMNS], _special_rows(unmapped, int(peak["stack_bytes"]))],
         ignore_index=True,
     )
     breakdown = _merge_rows(rows_df)

@@ -43,31 +43,94 @@ _ALLOC, _FREE, _SHARE_WITH = 0, 1, 2
 # Bytes per element of each xla.PrimitiveType number; sub-byte types in bits.
 _ELEMENT_BITS = {
     1: 8,  # PRED
-    2: 8, 3: 16, 4: 32, 5: 64,  # S8..S64
-    6: 8, 7: 16, 8: 32, 9: 64,  # U8..U64
-    10: 16, 11: 32, 12: 64, 16: 16,  # F16 F32 F64 BF16
-    15: 64, 18: 128,  # C64 C128
-    19: 8, 20: 8, 23: 8, 24: 8, 25: 8, 28: 8, 29: 8, 33: 8,  # 8-bit floats
-    21: 4, 22: 4, 26: 2, 27: 2, 30: 1, 31: 1, 32: 4,  # sub-byte types
+    2: 8,
+    3: 16,
+    4: 32,
+    5: 64,  # S8..S64
+    6: 8,
+    7: 16,
+    8: 32,
+    9: 64,  # U8..U64
+    10: 16,
+    11: 32,
+    12: 64,
+    16: 16,  # F16 F32 F64 BF16
+    15: 64,
+    18: 128,  # C64 C128
+    19: 8,
+    20: 8,
+    23: 8,
+    24: 8,
+    25: 8,
+    28: 8,
+    29: 8,
+    33: 8,  # 8-bit floats
+    21: 4,
+    22: 4,
+    26: 2,
+    27: 2,
+    30: 1,
+    31: 1,
+    32: 4,  # sub-byte types
 }
 _TUPLE, _OPAQUE, _TOKEN = 13, 14, 17
 _POINTER_BYTES = 8
 
 _TYPE_NAMES = {
-    1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: "u16",
-    8: "u32", 9: "u64", 10: "f16", 11: "f32", 12: "f64", 13: "tuple",
-    14: "opaque", 15: "c64", 16: "bf16", 17: "token", 18: "c128",
-    19: "f8e5m2", 20: "f8e4m3fn", 21: "s4", 22: "u4", 23: "f8e4m3b11fnuz",
-    24: "f8e5m2fnuz", 25: "f8e4m3fnuz", 26: "s2", 27: "u2", 28: "f8e4m3",
-    29: "f8e3m4", 30: "s1", 31: "u1", 32: "f4e2m1fn", 33: "f8e8m0fnu",
+    1: "pred",
+    2: "s8",
+    3: "s16",
+    4: "s32",
+    5: "s64",
+    6: "u8",
+    7: "u16",
+    8: "u32",
+    9: "u64",
+    10: "f16",
+    11: "f32",
+    12: "f64",
+    13: "tuple",
+    14: "opaque",
+    15: "c64",
+    16: "bf16",
+    17: "token",
+    18: "c128",
+    19: "f8e5m2",
+    20: "f8e4m3fn",
+    21: "s4",
+    22: "u4",
+    23: "f8e4m3b11fnuz",
+    24: "f8e5m2fnuz",
+    25: "f8e4m3fnuz",
+    26: "s2",
+    27: "u2",
+    28: "f8e4m3",
+    29: "f8e3m4",
+    30: "s1",
+    31: "u1",
+    32: "f4e2m1fn",
+    33: "f8e8m0fnu",
     34: "buffer",
 }
 
 _COLUMNS = [
-    "logical_buffer_id", "instruction_name", "category", "allocation_type",
-    "size_bytes", "unpadded_size_bytes", "padding_bytes", "expansion",
-    "shape", "tf_op_name", "op_code", "source", "program_order_index",
-    "size_rank", "span_start", "span_end", "color_index",
+    "logical_buffer_id",
+    "instruction_name",
+    "category",
+    "allocation_type",
+    "size_bytes",
+    "unpadded_size_bytes",
+    "padding_bytes",
+    "expansion",
+    "shape",
+    "tf_op_name",
+    "op_code",
+    "source",
+    "program_order_index",
+    "size_rank",
+    "span_start",
+    "span_end",
+    "color_index",
 ]
 
 
@@ -219,15 +282,23 @@ class _Allocation:
             self.category = "Temporary"
         # XProf 2.24.2 (like XLA's indefinite-allocation total) does not count
         # thread-local allocations as live for the whole program.
-        self.indefinite = bool(
-            proto.is_entry_computation_parameter or proto.is_constant
-            or proto.maybe_live_out
-        )
+        self.indefinite = bool(proto.is_entry_computation_parameter or proto.is_constant or proto.maybe_live_out)
 
 
 class _Buffer:
-    __slots__ = ("proto", "id", "size", "color", "allocation", "instruction",
-                 "unpadded", "span", "refs", "canonical", "closed")
+    __slots__ = (
+        "proto",
+        "id",
+        "size",
+        "color",
+        "allocation",
+        "instruction",
+        "unpadded",
+        "span",
+        "refs",
+        "canonical",
+        "closed",
+    )
 
     def __init__(self, proto, allocation, instruction):
         self.proto = proto
@@ -416,8 +487,7 @@ def _replay(assignment: _Assignment, trace_id: int, name: str) -> _Replay:
     if len(seen_allocations) != 1:
         raise ProfileError(
             name,
-            "heap simulation should use a single buffer allocation, found "
-            f"{len(seen_allocations)}",
+            f"heap simulation should use a single buffer allocation, found {len(seen_allocations)}",
         )
     return out
 
@@ -489,7 +559,7 @@ def _introsort_order(keys) -> list:
         for i in range(lo + 1, hi):
             if before(items[i], items[lo]):
                 value = items[i]
-                items[lo + 1:i + 1] = items[lo:i]
+                items[lo + 1 : i + 1] = items[lo:i]
                 items[lo] = value
             else:
                 linear_insert(i)
@@ -610,18 +680,20 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         instruction = buffer.instruction
         shape = _subshape_last_index(instruction.shape, list(buffer.proto.defined_at.shape_index))
         file_name, line, _ = _source_info(instruction, stack_index)
-        rows.append({
-            "logical_buffer_id": buffer.id,
-            "instruction_name": buffer.name_with_index(),
-            "category": buffer.allocation.category,
-            "allocation_type": allocation_type,
-            "size_bytes": buffer.size,
-            "unpadded_size_bytes": buffer.unpadded,
-            "shape": shape_string(shape),
-            "tf_op_name": instruction.metadata.op_name,
-            "op_code": instruction.opcode,
-            "source": _source_text(file_name, line),
-        })
+        rows.append(
+            {
+                "logical_buffer_id": buffer.id,
+                "instruction_name": buffer.name_with_index(),
+                "category": buffer.allocation.category,
+                "allocation_type": allocation_type,
+                "size_bytes": buffer.size,
+                "unpadded_size_bytes": buffer.unpadded,
+                "shape": shape_string(shape),
+                "tf_op_name": instruction.metadata.op_name,
+                "op_code": instruction.opcode,
+                "source": _source_text(file_name, line),
+            }
+        )
 
     indefinite_bytes_on_chart = 0
     for allocation, buffer in assignment.indefinite_buffers(color):
@@ -636,29 +708,47 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
             break
         add(shown, "heap")
     if small_total and complete:
-        rows.append({
-            "logical_buffer_id": -1,
-            "instruction_name": f"small (<{SMALL_BUFFER_BYTES} bytes)",
-            "category": "",
-            "allocation_type": "small",
-            "size_bytes": small_total,
-            "unpadded_size_bytes": small_unpadded,
-            "shape": "",
-            "tf_op_name": "",
-            "op_code": "",
-            "source": f"{small_count} buffers",
-        })
+        rows.append(
+            {
+                "logical_buffer_id": -1,
+                "instruction_name": f"small (<{SMALL_BUFFER_BYTES} bytes)",
+                "category": "",
+                "allocation_type": "small",
+                "size_bytes": small_total,
+                "unpadded_size_bytes": small_unpadded,
+                "shape": "",
+                "tf_op_name": "",
+                "op_code": "",
+                "source": f"{small_count} buffers",
+            }
+        )
 
     spans = {b.id: (b.span[0], b.span[1]) for b in replay.seen.values() if b.span is not None}
-    frame = pd.DataFrame(rows, columns=[c for c in _COLUMNS if c not in (
-        "padding_bytes", "expansion", "program_order_index", "size_rank",
-        "span_start", "span_end", "color_index")])
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            c
+            for c in _COLUMNS
+            if c
+            not in (
+                "padding_bytes",
+                "expansion",
+                "program_order_index",
+                "size_rank",
+                "span_start",
+                "span_end",
+                "color_index",
+            )
+        ],
+    )
     n = len(frame)
     for column in ("size_bytes", "unpadded_size_bytes"):
         bad = [v for v in frame[column] if not 0 <= int(v) <= _MAX_BUFFER_BYTES]
         if bad:
-            raise ProfileError(module_name or "HloProto",
-                               f"has a buffer of {bad[0]:,} bytes: not a size a compiled module has (a damaged module)")
+            raise ProfileError(
+                module_name or "HloProto",
+                f"has a buffer of {bad[0]:,} bytes: not a size a compiled module has (a damaged module)",
+            )
     sizes = frame["size_bytes"].to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
     unpadded = frame["unpadded_size_bytes"].to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
     frame["size_bytes"] = sizes
@@ -685,9 +775,7 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
     indefinite = sum(a.size for a in allocations if a.indefinite)
     parameters = sum(a.size for a in allocations if a.proto.is_entry_computation_parameter)
     live_out = sum(a.size for a in allocations if a.proto.maybe_live_out)
-    non_reusable = sum(
-        a.size for a in allocations if a.proto.is_thread_local or a.proto.is_tuple
-    )
+    non_reusable = sum(a.size for a in allocations if a.proto.is_thread_local or a.proto.is_tuple)
     peak = replay.peak + indefinite_bytes_on_chart
     peak_unpadded = replay.peak_unpadded + indefinite_bytes_on_chart
     temp_with_fragmentation = total - indefinite
@@ -730,9 +818,15 @@ def list_modules(hlo_protos: dict) -> pd.DataFrame:
             program_id = int(rest.rstrip(")"))
         except ValueError:
             name, program_id = key, None
-        row = {"module": key, "name": name or key, "program_id": program_id,
-               "instructions": 0, "total_allocation_bytes": 0,
-               "indefinite_allocation_bytes": 0, "error": ""}
+        row = {
+            "module": key,
+            "name": name or key,
+            "program_id": program_id,
+            "instructions": 0,
+            "total_allocation_bytes": 0,
+            "indefinite_allocation_bytes": 0,
+            "error": "",
+        }
         try:
             hlo = parse_hlo_proto(data, key)
         except ProfileError as exc:
@@ -750,13 +844,22 @@ def list_modules(hlo_protos: dict) -> pd.DataFrame:
         row["total_allocation_bytes"] = total
         row["indefinite_allocation_bytes"] = indefinite
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["module", "name", "program_id", "instructions",
-                                        "total_allocation_bytes",
-                                        "indefinite_allocation_bytes", "error"])
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "module",
+            "name",
+            "program_id",
+            "instructions",
+            "total_allocation_bytes",
+            "indefinite_allocation_bytes",
+            "error",
+        ],
+    )
     if len(frame):
         frame = frame.sort_values(
-            ["total_allocation_bytes", "instructions", "module"],
-            ascending=[False, False, True], kind="stable").reset_index(drop=True)
+            ["total_allocation_bytes", "instructions", "module"], ascending=[False, False, True], kind="stable"
+        ).reset_index(drop=True)
     return frame
 
 

@@ -12,9 +12,8 @@ there is no IDLE node, and utilisations are NaN since the peaks are unknown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import math
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -115,21 +114,36 @@ class OpProfile:
         peaks are unknown), expression, provenance, flops_estimated."""
         rows = []
         for n, d, p in self.root.walk():
-            rows.append({
-                "name": n.name, "depth": d, "parent": p.name if p else None, "kind": n.kind,
-                "category": n.category, "time_ps": n.time_ps, "self_time_ps": n.self_time_ps,
-                "avg_time_ps": n.avg_time_ps, "time_fraction": n.time_fraction, "occurrences": n.occurrences,
-                "flops": n.flops, "raw_flops": n.raw_flops, "hbm_bytes": n.hbm_bytes,
-                "flops_utilization": n.flops_utilization_of_time, "hbm_utilization": n.hbm_utilization,
-                "on_chip_read_utilization": n.on_chip_read_utilization,
-                "on_chip_write_utilization": n.on_chip_write_utilization,
-                "wasted_time_fraction": n.wasted_time_fraction, "expression": n.expression,
-                "provenance": n.provenance, "flops_estimated": n.flops_estimated,
-            })
+            rows.append(
+                {
+                    "name": n.name,
+                    "depth": d,
+                    "parent": p.name if p else None,
+                    "kind": n.kind,
+                    "category": n.category,
+                    "time_ps": n.time_ps,
+                    "self_time_ps": n.self_time_ps,
+                    "avg_time_ps": n.avg_time_ps,
+                    "time_fraction": n.time_fraction,
+                    "occurrences": n.occurrences,
+                    "flops": n.flops,
+                    "raw_flops": n.raw_flops,
+                    "hbm_bytes": n.hbm_bytes,
+                    "flops_utilization": n.flops_utilization_of_time,
+                    "hbm_utilization": n.hbm_utilization,
+                    "on_chip_read_utilization": n.on_chip_read_utilization,
+                    "on_chip_write_utilization": n.on_chip_write_utilization,
+                    "wasted_time_fraction": n.wasted_time_fraction,
+                    "expression": n.expression,
+                    "provenance": n.provenance,
+                    "flops_estimated": n.flops_estimated,
+                }
+            )
         return pd.DataFrame(rows)
 
     def __repr__(self):
-        return f"OpProfile(group_by={self.group_by!r}, exclude_idle={self.exclude_idle}, nodes={sum(1 for _ in self.root.walk())})"
+        nodes = sum(1 for _ in self.root.walk())
+        return f"OpProfile(group_by={self.group_by!r}, exclude_idle={self.exclude_idle}, nodes={nodes})"
 
 
 GROUP_BY = ("program", "category", "provenance")
@@ -221,8 +235,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         if group_by == "program":
             prog = programs.get(pid)
             if prog is None:
-                prog = programs[pid] = OpNode(name=db.program_names.get(pid, "main"), kind="program",
-                                              program_id=pid)
+                prog = programs[pid] = OpNode(name=db.program_names.get(pid, "main"), kind="program", program_id=pid)
                 root.children.append(prog)
             _add(prog, op, as_self=True)
             parent = prog
@@ -239,18 +252,37 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         if grp is None:
             grp = groups[gkey] = OpNode(name=gname, kind="group")
             cat.children.append(grp)
-        leaf = OpNode(name=op["name"], kind="op", category=op["category"], expression=op["expression"] or "",
-                      provenance=op["provenance"], program_id=pid)
+        leaf = OpNode(
+            name=op["name"],
+            kind="op",
+            category=op["category"],
+            expression=op["expression"] or "",
+            provenance=op["provenance"],
+            program_id=pid,
+        )
         leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
         grp.children.append(leaf)
         for n in (cat, grp, leaf):
             _add(n, op)
     if not exclude_idle and db.source in ("tpu", "gpu"):
         idle = OpNode(name=IDLE, kind="idle", category=IDLE, time_ps=db.idle_time_ps, self_time_ps=db.idle_time_ps)
-        _add(root, {"time_ps": db.idle_time_ps, "self_time_ps": db.idle_time_ps, "normalized_time_ps": 0,
-                    "occurrences": 0, "children_time_ps": 0, "flops": 0, "model_flops": 0,
-                    "hbm_read_bytes": 0, "hbm_write_bytes": 0, "on_chip_read_bytes": 0,
-                    "on_chip_write_bytes": 0}, as_self=True)
+        _add(
+            root,
+            {
+                "time_ps": db.idle_time_ps,
+                "self_time_ps": db.idle_time_ps,
+                "normalized_time_ps": 0,
+                "occurrences": 0,
+                "children_time_ps": 0,
+                "flops": 0,
+                "model_flops": 0,
+                "hbm_read_bytes": 0,
+                "hbm_write_bytes": 0,
+                "on_chip_read_bytes": 0,
+                "on_chip_write_bytes": 0,
+            },
+            as_self=True,
+        )
         root.children.append(idle)
     total = db.total_op_time_ps if exclude_idle else db.total_time_ps
     root.time_ps = total
@@ -281,8 +313,14 @@ def _by_provenance(root, ops, fused):
             _add(node, op)
             parent = node
         pid = int(op["program_id"])
-        leaf = OpNode(name=op["name"], kind="op", category=op["category"], expression=op["expression"] or "",
-                      provenance=op["provenance"], program_id=pid)
+        leaf = OpNode(
+            name=op["name"],
+            kind="op",
+            category=op["category"],
+            expression=op["expression"] or "",
+            provenance=op["provenance"],
+            program_id=pid,
+        )
         leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
         _add(leaf, op)
         parent.children.append(leaf)

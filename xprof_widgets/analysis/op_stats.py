@@ -21,7 +21,7 @@ known peak for the processor, utilisations are NaN.
 
 from __future__ import annotations
 
-import math
+import functools
 
 import numpy as np
 import pandas as pd
@@ -36,9 +36,21 @@ _GIB_PER_GB = 1e9 / 2**30
 
 # Columns of the op metrics table (one row per HLO op, all cores summed).
 _SUM_COLUMNS = [
-    "occurrences", "time_ps", "self_time_ps", "children_time_ps", "flops", "model_flops",
-    "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes", "hbm_bytes", "on_chip_read_bytes",
-    "on_chip_write_bytes", "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
+    "occurrences",
+    "time_ps",
+    "self_time_ps",
+    "children_time_ps",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "hbm_bytes",
+    "on_chip_read_bytes",
+    "on_chip_write_bytes",
+    "cmem_read_bytes",
+    "cmem_write_bytes",
+    "vmem_read_bytes",
     "vmem_write_bytes",
 ]
 
@@ -103,8 +115,19 @@ def _breakdown_columns(values) -> pd.DataFrame:
     for v in values:
         entries = parse_memory_access_breakdown(v)
         r = dict.fromkeys(
-            ["hbm_read_bytes", "hbm_write_bytes", "hbm_bytes", "on_chip_read_bytes", "on_chip_write_bytes",
-             "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes", "vmem_write_bytes"], 0)
+            [
+                "hbm_read_bytes",
+                "hbm_write_bytes",
+                "hbm_bytes",
+                "on_chip_read_bytes",
+                "on_chip_write_bytes",
+                "cmem_read_bytes",
+                "cmem_write_bytes",
+                "vmem_read_bytes",
+                "vmem_write_bytes",
+            ],
+            0,
+        )
         for op, space, n in entries:
             if space == _HBM:
                 r["hbm_bytes"] += n
@@ -123,6 +146,11 @@ def _breakdown_columns(values) -> pd.DataFrame:
         r["has_breakdown"] = bool(entries)
         rows.append(r)
     return pd.DataFrame(rows)
+
+
+def _column_at(st, idx, name):
+    """Stat `name` of events `idx` of a line's stats frame (None where the line lacks it)."""
+    return st[name].to_numpy()[idx] if name in st else np.full(len(idx), None)
 
 
 def _children_time(begin, end):
@@ -170,12 +198,22 @@ def _plane_op_metrics(plane):
     end = begin + dur
     total_time = int(end.max() - begin.min())
     children = _children_time(begin, end)
-    ev = pd.DataFrame({"metadata_id": line.metadata_id, "occurrences": 1, "time_ps": dur,
-                       "children_time_ps": children})
+    ev = pd.DataFrame({"metadata_id": line.metadata_id, "occurrences": 1, "time_ps": dur, "children_time_ps": children})
     per_md = ev.groupby("metadata_id", sort=True).sum()
     ids = per_md.index.to_numpy(dtype=np.int64)
-    names = ["program_id", "symbol_id", "hlo_category", "tf_op", "flops", "model_flops", "bytes_accessed",
-             "memory_access_breakdown", "deduplicated_name", "source", "source_stack"]
+    names = [
+        "program_id",
+        "symbol_id",
+        "hlo_category",
+        "tf_op",
+        "flops",
+        "model_flops",
+        "bytes_accessed",
+        "memory_access_breakdown",
+        "deduplicated_name",
+        "source",
+        "source_stack",
+    ]
     md_stats = plane.metadata_stats(ids, names)
     md = plane.event_metadata.loc[ids]
     df = pd.DataFrame({"metadata_id": ids}, index=per_md.index)
@@ -201,7 +239,8 @@ def _plane_op_metrics(plane):
     # first one's metadata winning.
     firsts = df.groupby(["program_id", "symbol_id"], sort=False).first()
     sums = df.groupby(["program_id", "symbol_id"], sort=False)[
-        ["occurrences", "time_ps", "self_time_ps", "children_time_ps"]].sum()
+        ["occurrences", "time_ps", "self_time_ps", "children_time_ps"]
+    ].sum()
     out = firsts.drop(columns=sums.columns).join(sums).reset_index()
     occ = out["occurrences"].to_numpy(dtype=np.float64)
     out["flops"] = out["flops"] * occ
@@ -238,8 +277,12 @@ def chip_peaks(run) -> dict:
 
 def _device_planes(run):
     """The TPU tensor-core planes of every host, in host order (XProf combines them all)."""
-    return [p for space in run.xspaces() for p in space.planes
-            if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name]
+    return [
+        p
+        for space in run.xspaces()
+        for p in space.planes
+        if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name
+    ]
 
 
 class DeviceOpMetrics:
@@ -262,8 +305,7 @@ class DeviceOpMetrics:
     there is no idle time (total = summed op self time), and `notes` says so).
     """
 
-    def __init__(self, ops, total_time_ps, total_op_time_ps, program_names, peaks, reason="",
-                 source="tpu", notes=""):
+    def __init__(self, ops, total_time_ps, total_op_time_ps, program_names, peaks, reason="", source="tpu", notes=""):
         self.ops = ops
         self.total_time_ps = int(total_time_ps)
         self.total_op_time_ps = int(total_op_time_ps)
@@ -284,7 +326,7 @@ def _program_names(run):
     for key in getattr(run, "hlo_protos", {}) or {}:
         if key.endswith(")") and "(" in key:
             try:
-                names[int(key[key.rindex("(") + 1:-1])] = key
+                names[int(key[key.rindex("(") + 1 : -1])] = key
             except ValueError:
                 pass
     return names
@@ -312,10 +354,17 @@ def device_op_metrics(run) -> DeviceOpMetrics:
         if db is not None:
             return db
         what = "GPU kernels" if gpu else "host events"
-        return DeviceOpMetrics(pd.DataFrame(columns=["program_id", "name"] + _SUM_COLUMNS), 0, 0,
-                               _program_names(run), peaks,
-                               reason=("no device (TPU) XLA ops in this profile, and no " + what + " carry an "
-                                       "`hlo_op` stat (not XLA-compiled); XProf shows an empty op profile"))
+        return DeviceOpMetrics(
+            pd.DataFrame(columns=["program_id", "name"] + _SUM_COLUMNS),
+            0,
+            0,
+            _program_names(run),
+            peaks,
+            reason=(
+                "no device (TPU) XLA ops in this profile, and no " + what + " carry an "
+                "`hlo_op` stat (not XLA-compiled); XProf shows an empty op profile"
+            ),
+        )
     allops = pd.concat(per_core, ignore_index=True)
     sums = [c for c in _SUM_COLUMNS if c in allops]
     firsts = allops.groupby(["program_id", "name"], sort=False).first()
@@ -338,11 +387,34 @@ _GPU_PREFIX = "/device:GPU:"
 # XProf's derived thread ids (tsl `IsDerivedThreadId`, the 32-bit 0xdeadbeef block): lines
 # its op databases skip. Profiles written by the tracers hold none; re-saved ones may.
 _DERIVED_ID_MIN, _DERIVED_ID_MAX = -559038737, -559038737 + 389
-_DERIVED_LINES = {"XLA Modules", "XLA Ops", "TensorFlow Ops", "TensorFlow Name Scope", "Source code",
-                  "Steps", "Framework Ops", "Framework Name Scope", "XLA TraceMe", "Launch Stats",
-                  "SparseCore Ops", "SparseCore Modules", "Command Buffers", "Async XLA Ops"}
-GPU_RUN_COLUMNS = ["order", "device", "xla", "program_id", "name", "tf_op", "event_name", "occurrences", "time_ps",
-                   "is_eager"]
+_DERIVED_LINES = {
+    "XLA Modules",
+    "XLA Ops",
+    "TensorFlow Ops",
+    "TensorFlow Name Scope",
+    "Source code",
+    "Steps",
+    "Framework Ops",
+    "Framework Name Scope",
+    "XLA TraceMe",
+    "Launch Stats",
+    "SparseCore Ops",
+    "SparseCore Modules",
+    "Command Buffers",
+    "Async XLA Ops",
+}
+GPU_RUN_COLUMNS = [
+    "order",
+    "device",
+    "xla",
+    "program_id",
+    "name",
+    "tf_op",
+    "event_name",
+    "occurrences",
+    "time_ps",
+    "is_eager",
+]
 
 
 def is_derived_line(line) -> bool:
@@ -396,8 +468,11 @@ def gpu_kernel_runs(run, space, eager=None):
             st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
             hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
             tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
-            pid = (pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
-                   if "program_id" in st else np.full(n, np.nan))
+            pid = (
+                pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
+                if "program_id" in st
+                else np.full(n, np.nan)
+            )
             is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
             is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
             idx = np.flatnonzero(is_hlo | is_tf)
@@ -416,14 +491,23 @@ def gpu_kernel_runs(run, space, eager=None):
             if not len(idx):
                 offset += n
                 continue
-            ev = pd.DataFrame({
-                "pos": offset + idx, "xla": is_hlo[idx], "name": names, "program_id": pids, "tf_op": tf_op[idx],
-                "event_name": np.asarray(line.names(), dtype=object)[idx],
-                "group": filled[li][idx],
-                "time_ps": line.event_duration_ps[idx].astype(np.int64),
-                "is_eager": (eager.get((plane.name, li), np.zeros(n, bool))[idx] if eager is not None
-                             else np.zeros(len(idx), bool)),
-            })
+            ev = pd.DataFrame(
+                {
+                    "pos": offset + idx,
+                    "xla": is_hlo[idx],
+                    "name": names,
+                    "program_id": pids,
+                    "tf_op": tf_op[idx],
+                    "event_name": np.asarray(line.names(), dtype=object)[idx],
+                    "group": filled[li][idx],
+                    "time_ps": line.event_duration_ps[idx].astype(np.int64),
+                    "is_eager": (
+                        eager.get((plane.name, li), np.zeros(n, bool))[idx]
+                        if eager is not None
+                        else np.zeros(len(idx), bool)
+                    ),
+                }
+            )
             # A new entry where the op or step changes (an event without a step compares
             # unequal to any), or a TF op comes between.
             prev_xla = np.concatenate([[False], ev["xla"].to_numpy()[:-1]])
@@ -433,10 +517,17 @@ def gpu_kernel_runs(run, space, eager=None):
             new = ~ev["xla"].to_numpy() | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
             ev["run"] = np.cumsum(new) - 1
             runs = ev.groupby("run", sort=True).agg(
-                xla=("xla", "first"), program_id=("program_id", "first"), name=("name", "first"),
-                tf_op=("tf_op", "first"), event_name=("event_name", "first"), occurrences=("pos", "size"),
-                time_ps=("time_ps", "sum"), is_eager=("is_eager", "first"), first=("pos", "first"),
-                last=("pos", "last"))
+                xla=("xla", "first"),
+                program_id=("program_id", "first"),
+                name=("name", "first"),
+                tf_op=("tf_op", "first"),
+                event_name=("event_name", "first"),
+                occurrences=("pos", "size"),
+                time_ps=("time_ps", "sum"),
+                is_eager=("is_eager", "first"),
+                first=("pos", "first"),
+                last=("pos", "last"),
+            )
             # An XLA entry enters XProf's database when the next op arrives: after its last event.
             runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
             runs["device"] = d
@@ -477,14 +568,26 @@ def _gpu_op_metrics(run):
     peaks = dict.fromkeys(chip_peaks(run), 0.0)
     if first_plane is not None:
         p = gpu_peaks(first_plane.stats)
-        peaks.update(peak_flops=p["peak_flops"], peak_hbm_bw=p["peak_hbm_bw"],
-                     peak_on_chip_read_bw=p["peak_on_chip_read_bw"], peak_on_chip_write_bw=p["peak_on_chip_write_bw"])
+        peaks.update(
+            peak_flops=p["peak_flops"],
+            peak_hbm_bw=p["peak_hbm_bw"],
+            peak_on_chip_read_bw=p["peak_on_chip_read_bw"],
+            peak_on_chip_write_bw=p["peak_on_chip_write_bw"],
+        )
     if not frames:
-        return DeviceOpMetrics(pd.DataFrame(columns=["program_id", "name", "category", "provenance", "expression",
-                                                     "deduplicated_name"] + _SUM_COLUMNS),
-                               total, 0, dict(modules.names), peaks, source="gpu",
-                               reason="no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), "
-                                      "so XProf shows only idle time")
+        return DeviceOpMetrics(
+            pd.DataFrame(
+                columns=["program_id", "name", "category", "provenance", "expression", "deduplicated_name"]
+                + _SUM_COLUMNS
+            ),
+            total,
+            0,
+            dict(modules.names),
+            peaks,
+            source="gpu",
+            reason="no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), "
+            "so XProf shows only idle time",
+        )
     runs = pd.concat(frames, ignore_index=True)
     # Costs per entry: the first event's instruction, once per kernel (XProf's EnterOp).
     costs = np.zeros((len(runs), 5), dtype=np.float64)
@@ -501,33 +604,73 @@ def _gpu_op_metrics(run):
     flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
     model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
     tf_names = {v: parse_tf_op(v) for v in set(runs.loc[~runs["xla"], "tf_op"].dropna())}
-    names = [n if x else f"{tf_names[t][1]}/{e}"
-             for n, x, t, e in zip(runs["name"], xla, runs["tf_op"], runs["event_name"])]
-    df = pd.DataFrame({
-        "program_id": runs["program_id"].to_numpy(np.int64), "name": names, "xla": xla,
-        "tf_op": runs["tf_op"].to_numpy(), "occurrences": runs["occurrences"].to_numpy(np.int64),
-        "time_ps": runs["time_ps"].to_numpy(np.int64), "flops": flops, "model_flops": model,
-        "bytes_accessed": nbytes, "hbm_read_bytes": read, "hbm_write_bytes": write,
-        "is_eager": runs["is_eager"].to_numpy(bool), "device": runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy(),
-    })
+    names = [
+        n if x else f"{tf_names[t][1]}/{e}" for n, x, t, e in zip(runs["name"], xla, runs["tf_op"], runs["event_name"])
+    ]
+    df = pd.DataFrame(
+        {
+            "program_id": runs["program_id"].to_numpy(np.int64),
+            "name": names,
+            "xla": xla,
+            "tf_op": runs["tf_op"].to_numpy(),
+            "occurrences": runs["occurrences"].to_numpy(np.int64),
+            "time_ps": runs["time_ps"].to_numpy(np.int64),
+            "flops": flops,
+            "model_flops": model,
+            "bytes_accessed": nbytes,
+            "hbm_read_bytes": read,
+            "hbm_write_bytes": write,
+            "is_eager": runs["is_eager"].to_numpy(bool),
+            "device": runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy(),
+        }
+    )
     g = df.groupby(["program_id", "name"], sort=False)
-    ops = g.agg(xla=("xla", "first"), tf_op=("tf_op", "first"), occurrences=("occurrences", "sum"),
-                time_ps=("time_ps", "sum"), flops=("flops", "sum"), model_flops=("model_flops", "sum"),
-                bytes_accessed=("bytes_accessed", "sum"), hbm_read_bytes=("hbm_read_bytes", "sum"),
-                hbm_write_bytes=("hbm_write_bytes", "sum"), is_eager=("is_eager", "any"),
-                num_cores=("device", "nunique")).reset_index()
+    ops = g.agg(
+        xla=("xla", "first"),
+        tf_op=("tf_op", "first"),
+        occurrences=("occurrences", "sum"),
+        time_ps=("time_ps", "sum"),
+        flops=("flops", "sum"),
+        model_flops=("model_flops", "sum"),
+        bytes_accessed=("bytes_accessed", "sum"),
+        hbm_read_bytes=("hbm_read_bytes", "sum"),
+        hbm_write_bytes=("hbm_write_bytes", "sum"),
+        is_eager=("is_eager", "any"),
+        num_cores=("device", "nunique"),
+    ).reset_index()
     rows = []
     for pid, name, is_xla, tf_op in zip(ops["program_id"], ops["name"], ops["xla"], ops["tf_op"]):
         if is_xla:
             instr = modules.instruction(int(pid), name)
             file, line, stack = source_info(instr, modules.module(int(pid)))
-            rows.append((category(instr), expression(instr), provenance(instr), instr.metadata.deduplicated_name,
-                         instr.opcode, file, line, stack))
+            rows.append(
+                (
+                    category(instr),
+                    expression(instr),
+                    provenance(instr),
+                    instr.metadata.deduplicated_name,
+                    instr.opcode,
+                    file,
+                    line,
+                    stack,
+                )
+            )
         else:
             cat, _, kind = parse_tf_op(tf_op)
             rows.append((kind or "unknown", "", tf_op, "", "", "", -1, ""))
-    meta = pd.DataFrame(rows, columns=["category", "expression", "provenance", "deduplicated_name", "opcode",
-                                       "source_file", "source_line", "stack_frame"])
+    meta = pd.DataFrame(
+        rows,
+        columns=[
+            "category",
+            "expression",
+            "provenance",
+            "deduplicated_name",
+            "opcode",
+            "source_file",
+            "source_line",
+            "stack_frame",
+        ],
+    )
     ops = pd.concat([ops.drop(columns=["tf_op"]), meta], axis=1)
     ops.loc[ops["category"] == "", "category"] = "unknown"
     ops["self_time_ps"] = ops["time_ps"]
@@ -570,13 +713,20 @@ def _hlo_event_op_metrics(run, planes, source):
                 continue
             begin = line.start_ps[idx].astype(np.int64)
             dur = line.event_duration_ps[idx].astype(np.int64)
-            col = lambda k: st[k].to_numpy()[idx] if k in st else np.full(len(idx), None)  # noqa: E731
-            frames.append(pd.DataFrame({
-                "name": col("hlo_op").astype(str), "hlo_module": col("hlo_module"),
-                "program_id": pd.to_numeric(pd.Series(col("program_id")), errors="coerce").to_numpy(),
-                "event_name": np.asarray(line.names(), dtype=object)[idx],
-                "kernels": 1, "time_ps": dur, "children_time_ps": _children_time(begin, begin + dur),
-            }))
+            col = functools.partial(_column_at, st, idx)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "name": col("hlo_op").astype(str),
+                        "hlo_module": col("hlo_module"),
+                        "program_id": pd.to_numeric(pd.Series(col("program_id")), errors="coerce").to_numpy(),
+                        "event_name": np.asarray(line.names(), dtype=object)[idx],
+                        "kernels": 1,
+                        "time_ps": dur,
+                        "children_time_ps": _children_time(begin, begin + dur),
+                    }
+                )
+            )
     if not frames:
         return None
     ev = pd.concat(frames, ignore_index=True)
@@ -585,7 +735,7 @@ def _hlo_event_op_metrics(run, planes, source):
     if ev["program_id"].isna().any():
         # Kernels may name their module without its id: take the id of the only
         # module of that name, else -1.
-        base = {k: v[:v.rindex("(")] for k, v in names.items()}
+        base = {k: v[: v.rindex("(")] for k, v in names.items()}
         counts = pd.Series(list(base.values()), dtype=object).value_counts()
         by_module = {m: k for k, m in base.items() if counts[m] == 1}
         missing = ev["program_id"].isna()
@@ -600,8 +750,11 @@ def _hlo_event_op_metrics(run, planes, source):
     ops["occurrences"] = per_name.groupby(level=[0, 1], sort=False).max()
     ops = ops.reset_index()
     ops["self_time_ps"] = ops["time_ps"] - ops["children_time_ps"]
-    for pid, mod in ops.loc[~ops["program_id"].isin(list(names)), ["program_id", "hlo_module"]].drop_duplicates(
-            "program_id").itertuples(index=False):
+    for pid, mod in (
+        ops.loc[~ops["program_id"].isin(list(names)), ["program_id", "hlo_module"]]
+        .drop_duplicates("program_id")
+        .itertuples(index=False)
+    ):
         names[int(pid)] = f"{mod}({pid})" if pid >= 0 else (mod or "main")
     info = _hlo_op_info(run, ops, mode=source)
     ops = ops.merge(info, on=["program_id", "name"], how="left")
@@ -623,11 +776,13 @@ def _hlo_event_op_metrics(run, planes, source):
     op_time = int(ops["self_time_ps"].sum())
     nan = float("nan")
     peaks = dict.fromkeys(chip_peaks(run), nan)
-    notes = ("Ops from XLA:CPU thunks on the host, not an XProf tool (XProf shows no op profile for a CPU run). "
-             "FLOPs and bytes come from XLA's cost analysis of the HloProto with XLA:CPU's rules (one FLOP per "
-             "element of an elementwise op, transcendentals not counted), see `flops_estimated`. The processor's "
-             "peak FLOP/s and bandwidth are unknown, so utilisations are NaN. Time fractions are of the summed op "
-             "self time (ops on several threads overlap, so there is no idle time).")
+    notes = (
+        "Ops from XLA:CPU thunks on the host, not an XProf tool (XProf shows no op profile for a CPU run). "
+        "FLOPs and bytes come from XLA's cost analysis of the HloProto with XLA:CPU's rules (one FLOP per "
+        "element of an elementwise op, transcendentals not counted), see `flops_estimated`. The processor's "
+        "peak FLOP/s and bandwidth are unknown, so utilisations are NaN. Time fractions are of the summed op "
+        "self time (ops on several threads overlap, so there is no idle time)."
+    )
     return DeviceOpMetrics(ops, op_time, op_time, names, peaks, source=source, notes=notes)
 
 
@@ -646,27 +801,65 @@ def _hlo_op_info(run, ops, mode="cpu"):
         if instr is None:
             continue
         costs = modules.costs(int(pid), mode)
-        flops, model, nbytes, _, _ = costs.of(name) if costs is not None else (0, 0, 0, 0, 0)
+        _, model, nbytes, _, _ = costs.of(name) if costs is not None else (0, 0, 0, 0, 0)
         if instr.opcode in _CONTAINERS:
-            flops = model = nbytes = 0  # the thunks inside are counted on their own
-        rows.append({
-            "program_id": int(pid), "name": name, "opcode": instr.opcode, "category": category(instr),
-            "expression": expression(instr), "provenance": instr.metadata.op_name,
-            "deduplicated_name": instr.metadata.deduplicated_name, "flops_per_occurrence": float(model),
-            "bytes_per_occurrence": float(nbytes), "flops_estimated": bool(model or nbytes), "in_hlo": True,
-        })
-    cols = ["program_id", "name", "opcode", "category", "expression", "provenance", "deduplicated_name",
-            "flops_per_occurrence", "bytes_per_occurrence", "flops_estimated", "in_hlo"]
+            model = nbytes = 0  # the thunks inside are counted on their own
+        rows.append(
+            {
+                "program_id": int(pid),
+                "name": name,
+                "opcode": instr.opcode,
+                "category": category(instr),
+                "expression": expression(instr),
+                "provenance": instr.metadata.op_name,
+                "deduplicated_name": instr.metadata.deduplicated_name,
+                "flops_per_occurrence": float(model),
+                "bytes_per_occurrence": float(nbytes),
+                "flops_estimated": bool(model or nbytes),
+                "in_hlo": True,
+            }
+        )
+    cols = [
+        "program_id",
+        "name",
+        "opcode",
+        "category",
+        "expression",
+        "provenance",
+        "deduplicated_name",
+        "flops_per_occurrence",
+        "bytes_per_occurrence",
+        "flops_estimated",
+        "in_hlo",
+    ]
     info = pd.DataFrame(rows, columns=cols)
     info["program_id"] = info["program_id"].astype(np.int64)
     return info
 
 
 _HLO_STATS_COLUMNS = [
-    "rank", "program_id", "program", "category", "hlo_op_name", "expression", "framework_op", "occurrences",
-    "total_time_ps", "avg_time_ps", "self_time_ps", "avg_self_time_ps", "self_time_fraction",
-    "cumulative_self_time_fraction", "flop_rate_gflops", "model_flop_rate_gflops", "memory_bw_gibs",
-    "hbm_bw_gibs", "cmem_read_bw_gibs", "cmem_write_bw_gibs", "operational_intensity", "bound_by",
+    "rank",
+    "program_id",
+    "program",
+    "category",
+    "hlo_op_name",
+    "expression",
+    "framework_op",
+    "occurrences",
+    "total_time_ps",
+    "avg_time_ps",
+    "self_time_ps",
+    "avg_self_time_ps",
+    "self_time_fraction",
+    "cumulative_self_time_fraction",
+    "flop_rate_gflops",
+    "model_flop_rate_gflops",
+    "memory_bw_gibs",
+    "hbm_bw_gibs",
+    "cmem_read_bw_gibs",
+    "cmem_write_bw_gibs",
+    "operational_intensity",
+    "bound_by",
     "flops_estimated",
 ]
 
@@ -711,12 +904,22 @@ def hlo_stats(run) -> pd.DataFrame:
         cmem_w = div(ops["cmem_write_bytes"].to_numpy(float), t_ns) * _GIB_PER_GB
         intensity = div(ops["flops"].to_numpy(float), ops["bytes_accessed"].to_numpy(float))
     p = db.peaks
-    utils = np.stack([
-        div(flop_rate, np.full_like(flop_rate, p["peak_flops"] / 1e9)),
-        div(hbm_bw, np.full_like(hbm_bw, p["peak_hbm_bw"] / 1e9 * _GIB_PER_GB)),
-        np.where(ops["cmem_read_bytes"] > 0, div(cmem_r, np.full_like(cmem_r, p["peak_cmem_read_bw"] / 1e9 * _GIB_PER_GB)), 0),
-        np.where(ops["cmem_write_bytes"] > 0, div(cmem_w, np.full_like(cmem_w, p["peak_cmem_write_bw"] / 1e9 * _GIB_PER_GB)), 0),
-    ])
+    utils = np.stack(
+        [
+            div(flop_rate, np.full_like(flop_rate, p["peak_flops"] / 1e9)),
+            div(hbm_bw, np.full_like(hbm_bw, p["peak_hbm_bw"] / 1e9 * _GIB_PER_GB)),
+            np.where(
+                ops["cmem_read_bytes"] > 0,
+                div(cmem_r, np.full_like(cmem_r, p["peak_cmem_read_bw"] / 1e9 * _GIB_PER_GB)),
+                0,
+            ),
+            np.where(
+                ops["cmem_write_bytes"] > 0,
+                div(cmem_w, np.full_like(cmem_w, p["peak_cmem_write_bw"] / 1e9 * _GIB_PER_GB)),
+                0,
+            ),
+        ]
+    )
     names = ["Compute", "HBM", "CMEM Read", "CMEM Write"]
     if db.source == "gpu" and p.get("peak_on_chip_write_bw", 0):
         # XProf on GPUs: HBM traffic against the shared-memory peak ("Shm/L1"), which wins
@@ -730,32 +933,35 @@ def hlo_stats(run) -> pd.DataFrame:
     frac = self_ps / db.total_time_ps if db.total_time_ps else np.zeros(len(ops))
     occ = ops["occurrences"].to_numpy(dtype=np.int64)
     pid = ops["program_id"].to_numpy()
-    out = pd.DataFrame({
-        "rank": np.arange(1, len(ops) + 1),
-        "program_id": pid,
-        "program": [db.program_names.get(int(x), "main") for x in pid],
-        "category": ops["category"].to_numpy(),
-        "hlo_op_name": ops["name"].to_numpy(),
-        "expression": np.where(ops["expression"] == "", ops["name"], ops["expression"]),
-        "framework_op": ops["provenance"].to_numpy(),
-        "occurrences": occ,
-        "total_time_ps": ops["time_ps"].to_numpy(dtype=np.int64),
-        "avg_time_ps": ops["time_ps"].to_numpy(float) / occ,
-        "self_time_ps": self_ps,
-        "avg_self_time_ps": self_ps / occ,
-        "self_time_fraction": frac,
-        "cumulative_self_time_fraction": np.cumsum(frac),
-        "flop_rate_gflops": flop_rate,
-        "model_flop_rate_gflops": model_rate,
-        "memory_bw_gibs": mem_bw,
-        "hbm_bw_gibs": hbm_bw,
-        "cmem_read_bw_gibs": cmem_r,
-        "cmem_write_bw_gibs": cmem_w,
-        "operational_intensity": intensity,
-        "bound_by": labels[best],
-        "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool) if "flops_estimated" in ops
-        else np.zeros(len(ops), dtype=bool),
-    })
+    out = pd.DataFrame(
+        {
+            "rank": np.arange(1, len(ops) + 1),
+            "program_id": pid,
+            "program": [db.program_names.get(int(x), "main") for x in pid],
+            "category": ops["category"].to_numpy(),
+            "hlo_op_name": ops["name"].to_numpy(),
+            "expression": np.where(ops["expression"] == "", ops["name"], ops["expression"]),
+            "framework_op": ops["provenance"].to_numpy(),
+            "occurrences": occ,
+            "total_time_ps": ops["time_ps"].to_numpy(dtype=np.int64),
+            "avg_time_ps": ops["time_ps"].to_numpy(float) / occ,
+            "self_time_ps": self_ps,
+            "avg_self_time_ps": self_ps / occ,
+            "self_time_fraction": frac,
+            "cumulative_self_time_fraction": np.cumsum(frac),
+            "flop_rate_gflops": flop_rate,
+            "model_flop_rate_gflops": model_rate,
+            "memory_bw_gibs": mem_bw,
+            "hbm_bw_gibs": hbm_bw,
+            "cmem_read_bw_gibs": cmem_r,
+            "cmem_write_bw_gibs": cmem_w,
+            "operational_intensity": intensity,
+            "bound_by": labels[best],
+            "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool)
+            if "flops_estimated" in ops
+            else np.zeros(len(ops), dtype=bool),
+        }
+    )
     if db.source == "cpu":
         out["hbm_bw_gibs"] = np.nan  # no HBM: bytes are in memory_bw_gibs
     out.attrs["reason"] = ""

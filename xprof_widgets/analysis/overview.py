@@ -56,11 +56,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .tf_op import parse_tf_op
-from .grouping import HOST_PLANE, _prev_enclosing, eager_events
 from .gpu_device import gpu_model_name
+from .grouping import HOST_PLANE, _prev_enclosing, eager_events
 from .input_pipeline import input_pipeline
 from .op_stats import device_op_metrics, gpu_kernel_runs, is_derived_line
+from .tf_op import parse_tf_op
 from .xla_ops import program_modules
 
 TOP_OPS_SHOWN = 10
@@ -69,15 +69,23 @@ LOW_PRECISION_PERCENT = 10
 #: Above this share of eager op time XProf suggests tf.function (%).
 EAGER_REPORT_PERCENT = 10
 
-TOP_OP_COLUMNS = ["operation", "category", "self_time_ps", "self_time_fraction",
-                  "cumulative_time_fraction", "time_ps", "flops", "flop_rate_gflops", "occurrences"]
+TOP_OP_COLUMNS = [
+    "operation",
+    "category",
+    "self_time_ps",
+    "self_time_fraction",
+    "cumulative_time_fraction",
+    "time_ps",
+    "flops",
+    "flop_rate_gflops",
+    "occurrences",
+]
 
 LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
 HOST_OP_COLUMNS = ["name", "occurrences", "time_ps", "self_time_ps", "is_eager"]
 GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
 
-_OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done",
-             "megacore fusion"}
+_OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
 
 
 @dataclass
@@ -184,18 +192,25 @@ def top_device_ops(db, n=TOP_OPS_SHOWN) -> pd.DataFrame:
     distinct = pairs.drop_duplicates()
     mapped = {p: framework_op(*p) for p in distinct}  # over distinct ops, not events
     key = [mapped[p] for p in pairs]
-    df = pd.DataFrame({
-        "operation": [k[0] for k in key], "category": [k[1] for k in key],
-        "self_time_ps": ops["self_time_ps"].to_numpy(np.int64),
-        "time_ps": ops["time_ps"].to_numpy(np.int64),
-        "flops": ops["flops"].to_numpy(np.float64),
-        "occurrences": ops["occurrences"].to_numpy(np.int64),
-    })
+    df = pd.DataFrame(
+        {
+            "operation": [k[0] for k in key],
+            "category": [k[1] for k in key],
+            "self_time_ps": ops["self_time_ps"].to_numpy(np.int64),
+            "time_ps": ops["time_ps"].to_numpy(np.int64),
+            "flops": ops["flops"].to_numpy(np.float64),
+            "occurrences": ops["occurrences"].to_numpy(np.int64),
+        }
+    )
     # A framework op's category is its first HLO op's; its count the largest.
     g = df.groupby("operation", sort=False)
-    tf = g.agg(category=("category", "first"), self_time_ps=("self_time_ps", "sum"),
-               time_ps=("time_ps", "sum"), flops=("flops", "sum"),
-               occurrences=("occurrences", "max")).reset_index()
+    tf = g.agg(
+        category=("category", "first"),
+        self_time_ps=("self_time_ps", "sum"),
+        time_ps=("time_ps", "sum"),
+        flops=("flops", "sum"),
+        occurrences=("occurrences", "max"),
+    ).reset_index()
     total = float(db.total_op_time_ps) or float(tf["self_time_ps"].sum())
     order = np.lexsort((np.arange(len(tf)), -tf["self_time_ps"].to_numpy()))
     tf = tf.iloc[order[:n]].reset_index(drop=True)
@@ -248,8 +263,11 @@ def _stack_self_time(begin, end):
     by_level = np.lexsort((np.arange(2 * n), level))
     prev = np.roll(by_level, 1)
     close_at = np.flatnonzero(closing[by_level])
-    matched = ((level[prev[close_at]] == level[by_level[close_at]]) & ~closing[prev[close_at]]
-               & (act[prev[close_at]] == act[by_level[close_at]]))
+    matched = (
+        (level[prev[close_at]] == level[by_level[close_at]])
+        & ~closing[prev[close_at]]
+        & (act[prev[close_at]] == act[by_level[close_at]])
+    )
     if matched.all():  # every end finds its activity on top
         pos = np.empty(2 * n, np.int64)
         pos[order] = np.arange(2 * n)
@@ -329,17 +347,29 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
         begin = line.start_ps[ev].astype(np.int64)
         end = begin + line.event_duration_ps[ev].astype(np.int64)
         counted, self_ps = _stack_self_time(begin, end)
-        frames.append(pd.DataFrame({
-            "name": np.concatenate(key)[order][counted], "time_ps": (end - begin)[counted],
-            "self_time_ps": self_ps[counted], "is_eager": np.concatenate(marked)[order][counted],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "name": np.concatenate(key)[order][counted],
+                    "time_ps": (end - begin)[counted],
+                    "self_time_ps": self_ps[counted],
+                    "is_eager": np.concatenate(marked)[order][counted],
+                }
+            )
+        )
     if not frames:
         return pd.DataFrame(columns=HOST_OP_COLUMNS)
     df = pd.concat(frames, ignore_index=True)
-    return (df.groupby("name", sort=False)
-            .agg(occurrences=("time_ps", "size"), time_ps=("time_ps", "sum"), self_time_ps=("self_time_ps", "sum"),
-                 is_eager=("is_eager", "any"))
-            .reset_index()[HOST_OP_COLUMNS])
+    return (
+        df.groupby("name", sort=False)
+        .agg(
+            occurrences=("time_ps", "size"),
+            time_ps=("time_ps", "sum"),
+            self_time_ps=("self_time_ps", "sum"),
+            is_eager=("is_eager", "any"),
+        )
+        .reset_index()[HOST_OP_COLUMNS]
+    )
 
 
 def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
@@ -364,13 +394,25 @@ def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
     for pid, name in set(zip(runs.loc[runs["xla"], "program_id"], runs.loc[runs["xla"], "name"])):
         op_name = modules.instruction(int(pid), name).metadata.op_name
         provenance[(pid, name)] = parse_tf_op(op_name)[1] if op_name else name
-    runs["name"] = [n if x else f"{tf_names[t]}/{e}"
-                    for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])]
-    runs["framework_op"] = [provenance[(p, n)] if x else tf_names[t]
-                            for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])]
-    ops = runs.groupby(["program_id", "name"], sort=False).agg(
-        order=("order", "first"), framework_op=("framework_op", "first"), occurrences=("occurrences", "sum"),
-        time_ps=("time_ps", "sum"), is_eager=("is_eager", "any")).reset_index()
+    runs["name"] = [
+        n if x else f"{tf_names[t]}/{e}"
+        for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])
+    ]
+    runs["framework_op"] = [
+        provenance[(p, n)] if x else tf_names[t]
+        for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])
+    ]
+    ops = (
+        runs.groupby(["program_id", "name"], sort=False)
+        .agg(
+            order=("order", "first"),
+            framework_op=("framework_op", "first"),
+            occurrences=("occurrences", "sum"),
+            time_ps=("time_ps", "sum"),
+            is_eager=("is_eager", "any"),
+        )
+        .reset_index()
+    )
     return ops[GPU_OP_COLUMNS]
 
 
@@ -380,7 +422,8 @@ def _host_ops(spaces, eager):
     host = [host_op_metrics(s, e) for s, e in zip(spaces, eager)]
     host = pd.concat(host, ignore_index=True) if host else pd.DataFrame(columns=HOST_OP_COLUMNS)
     return host.groupby("name", sort=False).agg(
-        occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
+        occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any")
+    )
 
 
 def _gpu_tf_ops(run, spaces, eager):
@@ -393,10 +436,14 @@ def _gpu_tf_ops(run, spaces, eager):
         return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
     ops = pd.concat(dev, ignore_index=True).sort_values(["file", "order"], kind="stable")
     ops = ops.groupby(["program_id", "name"], sort=False).agg(
-        framework_op=("framework_op", "first"), occurrences=("occurrences", "sum"), time_ps=("time_ps", "sum"),
-        is_eager=("is_eager", "any"))
+        framework_op=("framework_op", "first"),
+        occurrences=("occurrences", "sum"),
+        time_ps=("time_ps", "sum"),
+        is_eager=("is_eager", "any"),
+    )
     return ops.groupby("framework_op", sort=False).agg(
-        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last"))
+        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
+    )
 
 
 def _eager_share(ops, time):
@@ -418,7 +465,9 @@ def eager_percents(run, spaces=None):
     """
     spaces = spaces if spaces is not None else [run.xspace(h) for h in run.hosts]
     eager = [eager_events(s) for s in spaces]
-    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(_gpu_tf_ops(run, spaces, eager), "time_ps")
+    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(
+        _gpu_tf_ops(run, spaces, eager), "time_ps"
+    )
 
 
 def eager_recommendation(host_percent, device_percent):
@@ -457,13 +506,18 @@ def tpu_duty_cycle(space):
             hi = end.max() if hi is None else max(hi, end.max())
             if line.name == "XLA Ops":
                 cat = line.stats(names=["hlo_category"]).get("hlo_category")
-                off = (np.isin(cat.astype(str).to_numpy(), list(_OFF_DUTY)) if cat is not None
-                       else np.zeros(len(line), bool))
+                off = (
+                    np.isin(cat.astype(str).to_numpy(), list(_OFF_DUTY))
+                    if cat is not None
+                    else np.zeros(len(line), bool)
+                )
                 parts.append((start[~off], end[~off]))
         if lo is None:
             continue
-        active = _union_length(np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64),
-                               np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64))
+        active = _union_length(
+            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64),
+            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64),
+        )
         busy += active
         idle += int(hi - lo) - active
     return busy, idle
@@ -484,10 +538,17 @@ def module_latency(spaces) -> pd.DataFrame:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
     df = pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
     g = df.groupby("module", sort=False)["ms"]
-    out = pd.DataFrame({
-        "executions": g.size(), "mean_ms": g.mean(), "p50_ms": g.quantile(0.5), "p90_ms": g.quantile(0.9),
-        "p99_ms": g.quantile(0.99), "max_ms": g.max(), "total": g.sum(),
-    })
+    out = pd.DataFrame(
+        {
+            "executions": g.size(),
+            "mean_ms": g.mean(),
+            "p50_ms": g.quantile(0.5),
+            "p90_ms": g.quantile(0.9),
+            "p99_ms": g.quantile(0.99),
+            "max_ms": g.max(),
+            "total": g.sum(),
+        }
+    )
     out = out.sort_values("total", ascending=False, kind="stable").drop(columns="total")
     return out.reset_index()[LATENCY_COLUMNS]
 
@@ -539,14 +600,30 @@ def overview(run, host=None) -> OverviewResult:
         if len(steps) and "device_compute_16bit_ms" in steps:
             c16, c32 = float(steps["device_compute_16bit_ms"].sum()), float(steps["device_compute_32bit_ms"].sum())
         total = c16 + c32
-        precision = {"16bit_percent": 100 * c16 / total if total else 0.0,
-                     "32bit_percent": 100 * c32 / total if total else 0.0}
+        precision = {
+            "16bit_percent": 100 * c16 / total if total else 0.0,
+            "32bit_percent": 100 * c32 / total if total else 0.0,
+        }
     return OverviewResult(
-        host_count=len(hostnames), device_type=kind, device_core_count=cores, steps=ip.steps,
-        avg_step_time_ms=ip.avg_step_time_ms, min_step_time_ms=ip.min_step_time_ms,
-        max_step_time_ms=ip.max_step_time_ms, std_step_time_ms=ip.std_step_time_ms,
-        top_ops=top, op_placement=placement, host_op_time_eager_percent=host_eager,
-        device_op_time_eager_percent=device_eager, precision=precision, device_duty_cycle_percent=duty,
-        device_idle_percent=dev_idle, host_idle_percent=host_idle, input_percent=ip.input_percent,
-        bottleneck=ip.verdict, recommendation=recommendation, reason=ip.reason,
-        module_latency=module_latency(spaces))
+        host_count=len(hostnames),
+        device_type=kind,
+        device_core_count=cores,
+        steps=ip.steps,
+        avg_step_time_ms=ip.avg_step_time_ms,
+        min_step_time_ms=ip.min_step_time_ms,
+        max_step_time_ms=ip.max_step_time_ms,
+        std_step_time_ms=ip.std_step_time_ms,
+        top_ops=top,
+        op_placement=placement,
+        host_op_time_eager_percent=host_eager,
+        device_op_time_eager_percent=device_eager,
+        precision=precision,
+        device_duty_cycle_percent=duty,
+        device_idle_percent=dev_idle,
+        host_idle_percent=host_idle,
+        input_percent=ip.input_percent,
+        bottleneck=ip.verdict,
+        recommendation=recommendation,
+        reason=ip.reason,
+        module_latency=module_latency(spaces),
+    )

@@ -44,35 +44,95 @@ _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
 MAX_RECORDS = 1000
 
 COLUMNS_GPU = [
-    "step", "rank", "category", "operation", "occurrences", "total_time", "avg_time", "total_self_time",
-    "avg_self_time", "total_self_time_percent", "cumulative_total_self_time_percent", "measured_flop_rate",
-    "model_flop_rate", "measured_memory_bw", "hbm_bw", "vmem_write_bw", "operational_intensity",
-    "hbm_operational_intensity", "vmem_write_operational_intensity", "bottleneck_operational_intensity",
-    "bound_by", "total_time_per_core", "total_time_in_percentage", "optimal_flop_rate", "roofline_efficiency",
-    "compute_efficiency", "max_mem_bw_utilization", "include_infeed_outfeed", "hlo_module_id", "source_info",
+    "step",
+    "rank",
+    "category",
+    "operation",
+    "occurrences",
+    "total_time",
+    "avg_time",
+    "total_self_time",
+    "avg_self_time",
+    "total_self_time_percent",
+    "cumulative_total_self_time_percent",
+    "measured_flop_rate",
+    "model_flop_rate",
+    "measured_memory_bw",
+    "hbm_bw",
+    "vmem_write_bw",
+    "operational_intensity",
+    "hbm_operational_intensity",
+    "vmem_write_operational_intensity",
+    "bottleneck_operational_intensity",
+    "bound_by",
+    "total_time_per_core",
+    "total_time_in_percentage",
+    "optimal_flop_rate",
+    "roofline_efficiency",
+    "compute_efficiency",
+    "max_mem_bw_utilization",
+    "include_infeed_outfeed",
+    "hlo_module_id",
+    "source_info",
 ]
 COLUMNS_TPU = [
-    "step", "rank", "category", "operation", "occurrences", "total_time", "avg_time", "total_self_time",
-    "avg_self_time", "total_self_time_percent", "cumulative_total_self_time_percent", "dma_stall_percent",
-    "measured_flop_rate", "model_flop_rate", "measured_memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
-    "vmem_read_bw", "vmem_write_bw", "operational_intensity", "hbm_operational_intensity",
-    "cmem_read_operational_intensity", "cmem_write_operational_intensity", "vmem_read_operational_intensity",
-    "vmem_write_operational_intensity", "bottleneck_operational_intensity", "bound_by", "total_time_per_core",
-    "total_time_in_percentage", "optimal_flop_rate", "roofline_efficiency", "compute_efficiency",
-    "max_mem_bw_utilization", "include_infeed_outfeed", "hlo_module_id", "source_info",
+    "step",
+    "rank",
+    "category",
+    "operation",
+    "occurrences",
+    "total_time",
+    "avg_time",
+    "total_self_time",
+    "avg_self_time",
+    "total_self_time_percent",
+    "cumulative_total_self_time_percent",
+    "dma_stall_percent",
+    "measured_flop_rate",
+    "model_flop_rate",
+    "measured_memory_bw",
+    "hbm_bw",
+    "cmem_read_bw",
+    "cmem_write_bw",
+    "vmem_read_bw",
+    "vmem_write_bw",
+    "operational_intensity",
+    "hbm_operational_intensity",
+    "cmem_read_operational_intensity",
+    "cmem_write_operational_intensity",
+    "vmem_read_operational_intensity",
+    "vmem_write_operational_intensity",
+    "bottleneck_operational_intensity",
+    "bound_by",
+    "total_time_per_core",
+    "total_time_in_percentage",
+    "optimal_flop_rate",
+    "roofline_efficiency",
+    "compute_efficiency",
+    "max_mem_bw_utilization",
+    "include_infeed_outfeed",
+    "hlo_module_id",
+    "source_info",
 ]
-NO_DEVICE = ("the profile has no GPU or TPU plane: XProf's roofline model is for accelerators "
-             "(a CPU-only run has no device op statistics)")
-NO_STEP_MARKER = ("No step marker observed and hence the step time is unknown. This may happen if (1) training "
-                  "steps are not instrumented (e.g., if you are not using Keras) or (2) the profiling duration is "
-                  "shorter than the step time. For (1), you need to add step instrumentation; for (2), you may try "
-                  "to profile longer.")
-EMPTY_INTERSECT = ("Although there are steps observed on some host(s), the intersection of the steps over all hosts "
-                   "is empty (because the differences among individual host's step sequences are too big). "
-                   "Consequently, the overall step time is unknown.")
+NO_DEVICE = (
+    "the profile has no GPU or TPU plane: XProf's roofline model is for accelerators "
+    "(a CPU-only run has no device op statistics)"
+)
+NO_STEP_MARKER = (
+    "No step marker observed and hence the step time is unknown. This may happen if (1) training "
+    "steps are not instrumented (e.g., if you are not using Keras) or (2) the profiling duration is "
+    "shorter than the step time. For (1), you need to add step instrumentation; for (2), you may try "
+    "to profile longer."
+)
+EMPTY_INTERSECT = (
+    "Although there are steps observed on some host(s), the intersection of the steps over all hosts "
+    "is empty (because the differences among individual host's step sequences are too big). "
+    "Consequently, the overall step time is unknown."
+)
 
 
 # --- the device's peaks (XProf's PerfEnv and RunEnvironment) ---------------------------
+
 
 def _hardware(space):
     """XProf's hardware type of one file: "TPU", "GPU" or "CPU"."""
@@ -94,16 +154,30 @@ def _plane_perf_env(plane):
     from .gpu_device import gpu_peaks
 
     st = plane.stats
-    num = lambda k: float(st.get(k) or 0.0)
+
+    def num(k):
+        return float(st.get(k) or 0.0)
+
     if plane.name.startswith("/device:TPU:"):
-        bws = [num(f"peak_{k}_gigabytes_per_second") for k in
-               ("hbm_bw", "sram_rd_bw", "sram_wr_bw", "cmem_rd_bw", "cmem_wr_bw", "vmem_rd_bw", "vmem_wr_bw")]
-        return {"peak_tflops": num("peak_teraflops_per_second"), "bws": bws, "has_cmem": bws[3] > 0 or bws[4] > 0,
-                "has_merged_vmem": bool(st.get("has_merged_vmem")), "has_megacore": bool(st.get("has_megacore"))}
+        bws = [
+            num(f"peak_{k}_gigabytes_per_second")
+            for k in ("hbm_bw", "sram_rd_bw", "sram_wr_bw", "cmem_rd_bw", "cmem_wr_bw", "vmem_rd_bw", "vmem_wr_bw")
+        ]
+        return {
+            "peak_tflops": num("peak_teraflops_per_second"),
+            "bws": bws,
+            "has_cmem": bws[3] > 0 or bws[4] > 0,
+            "has_merged_vmem": bool(st.get("has_merged_vmem")),
+            "has_megacore": bool(st.get("has_megacore")),
+        }
     p = gpu_peaks(st)
-    return {"peak_tflops": p["peak_flops"] / 1e12,
-            "bws": [p["peak_hbm_bw"] / 1e9, p["peak_on_chip_read_bw"] / 1e9, p["peak_on_chip_write_bw"] / 1e9],
-            "has_cmem": False, "has_merged_vmem": False, "has_megacore": False}
+    return {
+        "peak_tflops": p["peak_flops"] / 1e12,
+        "bws": [p["peak_hbm_bw"] / 1e9, p["peak_on_chip_read_bw"] / 1e9, p["peak_on_chip_write_bw"] / 1e9],
+        "has_cmem": False,
+        "has_merged_vmem": False,
+        "has_megacore": False,
+    }
 
 
 def perf_env(run) -> dict:
@@ -134,8 +208,12 @@ def perf_env(run) -> dict:
         if host["bws"] and not env["bws"]:
             env["bws"] = host["bws"]
     device_type, cores = _device_type(spaces)
-    return {**env, "hardware": hardware, "device_type": device_type if hardware != "CPU" else "",
-            "device_core_count": cores}
+    return {
+        **env,
+        "hardware": hardware,
+        "device_type": device_type if hardware != "CPU" else "",
+        "device_core_count": cores,
+    }
 
 
 def _peak_bw(env, index):
@@ -163,7 +241,10 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
     and the per-memory ones (FLOP/byte), bottleneck_operational_intensity and bound_by.
     """
     n = len(ops)
-    col = lambda k: ops[k].to_numpy(np.float64) if k in ops else np.zeros(n)
+
+    def col(k):
+        return ops[k].to_numpy(np.float64) if k in ops else np.zeros(n)
+
     t_ns = col("time_ps") / 1e3
     flops, nbytes = col("flops"), col("bytes_accessed")
     has_bd = ops["has_breakdown"].to_numpy(bool) if "has_breakdown" in ops else np.zeros(n, bool)
@@ -181,20 +262,46 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
         out[f"{k}_bw"] = _safe_divide(v, t_ns) / GIBI_IN_GIGA
         out[f"{k}_operational_intensity"] = _safe_divide(flops, v)
     # The bottleneck: the resource with the highest utilisation (strictly higher wins).
-    candidates = [("Compute", _safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
-                   out["operational_intensity"], np.ones(n, bool)),
-                  ("HBM", _safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA), out["hbm_operational_intensity"],
-                   np.ones(n, bool))]
+    candidates = [
+        (
+            "Compute",
+            _safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
+            out["operational_intensity"],
+            np.ones(n, bool),
+        ),
+        (
+            "HBM",
+            _safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA),
+            out["hbm_operational_intensity"],
+            np.ones(n, bool),
+        ),
+    ]
     if env["hardware"] == "TPU":
-        for name, key, index in (("CMEM Read", "cmem_read", 3), ("CMEM Write", "cmem_write", 4),
-                                 ("VMEM Read", "vmem_read", 5), ("VMEM Write", "vmem_write", 6)):
+        for name, key, index in (
+            ("CMEM Read", "cmem_read", 3),
+            ("CMEM Write", "cmem_write", 4),
+            ("VMEM Read", "vmem_read", 5),
+            ("VMEM Write", "vmem_write", 6),
+        ):
             peak = _peak_bw(env, index)
             if peak:
-                candidates.append((name, _safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
-                                   out[f"{key}_operational_intensity"], mem[key] != 0))
+                candidates.append(
+                    (
+                        name,
+                        _safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
+                        out[f"{key}_operational_intensity"],
+                        mem[key] != 0,
+                    )
+                )
     if env["hardware"] == "GPU" and _peak_bw(env, 2):
-        candidates.append(("Shm/L1", _safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
-                           out["hbm_operational_intensity"], np.ones(n, bool)))
+        candidates.append(
+            (
+                "Shm/L1",
+                _safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
+                out["hbm_operational_intensity"],
+                np.ones(n, bool),
+            )
+        )
     bound = np.full(n, "Unknown", dtype=object)
     best = np.zeros(n)
     intensity = np.zeros(n)
@@ -208,14 +315,19 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
 
 # --- steps as XProf's combined step database has them ------------------------------------
 
+
 def _host_steps(space, kind):
     """(step numbers, begin_ps, end_ps) of one host's step database; TPU: None (XProf's
     TPU steps, from a `Steps` line, are not reimplemented) unless it has no step line."""
     from .steps import gpu_device_steps
 
     if kind == "TPU":
-        has_steps = any(line.name == "Steps" and len(line) for p in space.planes
-                        if p.name.startswith("/device:TPU:") for line in p.lines)
+        has_steps = any(
+            line.name == "Steps" and len(line)
+            for p in space.planes
+            if p.name.startswith("/device:TPU:")
+            for line in p.lines
+        )
         return None if has_steps else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     steps = gpu_device_steps(space)
     if steps.empty:
@@ -291,6 +403,7 @@ def step_rows(run):
 
 # --- records -------------------------------------------------------------------------------
 
+
 def _is_infeed_outfeed(category):
     return category.str.contains("infeed", regex=False) | category.str.contains("outfeed", regex=False)
 
@@ -314,15 +427,32 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
     io_time = int(ops.loc[io, "time_ps"].sum()) if not include else 0
     total = total_time_ps - io_time
     inner = ops[~ops["category"].isin(_CONTAINERS) & (include | ~io)]
-    program = pd.DataFrame({
-        "category": ["Program"], "name": ["Program"], "program_id": [0], "occurrences": [1],
-        "time_ps": [total], "self_time_ps": [0],
-        **{k: [float(inner[k].sum())] for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes",
-                                                 "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
-                                                 "vmem_write_bytes")},
-        "has_breakdown": [bool(inner["has_breakdown"].any())], "dma_stall_ps": [0],
-        "source_info": [""],
-    })
+    program = pd.DataFrame(
+        {
+            "category": ["Program"],
+            "name": ["Program"],
+            "program_id": [0],
+            "occurrences": [1],
+            "time_ps": [total],
+            "self_time_ps": [0],
+            **{
+                k: [float(inner[k].sum())]
+                for k in (
+                    "flops",
+                    "model_flops",
+                    "bytes_accessed",
+                    "hbm_bytes",
+                    "cmem_read_bytes",
+                    "cmem_write_bytes",
+                    "vmem_read_bytes",
+                    "vmem_write_bytes",
+                )
+            },
+            "has_breakdown": [bool(inner["has_breakdown"].any())],
+            "dma_stall_ps": [0],
+            "source_info": [""],
+        }
+    )
     rows = [program]
     if not program_only:
         # SortedOpMetricsDb: self time descending, then name; the top 1000, IDLE included.
@@ -334,10 +464,15 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
     occ = rec["occurrences"].to_numpy(np.float64)
     total_us = rec["time_ps"].to_numpy(np.float64) / 1e6
     self_us = rec["self_time_ps"].to_numpy(np.float64) / 1e6
-    out = pd.DataFrame({
-        "step": step, "rank": np.arange(len(rec)), "category": rec["category"].to_numpy(object),
-        "operation": rec["name"].to_numpy(object), "occurrences": rec["occurrences"].to_numpy(np.int64),
-    })
+    out = pd.DataFrame(
+        {
+            "step": step,
+            "rank": np.arange(len(rec)),
+            "category": rec["category"].to_numpy(object),
+            "operation": rec["name"].to_numpy(object),
+            "occurrences": rec["occurrences"].to_numpy(np.int64),
+        }
+    )
     if num_steps is not None:  # the average step: per-step totals
         total_us, self_us = _safe_divide(total_us, num_steps), _safe_divide(self_us, num_steps)
     out["total_time"] = total_us
@@ -348,8 +483,9 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
     frac[0] = 0.0
     out["total_self_time_percent"] = frac
     out["cumulative_total_self_time_percent"] = np.cumsum(frac)
-    out["dma_stall_percent"] = _safe_divide(rec["dma_stall_ps"].to_numpy(np.float64),
-                                            rec["time_ps"].to_numpy(np.float64))
+    out["dma_stall_percent"] = _safe_divide(
+        rec["dma_stall_ps"].to_numpy(np.float64), rec["time_ps"].to_numpy(np.float64)
+    )
     m = roofline_metrics(rec, env)
     for c in m.columns:
         out[c] = m[c].to_numpy()
@@ -358,11 +494,15 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
     flops_util = _safe_divide(out["measured_flop_rate"].to_numpy(), roof["peak_flop_rate"])
     mem = [_safe_divide(out["hbm_bw"].to_numpy(), roof["peak_hbm_bw"])]
     if roof["has_cmem"]:
-        mem += [_safe_divide(out["cmem_read_bw"].to_numpy(), roof["peak_cmem_read_bw"]),
-                _safe_divide(out["cmem_write_bw"].to_numpy(), roof["peak_cmem_write_bw"])]
+        mem += [
+            _safe_divide(out["cmem_read_bw"].to_numpy(), roof["peak_cmem_read_bw"]),
+            _safe_divide(out["cmem_write_bw"].to_numpy(), roof["peak_cmem_write_bw"]),
+        ]
     if roof["has_merged_vmem"]:
-        mem += [_safe_divide(out["vmem_read_bw"].to_numpy(), roof["peak_vmem_read_bw"]),
-                _safe_divide(out["vmem_write_bw"].to_numpy(), roof["peak_vmem_write_bw"])]
+        mem += [
+            _safe_divide(out["vmem_read_bw"].to_numpy(), roof["peak_vmem_read_bw"]),
+            _safe_divide(out["vmem_write_bw"].to_numpy(), roof["peak_vmem_write_bw"]),
+        ]
     max_mem = np.max(mem, axis=0)
     efficiency = np.maximum(max_mem, flops_util)
     out["optimal_flop_rate"] = _safe_divide(out["measured_flop_rate"].to_numpy(), efficiency)
@@ -379,37 +519,82 @@ def _op_table(db):
     """The device op database as roofline rows need it (one row per HLO op, plus IDLE)."""
     ops = db.ops
     n = len(ops)
-    get = lambda k, d=0: ops[k] if k in ops else pd.Series(d, index=ops.index)
-    table = pd.DataFrame({
-        "category": get("category", "").astype(str), "name": ops["name"].astype(str),
-        "program_id": ops["program_id"].astype(object),
-        "occurrences": get("occurrences").astype(np.int64), "time_ps": get("time_ps").astype(np.int64),
-        "self_time_ps": get("self_time_ps").astype(np.int64),
-        **{k: get(k).astype(np.float64) for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes",
-                                                  "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
-                                                  "vmem_write_bytes")},
-        "has_breakdown": get("has_breakdown", False).astype(bool), "dma_stall_ps": 0,
-        "normalized_time_ps": get("normalized_time_ps").astype(np.float64),
-    })
+
+    def get(k, d=0):
+        return ops[k] if k in ops else pd.Series(d, index=ops.index)
+
+    table = pd.DataFrame(
+        {
+            "category": get("category", "").astype(str),
+            "name": ops["name"].astype(str),
+            "program_id": ops["program_id"].astype(object),
+            "occurrences": get("occurrences").astype(np.int64),
+            "time_ps": get("time_ps").astype(np.int64),
+            "self_time_ps": get("self_time_ps").astype(np.int64),
+            **{
+                k: get(k).astype(np.float64)
+                for k in (
+                    "flops",
+                    "model_flops",
+                    "bytes_accessed",
+                    "hbm_bytes",
+                    "cmem_read_bytes",
+                    "cmem_write_bytes",
+                    "vmem_read_bytes",
+                    "vmem_write_bytes",
+                )
+            },
+            "has_breakdown": get("has_breakdown", False).astype(bool),
+            "dma_stall_ps": 0,
+            "normalized_time_ps": get("normalized_time_ps").astype(np.float64),
+        }
+    )
     table["source_info"] = _source_cells(ops) if n else pd.Series(dtype=object)
-    idle = pd.DataFrame({"category": [IDLE], "name": [IDLE], "program_id": [0], "occurrences": [0],
-                         "time_ps": [db.idle_time_ps], "self_time_ps": [db.idle_time_ps], "has_breakdown": [False],
-                         "dma_stall_ps": [0], "source_info": [""], "normalized_time_ps": [0.0]})
+    idle = pd.DataFrame(
+        {
+            "category": [IDLE],
+            "name": [IDLE],
+            "program_id": [0],
+            "occurrences": [0],
+            "time_ps": [db.idle_time_ps],
+            "self_time_ps": [db.idle_time_ps],
+            "has_breakdown": [False],
+            "dma_stall_ps": [0],
+            "source_info": [""],
+            "normalized_time_ps": [0.0],
+        }
+    )
     return pd.concat([table, idle], ignore_index=True).fillna(
-        {k: 0.0 for k in ("flops", "model_flops", "bytes_accessed", "hbm_bytes", "cmem_read_bytes",
-                          "cmem_write_bytes", "vmem_read_bytes", "vmem_write_bytes")})
+        {
+            k: 0.0
+            for k in (
+                "flops",
+                "model_flops",
+                "bytes_accessed",
+                "hbm_bytes",
+                "cmem_read_bytes",
+                "cmem_write_bytes",
+                "vmem_read_bytes",
+                "vmem_write_bytes",
+            )
+        }
+    )
 
 
 def _source_cells(ops):
     """XProf's source cell per op: GPU ops carry file, line and stack; TPU ops a `source`
     stat ("file:line") and a `source_stack`."""
     if "source_file" in ops:
-        keys = zip(ops["source_file"].fillna("").astype(str), ops["source_line"].fillna(-1).astype(int),
-                   ops["stack_frame"].fillna("").astype(str))
+        keys = zip(
+            ops["source_file"].fillna("").astype(str),
+            ops["source_line"].fillna(-1).astype(int),
+            ops["stack_frame"].fillna("").astype(str),
+        )
         return [source_info_text(*k) for k in keys]
     cells = []
-    for src, stack in zip(ops.get("source", pd.Series([None] * len(ops))),
-                          ops.get("source_stack", pd.Series([None] * len(ops)))):
+    for src, stack in zip(
+        ops.get("source", pd.Series([None] * len(ops))), ops.get("source_stack", pd.Series([None] * len(ops)))
+    ):
         file, line = "", 0
         if isinstance(src, str) and ":" in src:
             f, _, ln = src.partition(":")
@@ -424,20 +609,38 @@ def _source_cells(ops):
 def roofs(env) -> dict:
     """The roofline database's roofs (GFLOP/s and GiB/s) and ridge points (FLOP/byte), as
     XProf's InitializeRooflineModelDatabaseFromOpStats and its table properties."""
-    out = {"device_type": env["device_type"], "peak_flop_rate": env["peak_tflops"] * 1e3,
-           "peak_hbm_bw": _peak_bw(env, 0) / GIBI_IN_GIGA, "megacore": False, "has_cmem": False,
-           "has_merged_vmem": False, "peak_cmem_read_bw": 0.0, "peak_cmem_write_bw": 0.0,
-           "peak_vmem_read_bw": 0.0, "peak_vmem_write_bw": 0.0}
+    out = {
+        "device_type": env["device_type"],
+        "peak_flop_rate": env["peak_tflops"] * 1e3,
+        "peak_hbm_bw": _peak_bw(env, 0) / GIBI_IN_GIGA,
+        "megacore": False,
+        "has_cmem": False,
+        "has_merged_vmem": False,
+        "peak_cmem_read_bw": 0.0,
+        "peak_cmem_write_bw": 0.0,
+        "peak_vmem_read_bw": 0.0,
+        "peak_vmem_write_bw": 0.0,
+    }
     if env["hardware"] == "TPU":
         out.update(megacore=env["has_megacore"], has_cmem=env["has_cmem"], has_merged_vmem=env["has_merged_vmem"])
         if out["has_cmem"]:
-            out.update(peak_cmem_read_bw=_peak_bw(env, 3) / GIBI_IN_GIGA, peak_cmem_write_bw=_peak_bw(env, 4) / GIBI_IN_GIGA)
+            out.update(
+                peak_cmem_read_bw=_peak_bw(env, 3) / GIBI_IN_GIGA, peak_cmem_write_bw=_peak_bw(env, 4) / GIBI_IN_GIGA
+            )
         elif out["has_merged_vmem"]:
-            out.update(peak_vmem_read_bw=_peak_bw(env, 5) / GIBI_IN_GIGA, peak_vmem_write_bw=_peak_bw(env, 6) / GIBI_IN_GIGA)
+            out.update(
+                peak_vmem_read_bw=_peak_bw(env, 5) / GIBI_IN_GIGA, peak_vmem_write_bw=_peak_bw(env, 6) / GIBI_IN_GIGA
+            )
     elif env["hardware"] == "GPU":
-        out.update(has_merged_vmem=True, peak_vmem_read_bw=_peak_bw(env, 1) / GIBI_IN_GIGA,
-                   peak_vmem_write_bw=_peak_bw(env, 2) / GIBI_IN_GIGA)
-    ridge = lambda bw: float(_safe_divide(out["peak_flop_rate"], bw * GIBI_IN_GIGA))  # XProf's RidgePoint
+        out.update(
+            has_merged_vmem=True,
+            peak_vmem_read_bw=_peak_bw(env, 1) / GIBI_IN_GIGA,
+            peak_vmem_write_bw=_peak_bw(env, 2) / GIBI_IN_GIGA,
+        )
+
+    def ridge(bw):
+        return float(_safe_divide(out["peak_flop_rate"], bw * GIBI_IN_GIGA))  # XProf's RidgePoint
+
     for k in ("hbm", "cmem_read", "cmem_write", "vmem_read", "vmem_write"):
         out[f"{k}_ridge_point"] = ridge(out[f"peak_{k}_bw"])
     return out
@@ -489,8 +692,9 @@ def roofline_model(run) -> pd.DataFrame:
         frames.append(_records(ops, env, r, db.total_time_ps, cores, include, "Total"))
         empty = ops.iloc[:0]
         if has_average:
-            frames.append(_records(empty, env, r, 0, cores, include, "Average", num_steps=len(steps),
-                                   program_only=True))
+            frames.append(
+                _records(empty, env, r, 0, cores, include, "Average", num_steps=len(steps), program_only=True)
+            )
         for s in steps:
             frames.append(_records(empty, env, r, 0, cores, include, s, program_only=True))
     out = pd.concat(frames, ignore_index=True)[columns]

@@ -104,8 +104,9 @@ INPUT_PARTS = {
     "device_compute_32bit_ms": (DEVICE_COMPUTE_32,),
 }
 
-STEP_COLUMNS = (["step_number", "step_name", "group_id", "begin_ps", "step_time_ms"]
-                + list(BREAKDOWN_COLUMNS) + list(INPUT_PARTS))
+STEP_COLUMNS = (
+    ["step_number", "step_name", "group_id", "begin_ps", "step_time_ms"] + list(BREAKDOWN_COLUMNS) + list(INPUT_PARTS)
+)
 
 _EXPLICIT_MARKER = re.compile(r"^(train|test|TraceContext)[^/]*$")
 _NOT_REAL_COMPUTE = ("EagerExecute", "EagerLocalExecute", "EagerKernelExecute", "FunctionRun")
@@ -307,8 +308,9 @@ def _sweep(group, start, end, types, mark_type):
         starts = n_start - (group_last & (n_start > 0))
         ends = n_end - (group_last & (n_start == 0))
         hit_end = np.add.reduceat((correct == mark_type) & (delta < 0), first, dtype=np.int64) > 0
-        hit = (((starts > 0) & (label == mark_type))
-               | np.where(stale_before, (ends > 0) & (before == mark_type), hit_end))
+        hit = ((starts > 0) & (label == mark_type)) | np.where(
+            stale_before, (ends > 0) & (before == mark_type), hit_end
+        )
         marked[grank[hit]] = True
     return spans, t_group[group_first][marked]
 
@@ -326,8 +328,9 @@ def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     span = steps.set_index("group_id")[["begin_ps", "end_ps"]].sort_index()
     ids = span.index.to_numpy(np.int64)
     keep = (ev["type"] >= 0) & np.isin(ev["group"], ids)
-    spans, marked = _sweep(*(np.asarray(ev[k][keep], dtype=np.int64) for k in ("group", "start", "end", "type")),
-                           well_formed_type)
+    spans, marked = _sweep(
+        *(np.asarray(ev[k][keep], dtype=np.int64) for k in ("group", "start", "end", "type")), well_formed_type
+    )
     row = np.searchsorted(ids, spans["group"])
     lo = span["begin_ps"].to_numpy(np.int64)[row]
     hi = span["end_ps"].to_numpy(np.int64)[row]
@@ -384,13 +387,15 @@ def host_steps(space, drop_partial=True) -> pd.DataFrame:
 
 def _step_table(steps, step_names):
     """The public step table from per-step time (ps) by event type: names, times and breakdown (ms)."""
-    out = pd.DataFrame({
-        "step_number": steps.index.to_numpy(np.int64),
-        "step_name": step_names,
-        "group_id": steps.index.to_numpy(np.int64),
-        "begin_ps": steps["begin_ps"].to_numpy(np.int64),
-        "step_time_ms": steps["dur"].to_numpy(np.float64) / _PS_PER_MS,
-    })
+    out = pd.DataFrame(
+        {
+            "step_number": steps.index.to_numpy(np.int64),
+            "step_name": step_names,
+            "group_id": steps.index.to_numpy(np.int64),
+            "begin_ps": steps["begin_ps"].to_numpy(np.int64),
+            "step_time_ms": steps["dur"].to_numpy(np.float64) / _PS_PER_MS,
+        }
+    )
     for col, types in {**BREAKDOWN_COLUMNS, **INPUT_PARTS}.items():
         ps = sum((steps[t].fillna(0).to_numpy(np.float64) for t in types if t in steps), np.zeros(len(steps)))
         out[col] = ps / _PS_PER_MS
@@ -457,9 +462,15 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 if g is None:
                     continue
                 ok = g.notna().to_numpy()
-                marks.append(pd.DataFrame({"group_id": g[ok].to_numpy(np.int64),
-                                           "begin_ps": line.start_ps[ok],
-                                           "end_ps": line.start_ps[ok] + line.event_duration_ps[ok]}))
+                marks.append(
+                    pd.DataFrame(
+                        {
+                            "group_id": g[ok].to_numpy(np.int64),
+                            "begin_ps": line.start_ps[ok],
+                            "end_ps": line.start_ps[ok] + line.event_duration_ps[ok],
+                        }
+                    )
+                )
             elif line.id >= 0:  # derived lines repeat the kernels
                 st = line.stats(names=["group_id", "correlation_id", "shape"])
                 if "group_id" not in st or "correlation_id" not in st:
@@ -468,11 +479,15 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 if not ok.any():
                     continue
                 names = np.asarray(line.names(), dtype=object)[ok]
-                shapes = (st["shape"][ok].astype(str).to_numpy(object) if "shape" in st
-                          else np.full(ok.sum(), "", dtype=object))
+                shapes = (
+                    st["shape"][ok].astype(str).to_numpy(object)
+                    if "shape" in st
+                    else np.full(ok.sum(), "", dtype=object)
+                )
                 key = pd.MultiIndex.from_arrays([names, shapes])
-                distinct, inverse = np.unique(key.codes[0] * (len(key.levels[1]) + 1) + key.codes[1],
-                                              return_inverse=True)
+                distinct, inverse = np.unique(
+                    key.codes[0] * (len(key.levels[1]) + 1) + key.codes[1], return_inverse=True
+                )
                 first = np.unique(inverse, return_index=True)[1]
                 types = gpu_event_type(names[first], shapes[first])[inverse]
                 ev["group"].append(st["group_id"][ok].to_numpy(np.int64))

@@ -96,14 +96,23 @@ _FIRST_CUSTOM_PID = _LAST_DEVICE_PID + 1
 _HOST_PID = _FIRST_CUSTOM_PID + 200
 
 #: Events XProf's trace viewer never shows (`IsInternalEvent`, xplane_schema.cc).
-INTERNAL_EVENTS = frozenset({
-    "MemoryAllocation", "MemoryDeallocation",
-    "PrefetchProduce", "PrefetchConsume",
-    "ParallelInterleaveProduce", "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput",
-    "ParallelMapProduce", "ParallelMapConsume",
-    "MapAndBatchProduce", "MapAndBatchConsume",
-    "ParseExampleProduce", "ParseExampleConsume",
-})
+INTERNAL_EVENTS = frozenset(
+    {
+        "MemoryAllocation",
+        "MemoryDeallocation",
+        "PrefetchProduce",
+        "PrefetchConsume",
+        "ParallelInterleaveProduce",
+        "ParallelInterleaveConsume",
+        "ParallelInterleaveInitializeInput",
+        "ParallelMapProduce",
+        "ParallelMapConsume",
+        "MapAndBatchProduce",
+        "MapAndBatchConsume",
+        "ParseExampleProduce",
+        "ParseExampleConsume",
+    }
+)
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
 REGION = "ThreadpoolListener::Region"
@@ -194,8 +203,12 @@ def track_labels(sections, names, line_ids):
     base = []
     for name, line_id in zip(names, line_ids):
         m = _ID_SUFFIX.match(name)
-        own = (m is not None and line_id is not None and abs(int(m.group(2))) > _PID_MAX_LIMIT
-               and int(m.group(2)) % 2**32 == int(line_id) % 2**32)
+        own = (
+            m is not None
+            and line_id is not None
+            and abs(int(m.group(2))) > _PID_MAX_LIMIT
+            and int(m.group(2)) % 2**32 == int(line_id) % 2**32
+        )
         base.append(m.group(1) if own else None)
     taken = collections.Counter(zip(sections, [b or n for b, n in zip(base, names)]))
     seen = collections.Counter()
@@ -296,20 +309,36 @@ class Trace:
                 "rows": [t.rows for t in tracks],
                 "nesting_rows": [t.nesting_rows for t in tracks],
                 "derived": [t.derived is not None for t in tracks],
-                "label": track_labels([t.section for t in tracks], [t.name for t in tracks],
-                                      [None if t.line < 0 else self.space.planes[t.plane].lines[t.line].id
-                                       for t in tracks]),
+                "label": track_labels(
+                    [t.section for t in tracks],
+                    [t.name for t in tracks],
+                    [None if t.line < 0 else self.space.planes[t.plane].lines[t.line].id for t in tracks],
+                ),
             },
-            columns=["section", "name", "plane", "line", "pid", "tid", "events", "file_events", "rows",
-                     "nesting_rows", "derived", "label"],
+            columns=[
+                "section",
+                "name",
+                "plane",
+                "line",
+                "pid",
+                "tid",
+                "events",
+                "file_events",
+                "rows",
+                "nesting_rows",
+                "derived",
+                "label",
+            ],
         )
         self.tracks.index.name = "track"
         self._track_of_line = {(t.plane, t.line): ti for ti, t in enumerate(tracks) if t.derived is None}
         self._inverse = {}  # track id -> index in the track of each event of its file line (-1: not drawn)
 
     def __repr__(self):
-        return (f"<Trace {self.space.host!r}: {len(self.tracks)} tracks, {self.event_count:,} events, "
-                f"{(self.end_ps - self.start_ps) / 1e9:.3f} ms>")
+        return (
+            f"<Trace {self.space.host!r}: {len(self.tracks)} tracks, {self.event_count:,} events, "
+            f"{(self.end_ps - self.start_ps) / 1e9:.3f} ms>"
+        )
 
     @property
     def event_count(self):
@@ -419,8 +448,7 @@ class Trace:
         top = np.where(take_long, long_, top)
         top_dur = np.where(take_long, long_dur, top_dur)
         part = count > 0
-        return (long_[single], row[single],
-                row[part], a[part], last[part], count[part], top[part], top_dur[part])
+        return (long_[single], row[single], row[part], a[part], last[part], count[part], top[part], top_dur[part])
 
     def _longest(self, a, z, pixel, limit=RAW_LIMIT):
         """Per range [a, z): its first longest event under `pixel`, and that duration.
@@ -505,14 +533,29 @@ class Trace:
         line = plane.lines[t.line]
         src = index if t.src is None else int(t.src[index])
         start, dur = int(t.start[index]), int(t.dur[index])
-        out = {"track": track, "index": index, "section": t.section, "track_name": t.name,
-               "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur,
-               "end_ps": start + dur, "synthetic": src < 0}
+        out = {
+            "track": track,
+            "index": index,
+            "section": t.section,
+            "track_name": t.name,
+            "row": self._row_of(track, index),
+            "start_ps": start,
+            "duration_ps": dur,
+            "end_ps": start + dur,
+            "synthetic": src < 0,
+        }
         if src < 0:  # a threadpool region XProf adds
             # XProf 2.24.2 gives regions no stats (setting their consumer stat is a TODO in its
             # preprocess_xplane.h); which StartRegion opened it is ours: `start_region_c`.
-            out.update(name=REGION, long_name=REGION, stats={}, start_region_c=t.region_ids[-src - 1],
-                       hlo_op=None, program=None, program_id=None)
+            out.update(
+                name=REGION,
+                long_name=REGION,
+                stats={},
+                start_region_c=t.region_ids[-src - 1],
+                hlo_op=None,
+                program=None,
+                program_id=None,
+            )
             return out
         md = plane.event_metadata
         mid = int(line.metadata_id[src])
@@ -544,12 +587,23 @@ class Trace:
             kernel_stats = {k: _plain(v) for k, v in first.items() if not _missing(v)}
             context = _xla_context(plane, t, line, src, str(d.names[index]), kernel_stats)
             context["hlo_op"] = str(d.names[index])
-        return {"track": track, "index": index, "section": t.section, "track_name": t.name,
-                "row": self._row_of(track, index), "start_ps": start, "duration_ps": dur, "end_ps": start + dur,
-                "synthetic": True, "name": str(d.names[index]), "long_name": str(d.long_names[index] or d.names[index]),
-                "stats": stats, **context,
-                "derived_count": len(members),
-                "derived_from": members[["track", "index"]].head(DERIVED_FROM_SHOWN).to_numpy().tolist()}
+        return {
+            "track": track,
+            "index": index,
+            "section": t.section,
+            "track_name": t.name,
+            "row": self._row_of(track, index),
+            "start_ps": start,
+            "duration_ps": dur,
+            "end_ps": start + dur,
+            "synthetic": True,
+            "name": str(d.names[index]),
+            "long_name": str(d.long_names[index] or d.names[index]),
+            "stats": stats,
+            **context,
+            "derived_count": len(members),
+            "derived_from": members[["track", "index"]].head(DERIVED_FROM_SHOWN).to_numpy().tolist(),
+        }
 
     def derived_from(self, track, index):
         """The file events a derived event was made from, by start: a DataFrame with
@@ -581,8 +635,9 @@ class Trace:
             if ti is not None:
                 out_track[at] = ti
                 out_index[at] = self._inverse_of(ti)[ev]
-        frame = pd.DataFrame({"track": out_track, "index": out_index, "start_ps": starts, "end_ps": ends,
-                              "name": names}, columns=cols)
+        frame = pd.DataFrame(
+            {"track": out_track, "index": out_index, "start_ps": starts, "end_ps": ends, "name": names}, columns=cols
+        )
         return frame.sort_values("start_ps", kind="stable", ignore_index=True)
 
     def _inverse_of(self, track):
@@ -613,7 +668,7 @@ class Trace:
         """One track's events as a DataFrame indexed by their index in the track:
         `row`, `start_ps`, `end_ps` (absolute ps) and `name`."""
         a, b, rows = self._track_span(track)
-        row = np.repeat(self._row_depth[rows], np.diff(self._row_off[rows[0]:rows[-1] + 2]))
+        row = np.repeat(self._row_depth[rows], np.diff(self._row_off[rows[0] : rows[-1] + 2]))
         order = np.argsort(self._index[a:b], kind="stable")
         pos = a + order
         frame = pd.DataFrame(
@@ -725,8 +780,18 @@ def _derived_track(plane, pi, d, pid):
     """A derived line as a track: its events sorted by start, longer first at equal starts."""
     order = np.lexsort((-d.dur, d.start))
     d = d.take(order)
-    return _Track(section=plane.name, name=d.name, plane=pi, line=-1, pid=pid, tid=d.tid, start=d.start, dur=d.dur,
-                  src=None, derived=d)
+    return _Track(
+        section=plane.name,
+        name=d.name,
+        plane=pi,
+        line=-1,
+        pid=pid,
+        tid=d.tid,
+        start=d.start,
+        dur=d.dur,
+        src=None,
+        derived=d,
+    )
 
 
 def _special_metadata(plane):
@@ -764,9 +829,19 @@ def _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids):
         order = np.lexsort((-dur, start))  # stable: file order among equals
         start, dur = start[order], dur[order]
         src = order if src is None else src[order]
-    return _Track(section=plane.name, name=line.title, plane=pi, line=li, pid=pid, tid=tid, start=start, dur=dur,
-                  src=None if src is None else src.astype(np.int32), region_ids=region_ids,
-                  file_events=len(line))
+    return _Track(
+        section=plane.name,
+        name=line.title,
+        plane=pi,
+        line=li,
+        pid=pid,
+        tid=tid,
+        start=start,
+        dur=dur,
+        src=None if src is None else src.astype(np.int32),
+        region_ids=region_ids,
+        file_events=len(line),
+    )
 
 
 def _regions(line, start_ids, stop_ids):
@@ -876,9 +951,9 @@ def _rows(start, dur, out_start, out_end):
     out = np.zeros(n, dtype=bool)
     while True:
         order, od = _by_row(depth, out)
-        np.take(start, order, out=out_start[:len(order)])
-        np.take(end, order, out=out_end[:len(order)])
-        os_, oe = out_start[:len(order)], out_end[:len(order)]
+        np.take(start, order, out=out_start[: len(order)])
+        np.take(end, order, out=out_end[: len(order)])
+        os_, oe = out_start[: len(order)], out_end[: len(order)]
         bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
         if not len(bad):
             break
@@ -1054,7 +1129,9 @@ def _lookup(keys, values, x, missing=-1):
         table = np.full(int(keys[-1]) + 1, missing, dtype=values.dtype)
         table[keys] = values
         inside = (x >= 0) & (x <= keys[-1])
-        return table[np.where(inside, x, 0)] if inside.all() else np.where(inside, table[np.where(inside, x, 0)], missing)
+        return (
+            table[np.where(inside, x, 0)] if inside.all() else np.where(inside, table[np.where(inside, x, 0)], missing)
+        )
     at = np.clip(np.searchsorted(keys, x), 0, len(keys) - 1)
     return np.where(keys[at] == x, values[at], missing).astype(values.dtype)
 
@@ -1090,5 +1167,8 @@ def _xla_context(plane, t, line, src, name, stats):
             program = program if program is not None else int(m.group(2))
         elif program is not None:
             module = f"{module}({int(program)})"
-    return {"hlo_op": None if op is None else str(op), "program": None if module is None else str(module),
-            "program_id": None if program is None else int(program)}
+    return {
+        "hlo_op": None if op is None else str(op),
+        "program": None if module is None else str(module),
+        "program_id": None if program is None else int(program),
+    }

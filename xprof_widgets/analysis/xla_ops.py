@@ -18,8 +18,12 @@ from .hlo_cost import module_costs
 from .tf_op import tf_op_fullname
 
 _DATA_FORMATTING = frozenset({"transpose", "copy", "reshape", "dynamic-reshape"})
-_FUSION_CATEGORY = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
-                    "kCustom": "custom fusion"}
+_FUSION_CATEGORY = {
+    "kLoop": "loop fusion",
+    "kInput": "input fusion",
+    "kOutput": "output fusion",
+    "kCustom": "custom fusion",
+}
 
 
 def category(instr) -> str:

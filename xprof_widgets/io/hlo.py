@@ -89,14 +89,41 @@ def parse_hlo_proto(data: bytes, name: str = "HloProto"):
 # Bits per element of each PrimitiveType (xla/primitive_util.h); the bytes an element
 # takes are these rounded up to whole bytes, unless the layout packs sub-byte types.
 _ELEMENT_BITS = {
-    "PRED": 8, "S1": 1, "S2": 2, "S4": 4, "S8": 8, "S16": 16, "S32": 32, "S64": 64,
-    "U1": 1, "U2": 2, "U4": 4, "U8": 8, "U16": 16, "U32": 32, "U64": 64,
-    "F16": 16, "BF16": 16, "F32": 32, "F64": 64, "C64": 64, "C128": 128,
-    "F4E2M1FN": 4, "F8E5M2": 8, "F8E4M3": 8, "F8E4M3FN": 8, "F8E4M3B11FNUZ": 8, "F8E3M4": 8,
-    "F8E5M2FNUZ": 8, "F8E4M3FNUZ": 8, "F8E8M0FNU": 8,
+    "PRED": 8,
+    "S1": 1,
+    "S2": 2,
+    "S4": 4,
+    "S8": 8,
+    "S16": 16,
+    "S32": 32,
+    "S64": 64,
+    "U1": 1,
+    "U2": 2,
+    "U4": 4,
+    "U8": 8,
+    "U16": 16,
+    "U32": 32,
+    "U64": 64,
+    "F16": 16,
+    "BF16": 16,
+    "F32": 32,
+    "F64": 64,
+    "C64": 64,
+    "C128": 128,
+    "F4E2M1FN": 4,
+    "F8E5M2": 8,
+    "F8E4M3": 8,
+    "F8E4M3FN": 8,
+    "F8E4M3B11FNUZ": 8,
+    "F8E3M4": 8,
+    "F8E5M2FNUZ": 8,
+    "F8E4M3FNUZ": 8,
+    "F8E8M0FNU": 8,
 }
-_TYPE_NAMES = {v.number: v.name for v in schema.message_class("xla.ShapeProto").DESCRIPTOR
-               .fields_by_name["element_type"].enum_type.values}
+_TYPE_NAMES = {
+    v.number: v.name
+    for v in schema.message_class("xla.ShapeProto").DESCRIPTOR.fields_by_name["element_type"].enum_type.values
+}
 
 
 class Shape:
@@ -107,8 +134,17 @@ class Shape:
     come from it. Shapes are immutable and compared by value.
     """
 
-    __slots__ = ("element_type", "dimensions", "tuple_shapes", "has_layout", "minor_to_major",
-                 "element_size_in_bits", "memory_space", "tiles", "_key")
+    __slots__ = (
+        "element_type",
+        "dimensions",
+        "tuple_shapes",
+        "has_layout",
+        "minor_to_major",
+        "element_size_in_bits",
+        "memory_space",
+        "tiles",
+        "_key",
+    )
 
     def __init__(self, proto):
         self.element_type = _TYPE_NAMES.get(proto.element_type, "PRIMITIVE_TYPE_INVALID")
@@ -120,8 +156,16 @@ class Shape:
         self.element_size_in_bits = layout.element_size_in_bits
         self.memory_space = layout.memory_space
         self.tiles = tuple(tuple(t.dimensions) for t in layout.tiles)
-        self._key = (self.element_type, self.dimensions, tuple(s._key for s in self.tuple_shapes),
-                     self.has_layout, self.minor_to_major, self.element_size_in_bits, self.memory_space, self.tiles)
+        self._key = (
+            self.element_type,
+            self.dimensions,
+            tuple(s._key for s in self.tuple_shapes),
+            self.has_layout,
+            self.minor_to_major,
+            self.element_size_in_bits,
+            self.memory_space,
+            self.tiles,
+        )
 
     @property
     def is_tuple(self):
@@ -205,8 +249,19 @@ class HloInstruction:
     (its HloComputation), `called` (the HloComputations it calls) and `proto` (the
     HloInstructionProto, for attributes)."""
 
-    __slots__ = ("name", "opcode", "shape", "operands", "users", "computation", "called", "proto",
-                 "control_predecessors", "id", "__weakref__")
+    __slots__ = (
+        "name",
+        "opcode",
+        "shape",
+        "operands",
+        "users",
+        "computation",
+        "called",
+        "proto",
+        "control_predecessors",
+        "id",
+        "__weakref__",
+    )
 
     def __init__(self, proto, computation):
         self.proto = proto
@@ -240,15 +295,14 @@ class HloInstruction:
         """XLA's HloInstruction::IsElementwise() for the whole instruction."""
         op = self.opcode
         if op == "bitcast-convert":
-            return (self.operands and self.shape.element_bits == self.operands[0].shape.element_bits)
+            return self.operands and self.shape.element_bits == self.operands[0].shape.element_bits
         if op in ELEMENTWISE_OPCODES or op in ("constant", "rng"):
             return True
         if op == "map":
             dims = list(self.proto.dimensions)
             return not dims or dims == list(range(len(self.shape.dimensions)))
         if op == "fusion" and self.fused_computation is not None:
-            return all(i.opcode == "parameter" or i.is_elementwise()
-                       for i in self.fused_computation.instructions)
+            return all(i.opcode == "parameter" or i.is_elementwise() for i in self.fused_computation.instructions)
         return False
 
     def __repr__(self):
@@ -340,8 +394,9 @@ class HloModule:
         by_name = {}
         for comp in self.computations.values():
             for instr in comp.instructions:
-                instr.called = [self.computations[c] for c in instr.proto.called_computation_ids
-                                if c in self.computations]
+                instr.called = [
+                    self.computations[c] for c in instr.proto.called_computation_ids if c in self.computations
+                ]
                 if instr.opcode == "fusion":
                     for c in instr.called:
                         c.is_fusion = True
@@ -370,14 +425,65 @@ def hlo_module(data, label="HloModule") -> HloModule:
 
 
 # Opcodes XLA treats as elementwise (HloInstruction::IsOpElementwise).
-ELEMENTWISE_OPCODES = frozenset({
-    "abs", "acos", "acosh", "asin", "asinh", "atanh", "round-nearest-afz", "round-nearest-even", "ceil",
-    "count-leading-zeros", "convert", "bitcast-convert", "copy", "cosine", "cosh", "erf", "exponential",
-    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "not", "negate",
-    "popcnt", "real", "reduce-precision", "rsqrt", "logistic", "sign", "sine", "sinh", "sqrt", "cbrt",
-    "tan", "tanh",
-    "add", "atan2", "compare", "complex", "divide", "maximum", "minimum", "multiply", "mulhi", "power",
-    "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "stochastic-convert",
-    "select", "clamp",
-})
+ELEMENTWISE_OPCODES = frozenset(
+    {
+        "abs",
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atanh",
+        "round-nearest-afz",
+        "round-nearest-even",
+        "ceil",
+        "count-leading-zeros",
+        "convert",
+        "bitcast-convert",
+        "copy",
+        "cosine",
+        "cosh",
+        "erf",
+        "exponential",
+        "exponential-minus-one",
+        "floor",
+        "imag",
+        "is-finite",
+        "log",
+        "log-plus-one",
+        "not",
+        "negate",
+        "popcnt",
+        "real",
+        "reduce-precision",
+        "rsqrt",
+        "logistic",
+        "sign",
+        "sine",
+        "sinh",
+        "sqrt",
+        "cbrt",
+        "tan",
+        "tanh",
+        "add",
+        "atan2",
+        "compare",
+        "complex",
+        "divide",
+        "maximum",
+        "minimum",
+        "multiply",
+        "mulhi",
+        "power",
+        "remainder",
+        "subtract",
+        "and",
+        "or",
+        "xor",
+        "shift-left",
+        "shift-right-arithmetic",
+        "shift-right-logical",
+        "stochastic-convert",
+        "select",
+        "clamp",
+    }
+)

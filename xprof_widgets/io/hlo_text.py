@@ -18,14 +18,26 @@ import numpy as np
 
 _PRECISION = {0: "default", 1: "high", 2: "highest"}
 _ALGORITHMS = {
-    1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16", 4: "dot_f16_f16_f32",
-    5: "dot_bf16_bf16_bf16", 6: "dot_bf16_bf16_f32", 7: "dot_bf16_bf16_f32_x3", 8: "dot_bf16_bf16_f32_x6",
-    9: "dot_tf32_tf32_f32", 10: "dot_tf32_tf32_f32_x3", 11: "dot_f32_f32_f32", 12: "dot_f64_f64_f64",
+    1: "dot_any_f8_any_f8_f32",
+    2: "dot_any_f8_any_f8_f32_fast_accum",
+    3: "dot_f16_f16_f16",
+    4: "dot_f16_f16_f32",
+    5: "dot_bf16_bf16_bf16",
+    6: "dot_bf16_bf16_f32",
+    7: "dot_bf16_bf16_f32_x3",
+    8: "dot_bf16_bf16_f32_x6",
+    9: "dot_tf32_tf32_f32",
+    10: "dot_tf32_tf32_f32_x3",
+    11: "dot_f32_f32_f32",
+    12: "dot_f64_f64_f64",
     13: "dot_bf16_bf16_f32_x9",
 }
 _FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
-_API_VERSIONS = {2: "API_VERSION_STATUS_RETURNING", 3: "API_VERSION_STATUS_RETURNING_UNIFIED",
-                 4: "API_VERSION_TYPED_FFI"}
+_API_VERSIONS = {
+    2: "API_VERSION_STATUS_RETURNING",
+    3: "API_VERSION_STATUS_RETURNING_UNIFIED",
+    4: "API_VERSION_TYPED_FFI",
+}
 _DISTRIBUTIONS = {1: "rng_uniform", 2: "rng_normal"}
 # Literals with more elements than this print as {...} (print_large_constants off).
 _LARGE_CONSTANT_ELEMENTS = 10
@@ -57,8 +69,9 @@ def layout_text(shape) -> str:
     parts = []
     tiles = shape.tiles
     if tiles:
-        parts.append("T" + "".join("(" + ",".join("*" if d == -9223372036854775808 else str(d) for d in t) + ")"
-                                   for t in tiles))
+        parts.append(
+            "T" + "".join("(" + ",".join("*" if d == -9223372036854775808 else str(d) for d in t) + ")" for t in tiles)
+        )
     if shape.element_size_in_bits:
         parts.append(f"E({shape.element_size_in_bits})")
     if shape.memory_space:
@@ -75,7 +88,7 @@ def _float_text(value, kind) -> str:
     digits = {"f16": (3, 5), "bf16": (2, 4), "f32": (6, 9), "f64": (15, 17)}.get(kind, (6, 9))
     cast = {"f16": np.float16, "f32": np.float32, "f64": float}.get(kind)
     for d in digits:
-        text = "%.*g" % (d, value)
+        text = f"{value:.{d}g}"
         back = float(text)
         if cast is None:
             same = _bf16(back) == _bf16(value)
@@ -83,7 +96,7 @@ def _float_text(value, kind) -> str:
             same = cast(back) == cast(value)
         if same:
             return text
-    return "%.*g" % (digits[1], value)
+    return f"{value:.{digits[1]}g}"
 
 
 def _bf16(v):
@@ -122,7 +135,7 @@ def _nested(values, dims):
     if len(dims) <= 1:
         return "{" + ", ".join(values) + "}"
     step = len(values) // dims[0] if dims[0] else 0
-    return "{ " + ", ".join(_nested(values[i * step:(i + 1) * step], dims[1:]) for i in range(dims[0])) + " }"
+    return "{ " + ", ".join(_nested(values[i * step : (i + 1) * step], dims[1:]) for i in range(dims[0])) + " }"
 
 
 def _constant_text(instr) -> str:
@@ -170,8 +183,9 @@ def _dim_labels(d) -> str:
         return "".join(out)
 
     lhs = labels(d.input_batch_dimension, d.input_feature_dimension, d.input_spatial_dimensions)
-    rhs = labels(d.kernel_input_feature_dimension, d.kernel_output_feature_dimension, d.kernel_spatial_dimensions,
-                 "i", "o")
+    rhs = labels(
+        d.kernel_input_feature_dimension, d.kernel_output_feature_dimension, d.kernel_spatial_dimensions, "i", "o"
+    )
     out = labels(d.output_batch_dimension, d.output_feature_dimension, d.output_spatial_dimensions)
     return f"{lhs}_{rhs}->{out}"
 
@@ -179,8 +193,9 @@ def _dim_labels(d) -> str:
 def _padding_text(config) -> str:
     dims = list(config.dimensions)
     interior = any(d.interior_padding for d in dims)
-    return "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" + (f"_{d.interior_padding}" if interior else "")
-                    for d in dims)
+    return "x".join(
+        f"{d.edge_padding_low}_{d.edge_padding_high}" + (f"_{d.interior_padding}" if interior else "") for d in dims
+    )
 
 
 def _precision(p, attrs):
@@ -195,7 +210,9 @@ def _replica_groups(p) -> str:
     which = p.WhichOneof("optional_collective_device_list")
     if which == "iota_collective_device_list":
         iota = p.iota_collective_device_list
-        text = f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=[{','.join(map(str, iota.iota_reshape_dims))}]"
+        text = (
+            f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=[{','.join(map(str, iota.iota_reshape_dims))}]"
+        )
         perm = list(iota.iota_transpose_perm)
         if perm and perm != list(range(len(perm))):
             text += "T(" + ",".join(map(str, perm)) + ")"
@@ -227,8 +244,9 @@ def _extra_attributes(instr):
     elif op == "slice":
         dims = list(p.slice_dimensions)
         plain = all(d.stride == 1 for d in dims)
-        attrs.append("slice={" + ", ".join(f"[{d.start}:{d.limit}" + ("" if plain else f":{d.stride}") + "]"
-                                           for d in dims) + "}")
+        attrs.append(
+            "slice={" + ", ".join(f"[{d.start}:{d.limit}" + ("" if plain else f":{d.stride}") + "]" for d in dims) + "}"
+        )
     elif op == "dynamic-slice":
         attrs.append("dynamic_slice_sizes=" + _dims(p.dynamic_slice_sizes))
     elif op == "pad":
@@ -251,25 +269,39 @@ def _extra_attributes(instr):
             target = p.custom_call_target.encode("unicode_escape").decode("ascii").replace('"', '\\"')
             attrs.append(f'custom_call_target="{target}"')
             if p.custom_call_api_version not in (0, 1):
-                attrs.append("api_version=" + _API_VERSIONS.get(p.custom_call_api_version, str(p.custom_call_api_version)))
+                attrs.append(
+                    "api_version=" + _API_VERSIONS.get(p.custom_call_api_version, str(p.custom_call_api_version))
+                )
     elif op in ("dot", "scaled-dot"):
         d = p.dot_dimension_numbers
-        for label, v in (("lhs_batch_dims", d.lhs_batch_dimensions), ("lhs_contracting_dims", d.lhs_contracting_dimensions),
-                         ("rhs_batch_dims", d.rhs_batch_dimensions), ("rhs_contracting_dims", d.rhs_contracting_dimensions)):
+        for label, v in (
+            ("lhs_batch_dims", d.lhs_batch_dimensions),
+            ("lhs_contracting_dims", d.lhs_contracting_dimensions),
+            ("rhs_batch_dims", d.rhs_batch_dimensions),
+            ("rhs_contracting_dims", d.rhs_contracting_dimensions),
+        ):
             if v:
                 attrs.append(f"{label}=" + _dims(v))
         _precision(p, attrs)
     elif op == "gather":
-        attrs.append(_dimension_numbers(p.gather_dimension_numbers, [
-            "offset_dims", "collapsed_slice_dims", "start_index_map"],
-            ["operand_batching_dims", "start_indices_batching_dims"]))
+        attrs.append(
+            _dimension_numbers(
+                p.gather_dimension_numbers,
+                ["offset_dims", "collapsed_slice_dims", "start_index_map"],
+                ["operand_batching_dims", "start_indices_batching_dims"],
+            )
+        )
         attrs.append("slice_sizes=" + _dims(p.gather_slice_sizes))
         if p.indices_are_sorted:
             attrs.append("indices_are_sorted=true")
     elif op == "scatter":
-        attrs.append(_dimension_numbers(p.scatter_dimension_numbers, [
-            "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"],
-            ["input_batching_dims", "scatter_indices_batching_dims"]))
+        attrs.append(
+            _dimension_numbers(
+                p.scatter_dimension_numbers,
+                ["update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"],
+                ["input_batching_dims", "scatter_indices_batching_dims"],
+            )
+        )
         if p.indices_are_sorted:
             attrs.append("indices_are_sorted=true")
         if p.unique_indices:
@@ -285,8 +317,10 @@ def _extra_attributes(instr):
     elif op == "rng":
         attrs.append("distribution=" + _DISTRIBUTIONS.get(p.distribution, str(p.distribution)))
     elif op == "rng-bit-generator":
-        attrs.append("algorithm=" + {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}.get(
-            p.rng_algorithm, str(p.rng_algorithm)))
+        attrs.append(
+            "algorithm="
+            + {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}.get(p.rng_algorithm, str(p.rng_algorithm))
+        )
     elif op in ("all-reduce", "all-reduce-start", "reduce-scatter", "all-gather", "all-gather-start", "all-to-all"):
         if p.channel_id > 0:
             attrs.append(f"channel_id={p.channel_id}")
@@ -306,7 +340,9 @@ def _extra_attributes(instr):
     elif op in ("collective-permute", "collective-permute-start"):
         if p.channel_id > 0:
             attrs.append(f"channel_id={p.channel_id}")
-        attrs.append("source_target_pairs={" + ",".join(f"{{{s.source},{s.target}}}" for s in p.source_target_pairs) + "}")
+        attrs.append(
+            "source_target_pairs={" + ",".join(f"{{{s.source},{s.target}}}" for s in p.source_target_pairs) + "}"
+        )
     elif op in ("send", "recv", "send-done", "recv-done") and p.channel_id > 0:
         attrs.append(f"channel_id={p.channel_id}")
     return attrs
@@ -332,8 +368,10 @@ def _triangular_solve(instr):
         out.append("lower=true")
     if opts[3]:
         out.append("unit_diagonal=true")
-    out.append("transpose_a=" + {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "ADJOINT"}
-               .get(opts[4], str(opts[4])))
+    out.append(
+        "transpose_a="
+        + {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "ADJOINT"}.get(opts[4], str(opts[4]))
+    )
     return out
 
 
@@ -452,8 +490,18 @@ def _called_attributes(instr):
         if instr.operands and instr.operands[0].shape.element_type == "PRED" and len(names) == 2:
             return [f"true_computation={names[0]}", f"false_computation={names[1]}"]
         return ["branch_computations={" + ", ".join(names) + "}"]
-    if op in ("call", "map", "reduce-window", "reduce", "all-reduce", "reduce-scatter", "all-reduce-start",
-              "scatter", "sort", "scan"):
+    if op in (
+        "call",
+        "map",
+        "reduce-window",
+        "reduce",
+        "all-reduce",
+        "reduce-scatter",
+        "all-reduce-start",
+        "scatter",
+        "sort",
+        "scan",
+    ):
         out = [f"to_apply={names[0]}"]
         if op == "call" and instr.proto.is_composite:
             out.append("is_composite=true")

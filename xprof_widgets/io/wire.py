@@ -74,10 +74,7 @@ def walk(buf, start, end):
         elif wire_type == LENGTH:
             length, i = read_varint(buf, i, end)
             if i + length > end:
-                raise WireError(
-                    f"truncated: field {number} at byte {tag_at} needs {length} bytes, "
-                    f"{end - i} left"
-                )
+                raise WireError(f"truncated: field {number} at byte {tag_at} needs {length} bytes, {end - i} left")
             yield number, wire_type, None, i, i + length
             i += length
         elif wire_type in (FIXED64, FIXED32):
@@ -480,6 +477,7 @@ def repeated_run(data, starts, stops, number):
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
+
     def block(c):
         part = slice(c, c + BLOCK_RECORDS)
         return _repeated_block(data, starts[part], stops[part], number, c)
@@ -599,13 +597,23 @@ def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
     parts = _map_blocks(len(starts), block, step)
     if not parts:
         empty = np.zeros(0, np.int64)
-        return KeyedValues(np.zeros(0, owner_type) if repeated is not None else None, np.zeros(0, np.uint32),
-                           np.zeros(0, np.int8), np.zeros(0, np.uint64), (empty, empty, empty))
+        return KeyedValues(
+            np.zeros(0, owner_type) if repeated is not None else None,
+            np.zeros(0, np.uint32),
+            np.zeros(0, np.int8),
+            np.zeros(0, np.uint64),
+            (empty, empty, empty),
+        )
     owners, keys, numbers, raws, texts = zip(*parts)
     offsets = np.cumsum([0] + [len(k) for k in keys])
     text = tuple(np.concatenate(x) for x in zip(*[(r + o, a, b) for (r, a, b), o in zip(texts, offsets)]))
-    return KeyedValues(None if repeated is None else np.concatenate(owners), np.concatenate(keys),
-                       np.concatenate(numbers), np.concatenate(raws), text)
+    return KeyedValues(
+        None if repeated is None else np.concatenate(owners),
+        np.concatenate(keys),
+        np.concatenate(numbers),
+        np.concatenate(raws),
+        text,
+    )
 
 
 def _words(data):

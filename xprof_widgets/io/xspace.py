@@ -8,7 +8,6 @@ are decoded only when asked for, for one line at a time, vectorised.
 
 from __future__ import annotations
 
-import gzip
 import os
 import threading
 import zlib
@@ -34,7 +33,10 @@ _EVENT_TAG = (_LINE_EVENTS << 3) | wire.LENGTH  # 0x22
 # XStat value fields, by field number.
 _STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_STR = 2, 3, 4, 5
 _STAT_BYTES, _STAT_REF, _STAT_COMPRESSED = 6, 7, 8
-_STAT_SCALARS, _STAT_LENGTHS = (_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF), (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED)
+_STAT_SCALARS, _STAT_LENGTHS = (
+    (_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
+    (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
+)
 
 XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 
@@ -109,7 +111,7 @@ class Line:
     are int64 arrays in file order (XProf's writers sort each line by start).
     """
 
-    plane: "Plane"
+    plane: Plane
     id: int
     name: str
     display_id: int
@@ -201,8 +203,9 @@ class Line:
                         slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
                 return slot["table"].take(names, events)
             idx = None if events is None else np.asarray(events, dtype=np.int64)
-            return StatTable(self.plane, self.metadata_id if idx is None else self.metadata_id[idx],
-                             self._decoded_stats(idx), names)
+            return StatTable(
+                self.plane, self.metadata_id if idx is None else self.metadata_id[idx], self._decoded_stats(idx), names
+            )
 
     @contextmanager
     def _corrupt_stats_named(self):
@@ -211,8 +214,9 @@ class Line:
         try:
             yield
         except wire.WireError as e:
-            raise ProfileError(self.plane.space.path,
-                               f"has stats that do not decode on line {self.title!r} of {self.plane.name}: {e}") from None
+            raise ProfileError(
+                self.plane.space.path, f"has stats that do not decode on line {self.title!r} of {self.plane.name}: {e}"
+            ) from None
 
     def stat_columns(self, names=None, events=None, metadata=True):
         """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame.
@@ -243,7 +247,7 @@ class Line:
 class Plane:
     """One plane of an XSpace (a device, the host CPU, metadata...)."""
 
-    space: "XSpaceFile"
+    space: XSpaceFile
     id: int
     name: str
     message: object = field(repr=False)  # XPlane with metadata and stats, no lines
@@ -268,7 +272,9 @@ class Plane:
         try:
             yield
         except wire.WireError as e:
-            raise ProfileError(self.space.path, f"has stats that do not decode in {where} of {self.name}: {e}") from None
+            raise ProfileError(
+                self.space.path, f"has stats that do not decode in {where} of {self.name}: {e}"
+            ) from None
 
     @cached_property
     def event_metadata(self):
@@ -833,11 +839,15 @@ def inflate(packed, path):
             while True:
                 out += chunk
                 if out and out[0] not in _XSPACE_FIRST_BYTES:
-                    raise ProfileError(path, "holds a gzip stream that is not an XSpace profile "
-                                             f"(first byte {out[0]:#04x})")
+                    raise ProfileError(
+                        path, f"holds a gzip stream that is not an XSpace profile (first byte {out[0]:#04x})"
+                    )
                 if len(out) > cap:
-                    raise ProfileError(path, f"would inflate past {cap / 2**20:,.0f} MiB ({len(packed):,} bytes "
-                                             f"compressed): a damaged file or a gzip bomb; refused")
+                    raise ProfileError(
+                        path,
+                        f"would inflate past {cap / 2**20:,.0f} MiB ({len(packed):,} bytes "
+                        f"compressed): a damaged file or a gzip bomb; refused",
+                    )
                 if inflater.eof or not inflater.unconsumed_tail and not chunk:
                     break
                 chunk = inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP)
@@ -909,9 +919,7 @@ def _parse_space(space, buf, size):
     plane_ranges = []
     for number, wt, _, s, e in wire.walk(buf, 0, size):
         if number not in _SPACE_FIELDS or wt != wire.LENGTH:
-            raise wire.WireError(
-                f"field {number} (wire type {wt}) is not part of an XSpace: this is not a profile"
-            )
+            raise wire.WireError(f"field {number} (wire type {wt}) is not part of an XSpace: this is not a profile")
         if number == 1:
             plane_ranges.append((s, e))
         else:
@@ -1001,8 +1009,7 @@ def _parse_line(plane, buf, start, end):
         number, wt, value, s, e = next(wire.walk(buf, i, end))
         i = e
         if number in _LINE_INT_FIELDS and wt != wire.VARINT or number in _LINE_TEXT_FIELDS and wt != wire.LENGTH:
-            raise wire.WireError(f"a line of plane {plane.name!r} has field {number} of wire type {wt}: "
-                                 "not an XLine")
+            raise wire.WireError(f"a line of plane {plane.name!r} has field {number} of wire type {wt}: not an XLine")
         if wt == wire.VARINT:
             fields[number] = _signed(value)
         elif wt == wire.LENGTH:

@@ -145,8 +145,14 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
             if len(text) >= 64 and 2 * len(table) <= len(text):
                 # Repeated strings (event names): each distinct value once, codes as a buffer.
                 codes = codes.astype(np.uint16 if len(table) < 2**16 else np.uint32)
-                meta.append({"name": str(name), "dtype": codes.dtype.name, "buffer": len(buffers),
-                             "table": [None if v is None else str(v) for v in table]})
+                meta.append(
+                    {
+                        "name": str(name),
+                        "dtype": codes.dtype.name,
+                        "buffer": len(buffers),
+                        "table": [None if v is None else str(v) for v in table],
+                    }
+                )
                 buffers.append(memoryview(np.ascontiguousarray(codes.astype(codes.dtype.newbyteorder("<")))).cast("B"))
             else:
                 meta.append({"name": str(name), "values": text})
@@ -160,7 +166,7 @@ def _range_kind(item: Any) -> str | None:
         value = stack.pop()
         if isinstance(value, str):
             if value.startswith(RANGE_TAG):
-                return value[len(RANGE_TAG):]
+                return value[len(RANGE_TAG) :]
         elif isinstance(value, Mapping):
             stack.extend(value.values())
         elif isinstance(value, (list, tuple)):
@@ -232,9 +238,7 @@ class BokehWidget(anywidget.AnyWidget):
         The request's params are ``{figure, x_start, x_end, y_start, y_end,
         width_px}`` in data units (and pixels for ``width_px``). Returns ``plot``.
         """
-        plot.tags = [t for t in plot.tags if not (isinstance(t, str) and t.startswith(RANGE_TAG))] + [
-            RANGE_TAG + kind
-        ]
+        plot.tags = [t for t in plot.tags if not (isinstance(t, str) and t.startswith(RANGE_TAG))] + [RANGE_TAG + kind]
         return plot
 
     def set_x_range(self, figure: str, start: float, end: float) -> None:
@@ -418,8 +422,12 @@ class BokehWidget(anywidget.AnyWidget):
                     meta, buffers = encode_columns(columns)
                     self._record_push(str(result["source"]), result.get("mode", "replace"), meta, buffers)
             except Exception:
-                log.warning("xprof_widgets: %s could not compute the %r range for export", type(self).__name__,
-                            figure, exc_info=True)
+                log.warning(
+                    "xprof_widgets: %s could not compute the %r range for export",
+                    type(self).__name__,
+                    figure,
+                    exc_info=True,
+                )
                 continue
             self._export_ranges[figure] = {"kind": kind, "params": params, "answered": True}
 

@@ -89,7 +89,8 @@ class HostWidget(BokehWidget):
     def _handle_message(self, widget: Any, content: Any, buffers: list) -> None:
         own = isinstance(content, dict) and (
             content.get("type") == "load-bokeh"
-            or (content.get("type") == "request" and content.get("kind") in self.OWN_REQUESTS))
+            or (content.get("type") == "request" and content.get("kind") in self.OWN_REQUESTS)
+        )
         if own or self._tool is None:
             super()._handle_message(widget, content, buffers)
         else:  # the tool answers, through this widget's comm (see _host)

@@ -54,9 +54,7 @@ def notice(text):
 
 def options(values, selected):
     """<option> elements for a <select>, `selected` marked."""
-    return "".join(
-        f'<option value="{esc(v)}"{" selected" if v == selected else ""}>{esc(v)}</option>' for v in values
-    )
+    return "".join(f'<option value="{esc(v)}"{" selected" if v == selected else ""}>{esc(v)}</option>' for v in values)
 
 
 def stat_cards(stats):

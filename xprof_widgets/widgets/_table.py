@@ -61,8 +61,7 @@ class Column:
             cls = ' class="wrap"' if self.wrap else ""
             text = esc(value)
             if self.clamp and len(str(value)) > 60 * self.clamp:
-                text = (f'<div class="xw-clamp" style="-webkit-line-clamp: {self.clamp}" '
-                        f'title="{text}">{text}</div>')
+                text = f'<div class="xw-clamp" style="-webkit-line-clamp: {self.clamp}" title="{text}">{text}</div>'
             if self.kind == "code":
                 text = f"<code>{text}</code>"
             return f"<td{cls}>{text}</td>"
@@ -135,5 +134,5 @@ def table_html(frame, columns, sort_by, descending, testid, total_rows=None, row
     total = len(frame) if total_rows is None else total_rows
     return (
         f'<table class="xw-table" data-testid="{esc(testid)}" data-rows="{total}" data-shown="{len(frame)}">'
-        f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )

@@ -11,7 +11,6 @@ wherever anywidget does, marimo included.
 
 from __future__ import annotations
 
-
 import traitlets
 
 from ..capture import capture
@@ -23,8 +22,10 @@ from ._html import CONTROLS_CSS, data_json, esc
 
 def _line(text, kind="info"):
     color = {"info": "#444", "busy": "#4e79a7", "ok": "#2e7d32", "error": "#b00020"}[kind]
-    return (f'<div class="xw-capture-status" data-status="{kind}" '
-            f'style="font:13px system-ui;color:{color};padding:2px 0">{esc(text)}</div>')
+    return (
+        f'<div class="xw-capture-status" data-status="{kind}" '
+        f'style="font:13px system-ui;color:{color};padding:2px 0">{esc(text)}</div>'
+    )
 
 
 class CaptureWidget(HostWidget):
@@ -73,8 +74,10 @@ class CaptureWidget(HostWidget):
     def _frame(self, tool_html):
         def field(name, label, value, placeholder="", kind="text"):
             params = data_json({"name": name})
-            return (f'<label>{label} <input type="{kind}" data-request="set" data-params="{params}" '
-                    f'data-testid="capture-{name}" value="{esc(value)}" placeholder="{esc(placeholder)}"></label>')
+            return (
+                f'<label>{label} <input type="{kind}" data-request="set" data-params="{params}" '
+                f'data-testid="capture-{name}" value="{esc(value)}" placeholder="{esc(placeholder)}"></label>'
+            )
 
         disabled = " disabled" if self.capturing else ""
         return f"""
@@ -146,7 +149,7 @@ class CaptureWidget(HostWidget):
                     overview = OverviewWidget(run)
                 self._host(overview)
                 return
-            except Exception as e:  # noqa: BLE001 - the capture worked; say why the page does not show
+            except Exception as e:
                 self._shown_error = f"the overview could not be built: {e}"
                 self._note = _line(f"Captured, but the overview could not be built: {e}", "error")
         else:
@@ -167,7 +170,8 @@ class CaptureWidget(HostWidget):
             raise ProfileError(self.address.strip() or "CaptureWidget", f"nothing to export: {why}")
         why = self._shown_error or (
             f"this widget shows no overview (show_overview=False); export one with "
-            f"xw.OverviewWidget(xw.load_run({str(self.run.path)!r})).to_html(path)")
+            f"xw.OverviewWidget(xw.load_run({str(self.run.path)!r})).to_html(path)"
+        )
         raise ProfileError(self.run.path, f"nothing to export: {why}")
 
 

@@ -56,14 +56,26 @@ def breakdown_figure(result: CompareResult):
     data["x"] = np.array([0.0, 1.0])
     data["run"] = runs
     data["total"] = np.nan_to_num(steps.loc["step_time_ms", ["a_ms", "b_ms"]].to_numpy(dtype=np.float64))
-    fig = figure(x_range=(-0.6, 1.6), height=260, width=560, title="Average step time (ms), by XProf's breakdown",
-                 y_axis_label="ms", tools="save,reset")
+    fig = figure(
+        x_range=(-0.6, 1.6),
+        height=260,
+        width=560,
+        title="Average step time (ms), by XProf's breakdown",
+        y_axis_label="ms",
+        tools="save,reset",
+    )
     colors = Category10[10][: max(len(used), 3)]
     src = ColumnDataSource(data, name="compare_steps")
-    bars = fig.vbar_stack(used, x="x", width=0.6, source=src, color=colors[: len(used)],
-                          legend_label=[STEP_QUANTITIES[q] for q in used])
-    fig.add_tools(HoverTool(renderers=bars, tooltips=[("run", "@run"), ("step time", "@total{0.000} ms")] + [
-        (STEP_QUANTITIES[q], f"@{q}{{0.000}} ms") for q in used]))
+    bars = fig.vbar_stack(
+        used, x="x", width=0.6, source=src, color=colors[: len(used)], legend_label=[STEP_QUANTITIES[q] for q in used]
+    )
+    fig.add_tools(
+        HoverTool(
+            renderers=bars,
+            tooltips=[("run", "@run"), ("step time", "@total{0.000} ms")]
+            + [(STEP_QUANTITIES[q], f"@{q}{{0.000}} ms") for q in used],
+        )
+    )
     fig.xaxis.ticker = [0, 1]
     fig.xaxis.major_label_overrides = {0: "run a", 1: "run b"}  # names are long: in the hover and the header
     fig.xgrid.grid_line_color = None
@@ -92,12 +104,15 @@ class CompareWidget(BokehWidget):
     def _steps_html(self):
         r = self.result
         rows = "".join(
-            f"<tr><td>{esc(x.label)}</td><td class=num>{_num(x.a_ms, ',.3f')}</td><td class=num>{_num(x.b_ms, ',.3f')}</td>"
+            f"<tr><td>{esc(x.label)}</td><td class=num>{_num(x.a_ms, ',.3f')}</td>"
+            f"<td class=num>{_num(x.b_ms, ',.3f')}</td>"
             f"<td{_cls(x.delta_ms)}>{_num(x.delta_ms, '+,.3f')}</td><td class=num>{_pct(x.ratio)}</td></tr>"
             for x in r.steps.itertuples(index=False)
         )
-        table = (f'<table data-testid="steps" data-rows="{len(r.steps)}"><thead><tr><th>Average per step (ms)</th>'
-                 f"<th>a</th><th>b</th><th>b - a</th><th>change</th></tr></thead><tbody>{rows}</tbody></table>")
+        table = (
+            f'<table data-testid="steps" data-rows="{len(r.steps)}"><thead><tr><th>Average per step (ms)</th>'
+            f"<th>a</th><th>b</th><th>b - a</th><th>change</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
         counts = f"<div>Steps: {r.step_count_a} in a, {r.step_count_b} in b.</div>"
         return table + counts + self._note(r.steps_reason, "steps-reason")
 
@@ -117,18 +132,28 @@ class CompareWidget(BokehWidget):
             f"<td>{esc(x.category)}</td><td>{esc(x.present)}</td>"
             f"<td class=num>{x.total_time_a_ps / 1e9:,.3f}</td><td class=num>{x.total_time_b_ps / 1e9:,.3f}</td>"
             f"<td{_cls(x.delta_ps)}>{x.delta_ps / 1e9:+,.3f}</td><td class=num>{_pct(x.ratio)}</td>"
-            + (f"<td class=num>{util(x.flops_utilization_a)}</td><td class=num>{util(x.flops_utilization_b)}</td>"
-               if has_util else "") + "</tr>"
+            + (
+                f"<td class=num>{util(x.flops_utilization_a)}</td><td class=num>{util(x.flops_utilization_b)}</td>"
+                if has_util
+                else ""
+            )
+            + "</tr>"
             for x in shown.itertuples(index=False)
         )
-        more = (f"<div>{len(r.ops) - len(shown)} more ops: see the widget's .result.ops</div>"
-                if len(r.ops) > len(shown) else "")
+        more = (
+            f"<div>{len(r.ops) - len(shown)} more ops: see the widget's .result.ops</div>"
+            if len(r.ops) > len(shown)
+            else ""
+        )
         only = f"<div>{len(r.ops_only_a)} op(s) ran only in a, {len(r.ops_only_b)} only in b.</div>"
-        return (f'<div class="xw-scroll"><table data-testid="ops" data-rows="{len(r.ops)}"><thead><tr>'
-                "<th>Op</th><th>Program</th><th>Category</th><th>In</th><th>Total a (ms)</th><th>Total b (ms)</th>"
-                "<th>b - a (ms)</th><th>change</th>"
-                + ("<th>FLOPS util. a</th><th>FLOPS util. b</th>" if has_util else "") + "</tr></thead>"
-                f"<tbody>{rows}</tbody></table></div>{more}{only}" + self._note(r.ops_reason, "ops-reason"))
+        return (
+            f'<div class="xw-scroll"><table data-testid="ops" data-rows="{len(r.ops)}"><thead><tr>'
+            "<th>Op</th><th>Program</th><th>Category</th><th>In</th><th>Total a (ms)</th><th>Total b (ms)</th>"
+            "<th>b - a (ms)</th><th>change</th>"
+            + ("<th>FLOPS util. a</th><th>FLOPS util. b</th>" if has_util else "")
+            + "</tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>{more}{only}" + self._note(r.ops_reason, "ops-reason")
+        )
 
     def _memory_html(self):
         r = self.result
@@ -146,7 +171,8 @@ class CompareWidget(BokehWidget):
             parts.append(
                 f'<div class="xw-scroll"><table data-testid="modules" data-rows="{len(r.modules)}"><thead><tr>'
                 "<th>Module</th><th>a</th><th>b</th><th>Peak heap a</th><th>Peak heap b</th><th>b - a</th>"
-                f"<th>change</th><th>Matched by</th></tr></thead><tbody>{rows}</tbody></table></div>")
+                f"<th>change</th><th>Matched by</th></tr></thead><tbody>{rows}</tbody></table></div>"
+            )
         parts.append(self._note(r.modules_reason, "modules-reason"))
         if len(r.allocators):
             rows = "".join(
@@ -158,7 +184,8 @@ class CompareWidget(BokehWidget):
             parts.append(
                 f'<table data-testid="allocators" data-rows="{len(r.allocators)}"><thead><tr><th>Memory id</th>'
                 "<th>Peak in use a</th><th>Peak in use b</th><th>b - a</th><th>change</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table>")
+                f"<tbody>{rows}</tbody></table>"
+            )
         parts.append(self._note(r.allocators_reason, "allocators-reason"))
         return "".join(parts)
 

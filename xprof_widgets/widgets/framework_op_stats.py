@@ -73,8 +73,7 @@ class FrameworkOpStatsWidget(BokehWidget):
     `table` the rows that match, in the order shown.
     """
 
-    exclude_idle = traitlets.Bool(False, help="Leave IDLE out (fractions of op time, not total time).").tag(
-        sync=True)
+    exclude_idle = traitlets.Bool(False, help="Leave IDLE out (fractions of op time, not total time).").tag(sync=True)
     place = traitlets.Unicode("All", help='"All", "Device" or "Host".').tag(sync=True)
     type_filter = traitlets.Unicode("", help="Show ops whose type contains this (any case).").tag(sync=True)
     name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
@@ -120,8 +119,10 @@ class FrameworkOpStatsWidget(BokehWidget):
         self.selected = {}
         if self.stats.empty:
             self.set_figures({})
-            sentence = notice(f"No framework op stats for run {self.run.name}"
-                              f"{' without IDLE' if self.exclude_idle else ''}: {self.stats.attrs.get('reason')}.")
+            sentence = notice(
+                f"No framework op stats for run {self.run.name}"
+                f"{' without IDLE' if self.exclude_idle else ''}: {self.stats.attrs.get('reason')}."
+            )
             # Without IDLE a run may have nothing left: keep the toggle to bring it back.
             self.html = self._page(sentence) if self.exclude_idle else sentence
             return
@@ -234,7 +235,8 @@ class FrameworkOpStatsWidget(BokehWidget):
                 {
                     "id": np.arange(len(part), dtype=np.int32),
                     # Clockwise from twelve o'clock, as XProf's pies.
-                    "start": math.pi / 2 - ends, "end": math.pi / 2 - starts,
+                    "start": math.pi / 2 - ends,
+                    "end": math.pi / 2 - starts,
                     "type": ["Other" if t is None else t for t, _ in part],
                     "label": labels,
                     "self_us": np.array([v for _, v in part], dtype=np.float64),
@@ -245,14 +247,39 @@ class FrameworkOpStatsWidget(BokehWidget):
             )
             self._wedges[name] = [(place, t) for t, _ in part]
             # A square frame (the legend goes beside it), so the pie is round and whole.
-            fig = figure(frame_width=230, frame_height=230, x_range=(-1.05, 1.05), y_range=(-1.05, 1.05),
-                         tools="", toolbar_location=None, title=f"On {place.lower()}: total self-time by op type",
-                         min_border_left=4, min_border_right=4, min_border_top=4, min_border_bottom=4)
-            wedges = fig.wedge(x=0, y=0, radius=1.0, start_angle="start", end_angle="end", source=src,
-                               fill_color="color", line_color="white", legend_field="label",
-                               selection_line_color="#222", selection_line_width=2, nonselection_fill_alpha=0.5)
-            fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
-                ("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")]))
+            fig = figure(
+                frame_width=230,
+                frame_height=230,
+                x_range=(-1.05, 1.05),
+                y_range=(-1.05, 1.05),
+                tools="",
+                toolbar_location=None,
+                title=f"On {place.lower()}: total self-time by op type",
+                min_border_left=4,
+                min_border_right=4,
+                min_border_top=4,
+                min_border_bottom=4,
+            )
+            wedges = fig.wedge(
+                x=0,
+                y=0,
+                radius=1.0,
+                start_angle="start",
+                end_angle="end",
+                source=src,
+                fill_color="color",
+                line_color="white",
+                legend_field="label",
+                selection_line_color="#222",
+                selection_line_width=2,
+                nonselection_fill_alpha=0.5,
+            )
+            fig.add_tools(
+                HoverTool(
+                    renderers=[wedges],
+                    tooltips=[("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")],
+                )
+            )
             fig.add_tools(TapTool(renderers=[wedges]))
             legend = fig.legend[0]
             legend.location = "center_left"
@@ -271,7 +298,7 @@ class FrameworkOpStatsWidget(BokehWidget):
     def _controls(self):
         return (
             f'<label><input type="checkbox" data-request="exclude_idle" data-testid="include-idle"'
-            f'{"" if self.exclude_idle else " checked"}> Include IDLE</label>'
+            f"{'' if self.exclude_idle else ' checked'}> Include IDLE</label>"
             f'<label>Host/device <select data-request="place" data-testid="place">'
             f"{options(PLACES, self.place)}</select></label>"
             f'<label>Type <input type="text" data-request="type_filter" value="{esc(self.type_filter)}" '
@@ -279,7 +306,7 @@ class FrameworkOpStatsWidget(BokehWidget):
             f'<label>Operation <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
             f'placeholder="filter" data-testid="name-filter"></label>'
             f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f'{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>'
+            f"{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>"
         )
 
     def _page(self, body):
@@ -305,9 +332,12 @@ class FrameworkOpStatsWidget(BokehWidget):
         rows = self.stats[self.stats["host_or_device"] == place]
         cpu_only = self.stats.attrs.get("device_type", "CPU") in ("CPU", "")
         if rows.empty and place == "Device":
-            why = ("No device ops: this run ran on the host CPU only." if cpu_only else
-                   "No framework op ran on the devices: XProf's device ops are XLA or TensorFlow "
-                   "ops named by the GPU kernels or TPU ops, and this profile names none.")
+            why = (
+                "No device ops: this run ran on the host CPU only."
+                if cpu_only
+                else "No framework op ran on the devices: XProf's device ops are XLA or TensorFlow "
+                "ops named by the GPU kernels or TPU ops, and this profile names none."
+            )
         elif rows.empty:
             why = "No host ops: the profile has no host thread plane."
         else:
@@ -333,14 +363,15 @@ class FrameworkOpStatsWidget(BokehWidget):
             ("host_ops", "Host ops", f"{int(((place == 'Host') & ~idle).sum()):,}"),
         ]
         if not self.exclude_idle:
-            cards += [("device_idle", "IDLE on device", idle_share("Device")),
-                      ("host_idle", "IDLE on host", idle_share("Host"))]
+            cards += [
+                ("device_idle", "IDLE on device", idle_share("Device")),
+                ("host_idle", "IDLE on host", idle_share("Host")),
+            ]
         filtered = self.place != "All" or self.type_filter or self.name_filter
         matched = f"{len(table):,} of {len(s):,} ops match" if filtered else f"{len(s):,} ops"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
         clear = ' <button data-request="clear" data-testid="clear-filters">clear filters</button>' if filtered else ""
-        grid = table_html(shown, self._columns(), self.sort_by, self.sort_descending, "op-table",
-                          total_rows=len(table))
+        grid = table_html(shown, self._columns(), self.sort_by, self.sort_descending, "op-table", total_rows=len(table))
         return self._page(f"""
   {stat_cards(cards)}
   <div class="xw-pies">{self._pie_slot("Device")}{self._pie_slot("Host")}</div>

@@ -70,17 +70,65 @@ _KIND_OF_OPCODE = {
     **dict.fromkeys(("parameter",), "parameter"),
     **dict.fromkeys(("constant", "iota"), "constant"),
     **dict.fromkeys(("dot", "convolution", "fft", "triangular-solve", "cholesky", "ragged-dot"), "dot / convolution"),
-    **dict.fromkeys(("broadcast", "concatenate", "slice", "dynamic-slice", "dynamic-update-slice", "pad", "reverse",
-                     "transpose", "copy", "reshape", "dynamic-reshape", "bitcast", "copy-start", "copy-done"),
-                    "data movement"),
-    **dict.fromkeys(("reduce", "reduce-window", "scatter", "gather", "select-and-scatter", "sort",
-                     "batch-norm-grad", "batch-norm-inference", "batch-norm-training"),
-                    "reduction / gather / scatter"),
-    **dict.fromkeys(("all-gather", "all-gather-start", "all-gather-done", "all-reduce", "all-reduce-start",
-                     "all-reduce-done", "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-broadcast",
-                     "collective-permute", "collective-permute-start", "collective-permute-done", "infeed",
-                     "outfeed", "partition-id", "replica-id", "send", "send-done", "recv", "recv-done"),
-                    "collective / host transfer"),
+    **dict.fromkeys(
+        (
+            "broadcast",
+            "concatenate",
+            "slice",
+            "dynamic-slice",
+            "dynamic-update-slice",
+            "pad",
+            "reverse",
+            "transpose",
+            "copy",
+            "reshape",
+            "dynamic-reshape",
+            "bitcast",
+            "copy-start",
+            "copy-done",
+        ),
+        "data movement",
+    ),
+    **dict.fromkeys(
+        (
+            "reduce",
+            "reduce-window",
+            "scatter",
+            "gather",
+            "select-and-scatter",
+            "sort",
+            "batch-norm-grad",
+            "batch-norm-inference",
+            "batch-norm-training",
+        ),
+        "reduction / gather / scatter",
+    ),
+    **dict.fromkeys(
+        (
+            "all-gather",
+            "all-gather-start",
+            "all-gather-done",
+            "all-reduce",
+            "all-reduce-start",
+            "all-reduce-done",
+            "reduce-scatter",
+            "all-to-all",
+            "ragged-all-to-all",
+            "collective-broadcast",
+            "collective-permute",
+            "collective-permute-start",
+            "collective-permute-done",
+            "infeed",
+            "outfeed",
+            "partition-id",
+            "replica-id",
+            "send",
+            "send-done",
+            "recv",
+            "recv-done",
+        ),
+        "collective / host transfer",
+    ),
     **dict.fromkeys(("while", "call", "conditional", "custom-call"), "control flow / call"),
     **dict.fromkeys(("async-start", "async-update", "async-done"), "async"),
 }
@@ -135,7 +183,7 @@ def _text_color(fill):
     """Black on light fills, white on dark ones."""
     if not isinstance(fill, str) or not fill.startswith("#") or len(fill) != 7:
         return "#111"
-    r, g, b = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
     return "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
 
 
@@ -193,12 +241,21 @@ class GraphViewerWidget(BokehWidget):
     def _show(self, op, module, radius, expand, remember=True):
         """Compute and draw the view around `op`; raises (nothing changed) if it cannot.
         `expand`: the fusions the user opened (those holding the centre open anyway)."""
-        opened = [] if expand in (False, None) else [expand] if isinstance(expand, str) else (
-            [op] if expand is True else list(expand))
+        opened = (
+            []
+            if expand in (False, None)
+            else [expand]
+            if isinstance(expand, str)
+            else ([op] if expand is True else list(expand))
+        )
         view = graph_viewer(self.run, op, module=module, radius=radius, expand=opened)
         old = self.view
         if old is not None and (old.op, old.module, old.radius, old.expanded) == (
-                view.op, view.module, view.radius, view.expanded):
+            view.op,
+            view.module,
+            view.radius,
+            view.expanded,
+        ):
             # The same view asked again (Enter then change in the op box, a tap on the
             # centre): nothing to redraw.
             if self.error:
@@ -385,8 +442,7 @@ class GraphViewerWidget(BokehWidget):
             return _ramp(nodes["time_ps"], YlOrRd9[::-1])
         if self.color_by == "flops":
             return _ramp(nodes["flops"], Blues9[::-1])
-        return np.array([KIND_COLORS[op_kind(o, c)] for o, c in zip(nodes["opcode"], nodes["category"])],
-                        dtype=object)
+        return np.array([KIND_COLORS[op_kind(o, c)] for o, c in zip(nodes["opcode"], nodes["category"])], dtype=object)
 
     def _figure(self):
         v = self.view
@@ -402,23 +458,27 @@ class GraphViewerWidget(BokehWidget):
             if np.isfinite(t):
                 lines.append(_time_text(t))
             labels.append("\n".join(lines))
-        src = ColumnDataSource({
-            "id": nodes["name"].tolist(),
-            "x": x, "y": y,
-            "fill": fill.tolist(),
-            "text_color": [_text_color(f) for f in fill],
-            "line": np.where(centre, "#000000", "#666666").tolist(),
-            "line_width": np.where(centre, 3.0, 1.0),
-            "label": labels,
-            "opcode": nodes["opcode"].tolist(),
-            "shape": nodes["shape"].tolist(),
-            "category": nodes["category"].tolist(),
-            "time": [_time_text(t) for t in nodes["time_ps"]],
-            "flops": [_flops_text(f) for f in nodes["flops"]],
-            "framework_op": nodes["framework_op"].tolist(),
-            "source": nodes["source"].tolist(),
-            "computation": nodes["computation"].tolist(),
-        }, name="nodes")
+        src = ColumnDataSource(
+            {
+                "id": nodes["name"].tolist(),
+                "x": x,
+                "y": y,
+                "fill": fill.tolist(),
+                "text_color": [_text_color(f) for f in fill],
+                "line": np.where(centre, "#000000", "#666666").tolist(),
+                "line_width": np.where(centre, 3.0, 1.0),
+                "label": labels,
+                "opcode": nodes["opcode"].tolist(),
+                "shape": nodes["shape"].tolist(),
+                "category": nodes["category"].tolist(),
+                "time": [_time_text(t) for t in nodes["time_ps"]],
+                "flops": [_flops_text(f) for f in nodes["flops"]],
+                "framework_op": nodes["framework_op"].tolist(),
+                "source": nodes["source"].tolist(),
+                "computation": nodes["computation"].tolist(),
+            },
+            name="nodes",
+        )
 
         # A fixed scale (labels fit their boxes) at any page width: the y range is the graph's
         # height (or a window on the centre), and the x range follows from the plot's width
@@ -437,53 +497,124 @@ class GraphViewerWidget(BokehWidget):
         xc = (gx0 + gx1) / 2 if gx1 - gx0 <= 2 * half else min(max(cx, gx0 + half), gx1 - half)
         frame = ColumnDataSource({"x": [xc - 0.5, xc + 0.5], "y": [y0, y1]})
         fig = figure(
-            frame_height=round(h_units * PX_PER_UNIT), sizing_mode="stretch_width", match_aspect=True,
-            tools="pan,wheel_zoom,reset,save", active_scroll="wheel_zoom", active_drag="pan",
+            frame_height=round(h_units * PX_PER_UNIT),
+            sizing_mode="stretch_width",
+            match_aspect=True,
+            tools="pan,wheel_zoom,reset,save",
+            active_scroll="wheel_zoom",
+            active_drag="pan",
             title=f"{v.op} and what is within {v.radius} edge{'s' if v.radius != 1 else ''} of it ({len(nodes)} ops)",
         )
         window = fig.scatter("x", "y", source=frame, size=0, alpha=0)
         fig.x_range = DataRange1d(renderers=[window], range_padding=0)
         fig.y_range = DataRange1d(renderers=[window], range_padding=0)
         if len(clusters):
-            csrc = ColumnDataSource({
-                "x0": clusters["x0"].to_numpy(float), "x1": clusters["x1"].to_numpy(float),
-                "y0": clusters["y0"].to_numpy(float), "y1": clusters["y1"].to_numpy(float),
-                "label": [f"{n} (fused: {c})" for n, c in zip(clusters["name"], clusters["computation"])],
-                "line": np.where(clusters["is_centre"].to_numpy(bool), "#000000", "#8a7fb5").tolist(),
-            })
-            fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=csrc, fill_color="#f4f1fb",
-                     fill_alpha=0.7, line_color="line", line_dash="dashed", line_width=1.5)
-            fig.text(x="x0", y="y1", text="label", source=csrc, x_offset=6, y_offset=4, text_font_size="10px",
-                     text_baseline="top", text_align="left", text_color="#5a4f8a", text_font_style="italic")
+            csrc = ColumnDataSource(
+                {
+                    "x0": clusters["x0"].to_numpy(float),
+                    "x1": clusters["x1"].to_numpy(float),
+                    "y0": clusters["y0"].to_numpy(float),
+                    "y1": clusters["y1"].to_numpy(float),
+                    "label": [f"{n} (fused: {c})" for n, c in zip(clusters["name"], clusters["computation"])],
+                    "line": np.where(clusters["is_centre"].to_numpy(bool), "#000000", "#8a7fb5").tolist(),
+                }
+            )
+            fig.quad(
+                left="x0",
+                right="x1",
+                bottom="y0",
+                top="y1",
+                source=csrc,
+                fill_color="#f4f1fb",
+                fill_alpha=0.7,
+                line_color="line",
+                line_dash="dashed",
+                line_width=1.5,
+            )
+            fig.text(
+                x="x0",
+                y="y1",
+                text="label",
+                source=csrc,
+                x_offset=6,
+                y_offset=4,
+                text_font_size="10px",
+                text_baseline="top",
+                text_align="left",
+                text_color="#5a4f8a",
+                text_font_style="italic",
+            )
         if len(edges):
-            esrc = ColumnDataSource({
-                "xs": [list(p) for p in edges["path_x"]], "ys": [list(p) for p in edges["path_y"]],
-                "color": np.where(edges["kind"].to_numpy() == "operand", "#6b6b6b", "#8a7fb5").tolist(),
-            })
+            esrc = ColumnDataSource(
+                {
+                    "xs": [list(p) for p in edges["path_x"]],
+                    "ys": [list(p) for p in edges["path_y"]],
+                    "color": np.where(edges["kind"].to_numpy() == "operand", "#6b6b6b", "#8a7fb5").tolist(),
+                }
+            )
             fig.multi_line(xs="xs", ys="ys", source=esrc, line_color="color", line_width=1.3, line_alpha=0.9)
             tip_x = np.array([p[-1] for p in edges["path_x"]])
             tip_y = np.array([p[-1] for p in edges["path_y"]]) + 0.06
             fig.scatter(tip_x, tip_y, marker="inverted_triangle", size=8, color="#6b6b6b")
-        boxes = fig.rect(x="x", y="y", width=NODE_WIDTH, height=NODE_HEIGHT, source=src, fill_color="fill",
-                         line_color="line", line_width="line_width", selection_fill_alpha=1.0,
-                         nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0, selection_line_color="#000")
-        fig.text(x="x", y="y", text="label", source=src, text_font_size="10px", text_align="center",
-                 text_baseline="middle", text_color="text_color", text_line_height=1.15)
+        boxes = fig.rect(
+            x="x",
+            y="y",
+            width=NODE_WIDTH,
+            height=NODE_HEIGHT,
+            source=src,
+            fill_color="fill",
+            line_color="line",
+            line_width="line_width",
+            selection_fill_alpha=1.0,
+            nonselection_fill_alpha=1.0,
+            nonselection_line_alpha=1.0,
+            selection_line_color="#000",
+        )
+        fig.text(
+            x="x",
+            y="y",
+            text="label",
+            source=src,
+            text_font_size="10px",
+            text_align="center",
+            text_baseline="middle",
+            text_color="text_color",
+            text_line_height=1.15,
+        )
         # Neighbours left out: "+N" over the box (operands) or under it (users).
-        for column, dy, baseline, word in (("operands_omitted", 1, "bottom", "operand"),
-                                           ("users_omitted", -1, "top", "user")):
+        for column, dy, baseline, word in (
+            ("operands_omitted", 1, "bottom", "operand"),
+            ("users_omitted", -1, "top", "user"),
+        ):
             counts = nodes[column].to_numpy(int)
             keep = counts > 0
             if keep.any():
-                fig.text(x[keep] + NODE_WIDTH / 2, y[keep] + dy * (NODE_HEIGHT / 2 + 0.04),
-                         text=[f"+{c} {word}{'s' if c > 1 else ''}" for c in counts[keep]], text_font_size="9px",
-                         text_align="right", text_baseline=baseline, text_color="#888")
+                fig.text(
+                    x[keep] + NODE_WIDTH / 2,
+                    y[keep] + dy * (NODE_HEIGHT / 2 + 0.04),
+                    text=[f"+{c} {word}{'s' if c > 1 else ''}" for c in counts[keep]],
+                    text_font_size="9px",
+                    text_align="right",
+                    text_baseline=baseline,
+                    text_color="#888",
+                )
         fig.add_tools(TapTool(renderers=[boxes]))
-        fig.add_tools(HoverTool(renderers=[boxes], tooltips=[
-            ("op", "@id"), ("opcode", "@opcode"), ("shape", "@shape"), ("category", "@category"),
-            ("device time", "@time"), ("FLOPs", "@flops"), ("framework op", "@framework_op"),
-            ("source", "@source"), ("computation", "@computation"),
-        ]))
+        fig.add_tools(
+            HoverTool(
+                renderers=[boxes],
+                tooltips=[
+                    ("op", "@id"),
+                    ("opcode", "@opcode"),
+                    ("shape", "@shape"),
+                    ("category", "@category"),
+                    ("device time", "@time"),
+                    ("FLOPs", "@flops"),
+                    ("framework op", "@framework_op"),
+                    ("source", "@source"),
+                    ("computation", "@computation"),
+                ],
+            )
+        )
         fig.axis.visible = False
         fig.grid.visible = False
         fig.toolbar.logo = None
@@ -507,16 +638,24 @@ class GraphViewerWidget(BokehWidget):
         modules = options(sorted(self._modules.protos, key=lambda m: (m != v.module, m)), v.module)
         radii = options([str(r) for r in RADII], str(v.radius))
         colours = options(list(COLOR_BY), self.color_by)
-        back = ('<button data-request="back" data-testid="back" title="previous centre">&larr; Back</button>'
-                if self._history else "")
+        back = (
+            '<button data-request="back" data-testid="back" title="previous centre">&larr; Back</button>'
+            if self._history
+            else ""
+        )
         error = f'<div class="xw-error" data-testid="graph-error">{esc(self.error)}</div>' if self.error else ""
         opened = "".join(
             f'<button class="xw-chip" data-request="toggle" data-params="{data_json({"name": f})}" '
-            f'title="close this fusion">{esc(f)} &times;</button>' for f in v.expanded)
+            f'title="close this fusion">{esc(f)} &times;</button>'
+            for f in v.expanded
+        )
         where = f"computation {esc(v.computation)}" + (
-            f" (fused into {esc(v.parent_fusion)})" if v.parent_fusion else "")
-        summary = (f'<span data-testid="graph-summary">{len(v.nodes)} ops and {len(v.edges)} edges within '
-                   f'{v.radius} of <b>{esc(v.op)}</b> in {where}</span>')
+            f" (fused into {esc(v.parent_fusion)})" if v.parent_fusion else ""
+        )
+        summary = (
+            f'<span data-testid="graph-summary">{len(v.nodes)} ops and {len(v.edges)} edges within '
+            f"{v.radius} of <b>{esc(v.op)}</b> in {where}</span>"
+        )
         if v.truncated:
             summary += ' <span class="xw-note">(cut at the node limit: lower the radius)</span>'
         if opened:
@@ -524,18 +663,25 @@ class GraphViewerWidget(BokehWidget):
         busy = busiest_ops(self.run, v.module)
         chips = "".join(
             f'<button class="xw-chip" data-request="centre" data-params="{data_json({"name": n})}">'
-            f'{esc(n)} <span class="xw-note">{esc(_time_text(t))}</span></button>' for n, t in busy)
-        busiest = (f'<div class="xw-busy" data-testid="busiest"><span class="xw-note">Busiest ops here:</span> '
-                   f'{chips}</div>') if chips else ""
+            f'{esc(n)} <span class="xw-note">{esc(_time_text(t))}</span></button>'
+            for n, t in busy
+        )
+        busiest = (
+            (f'<div class="xw-busy" data-testid="busiest"><span class="xw-note">Busiest ops here:</span> {chips}</div>')
+            if chips
+            else ""
+        )
         kinds = [k for k in KIND_COLORS if k in {op_kind(o, c) for o, c in zip(v.nodes["opcode"], v.nodes["category"])}]
         if self.color_by == "category":
             legend = "".join(f'<span><i style="background:{KIND_COLORS[k]}"></i>{esc(k)}</span>' for k in kinds)
         else:
             palette = YlOrRd9[::-1] if self.color_by == "time" else Blues9[::-1]
             what = "device time" if self.color_by == "time" else "FLOPs"
-            legend = (f'<span>less {what}</span><span class="xw-ramp" style="background: linear-gradient(to right, '
-                      f'{", ".join(palette)})"></span><span>more (square-root scale)</span>'
-                      f'<span><i style="background:{NOT_MEASURED}"></i>not measured</span>')
+            legend = (
+                f'<span>less {what}</span><span class="xw-ramp" style="background: linear-gradient(to right, '
+                f'{", ".join(palette)})"></span><span>more (square-root scale)</span>'
+                f'<span><i style="background:{NOT_MEASURED}"></i>not measured</span>'
+            )
         return f"""
 <style>
 {BASE_CSS.format(root=".xw-gv")}
@@ -589,9 +735,11 @@ class GraphViewerWidget(BokehWidget):
             out = []
             for item in list(dict.fromkeys(items))[:MAX_LISTED]:
                 mark = "" if item.name in shown else " &#8599;"
-                out.append(f'<button data-request="centre" data-params="{data_json({"name": item.name})}" '
-                           f'title="{esc(item.opcode)} {esc(shape_text(item.shape, False))}">{esc(item.name)}{mark}'
-                           f'</button>')
+                out.append(
+                    f'<button data-request="centre" data-params="{data_json({"name": item.name})}" '
+                    f'title="{esc(item.opcode)} {esc(shape_text(item.shape, False))}">{esc(item.name)}{mark}'
+                    f"</button>"
+                )
             more = len(set(items)) - MAX_LISTED
             return "".join(out) + (f' <span class="xw-note">and {more} more</span>' if more > 0 else "")
 
@@ -608,14 +756,23 @@ class GraphViewerWidget(BokehWidget):
             ("Shape", esc(shape_text(instr.shape))),
             ("Category", esc(op_category(instr))),
             ("Computation", esc(instr.computation.name)),
-            ("Inside fusion", (f'<button data-request="centre" data-params="{data_json({"name": parent})}">'
-                               f'{esc(parent)}</button>') if parent else ""),
+            (
+                "Inside fusion",
+                (f'<button data-request="centre" data-params="{data_json({"name": parent})}">{esc(parent)}</button>')
+                if parent
+                else "",
+            ),
             ("Device time", timing),
             ("Framework op", "" if details else esc(instr.metadata.op_name)),
             ("Source", esc(source_text(instr))),
-            ("Calls", "".join(
-                f'<button data-request="op" data-params="{data_json({"name": c.name})}">{esc(c.name)}</button>'
-                for c in instr.called if not c.is_fusion)),
+            (
+                "Calls",
+                "".join(
+                    f'<button data-request="op" data-params="{data_json({"name": c.name})}">{esc(c.name)}</button>'
+                    for c in instr.called
+                    if not c.is_fusion
+                ),
+            ),
             ("Operands", buttons(instr.operands) or '<span class="xw-note">none</span>'),
             ("Users", buttons(instr.users) or '<span class="xw-note">none</span>'),
         ]
@@ -623,13 +780,20 @@ class GraphViewerWidget(BokehWidget):
         toggle = ""
         if instr.opcode == "fusion":
             is_open = instr.name in v.expanded
-            toggle = (f'<button data-request="toggle" data-testid="toggle-fusion" data-params="'
-                      f'{data_json({"name": instr.name})}">{"Close" if is_open else "Open"} fused computation'
-                      f'</button>')
-        text = "" if details else (f'<pre class="xw-expr" data-testid="node-expression">'
-                                   f'{esc(_short(expression(instr), 3000))}</pre>')
-        card = (f'<div class="xw-card" data-node-card="{esc(instr.name)}"><b data-testid="node-card-name">'
-                f'{esc(instr.name)}</b> {toggle}<table>{body}</table>{text}</div>')
+            toggle = (
+                f'<button data-request="toggle" data-testid="toggle-fusion" data-params="'
+                f'{data_json({"name": instr.name})}">{"Close" if is_open else "Open"} fused computation'
+                f"</button>"
+            )
+        text = (
+            ""
+            if details
+            else (f'<pre class="xw-expr" data-testid="node-expression">{esc(_short(expression(instr), 3000))}</pre>')
+        )
+        card = (
+            f'<div class="xw-card" data-node-card="{esc(instr.name)}"><b data-testid="node-card-name">'
+            f"{esc(instr.name)}</b> {toggle}<table>{body}</table>{text}</div>"
+        )
         return card + (op_details_html(details) if details else "")
 
     def _op_details(self, module, name):
@@ -643,7 +807,7 @@ class GraphViewerWidget(BokehWidget):
                     log.warning("xprof_widgets: no op profile for the graph viewer's card", exc_info=True)
                     profile = None
                 program = None
-                for node, _, parent in (profile.root.walk() if profile is not None else ()):
+                for node, _, _parent in profile.root.walk() if profile is not None else ():
                     if node.kind == "program":
                         program = node.name
                     if node.kind == "op":

@@ -55,13 +55,32 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     n = len(steps)
     # At least MIN_STEP_SLOTS bar widths across: one step is one bar, not the whole chart.
     x_range = Range1d(-0.6, max(n, MIN_STEP_SLOTS) - 0.4, bounds=(-0.6, max(n, MIN_STEP_SLOTS) - 0.4))
-    fig = figure(height=280, sizing_mode="stretch_width", title=title, x_range=x_range,
-                 x_axis_label="step", y_axis_label="ms", tools="xpan,xwheel_zoom,reset,save")
+    fig = figure(
+        height=280,
+        sizing_mode="stretch_width",
+        title=title,
+        x_range=x_range,
+        x_axis_label="step",
+        y_axis_label="ms",
+        tools="xpan,xwheel_zoom,reset,save",
+    )
     colors = Category10[10][: max(len(used), 3)]
-    bars = fig.vbar_stack(used, x="x", width=0.8, source=src, color=colors[: len(used)],
-                          legend_label=[BREAKDOWN[c] for c in used], nonselection_fill_alpha=0.35)
-    fig.add_tools(HoverTool(renderers=bars, tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")] + [
-        (BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used]))
+    bars = fig.vbar_stack(
+        used,
+        x="x",
+        width=0.8,
+        source=src,
+        color=colors[: len(used)],
+        legend_label=[BREAKDOWN[c] for c in used],
+        nonselection_fill_alpha=0.35,
+    )
+    fig.add_tools(
+        HoverTool(
+            renderers=bars,
+            tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")]
+            + [(BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used],
+        )
+    )
     fig.add_tools(TapTool(renderers=bars))
     # Ticks only where steps are (named after them): every step when few, whole steps when many.
     fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
@@ -75,7 +94,8 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
 
 
 def step_range(steps, index):
-    """The step at row `index` and the time range it covers: {step_number, step_name, begin_ps, end_ps, step_time_ms}."""
+    """The step at row `index` and the time range it covers:
+    {step_number, step_name, begin_ps, end_ps, step_time_ms}."""
     row = steps.iloc[int(index)]
     begin = int(row.begin_ps)
     return {
@@ -139,8 +159,9 @@ class InputPipelineWidget(BokehWidget):
             self.sort_by = str(params["column"])
         elif kind == "toggle":
             path = str(params["path"])
-            self.collapsed = [p for p in self.collapsed if p != path] if path in self.collapsed else [
-                *self.collapsed, path]
+            self.collapsed = (
+                [p for p in self.collapsed if p != path] if path in self.collapsed else [*self.collapsed, path]
+            )
         else:
             raise ValueError(f"unknown request {kind!r}")
         return {"ok": True}, None
@@ -159,8 +180,10 @@ class InputPipelineWidget(BokehWidget):
         parent = {}
         for n in names:  # nearest listed ancestor along the iterator path
             parts = _plain(n).split("::")
-            parent[n] = next((plain["::".join(parts[:k])] for k in range(len(parts) - 1, 0, -1)
-                              if "::".join(parts[:k]) in plain), None)
+            parent[n] = next(
+                (plain["::".join(parts[:k])] for k in range(len(parts) - 1, 0, -1) if "::".join(parts[:k]) in plain),
+                None,
+            )
         children = {}
         for n in names:
             children.setdefault(parent[n], []).append(n)
@@ -181,42 +204,62 @@ class InputPipelineWidget(BokehWidget):
 
     def _html(self):
         r = self.result
-        cards = stat_cards([
-            ("avg_step_time_ms", "Average step time", f"{r.avg_step_time_ms:,.3f} ms"),
-            ("std_step_time_ms", "Standard deviation", f"{r.std_step_time_ms:,.3f} ms"),
-            ("range_ms", "Min / max", f"{r.min_step_time_ms:,.3f} / {r.max_step_time_ms:,.3f} ms"),
-            ("input_percent", "Waiting for input", f"{r.input_percent:.1f} % of step time"),
-            ("steps", "Steps analysed", f"{len(r.steps)}"),
-        ]) if not r.steps.empty else ""
-        step = r"" if not self.selected_step else (
-            f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
-            f'{self.selected_step["step_time_ms"]:,.3f} ms</div>')
+        cards = (
+            stat_cards(
+                [
+                    ("avg_step_time_ms", "Average step time", f"{r.avg_step_time_ms:,.3f} ms"),
+                    ("std_step_time_ms", "Standard deviation", f"{r.std_step_time_ms:,.3f} ms"),
+                    ("range_ms", "Min / max", f"{r.min_step_time_ms:,.3f} / {r.max_step_time_ms:,.3f} ms"),
+                    ("input_percent", "Waiting for input", f"{r.input_percent:.1f} % of step time"),
+                    ("steps", "Steps analysed", f"{len(r.steps)}"),
+                ]
+            )
+            if not r.steps.empty
+            else ""
+        )
+        step = (
+            r""
+            if not self.selected_step
+            else (
+                f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
+                f"{self.selected_step['step_time_ms']:,.3f} ms</div>"
+            )
+        )
         total_host = sum(r.host_breakdown_us.values()) or 1.0
         host = "".join(
             f'<tr><td>{esc(label)}</td><td class=num data-host="{k}">{r.host_breakdown_us.get(k, 0.0):,.1f} µs</td>'
             f'<td><div class="xw-bar" style="width:{200 * r.host_breakdown_us.get(k, 0.0) / total_host:.0f}px"></div>'
-            f'</td></tr>' for k, label in HOST.items()
+            f"</td></tr>"
+            for k, label in HOST.items()
         )
         head = "".join(
             f'<th data-request="sort" data-params="{data_json({"column": c})}"'
-            f'{" class=sorted" if c == self.sort_by else ""}>{esc(label)}</th>' for c, label in OP_COLUMNS.items()
+            f"{' class=sorted' if c == self.sort_by else ''}>{esc(label)}</th>"
+            for c, label in OP_COLUMNS.items()
         )
         body = []
         for op, depth, has_children in self._op_rows():
             name = op["op_name"]
             short = name.split("::")[-1] if depth else name
-            fold = (f'<span class="xw-fold" data-request="toggle" data-params="{data_json({"path": name})}">'
-                    f'{"▸" if name in self.collapsed else "▾"}</span> ') if has_children else ""
+            fold = (
+                (
+                    f'<span class="xw-fold" data-request="toggle" data-params="{data_json({"path": name})}">'
+                    f"{'▸' if name in self.collapsed else '▾'}</span> "
+                )
+                if has_children
+                else ""
+            )
             body.append(
                 f'<tr data-op="{esc(name)}" title="{esc(name)}"><td style="padding-left:{6 + 14 * depth}px">{fold}'
-                f'{esc(short)}</td><td class=num>{op["count"]:,}</td><td class=num>{op["time_us"]:,.1f}</td>'
-                f'<td class=num>{op["time_percent"]:.1f}</td><td class=num>{op["self_time_us"]:,.1f}</td>'
-                f'<td class=num>{op["self_time_percent"]:.1f}</td><td>{esc(op["category"])}</td></tr>'
+                f"{esc(short)}</td><td class=num>{op['count']:,}</td><td class=num>{op['time_us']:,.1f}</td>"
+                f"<td class=num>{op['time_percent']:.1f}</td><td class=num>{op['self_time_us']:,.1f}</td>"
+                f"<td class=num>{op['self_time_percent']:.1f}</td><td>{esc(op['category'])}</td></tr>"
             )
         ops_html = (
             f'<div class="xw-scroll"><table data-testid="input-ops" data-rows="{len(body)}"><thead><tr>{head}'
-            f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-            if body else '<div class="xw-note">No tf.data input ops in this profile.</div>'
+            f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+            if body
+            else '<div class="xw-note">No tf.data input ops in this profile.</div>'
         )
         reason = f'<div class="xw-note">{esc(r.reason)}</div>' if r.reason else ""
         return f"""

@@ -53,10 +53,43 @@ _TEXT_COLUMNS = ("kernel_name", "block_dim", "grid_dim", "op_name")
 
 
 # Words of C++ kernel names that tell kernels apart no better than their neighbours do.
-_PLAIN_WORDS = {"Eigen", "internal", "TensorEvaluator", "TensorAssignOp", "TensorMap", "Tensor", "MakePointer",
-                "GpuDevice", "DefaultDevice", "const", "int", "long", "short", "char", "unsigned", "signed", "bool",
-                "half", "float", "double", "void", "true", "false", "std", "tensorflow", "functor", "random",
-                "cutlass", "cub", "detail", "Index", "DSizes", "array", "IndexList", "type2index"}
+_PLAIN_WORDS = {
+    "Eigen",
+    "internal",
+    "TensorEvaluator",
+    "TensorAssignOp",
+    "TensorMap",
+    "Tensor",
+    "MakePointer",
+    "GpuDevice",
+    "DefaultDevice",
+    "const",
+    "int",
+    "long",
+    "short",
+    "char",
+    "unsigned",
+    "signed",
+    "bool",
+    "half",
+    "float",
+    "double",
+    "void",
+    "true",
+    "false",
+    "std",
+    "tensorflow",
+    "functor",
+    "random",
+    "cutlass",
+    "cub",
+    "detail",
+    "Index",
+    "DSizes",
+    "array",
+    "IndexList",
+    "type2index",
+}
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -91,7 +124,7 @@ def short_kernel_name(name, limit=46):
         text = base.rsplit("::", 1)[-1] + (f"<{inside}>" if sep else "") + rest.replace("<>", "<…>")
     if len(text) > limit:
         keep = limit - 1
-        text = text[: keep - keep // 3] + "…" + text[len(text) - keep // 3:]
+        text = text[: keep - keep // 3] + "…" + text[len(text) - keep // 3 :]
     return text
 
 
@@ -114,20 +147,28 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
                 continue
             launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
             dims = {k: {d: ",".join(str(x) for x in v[k]) for d, v in launch.items()} for k in ("grid", "block")}
-            frames.append(pd.DataFrame({
-                "kernel_name": ev["name"].to_numpy(object),
-                "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
-                "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
-                "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
-                "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
-                "duration_ns": ev["duration_ns"].to_numpy(np.int64),
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "kernel_name": ev["name"].to_numpy(object),
+                        "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
+                        "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
+                        "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
+                        "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
+                        "duration_ns": ev["duration_ns"].to_numpy(np.int64),
+                    }
+                )
+            )
     if not frames:
-        return pd.DataFrame(columns=["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op", "launches",
-                                     "duration_us"])
+        return pd.DataFrame(
+            columns=["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op", "launches", "duration_us"]
+        )
     ev = pd.concat(frames, ignore_index=True)
-    out = ev.groupby(["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op"], sort=False).agg(
-        launches=("duration_ns", "size"), duration_ns=("duration_ns", "sum")).reset_index()
+    out = (
+        ev.groupby(["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op"], sort=False)
+        .agg(launches=("duration_ns", "size"), duration_ns=("duration_ns", "sum"))
+        .reset_index()
+    )
     out["duration_us"] = out.pop("duration_ns") / 1e3
     return out.sort_values("duration_us", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -260,8 +301,11 @@ class KernelStatsWidget(BokehWidget):
             self._ops = OpIndex(self.run)
             self._hlo = kernel_hlo_ops(self.run)
         hlo = self._hlo
-        mine = hlo[(hlo["kernel_name"] == row["kernel_name"]) & (hlo["grid_dim"] == row["grid_dim"])
-                   & (hlo["block_dim"] == row["block_dim"])]
+        mine = hlo[
+            (hlo["kernel_name"] == row["kernel_name"])
+            & (hlo["grid_dim"] == row["grid_dim"])
+            & (hlo["block_dim"] == row["block_dim"])
+        ]
         for program_id, op_name in zip(mine["program_id"], mine["hlo_op"]):
             found = self._ops.op(program_id, op_name)
             if found is None:
@@ -272,19 +316,29 @@ class KernelStatsWidget(BokehWidget):
         if row["op_name"]:
             nodes = self._ops.framework_op(row["op_name"])
             same = self.stats[self.stats["op_name"] == row["op_name"]]
-            kernels = pd.DataFrame({
-                "kernel_name": same["kernel_name"], "grid_dim": same["grid_dim"], "block_dim": same["block_dim"],
-                "launches": same["occurrences"], "duration_us": same["total_duration_us"], "id": same.index,
-            })
+            kernels = pd.DataFrame(
+                {
+                    "kernel_name": same["kernel_name"],
+                    "grid_dim": same["grid_dim"],
+                    "block_dim": same["block_dim"],
+                    "launches": same["occurrences"],
+                    "duration_us": same["total_duration_us"],
+                    "id": same.index,
+                }
+            )
             if nodes:
                 node, program = nodes[0]
                 details = op_details(node, program)
                 if len(nodes) > 1:
-                    details["note"] = (f"{len(nodes)} HLO ops come from this framework op; this is the longest "
-                                       "(its kernels do not name their HLO op).")
+                    details["note"] = (
+                        f"{len(nodes)} HLO ops come from this framework op; this is the longest "
+                        "(its kernels do not name their HLO op)."
+                    )
                 return details, kernels
             return {
-                "name": row["op_name"], "kind": "framework op", "program": None,
+                "name": row["op_name"],
+                "kind": "framework op",
+                "program": None,
                 "occurrences": int(same["occurrences"].sum()),
                 "total_time_ps": float(same["total_duration_us"].sum() * 1e6),
                 "kernels": len(same),
@@ -296,8 +350,10 @@ class KernelStatsWidget(BokehWidget):
         """The kernels of an HLO op, each with the id of its kernel stats row (-1 if none)."""
         s = self.stats
         key = dict(zip(zip(s["kernel_name"], s["grid_dim"], s["block_dim"], s["op_name"]), s.index))
-        ids = [key.get((k, g, b, op_name), -1) for k, g, b in
-               zip(kernels["kernel_name"], kernels["grid_dim"], kernels["block_dim"])]
+        ids = [
+            key.get((k, g, b, op_name), -1)
+            for k, g, b in zip(kernels["kernel_name"], kernels["grid_dim"], kernels["block_dim"])
+        ]
         return kernels[["kernel_name", "grid_dim", "block_dim", "launches", "duration_us"]].assign(id=ids)
 
     # --- browser messages ----------------------------------------------------------
@@ -348,23 +404,48 @@ class KernelStatsWidget(BokehWidget):
         )
         right = float(top["total_duration_us"].max()) or 1.0
         fig = figure(
-            height=70 + 22 * n, sizing_mode="stretch_width", min_width=360,
+            height=70 + 22 * n,
+            sizing_mode="stretch_width",
+            min_width=360,
             title=f"Total time of the {n} longest kernels (µs)",
-            x_range=Range1d(0, right * 1.04), y_range=Range1d(n - 0.5, -0.5), tools="", toolbar_location=None,
+            x_range=Range1d(0, right * 1.04),
+            y_range=Range1d(n - 0.5, -0.5),
+            tools="",
+            toolbar_location=None,
         )
-        bars = fig.hbar(y="y", right="total", height=0.72, source=src, fill_color="color", line_color=None,
-                        legend_field="tc", selection_fill_color="color", selection_line_color="#222",
-                        selection_line_width=2, nonselection_fill_alpha=0.45)
+        bars = fig.hbar(
+            y="y",
+            right="total",
+            height=0.72,
+            source=src,
+            fill_color="color",
+            line_color=None,
+            legend_field="tc",
+            selection_fill_color="color",
+            selection_line_color="#222",
+            selection_line_width=2,
+            nonselection_fill_alpha=0.45,
+        )
         fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
-        fig.yaxis.major_label_overrides = {i: f"{r}. {short_kernel_name(k)}" for i, (r, k) in
-                                           enumerate(zip(top["rank"], top["kernel_name"]))}
+        fig.yaxis.major_label_overrides = {
+            i: f"{r}. {short_kernel_name(k)}" for i, (r, k) in enumerate(zip(top["rank"], top["kernel_name"]))
+        }
         fig.yaxis.major_label_text_font_size = "10px"
         fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
         fig.ygrid.grid_line_color = None
-        fig.add_tools(HoverTool(renderers=[bars], tooltips=[
-            ("kernel", "@name"), ("op", "@op"), ("total", "@total{0,0.000} µs"), ("launches", "@launches{0,0}"),
-            ("average", "@avg{0,0.000} µs"), ("", "@tc"),
-        ]))
+        fig.add_tools(
+            HoverTool(
+                renderers=[bars],
+                tooltips=[
+                    ("kernel", "@name"),
+                    ("op", "@op"),
+                    ("total", "@total{0,0.000} µs"),
+                    ("launches", "@launches{0,0}"),
+                    ("average", "@avg{0,0.000} µs"),
+                    ("", "@tc"),
+                ],
+            )
+        )
         fig.add_tools(TapTool(renderers=[bars]))
         # Bars are longest first: the bottom right corner is free for the key.
         fig.legend.location = "bottom_right"
@@ -378,12 +459,17 @@ class KernelStatsWidget(BokehWidget):
         if not k:
             return '<div class="xw-card" data-op-card="">Click a kernel (a row or a bar) to see its op here.</div>'
         name = esc(k["kernel_name"])
-        head = (f'<div class="xw-kernel" data-testid="selected-kernel"><b>Kernel</b> '
-                f'<code class="xw-clamp" title="{name}">{name}</code> (grid {esc(k["grid_dim"])}, block {esc(k["block_dim"])}, '
-                f'{k["occurrences"]:,} launches, {k["total_duration_us"]:,.3f} µs)</div>')
+        head = (
+            f'<div class="xw-kernel" data-testid="selected-kernel"><b>Kernel</b> '
+            f'<code class="xw-clamp" title="{name}">{name}</code> '
+            f"(grid {esc(k['grid_dim'])}, block {esc(k['block_dim'])}, "
+            f"{k['occurrences']:,} launches, {k['total_duration_us']:,.3f} µs)</div>"
+        )
         if not op:
-            card = ('<div class="xw-card" data-op-card="" data-testid="no-op">This kernel names no op (no `tf_op` '
-                    "or `hlo_op` stat on its launches), so there is no op to show.</div>")
+            card = (
+                '<div class="xw-card" data-op-card="" data-testid="no-op">This kernel names no op (no `tf_op` '
+                "or `hlo_op` stat on its launches), so there is no op to show.</div>"
+            )
         elif op.get("kind") == "framework op":
             card = (
                 f'<div class="xw-card" data-op-card="{esc(op["name"])}"><b data-testid="op-card-name">'
@@ -405,18 +491,24 @@ class KernelStatsWidget(BokehWidget):
         chosen = self.selected_kernel.get("id")
         rows = []
         for name, grid, block, launches, us, rid in kernels[
-                ["kernel_name", "grid_dim", "block_dim", "launches", "duration_us", "id"]].itertuples(index=False):
-            select = (f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"'
-                      if rid >= 0 else "")
+            ["kernel_name", "grid_dim", "block_dim", "launches", "duration_us", "id"]
+        ].itertuples(index=False):
+            select = (
+                f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"'
+                if rid >= 0
+                else ""
+            )
             cls = ' class="sel"' if rid == chosen else ""
-            rows.append(f'<tr{select}{cls}><td class="wrap" title="{esc(name)}">{esc(short_kernel_name(name, 40))}'
-                        f"</td><td>{esc(grid)}<br>{esc(block)}</td><td class=num>{int(launches):,}</td>"
-                        f"<td class=num>{us:,.3f}</td></tr>")
+            rows.append(
+                f'<tr{select}{cls}><td class="wrap" title="{esc(name)}">{esc(short_kernel_name(name, 40))}'
+                f"</td><td>{esc(grid)}<br>{esc(block)}</td><td class=num>{int(launches):,}</td>"
+                f"<td class=num>{us:,.3f}</td></tr>"
+            )
         return (
             f'<div class="xw-op-kernels"><b>Kernels of this op</b> ({len(kernels)})'
             f'<table class="xw-table" data-testid="op-kernels" data-rows="{len(kernels)}"><thead><tr>'
             "<th>Kernel</th><th>Grid<br>block</th><th>Launches</th><th>µs</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table></div>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
 
     def _html(self):
@@ -426,14 +518,19 @@ class KernelStatsWidget(BokehWidget):
         total = float(s["total_duration_us"].sum())
         tc_time = float(s.loc[s["is_kernel_using_tensor_core"], "total_duration_us"].sum())
         eligible = float(s.loc[s["is_op_tensor_core_eligible"], "total_duration_us"].sum())
-        share = lambda x: f"{100 * x / total:.1f} %" if total > 0 else "n/a"
-        stats = stat_cards([
-            ("kernels", "Kernels (launch configurations)", f"{len(s):,}"),
-            ("launches", "Launches", f"{int(s['occurrences'].sum()):,}"),
-            ("total_time", "Total kernel time", f"{total / 1e3:,.3f} ms"),
-            ("tensor_core_time", "Time in TensorCore kernels", share(tc_time)),
-            ("eligible_time", "Time in TensorCore-eligible ops", share(eligible)),
-        ])
+
+        def share(x):
+            return f"{100 * x / total:.1f} %" if total > 0 else "n/a"
+
+        stats = stat_cards(
+            [
+                ("kernels", "Kernels (launch configurations)", f"{len(s):,}"),
+                ("launches", "Launches", f"{int(s['occurrences'].sum()):,}"),
+                ("total_time", "Total kernel time", f"{total / 1e3:,.3f} ms"),
+                ("tensor_core_time", "Time in TensorCore kernels", share(tc_time)),
+                ("eligible_time", "Time in TensorCore-eligible ops", share(eligible)),
+            ]
+        )
         top_choices = sorted(set(TOP_N_CHOICES) | {self.top_n})
         controls = (
             f'<label>Kernel name <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
@@ -441,15 +538,25 @@ class KernelStatsWidget(BokehWidget):
             f'<label>Op name <input type="text" data-request="op_filter" value="{esc(self.op_filter)}" '
             f'placeholder="filter" data-testid="op-filter"></label>'
             f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f'{options([str(v) for v in top_choices], str(self.top_n))}</select></label>'
+            f"{options([str(v) for v in top_choices], str(self.top_n))}</select></label>"
         )
-        matched = (f"{len(table):,} of {len(s):,} kernels match" if len(table) != len(s) else f"{len(s):,} kernels")
+        matched = f"{len(table):,} of {len(s):,} kernels match" if len(table) != len(s) else f"{len(s):,} kernels"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
-        chart = '<div data-figure="kernels"></div>' if len(table) else (
-            '<div class="xw-note" data-testid="no-match">No kernel matches the filters.</div>')
+        chart = (
+            '<div data-figure="kernels"></div>'
+            if len(table)
+            else ('<div class="xw-note" data-testid="no-match">No kernel matches the filters.</div>')
+        )
         grid = table_html(
-            shown, COLUMNS, self.sort_by, self.sort_descending, "kernel-table", total_rows=len(table),
-            row_attrs=lambda rid: f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"',
+            shown,
+            COLUMNS,
+            self.sort_by,
+            self.sort_descending,
+            "kernel-table",
+            total_rows=len(table),
+            row_attrs=lambda rid: (
+                f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"'
+            ),
             selected=self.selected_kernel.get("id"),
         )
         return f"""

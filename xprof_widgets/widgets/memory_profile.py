@@ -10,7 +10,6 @@ only the sampled timeline (at most 1000 points), never every event.
 
 from __future__ import annotations
 
-
 import numpy as np
 import traitlets
 from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, LinearAxis, Range1d, Span, TapTool
@@ -31,8 +30,6 @@ HEADERS = {
     "data_type": "Data type",
     "shape": "Shape",
 }
-
-
 
 
 def _unit(max_bytes):
@@ -211,25 +208,53 @@ class MemoryProfileWidget(BokehWidget):
             tools="xpan,xwheel_zoom,reset,save",
             active_scroll="xwheel_zoom",
         )
-        columns = fig.quad(left="left", right="right", bottom=0, top=top * 1.05, source=src, fill_alpha=0,
-                           line_alpha=0, selection_fill_alpha=0.12, selection_fill_color="#555",
-                           selection_line_alpha=0, nonselection_fill_alpha=0, nonselection_line_alpha=0)
+        columns = fig.quad(
+            left="left",
+            right="right",
+            bottom=0,
+            top=top * 1.05,
+            source=src,
+            fill_alpha=0,
+            line_alpha=0,
+            selection_fill_alpha=0.12,
+            selection_fill_color="#555",
+            selection_line_alpha=0,
+            nonselection_fill_alpha=0,
+            nonselection_line_alpha=0,
+        )
         fig.varea(x="t", y1=0, y2="stack", source=curves, fill_color="#76b7b2", fill_alpha=0.8, legend_label="stack")
-        fig.varea(x="t", y1="stack", y2="heap_top", source=curves, fill_color="#4e79a7", fill_alpha=0.8,
-                  legend_label="heap")
+        fig.varea(
+            x="t", y1="stack", y2="heap_top", source=curves, fill_color="#4e79a7", fill_alpha=0.8, legend_label="heap"
+        )
         fig.line("t", "free", source=curves, color="#59a14f", line_width=1.5, legend_label="free")
         fig.extra_y_ranges = {"frag": Range1d(0, 100)}
         fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
-        fig.line("t", "frag", source=curves, y_range_name="frag", color="#e15759", line_dash="dashed",
-                 legend_label="fragmentation")
-        fig.add_layout(Span(location=r.peak_time_ms, dimension="height", line_color="#e15759", line_width=2,
-                            line_dash="dotted"))
-        fig.scatter([r.peak_time_ms], [r.peak_bytes_in_profile / div], size=9, color="#e15759",
-                    legend_label="peak")
-        fig.add_tools(HoverTool(renderers=[columns], tooltips=[
-            ("time", "@t{0,0.000} ms"), ("heap", f"@heap{{0,0.000}} {unit}"), ("stack", f"@stack{{0,0.000}} {unit}"),
-            ("free", f"@free{{0,0.000}} {unit}"), ("fragmentation", "@frag{0.0} %"), ("event", "@activity @op"),
-        ]))
+        fig.line(
+            "t",
+            "frag",
+            source=curves,
+            y_range_name="frag",
+            color="#e15759",
+            line_dash="dashed",
+            legend_label="fragmentation",
+        )
+        fig.add_layout(
+            Span(location=r.peak_time_ms, dimension="height", line_color="#e15759", line_width=2, line_dash="dotted")
+        )
+        fig.scatter([r.peak_time_ms], [r.peak_bytes_in_profile / div], size=9, color="#e15759", legend_label="peak")
+        fig.add_tools(
+            HoverTool(
+                renderers=[columns],
+                tooltips=[
+                    ("time", "@t{0,0.000} ms"),
+                    ("heap", f"@heap{{0,0.000}} {unit}"),
+                    ("stack", f"@stack{{0,0.000}} {unit}"),
+                    ("free", f"@free{{0,0.000}} {unit}"),
+                    ("fragmentation", "@frag{0.0} %"),
+                    ("event", "@activity @op"),
+                ],
+            )
+        )
         fig.add_tools(TapTool(renderers=[columns]))
         fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
         fig.legend.orientation = "horizontal"
@@ -243,7 +268,8 @@ class MemoryProfileWidget(BokehWidget):
         hosts = options(self.run.hosts, self.host)
         host_select = (
             f'<label>Host <select data-request="host" data-testid="host">{hosts}</select></label>'
-            if len(self.run.hosts) > 1 else ""
+            if len(self.run.hosts) > 1
+            else ""
         )
         stats = [
             ("peak_bytes_in_use", "Lifetime peak", human_bytes(r.peak_bytes_in_use)),
@@ -278,8 +304,10 @@ class MemoryProfileWidget(BokehWidget):
         r = self.result
         table = self.breakdown
         if self.moment_ps < 0:
-            title = (f"Allocations live at the peak ({r.peak_time_ms:,.3f} ms, step {r.peak_step_id}), as XProf "
-                     "shows them. Click the timeline for another moment.")
+            title = (
+                f"Allocations live at the peak ({r.peak_time_ms:,.3f} ms, step {r.peak_step_id}), as XProf "
+                "shows them. Click the timeline for another moment."
+            )
             back = ""
         else:
             moment_ms = (self.moment_ps - (r.peak_time_abs_ps - r.peak_time_ps)) / 1e9
@@ -287,7 +315,7 @@ class MemoryProfileWidget(BokehWidget):
             back = ' <button data-request="peak" data-testid="back-to-peak">back to the peak</button>'
         head = "".join(
             f'<th data-request="sort" data-params="{data_json({"column": c})}"'
-            f'{" class=sorted" if c == self.sort_by else ""}>{HEADERS[c]}</th>'
+            f"{' class=sorted' if c == self.sort_by else ''}>{HEADERS[c]}</th>"
             for c in SORTABLE
         )
         rows = []
@@ -297,13 +325,17 @@ class MemoryProfileWidget(BokehWidget):
                 f"<td class=num>{esc(human_bytes(row.requested_bytes))}</td><td class=num>{row.occurrences}</td>"
                 f"<td>{esc(row.region_type)}</td><td>{esc(row.data_type)}</td><td>{esc(row.shape)}</td></tr>"
             )
-        more = f"<div>{len(table) - TABLE_ROWS} more rows: see the widget's .breakdown</div>" if len(table) > TABLE_ROWS else ""
+        more = (
+            f"<div>{len(table) - TABLE_ROWS} more rows: see the widget's .breakdown</div>"
+            if len(table) > TABLE_ROWS
+            else ""
+        )
         return (
             f'<div data-testid="breakdown-title">{esc(title)}{back}</div>'
-            f'<div class="xw-scroll"><table data-testid="breakdown" data-rows="{len(table)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div>{more}'
+            f'<div class="xw-scroll"><table data-testid="breakdown" data-rows="{len(table)}">'
+            f"<thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>{more}"
         )
-
 
 
 __all__ = ["MemoryProfileWidget"]

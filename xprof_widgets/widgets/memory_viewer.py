@@ -9,7 +9,6 @@ buffer draws its lifespan on the heap chart; clicking it pins its details.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import traitlets
@@ -38,8 +37,6 @@ BUFFER_SOURCES = ("by_order", "by_size")
 
 def _mib(n):
     return f"{n / MIB:,.2f} MiB"
-
-
 
 
 class MemoryViewerWidget(BokehWidget):
@@ -119,8 +116,12 @@ class MemoryViewerWidget(BokehWidget):
     def _link_charts(self, details):
         """Both buffer charts highlight the buffer, whichever was clicked."""
         source = self.selected.get("source")
-        want = {"figure": "buffers", "source": source if source in BUFFER_SOURCES else "by_order",
-                "id": details["program_order_index"], "linked": list(BUFFER_SOURCES)}
+        want = {
+            "figure": "buffers",
+            "source": source if source in BUFFER_SOURCES else "by_order",
+            "id": details["program_order_index"],
+            "linked": list(BUFFER_SOURCES),
+        }
         if {k: self.selected.get(k) for k in want} != want:
             self.selected = want
 
@@ -197,17 +198,43 @@ class MemoryViewerWidget(BokehWidget):
             active_scroll="xwheel_zoom",
         )
         lifespan = ColumnDataSource({"left": [], "right": [], "top": []}, name="lifespan")
-        fig.quad(left="left", right="right", bottom=0, top="top", source=lifespan, fill_color="#f28e2b",
-                 fill_alpha=0.35, line_color="#f28e2b")
+        fig.quad(
+            left="left",
+            right="right",
+            bottom=0,
+            top="top",
+            source=lifespan,
+            fill_color="#f28e2b",
+            fill_alpha=0.35,
+            line_color="#f28e2b",
+        )
         padded = fig.step("step", "heap", source=src, mode="after", line_width=2, color="#4e79a7", legend_label="heap")
-        fig.step("step", "unpadded", source=src, mode="after", line_width=1.5, color="#59a14f", line_dash="dashed",
-                 legend_label="unpadded")
+        fig.step(
+            "step",
+            "unpadded",
+            source=src,
+            mode="after",
+            line_width=1.5,
+            color="#59a14f",
+            line_dash="dashed",
+            legend_label="unpadded",
+        )
         peak_x = int(np.argmax(r.heap_sizes)) if len(r.heap_sizes) else 0
-        fig.add_layout(Span(location=peak_x, dimension="height", line_color="#e15759", line_dash="dotted",
-                            line_width=2))
-        fig.add_tools(HoverTool(renderers=[padded], mode="vline",
-                                tooltips=[("step", "@step"), ("heap", "@heap{0,0.00} MiB"),
-                                          ("unpadded", "@unpadded{0,0.00} MiB"), ("op", "@op")]))
+        fig.add_layout(
+            Span(location=peak_x, dimension="height", line_color="#e15759", line_dash="dotted", line_width=2)
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[padded],
+                mode="vline",
+                tooltips=[
+                    ("step", "@step"),
+                    ("heap", "@heap{0,0.00} MiB"),
+                    ("unpadded", "@unpadded{0,0.00} MiB"),
+                    ("op", "@op"),
+                ],
+            )
+        )
         fig.y_range.start = 0  # sizes from zero, as XProf draws them: no exaggerated swings
         fig.legend.orientation = "horizontal"
         fig.add_layout(fig.legend[0], "above")  # not over the heap curve
@@ -236,14 +263,37 @@ class MemoryViewerWidget(BokehWidget):
                 },
                 name=name,
             )
-            fig = figure(height=110, sizing_mode="stretch_width", title=title, x_axis_label="MiB",
-                         tools="xpan,xwheel_zoom,reset", y_range=(0, 1))
-            bars = fig.quad(left="left", right="right", bottom=0, top=1, source=src, fill_color="color",
-                            line_color="white", selection_line_color="black", selection_line_width=3,
-                            nonselection_fill_alpha=0.45)
-            fig.add_tools(HoverTool(renderers=[bars],
-                                    tooltips=[("buffer", "@name"), ("category", "@category"),
-                                              ("size", "@size{0,0.000} MiB"), ("shape", "@shape")]))
+            fig = figure(
+                height=110,
+                sizing_mode="stretch_width",
+                title=title,
+                x_axis_label="MiB",
+                tools="xpan,xwheel_zoom,reset",
+                y_range=(0, 1),
+            )
+            bars = fig.quad(
+                left="left",
+                right="right",
+                bottom=0,
+                top=1,
+                source=src,
+                fill_color="color",
+                line_color="white",
+                selection_line_color="black",
+                selection_line_width=3,
+                nonselection_fill_alpha=0.45,
+            )
+            fig.add_tools(
+                HoverTool(
+                    renderers=[bars],
+                    tooltips=[
+                        ("buffer", "@name"),
+                        ("category", "@category"),
+                        ("size", "@size{0,0.000} MiB"),
+                        ("shape", "@shape"),
+                    ],
+                )
+            )
             fig.add_tools(TapTool(renderers=[bars]))
             fig.yaxis.visible = False
             fig.ygrid.visible = False
@@ -267,6 +317,9 @@ class MemoryViewerWidget(BokehWidget):
             ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
             ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
         ]
+        legend = "".join(
+            f'<span><i style="background:{c}"></i>{esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k
+        )
         return f"""
 <style>
 {BASE_CSS.format(root=".xw-mv")}
@@ -282,7 +335,7 @@ class MemoryViewerWidget(BokehWidget):
   </div>
   {stat_cards(stats)}
   <div data-figure="heap"></div>
-  <div class="xw-legend">{''.join(f'<span><i style="background:{c}"></i>{esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k)}</div>
+  <div class="xw-legend">{legend}</div>
   <div data-figure="buffers"></div>
   {self._card_html()}
 </div>"""
@@ -310,7 +363,6 @@ class MemoryViewerWidget(BokehWidget):
             f'<div class="xw-card" data-card="{esc(b["instruction_name"])}">'
             f'<b data-testid="card-name">{esc(b["instruction_name"])}</b><table>{body}</table></div>'
         )
-
 
 
 __all__ = ["MemoryViewerWidget"]

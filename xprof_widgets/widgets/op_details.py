@@ -97,10 +97,14 @@ def _graph_link(details, show_graph):
         return ""
     if show_graph:
         params = data_json({"op": details["name"], "module": program})
-        return (f'<button data-request="show-graph" data-params="{params}" data-testid="show-in-graph">'
-                "Show in graph viewer</button>")
-    return (f'<div class="xw-note" data-testid="graph-code" style="font-size:11px;color:#666">In the graph viewer: '
-            f"<code>xw.GraphViewerWidget(run, op={esc(repr(details['name']))}, module={esc(repr(program))})</code></div>")
+        return (
+            f'<button data-request="show-graph" data-params="{params}" data-testid="show-in-graph">'
+            "Show in graph viewer</button>"
+        )
+    return (
+        f'<div class="xw-note" data-testid="graph-code" style="font-size:11px;color:#666">In the graph viewer: '
+        f"<code>xw.GraphViewerWidget(run, op={esc(repr(details['name']))}, module={esc(repr(program))})</code></div>"
+    )
 
 
 class OpDetailsCard(BokehWidget):

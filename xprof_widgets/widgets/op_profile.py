@@ -104,8 +104,9 @@ class OpProfileWidget(BokehWidget):
         for node, depth, parent in self.profile.root.walk():
             index[id(node)] = len(self.nodes)
             parent_i = index.get(id(parent)) if parent is not None else None
-            program = node.name if node.kind == "program" else (
-                self.nodes[parent_i][3] if parent_i is not None else None)
+            program = (
+                node.name if node.kind == "program" else (self.nodes[parent_i][3] if parent_i is not None else None)
+            )
             self.nodes.append((node, depth, parent_i, program))
         previous = self.selected_op.get("name") if self.selected_op else None
         self.selected = {}
@@ -155,9 +156,11 @@ class OpProfileWidget(BokehWidget):
             self._select_index(int(params["id"]))
         elif kind == "hover-row":
             geometry = self._wedge_of.get(int(params["id"]))
-            columns = dict(zip(("inner", "outer", "start", "end"),
-                               (np.array([v], dtype=np.float64) for v in geometry))) if geometry else \
-                {k: np.zeros(0) for k in ("inner", "outer", "start", "end")}
+            columns = (
+                dict(zip(("inner", "outer", "start", "end"), (np.array([v], dtype=np.float64) for v in geometry)))
+                if geometry
+                else {k: np.zeros(0) for k in ("inner", "outer", "start", "end")}
+            )
             self.push_columns("hover_wedge", columns)
         elif kind == "control":
             name, value = params["name"], params["value"]
@@ -180,7 +183,7 @@ class OpProfileWidget(BokehWidget):
         span = {0: (0.0, 2 * math.pi)}
         cursor = {0: 0.0}
         rows = []
-        for i, (node, depth, parent, program) in enumerate(self.nodes):
+        for i, (node, depth, parent, _program) in enumerate(self.nodes):
             if i == 0:
                 continue
             if depth > MAX_DEPTH or parent not in span:
@@ -203,7 +206,7 @@ class OpProfileWidget(BokehWidget):
             self._key = None  # the colour key: utilisation
         else:  # no chip peaks (CPU): colour by the category the node sits in
             category = {}  # node -> the category it sits in; None above the categories (programs)
-            for i, (node, depth, parent, _) in enumerate(self.nodes):
+            for i, (node, _depth, parent, _) in enumerate(self.nodes):
                 if node.kind == "category":
                     category[i] = node.name
                 elif node.kind in ("root", "program", "provenance"):
@@ -245,26 +248,67 @@ class OpProfileWidget(BokehWidget):
         )
         extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
         fig = figure(
-            width=400, height=400, x_range=(-extent, extent), y_range=(-extent, extent), match_aspect=True,
+            width=400,
+            height=400,
+            x_range=(-extent, extent),
+            y_range=(-extent, extent),
+            match_aspect=True,
             tools="",
         )
         wedges = fig.annular_wedge(
-            x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end",
-            source=src, fill_color="color", line_color="white", selection_line_color="black",
-            selection_line_width=3, nonselection_fill_alpha=0.6,
+            x=0,
+            y=0,
+            inner_radius="inner",
+            outer_radius="outer",
+            start_angle="start",
+            end_angle="end",
+            source=src,
+            fill_color="color",
+            line_color="white",
+            selection_line_color="black",
+            selection_line_width=3,
+            nonselection_fill_alpha=0.6,
         )
         # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
         hovered = ColumnDataSource({"inner": [], "outer": [], "start": [], "end": []}, name="hover_wedge")
-        fig.annular_wedge(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start",
-                          end_angle="end", source=hovered, fill_alpha=0, line_color="#222", line_width=3,
-                          line_dash="dashed")
-        fig.text(x=xs, y=ys, text=texts, angle=angles, text_font_size="9px", text_align="center",
-                 text_baseline="middle", text_color="#111", background_fill_color="white",
-                 background_fill_alpha=0.65, padding=1, name="wedge_labels")
-        fig.add_tools(HoverTool(renderers=[wedges], tooltips=[
-            ("", "@kind @name"), ("time", "@time{0.00} %"), ("FLOPS util", "@flops{0.00} %"),
-            ("HBM util", "@hbm{0.00} %"),
-        ]))
+        fig.annular_wedge(
+            x=0,
+            y=0,
+            inner_radius="inner",
+            outer_radius="outer",
+            start_angle="start",
+            end_angle="end",
+            source=hovered,
+            fill_alpha=0,
+            line_color="#222",
+            line_width=3,
+            line_dash="dashed",
+        )
+        fig.text(
+            x=xs,
+            y=ys,
+            text=texts,
+            angle=angles,
+            text_font_size="9px",
+            text_align="center",
+            text_baseline="middle",
+            text_color="#111",
+            background_fill_color="white",
+            background_fill_alpha=0.65,
+            padding=1,
+            name="wedge_labels",
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[wedges],
+                tooltips=[
+                    ("", "@kind @name"),
+                    ("time", "@time{0.00} %"),
+                    ("FLOPS util", "@flops{0.00} %"),
+                    ("HBM util", "@hbm{0.00} %"),
+                ],
+            )
+        )
         fig.add_tools(TapTool(renderers=[wedges]))
         fig.axis.visible = False
         fig.grid.visible = False
@@ -276,13 +320,17 @@ class OpProfileWidget(BokehWidget):
         """What the sunburst's colours mean, under it."""
         if self._key is None:
             stops = ", ".join(UTILIZATION_COLORS)
-            return ('<div class="xw-key" data-testid="colour-key">Colour: max(FLOPS, HBM bandwidth) utilisation'
-                    f'<div class="xw-ramp" style="background: linear-gradient(to right, {stops})"></div>'
-                    '<div class="xw-ramp-ticks"><span>0 %</span><span>50 %</span><span>100 %</span></div></div>')
+            return (
+                '<div class="xw-key" data-testid="colour-key">Colour: max(FLOPS, HBM bandwidth) utilisation'
+                f'<div class="xw-ramp" style="background: linear-gradient(to right, {stops})"></div>'
+                '<div class="xw-ramp-ticks"><span>0 %</span><span>50 %</span><span>100 %</span></div></div>'
+            )
         key = ({"(program)": NEUTRAL} if self.group_by == "program" else {}) | self._key
         swatches = "".join(f'<span><i style="background:{c}"></i>{esc(name)}</span>' for name, c in key.items())
-        return ('<div class="xw-key" data-testid="colour-key">Colour: category (no known peak on this '
-                f"device, so no utilisation)<div>{swatches}</div></div>")
+        return (
+            '<div class="xw-key" data-testid="colour-key">Colour: category (no known peak on this '
+            f"device, so no utilisation)<div>{swatches}</div></div>"
+        )
 
     def _visible_rows(self):
         """Indices of the table rows: all nodes, or those matching the filter and their parents."""
@@ -290,7 +338,7 @@ class OpProfileWidget(BokehWidget):
             return list(range(len(self.nodes)))
         needle = self.name_filter.lower()
         keep = set()
-        for i, (node, _, parent, _) in enumerate(self.nodes):
+        for i, (node, _, _parent, _) in enumerate(self.nodes):
             if needle in node.name.lower():
                 while i is not None and i not in keep:
                     keep.add(i)
@@ -312,16 +360,19 @@ class OpProfileWidget(BokehWidget):
             f'<label>Top <select data-request="control" data-params="{data_json({"name": "top_n"})}" '
             f'data-testid="top-n">{options(["10", "25", "100"], str(self.top_n))}</select></label>'
             f'<label><input type="checkbox" data-request="control" data-params="{data_json({"name": "exclude_idle"})}"'
-            f'{" checked" if self.exclude_idle else ""}> exclude idle</label>'
-            f'<label>Filter <input type="text" data-request="control" data-params="{data_json({"name": "name_filter"})}" '
+            f"{' checked' if self.exclude_idle else ''}> exclude idle</label>"
+            f'<label>Filter <input type="text" data-request="control" '
+            f'data-params="{data_json({"name": "name_filter"})}" '
             f'value="{esc(self.name_filter)}" placeholder="op name" data-testid="name-filter"></label>'
         )
-        stats = stat_cards([
-            ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
-            ("flops_utilization", "FLOPS utilization", _pct(root.flops_utilization_of_time, 4)),
-            ("hbm_utilization", "HBM bandwidth utilization", _pct(root.hbm_utilization)),
-            ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
-        ])
+        stats = stat_cards(
+            [
+                ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
+                ("flops_utilization", "FLOPS utilization", _pct(root.flops_utilization_of_time, 4)),
+                ("hbm_utilization", "HBM bandwidth utilization", _pct(root.hbm_utilization)),
+                ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
+            ]
+        )
         selected = self.selected_op.get("id") if self.selected_op else None
         body = []
         for i in self._visible_rows():
@@ -331,7 +382,7 @@ class OpProfileWidget(BokehWidget):
                 f'<tr data-select="{data_json({"figure": "sunburst", "source": "wedges", "id": i})}" '
                 f'data-hover="hover-row" data-params="{data_json({"id": i})}" '
                 f'data-node="{i}"'
-                f'{f" class={cls!r}" if cls else ""}>'
+                f"{f' class={cls!r}' if cls else ''}>"
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'
                 f"<td class=num>{100 * node.time_fraction:.2f} %</td>"
                 f"<td class=num>{node.time_ps / 1e9:,.3f}</td>"
@@ -345,7 +396,8 @@ class OpProfileWidget(BokehWidget):
 .xw-op .xw-body {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }}
 .xw-op .xw-scroll {{ max-height: 460px; flex: 1 1 420px; }}
 .xw-op table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
-.xw-op th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; position: sticky; top: 0; background: #fff; }}
+.xw-op th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; position: sticky; top: 0;
+  background: #fff; }}
 .xw-op td {{ border-bottom: 1px solid #eee; padding: 1px 6px; cursor: pointer; white-space: nowrap; }}
 .xw-op td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 .xw-op tr.hov td {{ background: #e8f0fb; }}
@@ -366,8 +418,9 @@ class OpProfileWidget(BokehWidget):
   {self._notes_html()}
   <div class="xw-body">
     <div class="xw-sun"><div data-figure="sunburst"></div>{self._key_html()}</div>
-    <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th><th>Time</th>
-      <th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead><tbody>{"".join(body)}</tbody></table></div>
+    <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th>
+      <th>Time</th><th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead>
+      <tbody>{"".join(body)}</tbody></table></div>
   </div>
   {op_details_html(self.selected_op, show_graph=self.hosted)}
 </div>"""

@@ -21,8 +21,10 @@ from .input_pipeline import step_range, steps_figure
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
 
 
-_NO_DEVICE = ("This run has no accelerator (GPU or TPU) planes: the program ran on the host CPU. XProf's "
-              "overview counts device cores and device ops only, so it shows 0 cores and no device ops too.")
+_NO_DEVICE = (
+    "This run has no accelerator (GPU or TPU) planes: the program ran on the host CPU. XProf's "
+    "overview counts device cores and device ops only, so it shows 0 cores and no device ops too."
+)
 
 
 def _ms(ps):
@@ -62,25 +64,48 @@ class OverviewWidget(BokehWidget):
         if r.device_duty_cycle_percent is not None:
             stats.append(("device_duty_cycle_percent", "Device duty cycle", f"{r.device_duty_cycle_percent:.1f} %"))
         if r.op_placement:
-            stats.append(("op_placement", "Op placement (host / device)",
-                          f"{r.op_placement.get('host_percent', 0):.1f} % / {r.op_placement.get('device_percent', 0):.1f} %"))
-            stats.append(("eager_percent", "Op time in eager execution (host / device)",
-                          f"{r.host_op_time_eager_percent:.1f} % / {r.device_op_time_eager_percent:.1f} %"))
+            stats.append(
+                (
+                    "op_placement",
+                    "Op placement (host / device)",
+                    f"{r.op_placement.get('host_percent', 0):.1f} % / {r.op_placement.get('device_percent', 0):.1f} %",
+                )
+            )
+            stats.append(
+                (
+                    "eager_percent",
+                    "Op time in eager execution (host / device)",
+                    f"{r.host_op_time_eager_percent:.1f} % / {r.device_op_time_eager_percent:.1f} %",
+                )
+            )
         if r.precision:
-            stats.append(("precision", "Device compute 16 / 32-bit",
-                          f"{r.precision.get('16bit_percent', 0):.1f} % / {r.precision.get('32bit_percent', 0):.1f} %"))
-        env = stat_cards([
-            ("host_count", "Hosts", f"{r.host_count}"),
-            ("device_type", "Device type", r.device_type),
-            ("device_core_count", "Device cores", f"{r.device_core_count}"),
-        ])
+            stats.append(
+                (
+                    "precision",
+                    "Device compute 16 / 32-bit",
+                    f"{r.precision.get('16bit_percent', 0):.1f} % / {r.precision.get('32bit_percent', 0):.1f} %",
+                )
+            )
+        env = stat_cards(
+            [
+                ("host_count", "Hosts", f"{r.host_count}"),
+                ("device_type", "Device type", r.device_type),
+                ("device_core_count", "Device cores", f"{r.device_core_count}"),
+            ]
+        )
         no_steps = f'<div class="xw-note" data-testid="no-steps">{esc(r.reason)}</div>' if r.reason else ""
-        step = "" if not self.selected_step else (
-            f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
-            f'{self.selected_step["step_time_ms"]:,.3f} ms</div>')
+        step = (
+            ""
+            if not self.selected_step
+            else (
+                f'<div data-testid="selected-step">Selected {esc(self.selected_step["step_name"])}: '
+                f"{self.selected_step['step_time_ms']:,.3f} ms</div>"
+            )
+        )
         rows = "".join(
             f"<tr><td>{esc(op.operation)}</td><td>{esc(op.category)}</td><td class=num>{_ms(op.self_time_ps)}</td>"
-            f"<td class=num>{100 * op.self_time_fraction:.1f} %</td><td class=num>{100 * op.cumulative_time_fraction:.1f} %</td>"
+            f"<td class=num>{100 * op.self_time_fraction:.1f} %</td>"
+            f"<td class=num>{100 * op.cumulative_time_fraction:.1f} %</td>"
             f"<td class=num>{op.occurrences:,}</td><td class=num>{op.flop_rate_gflops:,.2f}</td></tr>"
             for op in r.top_ops.itertuples(index=False)
         )
@@ -88,7 +113,8 @@ class OverviewWidget(BokehWidget):
             f'<div class="xw-scroll"><table data-testid="top-ops" data-rows="{len(r.top_ops)}"><thead><tr>'
             f"<th>Operation</th><th>Category</th><th>Self time</th><th>Self %</th><th>Cumulative %</th>"
             f"<th>Occurrences</th><th>GFLOP/s</th></tr></thead><tbody>{rows}</tbody></table></div>"
-            if rows else f'<div class="xw-note" data-testid="no-top-ops">{esc(self._no_top_ops())}</div>'
+            if rows
+            else f'<div class="xw-note" data-testid="no-top-ops">{esc(self._no_top_ops())}</div>'
         )
         lat_rows = "".join(
             f"<tr><td>{esc(m.module)}</td><td class=num>{m.executions:,}</td><td class=num>{m.mean_ms:,.3f}</td>"
@@ -97,10 +123,12 @@ class OverviewWidget(BokehWidget):
             for m in r.module_latency.head(LATENCY_ROWS).itertuples(index=False)
         )
         latency = (
-            f'<h4>XLA module latency (ms, per execution on a device core)</h4>'
+            f"<h4>XLA module latency (ms, per execution on a device core)</h4>"
             f'<div class="xw-scroll"><table data-testid="module-latency" data-rows="{len(r.module_latency)}"><thead>'
             f"<tr><th>Module</th><th>Executions</th><th>Mean</th><th>p50</th><th>p90</th><th>p99</th><th>Max</th>"
-            f"</tr></thead><tbody>{lat_rows}</tbody></table></div>" if lat_rows else ""
+            f"</tr></thead><tbody>{lat_rows}</tbody></table></div>"
+            if lat_rows
+            else ""
         )
         return f"""
 <style>
@@ -130,19 +158,22 @@ class OverviewWidget(BokehWidget):
         """Why a run on the host CPU shows 0 device cores (XProf shows the same)."""
         if self.result.device_core_count:
             return ""
-        return (f'<div class="xw-note" data-testid="no-device">{esc(_NO_DEVICE)} '
-                f"{esc(self._op_profile_pointer())}</div>")
+        return f'<div class="xw-note" data-testid="no-device">{esc(_NO_DEVICE)} {esc(self._op_profile_pointer())}</div>'
 
     def _no_top_ops(self):
         if self.result.device_core_count:
             return "No device operations in this profile."
-        return ("No device operations: XProf's top operations are ops that ran on a device, and this run "
-                "has no device (see the run environment below).")
+        return (
+            "No device operations: XProf's top operations are ops that ran on a device, and this run "
+            "has no device (see the run environment below)."
+        )
 
     def _op_profile_pointer(self):
         if "op_profile" in self.run.tools:
-            return ("The ops XLA ran on the host CPU, with their time and FLOPs, are in the op profile: "
-                    "xw.OpProfileWidget(run), or the op profile tool of ProfileWidget.")
+            return (
+                "The ops XLA ran on the host CPU, with their time and FLOPs, are in the op profile: "
+                "xw.OpProfileWidget(run), or the op profile tool of ProfileWidget."
+            )
         return ""
 
 

@@ -163,21 +163,29 @@ class ProfileWidget(HostWidget):
         def select(what, values, selected, labels=None):
             opts = "".join(
                 f'<option value="{html.escape(v)}"{" selected" if v == selected else ""}>'
-                f"{html.escape(labels[v] if labels else v)}</option>" for v in values)
+                f"{html.escape(labels[v] if labels else v)}</option>"
+                for v in values
+            )
             params = data_json({"what": what})
-            return (f'<label class="xw-profile-{what}">{what.capitalize()} <select data-request="choose" '
-                    f'data-params="{params}">{opts}</select></label>')
+            return (
+                f'<label class="xw-profile-{what}">{what.capitalize()} <select data-request="choose" '
+                f'data-params="{params}">{opts}</select></label>'
+            )
 
-        bar = (select("run", self.runs, self.run_name)
-               + (select("host", self.hosts, self.host) if self.hosts else "")
-               + select("tool", self.tools, self.tool, {k: TOOLS[k].label for k in TOOLS})
-               + '<button class="xw-profile-refresh" data-request="refresh" title="look for new runs in the '
-                 'logdir">Refresh</button>')
+        bar = (
+            select("run", self.runs, self.run_name)
+            + (select("host", self.hosts, self.host) if self.hosts else "")
+            + select("tool", self.tools, self.tool, {k: TOOLS[k].label for k in TOOLS})
+            + '<button class="xw-profile-refresh" data-request="refresh" title="look for new runs in the '
+            'logdir">Refresh</button>'
+        )
         loading = ""
         if self.loading:
-            loading = (f'<div class="xw-profile-loading"><progress value="{self.progress_bytes}" '
-                       f'max="{max(self.progress_total, 1)}"></progress> <span class="xw-profile-progress">'
-                       f"{html.escape(self.progress_text)}</span></div>")
+            loading = (
+                f'<div class="xw-profile-loading"><progress value="{self.progress_bytes}" '
+                f'max="{max(self.progress_total, 1)}"></progress> <span class="xw-profile-progress">'
+                f"{html.escape(self.progress_text)}</span></div>"
+            )
         return f"""
 <style>
 {CONTROLS_CSS.format(root=".xw-profile")}
@@ -196,8 +204,19 @@ class ProfileWidget(HostWidget):
   <div class="xw-profile-body">{tool_html}</div>
 </div>"""
 
-    @traitlets.observe("runs", "run_name", "hosts", "host", "tools", "tool", "loading", "progress_text",
-                       "progress_bytes", "progress_total", "message")
+    @traitlets.observe(
+        "runs",
+        "run_name",
+        "hosts",
+        "host",
+        "tools",
+        "tool",
+        "loading",
+        "progress_text",
+        "progress_bytes",
+        "progress_total",
+        "message",
+    )
     def _redraw(self, change):
         if getattr(self, "_built", None) is not None:  # (set up)
             self._compose()
@@ -324,8 +343,9 @@ class ProfileWidget(HostWidget):
             future = self._future
         if self.background:
             job = contextvars.copy_context().run  # prints and errors go to the cell that made the widget
-            threading.Thread(target=job, args=(self._open, name, future), name=f"xprof-open-{name}",
-                             daemon=True).start()
+            threading.Thread(
+                target=job, args=(self._open, name, future), name=f"xprof-open-{name}", daemon=True
+            ).start()
         else:
             self._open(name, future)
             error = future.exception()
@@ -343,13 +363,16 @@ class ProfileWidget(HostWidget):
                 if self.run_name == name:
                     self._display(name, building=True)
             future.set_result(run)
-        except BaseException as error:  # noqa: BLE001 - a thread: say what happened in the widget
+        except BaseException as error:
             with self._lock:
                 self._pending.pop(name, None)
                 if self.run_name == name:
                     self.loading = False
-                    message = str(error) if isinstance(error, ProfileError) else \
-                        f"could not open run {name}: {type(error).__name__}: {error}"
+                    message = (
+                        str(error)
+                        if isinstance(error, ProfileError)
+                        else f"could not open run {name}: {type(error).__name__}: {error}"
+                    )
                     self.message = f"<b>{html.escape(message)}</b>"
                     self._host(None)
             future.set_exception(error)
@@ -416,8 +439,11 @@ class ProfileWidget(HostWidget):
     # --- tools --------------------------------------------------------------------------
 
     def _status_html(self, run):
-        missing = [(TOOLS[t].label, reason) for t, ok, reason in run.tool_status().itertuples(index=False)
-                   if not ok and t in TOOLS]
+        missing = [
+            (TOOLS[t].label, reason)
+            for t, ok, reason in run.tool_status().itertuples(index=False)
+            if not ok and t in TOOLS
+        ]
         if not missing:
             return ""
         items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(reason)}</li>" for label, reason in missing)
@@ -441,7 +467,8 @@ class ProfileWidget(HostWidget):
             built = self._built[key]
             failed = isinstance(built, str)
             self.message = self._status_html(run) + (
-                f'<div class="xw-profile-error"><b>{html.escape(built)}</b></div>' if failed else "")
+                f'<div class="xw-profile-error"><b>{html.escape(built)}</b></div>' if failed else ""
+            )
             self._host(None if failed else built)
 
 

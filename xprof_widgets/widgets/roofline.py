@@ -88,9 +88,16 @@ def roofs(attrs):
     peak = float(attrs.get("peak_flop_rate") or 0.0)
     gpu = "GPU" in str(attrs.get("device_type", ""))
     names = [("HBM", "hbm")]
-    names += [("SHM/L1", "vmem_write")] if gpu else [
-        ("CMEM read", "cmem_read"), ("CMEM write", "cmem_write"), ("VMEM read", "vmem_read"),
-        ("VMEM write", "vmem_write")]
+    names += (
+        [("SHM/L1", "vmem_write")]
+        if gpu
+        else [
+            ("CMEM read", "cmem_read"),
+            ("CMEM write", "cmem_write"),
+            ("VMEM read", "vmem_read"),
+            ("VMEM write", "vmem_write"),
+        ]
+    )
     memories = []
     for label, key in names:
         bw = float(attrs.get(f"peak_{key}_bw") or 0.0)
@@ -124,13 +131,13 @@ class RooflineWidget(BokehWidget):
     step = traitlets.Unicode("Total", help='"Total", "Average" or a step number.').tag(sync=True)
     category = traitlets.Unicode("All", help='"All" or one category of op.').tag(sync=True)
     include_infeed_outfeed = traitlets.Bool(True, help="XProf's rows with infeed/outfeed ops (and their time).").tag(
-        sync=True)
+        sync=True
+    )
     name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
     sort_by = traitlets.Unicode("rank", help="The column the table is sorted on.").tag(sync=True)
     sort_descending = traitlets.Bool(False, help="Largest first.").tag(sync=True)
     top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
-    selected_op = traitlets.Dict(help="op_details() of the clicked op, with its row `id`; {} for none.").tag(
-        sync=True)
+    selected_op = traitlets.Dict(help="op_details() of the clicked op, with its row `id`; {} for none.").tag(sync=True)
 
     def __init__(self, run, **kwargs):
         self.run = run if isinstance(run, Run) else load_run(run)
@@ -257,9 +264,14 @@ class RooflineWidget(BokehWidget):
             if row["category"] == PROGRAM:
                 details["name"] = f"{PROGRAM} (the whole profile)"
         else:
-            details = {"name": str(row["operation"]), "kind": "roofline row", "category": str(row["category"]),
-                       "program": str(row["hlo_module_id"]), "occurrences": int(row["occurrences"]),
-                       "total_time_ps": float(row["total_time"]) * 1e6}
+            details = {
+                "name": str(row["operation"]),
+                "kind": "roofline row",
+                "category": str(row["category"]),
+                "program": str(row["hlo_module_id"]),
+                "occurrences": int(row["occurrences"]),
+                "total_time_ps": float(row["total_time"]) * 1e6,
+            }
         self.selected_op = dict(details, id=i)
         want = {"figure": "roofline", "source": "ops", "id": i}
         if {k: self.selected.get(k) for k in want} != want:
@@ -321,7 +333,10 @@ class RooflineWidget(BokehWidget):
         src = ColumnDataSource(
             {
                 "id": points.index.to_numpy(np.int32),
-                "x": x, "y": y, "size": size, "time": t,
+                "x": x,
+                "y": y,
+                "size": size,
+                "time": t,
                 "name": points["operation"].astype(str).tolist(),
                 "category": cat.tolist(),
                 "color": [self._colors.get(c, "#888888") for c in cat],
@@ -335,38 +350,82 @@ class RooflineWidget(BokehWidget):
         )
         device = self.model.attrs.get("device_type") or "device"
         fig = figure(
-            height=500, sizing_mode="stretch_width", min_width=480, x_axis_type="log", y_axis_type="log",
-            x_range=Range1d(x_lo, x_hi), y_range=Range1d(y_lo, y_hi),
+            height=500,
+            sizing_mode="stretch_width",
+            min_width=480,
+            x_axis_type="log",
+            y_axis_type="log",
+            x_range=Range1d(x_lo, x_hi),
+            y_range=Range1d(y_lo, y_hi),
             title=f"Roofline of {device} (step {self.step})",
-            x_axis_label="Operational intensity (FLOP/byte)", y_axis_label="Measured FLOP rate (GFLOP/s)",
-            tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom", toolbar_location="above",
+            x_axis_label="Operational intensity (FLOP/byte)",
+            y_axis_label="Measured FLOP rate (GFLOP/s)",
+            tools="pan,wheel_zoom,box_zoom,reset,save",
+            active_scroll="wheel_zoom",
+            toolbar_location="above",
         )
         # The roofs: each memory up to its ridge point, then the peak FLOP rate.
         for k, (label, bw, ridge) in enumerate(memories):
             end = ridge if ridge > 0 else x_hi
             gflops_per_flop_byte = bw * GIBI_IN_GIGA  # GiB/s -> GB/s: GFLOP/s per FLOP/byte
-            fig.line([x_lo, end], [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
-                     line_color=MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)], line_width=2,
-                     line_dash="solid" if k == 0 else "dashed",
-                     legend_label=f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""))
+            fig.line(
+                [x_lo, end],
+                [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
+                line_color=MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)],
+                line_width=2,
+                line_dash="solid" if k == 0 else "dashed",
+                legend_label=f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""),
+            )
         if peak > 0:
             start = min(ridges) if ridges else x_lo
-            fig.line([start, x_hi], [peak, peak], line_color=COMPUTE_ROOF_COLOR, line_width=2.5,
-                     legend_label=f"Peak {_nice(peak / 1e3)} TFLOP/s")
-        dots = fig.scatter(x="x", y="y", size="size", marker="marker", source=src, fill_color="color",
-                           fill_alpha=0.75, line_color="white",
-                           selection_line_color="#000", selection_line_width=2.5, selection_fill_alpha=1.0,
-                           nonselection_fill_alpha=0.35)
+            fig.line(
+                [start, x_hi],
+                [peak, peak],
+                line_color=COMPUTE_ROOF_COLOR,
+                line_width=2.5,
+                legend_label=f"Peak {_nice(peak / 1e3)} TFLOP/s",
+            )
+        dots = fig.scatter(
+            x="x",
+            y="y",
+            size="size",
+            marker="marker",
+            source=src,
+            fill_color="color",
+            fill_alpha=0.75,
+            line_color="white",
+            selection_line_color="#000",
+            selection_line_width=2.5,
+            selection_fill_alpha=1.0,
+            nonselection_fill_alpha=0.35,
+        )
         # The key of the categories: glyphs of one size at no place (the points' own sizes vary).
         order = list(self._colors)
         for c in sorted(pd.unique(cat), key=lambda c: order.index(c) if c in order else len(order)):
-            fig.scatter(x=[math.nan], y=[math.nan], size=9, marker="diamond" if c == PROGRAM else "circle",
-                        fill_color=self._colors.get(c, "#888888"), line_color="white", legend_label=str(c))
-        fig.add_tools(HoverTool(renderers=[dots], tooltips=[
-            ("", "@category @name"), ("program", "@program"), ("intensity", "@x{0,0.000} FLOP/byte"),
-            ("FLOP rate", "@y{0,0.00} GFLOP/s"), ("time", "@time{0,0.000} µs"), ("occurrences", "@occurrences{0,0}"),
-            ("bound by", "@bound_by"), ("roofline efficiency", "@efficiency{0.00} %"),
-        ]))
+            fig.scatter(
+                x=[math.nan],
+                y=[math.nan],
+                size=9,
+                marker="diamond" if c == PROGRAM else "circle",
+                fill_color=self._colors.get(c, "#888888"),
+                line_color="white",
+                legend_label=str(c),
+            )
+        fig.add_tools(
+            HoverTool(
+                renderers=[dots],
+                tooltips=[
+                    ("", "@category @name"),
+                    ("program", "@program"),
+                    ("intensity", "@x{0,0.000} FLOP/byte"),
+                    ("FLOP rate", "@y{0,0.00} GFLOP/s"),
+                    ("time", "@time{0,0.000} µs"),
+                    ("occurrences", "@occurrences{0,0}"),
+                    ("bound by", "@bound_by"),
+                    ("roofline efficiency", "@efficiency{0.00} %"),
+                ],
+            )
+        )
         fig.add_tools(TapTool(renderers=[dots]))
         fig.xaxis.formatter = LogTickFormatter()
         fig.yaxis.formatter = LogTickFormatter()
@@ -384,9 +443,14 @@ class RooflineWidget(BokehWidget):
 
     def _roof_cards(self):
         a = self.model.attrs
-        cards = [("device_type", "Device", a.get("device_type") or "unknown"),
-                 ("peak_flop_rate", "Peak FLOP rate",
-                  f"{self.peak_flop_rate / 1e3:,.1f} TFLOP/s" if self.peak_flop_rate > 0 else "unknown")]
+        cards = [
+            ("device_type", "Device", a.get("device_type") or "unknown"),
+            (
+                "peak_flop_rate",
+                "Peak FLOP rate",
+                f"{self.peak_flop_rate / 1e3:,.1f} TFLOP/s" if self.peak_flop_rate > 0 else "unknown",
+            ),
+        ]
         for label, bw, ridge in self.memory_roofs:
             key = label.lower().replace(" ", "_").replace("/", "_")
             cards.append((f"peak_{key}_bw", f"Peak {label} bandwidth", f"{bw:,.1f} GiB/s"))
@@ -396,8 +460,13 @@ class RooflineWidget(BokehWidget):
         program = program[program["category"] == PROGRAM]
         if len(program):
             p = program.iloc[0]
-            cards.append(("program_flop_rate", f"Program FLOP rate (step {self.step})",
-                          f"{p['measured_flop_rate']:,.2f} GFLOP/s"))
+            cards.append(
+                (
+                    "program_flop_rate",
+                    f"Program FLOP rate (step {self.step})",
+                    f"{p['measured_flop_rate']:,.2f} GFLOP/s",
+                )
+            )
             cards.append(("program_bound_by", "Program bound by", str(p["bound_by"])))
         return stat_cards(cards)
 
@@ -408,8 +477,10 @@ class RooflineWidget(BokehWidget):
         i = op["id"]
         row = self.model.iloc[i]
         if op.get("kind") == "roofline row":
-            card = (f'<div class="xw-card" data-op-card="{esc(op["name"])}"><b data-testid="op-card-name">'
-                    f'{esc(op["name"])}</b><div class="xw-note">Not in the op profile: no HLO op details.</div></div>')
+            card = (
+                f'<div class="xw-card" data-op-card="{esc(op["name"])}"><b data-testid="op-card-name">'
+                f'{esc(op["name"])}</b><div class="xw-note">Not in the op profile: no HLO op details.</div></div>'
+            )
         else:
             card = op_details_html(op, show_graph=self.hosted)
         numbers = [
@@ -423,8 +494,10 @@ class RooflineWidget(BokehWidget):
         if row.get("source"):
             numbers.append(("Source", row["source"]))
         body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in numbers)
-        return (f'{card}<div class="xw-roof-numbers"><b>On the roofline</b>'
-                f'<table data-testid="roofline-numbers">{body}</table></div>')
+        return (
+            f'{card}<div class="xw-roof-numbers"><b>On the roofline</b>'
+            f'<table data-testid="roofline-numbers">{body}</table></div>'
+        )
 
     def _html(self):
         rows = self.rows
@@ -436,37 +509,61 @@ class RooflineWidget(BokehWidget):
         controls = (
             f'<label>Step <select data-request="step" data-testid="step">{options(steps, self.step)}</select></label>'
             f'<label>Category <select data-request="category" data-testid="category">'
-            f'{options(["All", *self.categories()], self.category)}</select></label>'
+            f"{options(['All', *self.categories()], self.category)}</select></label>"
             f'<label>Operation <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
             f'placeholder="filter" data-testid="name-filter"></label>'
             f'<label><input type="checkbox" data-request="include_infeed_outfeed" data-testid="infeed-outfeed"'
-            f'{" checked" if self.include_infeed_outfeed else ""}> Include infeed/outfeed</label>'
+            f"{' checked' if self.include_infeed_outfeed else ''}> Include infeed/outfeed</label>"
             f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f'{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>'
+            f"{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>"
         )
         notes = []
         if left_out:
-            notes.append(f'<div class="xw-note" data-testid="left-out" data-count="{left_out}">{left_out:,} of '
-                         f"{len(rows):,} rows are not drawn: their FLOP count or bytes accessed are zero (unknown "
-                         "for custom calls, none for copies), which log axes cannot place. They are in the "
-                         "table.</div>")
+            notes.append(
+                f'<div class="xw-note" data-testid="left-out" data-count="{left_out}">{left_out:,} of '
+                f"{len(rows):,} rows are not drawn: their FLOP count or bytes accessed are zero (unknown "
+                "for custom calls, none for copies), which log axes cannot place. They are in the "
+                "table.</div>"
+            )
         if self.peak_flop_rate <= 0:
-            notes.append('<div class="xw-note" data-testid="no-peak">The device\'s peak FLOP rate is unknown: '
-                         "no compute roof is drawn.</div>")
+            notes.append(
+                '<div class="xw-note" data-testid="no-peak">The device\'s peak FLOP rate is unknown: '
+                "no compute roof is drawn.</div>"
+            )
         for severity, message in self.model.attrs.get("diagnostics") or []:
             notes.append(f'<div class="xw-note">{esc(severity)}: {esc(message)}</div>')
         if self.model.attrs.get("notes"):
             notes.append(f'<div class="xw-note">Note: {esc(self.model.attrs["notes"])}</div>')
-        chart = ('<div data-figure="roofline"></div>' if len(points) else
-                 '<div class="xw-note xw-empty-chart" data-testid="no-points">No row of this step and filter has '
-                 "both FLOPs and bytes, so the chart has nothing to place.</div>")
+        chart = (
+            '<div data-figure="roofline"></div>'
+            if len(points)
+            else '<div class="xw-note xw-empty-chart" data-testid="no-points">No row of this step and filter has '
+            "both FLOPs and bytes, so the chart has nothing to place.</div>"
+        )
         gpu = "GPU" in str(self.model.attrs.get("device_type", ""))
-        columns = [Column(c.key, _GPU_HEADERS.get(c.key, c.header) if gpu else c.header, c.kind, c.digits, c.wrap,
-                          c.descending_first) for c in COLUMNS if c.key in self.model.columns]
+        columns = [
+            Column(
+                c.key,
+                _GPU_HEADERS.get(c.key, c.header) if gpu else c.header,
+                c.kind,
+                c.digits,
+                c.wrap,
+                c.descending_first,
+            )
+            for c in COLUMNS
+            if c.key in self.model.columns
+        ]
         selected = self.selected_op.get("id") if self.selected_op else None
         grid = table_html(
-            shown, columns, self.sort_by, self.sort_descending, "roofline-table", total_rows=len(table),
-            row_attrs=lambda rid: f' data-select="{data_json({"figure": "roofline", "source": "ops", "id": int(rid)})}"',
+            shown,
+            columns,
+            self.sort_by,
+            self.sort_descending,
+            "roofline-table",
+            total_rows=len(table),
+            row_attrs=lambda rid: (
+                f' data-select="{data_json({"figure": "roofline", "source": "ops", "id": int(rid)})}"'
+            ),
             selected=selected,
         )
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""

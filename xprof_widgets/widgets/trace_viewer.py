@@ -67,8 +67,8 @@ def _palette():
     """20 colours for events, then the same 20 lighter for merged boxes."""
     light = []
     for c in Category20_20:
-        r, g, b = (int(c[i:i + 2], 16) for i in (1, 3, 5))
-        light.append("#%02x%02x%02x" % tuple(int(v + (255 - v) * 0.55) for v in (r, g, b)))
+        r, g, b = (int(c[i : i + 2], 16) for i in (1, 3, 5))
+        light.append("#" + "".join(f"{int(v + (255 - v) * 0.55):02x}" for v in (r, g, b)))
     return list(Category20_20) + light
 
 
@@ -144,27 +144,56 @@ class TraceViewerWidget(BokehWidget):
         # which a 2D canvas draws in a few ms, while WebGL's copy of its canvas onto the page
         # (drawImage) cost 100-170 ms a frame where there is no GPU (headless, VMs, remote desktops).
         p = figure(
-            height=height, sizing_mode="stretch_width", x_axis_label="time from profile start (ms)",
+            height=height,
+            sizing_mode="stretch_width",
+            x_axis_label="time from profile start (ms)",
             x_range=Range1d((start - self.origin_ps) / 1e9, (end - self.origin_ps) / 1e9),
             y_range=Range1d(min(total, rows_shown) - 0.5, -0.5, bounds=(-0.5, total + 0.5)),
-            tools=[], toolbar_location="above", output_backend="canvas",
+            tools=[],
+            toolbar_location="above",
+            output_backend="canvas",
         )
         data = self._columns(start, end, 1200)
         boxes = ColumnDataSource(data["boxes"], name="events")
         texts = ColumnDataSource(data["labels"], name="labels")
         mapper = LinearColorMapper(palette=_palette(), low=0, high=39)
-        quad = p.hbar(y="y", left="x0", right="x1", height=0.85, source=boxes,
-                      fill_color={"field": "color", "transform": mapper}, fill_alpha=0.9,
-                      line_color="#d62728", line_width="lw",
-                      selection_line_color="black", selection_line_width=2, nonselection_fill_alpha=0.9)
-        p.text(x="x", y="y", text="text", source=texts, text_font_size="10px", text_baseline="middle",
-               text_color="#111", x_offset=2)
+        quad = p.hbar(
+            y="y",
+            left="x0",
+            right="x1",
+            height=0.85,
+            source=boxes,
+            fill_color={"field": "color", "transform": mapper},
+            fill_alpha=0.9,
+            line_color="#d62728",
+            line_width="lw",
+            selection_line_color="black",
+            selection_line_width=2,
+            nonselection_fill_alpha=0.9,
+        )
+        p.text(
+            x="x",
+            y="y",
+            text="text",
+            source=texts,
+            text_font_size="10px",
+            text_baseline="middle",
+            text_color="#111",
+            x_offset=2,
+        )
         wheel = WheelZoomTool(dimensions="width")
         pan = PanTool(dimensions="both")
-        p.add_tools(pan, wheel, BoxSelectTool(dimensions="width", renderers=[quad]), TapTool(renderers=[quad]),
-                    HoverTool(renderers=[quad], tooltips=[("", "@name"), ("events", "@count"),
-                                                            ("ms", "@x0{0,0.000000} to @x1{0,0.000000}")]),
-                    ResetTool())
+        p.add_tools(
+            pan,
+            wheel,
+            BoxSelectTool(dimensions="width", renderers=[quad]),
+            TapTool(renderers=[quad]),
+            HoverTool(
+                renderers=[quad],
+                tooltips=[("", "@name"), ("events", "@count"), ("ms", "@x0{0,0.000000} to @x1{0,0.000000}")],
+            ),
+            ResetTool(),
+        )
         p.toolbar.active_drag = pan
         p.toolbar.active_scroll = wheel
         p.yaxis.ticker = FixedTicker(ticks=ticks)
@@ -199,13 +228,24 @@ class TraceViewerWidget(BokehWidget):
         color = np.where(real, color, color + 20).astype(np.uint8)  # merged boxes: the lighter shade
         x0 = (s - self.origin_ps) / 1e9
         x1 = (e - self.origin_ps) / 1e9
-        boxes = {"x0": x0, "x1": x1, "y": y, "color": color, "lw": lw,
-                 "count": q["count"].to_numpy(np.int64).astype(np.uint32), "id": ids, "name": names}
+        boxes = {
+            "x0": x0,
+            "x1": x1,
+            "y": y,
+            "color": color,
+            "lw": lw,
+            "count": q["count"].to_numpy(np.int64).astype(np.uint32),
+            "id": ids,
+            "name": names,
+        }
         px = (end_ps - start_ps) / max(width_px, 1)
         wide = np.flatnonzero((e - s) >= LABEL_MIN_PX * px)
         text = [str(n)[: max(int((e[i] - s[i]) / px / 7), 1)] for i, n in zip(wide, names[wide])]
-        labels = {"x": np.maximum(x0[wide], (start_ps - self.origin_ps) / 1e9), "y": y[wide],
-                  "text": np.asarray(text, dtype=object)}
+        labels = {
+            "x": np.maximum(x0[wide], (start_ps - self.origin_ps) / 1e9),
+            "y": y[wide],
+            "text": np.asarray(text, dtype=object),
+        }
         return {"boxes": boxes, "labels": labels, "events": len(index)}
 
     def on_request(self, kind, params):
@@ -221,8 +261,9 @@ class TraceViewerWidget(BokehWidget):
             return {}, None
         if kind == "section":
             name = str(params["section"])
-            self.collapsed = [c for c in self.collapsed if c != name] if name in self.collapsed else [
-                *self.collapsed, name]
+            self.collapsed = (
+                [c for c in self.collapsed if c != name] if name in self.collapsed else [*self.collapsed, name]
+            )
             return {}, None
         if kind == "search":
             self.search = str(params.get("value", ""))
@@ -258,15 +299,18 @@ class TraceViewerWidget(BokehWidget):
         """Follow another widget: a step (OverviewWidget, InputPipelineWidget) shows its time range,
         an op (OpProfileWidget) is searched and outlined, a memory moment (MemoryProfileWidget) is centred."""
         if other.has_trait("selected_step"):
-            other.observe(lambda c: c["new"] and self.show_range(c["new"]["begin_ps"], c["new"]["end_ps"]),
-                          "selected_step")
+            other.observe(
+                lambda c: c["new"] and self.show_range(c["new"]["begin_ps"], c["new"]["end_ps"]), "selected_step"
+            )
         if other.has_trait("selected_op"):
             other.observe(lambda c: c["new"] and self.find(c["new"]["name"].split(" ")[0]), "selected_op")
         if other.has_trait("moment_ps"):
+
             def centre(change):
                 if change["new"] >= 0:
                     half = max((self.window_ps[1] - self.window_ps[0]) // 20, 10**6)
                     self.show_range(change["new"] - half, change["new"] + half)
+
             other.observe(centre, "moment_ps")
         return self
 
@@ -345,8 +389,11 @@ class TraceViewerWidget(BokehWidget):
                 count += 1
             if len(s):
                 by_name = pd.Series(e - s).groupby(pd.Series(names, dtype=object)).sum()
-                self._measure = {"events": count, "span_ps": int(e.max() - s.min()),
-                                 "top": list(by_name.sort_values(ascending=False).head(5).items())}
+                self._measure = {
+                    "events": count,
+                    "span_ps": int(e.max() - s.min()),
+                    "top": list(by_name.sort_values(ascending=False).head(5).items()),
+                }
         self.html = self._html()
 
     # ---- HTML ---------------------------------------------------------------
@@ -369,7 +416,7 @@ class TraceViewerWidget(BokehWidget):
             self._ops = {}
             try:
                 root = self.run.op_profile(group_by="program", top_n=10**9).root
-            except Exception:  # noqa: BLE001 (no op profile for this run: the event details still show)
+            except Exception:
                 return self._ops
             for prog in root.children:
                 stack = list(prog.children)
@@ -385,19 +432,25 @@ class TraceViewerWidget(BokehWidget):
         sections = list(dict.fromkeys(t.tracks["section"]))
         boxes = "".join(
             f'<label><input type="checkbox" data-request="section" data-params="{data_json({"section": s})}"'
-            f'{"" if s in self.collapsed else " checked"}> {esc(s)}</label>' for s in sections
+            f"{'' if s in self.collapsed else ' checked'}> {esc(s)}</label>"
+            for s in sections
         )
-        hosts = (f'<select data-request="host">{options(self.run.hosts, self.host)}</select>'
-                 if len(self.run.hosts) > 1 else f"<b>{esc(self.host)}</b>")
+        hosts = (
+            f'<select data-request="host">{options(self.run.hosts, self.host)}</select>'
+            if len(self.run.hosts) > 1
+            else f"<b>{esc(self.host)}</b>"
+        )
         m = self._matches
         found = ""
         if error:
             found = f'<span class="xw-err" data-testid="search-error">{esc(error)}</span>'
         elif m is not None:
-            found = (f'<span data-testid="search-count">{len(m):,} matches</span>'
-                     + (f' <span data-testid="search-at">({self._match_at + 1} of {len(m):,})</span>'
-                        '<button data-request="prev">◀</button><button data-request="next">▶</button>'
-                        if len(m) else ""))
+            found = f'<span data-testid="search-count">{len(m):,} matches</span>' + (
+                f' <span data-testid="search-at">({self._match_at + 1} of {len(m):,})</span>'
+                '<button data-request="prev">◀</button><button data-request="next">▶</button>'
+                if len(m)
+                else ""
+            )
         details = self._details_html()
         return f"""
 <style>
@@ -425,22 +478,27 @@ class TraceViewerWidget(BokehWidget):
         if self._measure:
             ms = self._measure
             top = "".join(f"<tr><td>{esc(n)}</td><td>{_ms(d)}</td></tr>" for n, d in ms["top"])
-            parts.append(f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
-                         f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>'
-                         f"<table>{top}</table></div>")
+            parts.append(
+                f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
+                f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>'
+                f"<table>{top}</table></div>"
+            )
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
             if ev.get("derived_count"):  # a derived TPU line: the XLA ops it was made from
                 names = [str(self.trace.event(int(t), int(i))["name"]) for t, i in ev.get("derived_from", [])[:5]]
                 more = ev["derived_count"] - len(names)
-                stats += (f'<tr data-testid="derived-from"><td>made from</td><td>{ev["derived_count"]:,} XLA ops: '
-                          f'{esc(", ".join(names))}{f", and {more:,} more" if more > 0 else ""}</td></tr>')
+                stats += (
+                    f'<tr data-testid="derived-from"><td>made from</td><td>{ev["derived_count"]:,} XLA ops: '
+                    f"{esc(', '.join(names))}{f', and {more:,} more' if more > 0 else ''}</td></tr>"
+                )
             parts.append(
                 f'<div class="xw-card" data-testid="event-details"><b data-testid="event-name">{esc(ev["name"])}</b>'
-                f' on {esc(ev.get("section", ""))} / {esc(ev.get("track_name", ""))}<br>'
-                f'start {_ms(ev["start_ps"] - self.origin_ps)}, '
+                f" on {esc(ev.get('section', ''))} / {esc(ev.get('track_name', ''))}<br>"
+                f"start {_ms(ev['start_ps'] - self.origin_ps)}, "
                 f'<span data-testid="event-duration">duration {_ms(ev["duration_ps"])}</span>'
-                f"<table>{stats}</table></div>")
+                f"<table>{stats}</table></div>"
+            )
             card = self._op_card(ev)
             if card:
                 parts.append(f'<div data-testid="op-card">{card}</div>')
