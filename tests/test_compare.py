@@ -15,10 +15,10 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.analysis.compare import (
     DISJOINT_BREAKDOWN,
-    fmt_bytes,
     pair_programs,
     split_program,
 )
+from xprof_widgets.format import size_short
 
 from .conftest import PROFILES
 
@@ -239,8 +239,8 @@ def test_summary_names_only_sure_module_pairs(mlp_compare):
     assert memory and all("jit__normal" not in s for s in memory)
     step = m[m["name"] == "jit_step"].iloc[0]
     assert memory[0] == (
-        f"peak heap of the largest module, jit_step: {fmt_bytes(step.peak_heap_a_bytes)} -> "
-        f"{fmt_bytes(step.peak_heap_b_bytes)} ({100 * (step.ratio - 1):+.1f} %)"
+        f"peak heap of the largest module, jit_step: {size_short(step.peak_heap_a_bytes)} -> "
+        f"{size_short(step.peak_heap_b_bytes)} ({100 * (step.ratio - 1):+.1f} %)"
     )
 
 

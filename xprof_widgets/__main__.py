@@ -14,10 +14,7 @@ from pathlib import Path
 
 from . import load_run, sample_run
 from .errors import ProfileError
-
-
-def _mib(n):
-    return f"{n / 2**20:.2f} MiB"
+from .format import mib
 
 
 def summary(run, out=None):
@@ -34,8 +31,8 @@ def summary(run, out=None):
     if "memory_viewer" in run.tools:
         mv = run.memory_viewer()
         print(
-            f"  memory viewer, module {mv.module}: peak heap {_mib(mv.peak_heap_bytes)} "
-            f"(unpadded {_mib(mv.peak_unpadded_heap_bytes)}), {len(mv.buffers_at_peak)} buffers at peak, "
+            f"  memory viewer, module {mv.module}: peak heap {mib(mv.peak_heap_bytes)} "
+            f"(unpadded {mib(mv.peak_unpadded_heap_bytes)}), {len(mv.buffers_at_peak)} buffers at peak, "
             f"largest {mv.buffers_at_peak.sort_values('size_bytes').iloc[-1].instruction_name}",
             file=out,
         )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..format import change, size_short
 from .steps import BREAKDOWN_COLUMNS, BREAKDOWN_LABELS
 
 #: Step breakdown rows, in XProf's order, with the words people read.
@@ -511,21 +512,6 @@ def fmt_ms(ms):
     return "n/a" if ms is None or not np.isfinite(ms) else f"{ms:.4g} ms"
 
 
-def fmt_bytes(n):
-    """Bytes in B / KiB / MiB / GiB."""
-    if n is None or not np.isfinite(n):
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.4g} {unit}"
-    return f"{int(n)} B"
-
-
-def fmt_change(ratio):
-    """(b / a) as a signed percent change; empty when unknown."""
-    return "" if ratio is None or not np.isfinite(ratio) else f" ({100 * (ratio - 1):+.1f} %)"
-
-
 def _name(x):
     """A module name, or None for a missing one (None or NaN in a DataFrame)."""
     return x if isinstance(x, str) and x else None
@@ -536,7 +522,7 @@ def _op_phrase(row):
     where = f" in {split_program(program)[0]}" if program else ""
     return (
         f"{row.hlo_op_name}{where} {fmt_ms(row.total_time_a_ps / 1e9)} -> {fmt_ms(row.total_time_b_ps / 1e9)}"
-        f"{fmt_change(row.ratio)}"
+        f"{change(row.ratio)}"
     )
 
 
@@ -548,7 +534,7 @@ def summarize(r: CompareResult) -> list:
     if r.avg_step_time_a_ms is not None and r.avg_step_time_b_ms is not None:
         step = r.steps.iloc[0]
         out.append(
-            f"step time {fmt_ms(step.a_ms)} -> {fmt_ms(step.b_ms)}{fmt_change(step.ratio)} "
+            f"step time {fmt_ms(step.a_ms)} -> {fmt_ms(step.b_ms)}{change(step.ratio)} "
             f"(averages over {r.step_count_a} and {r.step_count_b} steps)"
         )
         parts = r.steps[r.steps["quantity"].isin(DISJOINT_BREAKDOWN)]
@@ -583,21 +569,21 @@ def summarize(r: CompareResult) -> list:
     if len(mods):
         top = mods.iloc[0]
         out.append(
-            f"peak heap of the largest module, {top['name']}: {fmt_bytes(top.peak_heap_a_bytes)} -> "
-            f"{fmt_bytes(top.peak_heap_b_bytes)}{fmt_change(top.ratio)}"
+            f"peak heap of the largest module, {top['name']}: {size_short(top.peak_heap_a_bytes)} -> "
+            f"{size_short(top.peak_heap_b_bytes)}{change(top.ratio)}"
         )
         moved = mods.iloc[int(np.argmax(np.abs(mods["delta_bytes"].to_numpy())))]
         if moved["name"] != top["name"] and moved.delta_bytes != 0:
             out.append(
-                f"biggest change in a module's peak heap: {moved['name']} {fmt_bytes(moved.peak_heap_a_bytes)}"
-                f" -> {fmt_bytes(moved.peak_heap_b_bytes)}{fmt_change(moved.ratio)}"
+                f"biggest change in a module's peak heap: {moved['name']} {size_short(moved.peak_heap_a_bytes)}"
+                f" -> {size_short(moved.peak_heap_b_bytes)}{change(moved.ratio)}"
             )
     if r.modules_reason:
         out.append(f"modules: {r.modules_reason}")
     for row in r.allocators.itertuples():
         out.append(
-            f"allocator {row.memory_id} peak in use: {fmt_bytes(row.peak_bytes_in_use_a)} -> "
-            f"{fmt_bytes(row.peak_bytes_in_use_b)}{fmt_change(row.ratio)}"
+            f"allocator {row.memory_id} peak in use: {size_short(row.peak_bytes_in_use_a)} -> "
+            f"{size_short(row.peak_bytes_in_use_b)}{change(row.ratio)}"
         )
     if r.allocators_reason:
         out.append(f"memory profile: {r.allocators_reason}")

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order
-from .tf_op import name_scopes, parse_tf_op, tf_op_event_name
+from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
 GPU_PLANE_PREFIX = "/device:GPU:"
 MAX_DERIVED_STREAMS = 16
@@ -147,7 +147,7 @@ def _int_col(cols, name, n):
     col = cols.get(name)
     if col is None:
         return np.full(n, np.nan)
-    return pd.to_numeric(pd.Series(np.asarray(col, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+    return stat_ids(col)
 
 
 def _inputs(plane, li, line, group, modules):

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 import pandas as pd
 
-from .tf_op import parse_tf_op
+from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
 _OP_LINE = "XLA Ops"
@@ -226,8 +226,14 @@ def _plane_op_metrics(plane):
         df[k] = md_stats[k] if k in md_stats else None
     df = df.join(per_md)
     df["self_time_ps"] = df["time_ps"] - df["children_time_ps"]
+    # TPU program ids are 64-bit hashes: read exactly (uint64), a double among them (a
+    # damaged file) only when whole, finite and not negative.
     pid = pd.to_numeric(df["program_id"], errors="coerce")
     sym = pd.to_numeric(df["symbol_id"], errors="coerce")
+    if pid.dtype.kind == "f":
+        pid = pid.where(np.isfinite(pid) & (pid >= 0) & (pid < 2**64))
+    if sym.dtype.kind == "f":
+        sym = sym.where(np.isfinite(sym) & (sym.abs() < 2**63))
     df = df[pid.notna() & sym.notna() & (sym != 0)].copy()
     if df.empty:
         return None, total_time
@@ -468,11 +474,7 @@ def gpu_kernel_runs(run, space, eager=None):
             st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
             hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
             tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
-            pid = (
-                pd.to_numeric(pd.Series(np.asarray(st["program_id"], dtype=object)), errors="coerce").to_numpy()
-                if "program_id" in st
-                else np.full(n, np.nan)
-            )
+            pid = stat_ids(st["program_id"]) if "program_id" in st else np.full(n, np.nan)
             is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
             is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
             idx = np.flatnonzero(is_hlo | is_tf)

@@ -80,3 +80,16 @@ def tf_op_fullname(op_type: str, op_name: str) -> str:
         if op_name in ("XLA_Args", "XLA_Retvals"):
             op_type = op_name
     return f"{op_name}:{op_type}"
+
+
+def stat_ids(values):
+    """A stat column of small ids (GPU program ids, graph ids...) as float64: NaN where a
+    value is not a whole number in [0, 2**63) (missing, text, a double such as inf: a
+    damaged file). Not for TPU program ids, which are 64-bit hashes."""
+    import numpy as np
+    import pandas as pd
+
+    ids = pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(ids) & (ids >= 0) & (ids < 2**63) & (ids == np.floor(ids))
+    return np.where(ok, ids, np.nan)

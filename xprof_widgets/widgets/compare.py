@@ -21,8 +21,8 @@ from ..analysis.compare import (
     STEP_QUANTITIES,
     CompareResult,
     compare,
-    fmt_bytes,
 )
+from ..format import change, size_short
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc
 
@@ -35,7 +35,7 @@ def _num(x, fmt):
 
 
 def _pct(ratio):
-    return "" if ratio is None or not math.isfinite(ratio) else f"{100 * (ratio - 1):+.1f} %"
+    return change(ratio, prefix="", suffix="")
 
 
 def _cls(delta):
@@ -162,9 +162,9 @@ class CompareWidget(BokehWidget):
             rows = "".join(
                 f"<tr><td>{esc(x.name)}</td><td>{esc(x.module_a if isinstance(x.module_a, str) else '')}</td>"
                 f"<td>{esc(x.module_b if isinstance(x.module_b, str) else '')}</td>"
-                f"<td class=num>{esc(fmt_bytes(x.peak_heap_a_bytes))}</td>"
-                f"<td class=num>{esc(fmt_bytes(x.peak_heap_b_bytes))}</td>"
-                f"<td{_cls(x.delta_bytes)}>{esc(fmt_bytes(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td>"
+                f"<td class=num>{esc(size_short(x.peak_heap_a_bytes))}</td>"
+                f"<td class=num>{esc(size_short(x.peak_heap_b_bytes))}</td>"
+                f"<td{_cls(x.delta_bytes)}>{esc(size_short(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td>"
                 f"<td>{esc(x.matched_by)}</td></tr>"
                 for x in r.modules.itertuples(index=False)
             )
@@ -176,9 +176,9 @@ class CompareWidget(BokehWidget):
         parts.append(self._note(r.modules_reason, "modules-reason"))
         if len(r.allocators):
             rows = "".join(
-                f"<tr><td>{esc(x.memory_id)}</td><td class=num>{esc(fmt_bytes(x.peak_bytes_in_use_a))}</td>"
-                f"<td class=num>{esc(fmt_bytes(x.peak_bytes_in_use_b))}</td>"
-                f"<td{_cls(x.delta_bytes)}>{esc(fmt_bytes(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td></tr>"
+                f"<tr><td>{esc(x.memory_id)}</td><td class=num>{esc(size_short(x.peak_bytes_in_use_a))}</td>"
+                f"<td class=num>{esc(size_short(x.peak_bytes_in_use_b))}</td>"
+                f"<td{_cls(x.delta_bytes)}>{esc(size_short(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td></tr>"
                 for x in r.allocators.itertuples(index=False)
             )
             parts.append(

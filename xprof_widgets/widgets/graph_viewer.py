@@ -34,6 +34,7 @@ from ..analysis.graph_viewer import (
 from ..analysis.xla_ops import category as op_category
 from ..analysis.xla_ops import expression, source_text
 from ..errors import ProfileError
+from ..format import duration
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
 from ._bokeh import BokehWidget
@@ -145,11 +146,7 @@ def op_kind(opcode, category=""):
 
 
 def _time_text(ps):
-    if ps is None or not np.isfinite(ps):
-        return "not measured"
-    if ps >= 1e9:
-        return f"{ps / 1e9:,.3f} ms"
-    return f"{ps / 1e6:,.3f} µs"
+    return duration(ps, missing="not measured")
 
 
 def _flops_text(f):

@@ -15,6 +15,7 @@ import traitlets
 from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, LinearAxis, Range1d, Span, TapTool
 from bokeh.plotting import figure
 
+from ..format import size as human_bytes
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
@@ -35,18 +36,6 @@ HEADERS = {
 def _unit(max_bytes):
     """(divisor, label): GiB for large memories, MiB otherwise."""
     return (2**30, "GiB") if max_bytes >= 4 * 2**30 else (2**20, "MiB")
-
-
-def human_bytes(n):
-    """A size in its own unit: 512 B, 12.5 KiB, 930.29 MiB, 15.000 GiB."""
-    n = int(n)
-    if abs(n) < 2**10:
-        return f"{n} B"
-    if abs(n) < 2**20:
-        return f"{n / 2**10:,.1f} KiB"
-    if abs(n) < 2**30:
-        return f"{n / 2**20:,.2f} MiB"
-    return f"{n / 2**30:,.3f} GiB"
 
 
 class MemoryProfileWidget(BokehWidget):

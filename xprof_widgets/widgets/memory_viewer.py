@@ -17,6 +17,7 @@ from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 from bokeh.plotting import figure
 
 from ..analysis.memory_viewer import default_module
+from ..format import mib
 from ..run import Run, load_run
 from ..tools import NO_HLO_MODULES
 from ._bokeh import BokehWidget
@@ -33,10 +34,6 @@ CATEGORY_COLORS = {
     "": "#bab0ac",
 }
 BUFFER_SOURCES = ("by_order", "by_size")
-
-
-def _mib(n):
-    return f"{n / MIB:,.2f} MiB"
 
 
 class MemoryViewerWidget(BokehWidget):
@@ -307,13 +304,13 @@ class MemoryViewerWidget(BokehWidget):
         r = self.result
         modules = options(sorted(self.run.hlo_protos, key=lambda m: (m != self.module, m)), self.module)
         stats = [
-            ("peak_heap_bytes", "Peak heap", _mib(r.peak_heap_bytes)),
-            ("peak_unpadded_heap_bytes", "Unpadded peak", _mib(r.peak_unpadded_heap_bytes)),
-            ("padding_overhead_bytes", "Padding overhead", _mib(r.padding_overhead_bytes)),
-            ("total_allocation_bytes", "Total allocation", _mib(r.total_allocation_bytes)),
-            ("indefinite_allocation_bytes", "Indefinite lifetime", _mib(r.indefinite_allocation_bytes)),
-            ("entry_parameters_bytes", "Entry parameters", _mib(r.entry_parameters_bytes)),
-            ("live_out_bytes", "Live out", _mib(r.live_out_bytes)),
+            ("peak_heap_bytes", "Peak heap", mib(r.peak_heap_bytes)),
+            ("peak_unpadded_heap_bytes", "Unpadded peak", mib(r.peak_unpadded_heap_bytes)),
+            ("padding_overhead_bytes", "Padding overhead", mib(r.padding_overhead_bytes)),
+            ("total_allocation_bytes", "Total allocation", mib(r.total_allocation_bytes)),
+            ("indefinite_allocation_bytes", "Indefinite lifetime", mib(r.indefinite_allocation_bytes)),
+            ("entry_parameters_bytes", "Entry parameters", mib(r.entry_parameters_bytes)),
+            ("live_out_bytes", "Live out", mib(r.live_out_bytes)),
             ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
             ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
         ]
@@ -347,9 +344,9 @@ class MemoryViewerWidget(BokehWidget):
         span = "whole program" if b.get("span_start") is None else f"steps {b['span_start']} to {b['span_end']}"
         rows = [
             ("Category", b.get("category")),
-            ("Size", _mib(b["size_bytes"])),
-            ("Unpadded size", _mib(b["unpadded_size_bytes"])),
-            ("Extra memory (padding)", _mib(b["padding_bytes"])),
+            ("Size", mib(b["size_bytes"])),
+            ("Unpadded size", mib(b["unpadded_size_bytes"])),
+            ("Extra memory (padding)", mib(b["padding_bytes"])),
             ("Expansion", f"{b['expansion']:.2f}x"),
             ("Shape", b.get("shape")),
             ("Framework op", b.get("tf_op_name")),

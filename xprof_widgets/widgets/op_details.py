@@ -8,10 +8,9 @@ turns an op-profile node into plain numbers; `op_details_html` draws them;
 
 from __future__ import annotations
 
-import math
-
 import traitlets
 
+from ..format import duration, percent
 from ._bokeh import BokehWidget
 from ._html import data_json, esc
 
@@ -48,16 +47,6 @@ def op_details(node, program=None):
     }
 
 
-def _time(ps):
-    if ps >= 1e9:
-        return f"{ps / 1e9:,.3f} ms"
-    return f"{ps / 1e6:,.3f} µs"
-
-
-def _pct(x):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f} %"
-
-
 def op_details_html(details, show_graph=False):
     """The card's HTML for `op_details(...)` output ({} or None: a prompt to pick one).
 
@@ -70,14 +59,14 @@ def op_details_html(details, show_graph=False):
         ("Category", details.get("category")),
         ("Program", details.get("program")),
         ("Occurrences", f"{details['occurrences']:,}"),
-        ("Total time", f"{_time(details['total_time_ps'])} ({_pct(details['time_fraction'])} of the profile)"),
-        ("Average time", _time(details["avg_time_ps"]) if details["occurrences"] else None),
+        ("Total time", f"{duration(details['total_time_ps'])} ({percent(details['time_fraction'])} of the profile)"),
+        ("Average time", duration(details["avg_time_ps"]) if details["occurrences"] else None),
         ("FLOP rate", f"{details['tflops_per_s']:,.3f} TFLOP/s"),
-        ("FLOPS utilization", _pct(details["flops_utilization"])),
-        ("HBM bandwidth", f"{details['hbm_gb_per_s']:,.2f} GB/s ({_pct(details['hbm_utilization'])} of peak)"),
+        ("FLOPS utilization", percent(details["flops_utilization"])),
+        ("HBM bandwidth", f"{details['hbm_gb_per_s']:,.2f} GB/s ({percent(details['hbm_utilization'])} of peak)"),
         ("On-chip read", f"{details['on_chip_read_gb_per_s']:,.2f} GB/s"),
         ("On-chip write", f"{details['on_chip_write_gb_per_s']:,.2f} GB/s"),
-        ("Wasted time", _pct(details["wasted_time_fraction"])),
+        ("Wasted time", percent(details["wasted_time_fraction"])),
         ("Framework op", details.get("provenance")),
     ]
     body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))

@@ -18,6 +18,7 @@ from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.palettes import Category20, RdYlGn11
 from bokeh.plotting import figure
 
+from ..format import percent
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
@@ -38,11 +39,6 @@ def _color(node):
     if np.isnan(util):
         return NEUTRAL
     return UTILIZATION_COLORS[min(int(util * len(UTILIZATION_COLORS)), len(UTILIZATION_COLORS) - 1)]
-
-
-def _pct(x, digits=2):
-    """A fraction as a percentage; "n/a" where it is unknown (no peak for this chip)."""
-    return "n/a" if x is None or np.isnan(x) else f"{100 * x:.{digits}f} %"
 
 
 class OpProfileWidget(BokehWidget):
@@ -368,8 +364,8 @@ class OpProfileWidget(BokehWidget):
         stats = stat_cards(
             [
                 ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
-                ("flops_utilization", "FLOPS utilization", _pct(root.flops_utilization_of_time, 4)),
-                ("hbm_utilization", "HBM bandwidth utilization", _pct(root.hbm_utilization)),
+                ("flops_utilization", "FLOPS utilization", percent(root.flops_utilization_of_time, 4)),
+                ("hbm_utilization", "HBM bandwidth utilization", percent(root.hbm_utilization)),
                 ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
             ]
         )
@@ -386,9 +382,9 @@ class OpProfileWidget(BokehWidget):
                 f'<td style="padding-left:{6 + 14 * depth}px">{esc(node.name)}</td>'
                 f"<td class=num>{100 * node.time_fraction:.2f} %</td>"
                 f"<td class=num>{node.time_ps / 1e9:,.3f}</td>"
-                f"<td class=num>{_pct(node.flops_utilization_of_time)}</td>"
-                f"<td class=num>{_pct(node.hbm_utilization)}</td>"
-                f"<td class=num>{_pct(node.wasted_time_fraction)}</td></tr>"
+                f"<td class=num>{percent(node.flops_utilization_of_time)}</td>"
+                f"<td class=num>{percent(node.hbm_utilization)}</td>"
+                f"<td class=num>{percent(node.wasted_time_fraction)}</td></tr>"
             )
         return f"""
 <style>

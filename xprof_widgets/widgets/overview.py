@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import traitlets
 
+from ..format import ms
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, esc, stat_cards
@@ -25,10 +26,6 @@ _NO_DEVICE = (
     "This run has no accelerator (GPU or TPU) planes: the program ran on the host CPU. XProf's "
     "overview counts device cores and device ops only, so it shows 0 cores and no device ops too."
 )
-
-
-def _ms(ps):
-    return f"{ps / 1e9:,.3f} ms"
 
 
 class OverviewWidget(BokehWidget):
@@ -103,7 +100,7 @@ class OverviewWidget(BokehWidget):
             )
         )
         rows = "".join(
-            f"<tr><td>{esc(op.operation)}</td><td>{esc(op.category)}</td><td class=num>{_ms(op.self_time_ps)}</td>"
+            f"<tr><td>{esc(op.operation)}</td><td>{esc(op.category)}</td><td class=num>{ms(op.self_time_ps)}</td>"
             f"<td class=num>{100 * op.self_time_fraction:.1f} %</td>"
             f"<td class=num>{100 * op.cumulative_time_fraction:.1f} %</td>"
             f"<td class=num>{op.occurrences:,}</td><td class=num>{op.flop_rate_gflops:,.2f}</td></tr>"

@@ -40,6 +40,7 @@ from bokeh.models import (
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
+from ..format import duration
 from ..run import Run, load_run
 from ._bokeh import BokehWidget
 from ._html import BASE_CSS, data_json, esc, notice, options
@@ -53,7 +54,7 @@ _ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 be
 
 
 def _ms(ps):
-    return f"{ps / 1e9:,.3f} ms" if abs(ps) >= 1e6 else f"{ps / 1e6:,.3f} µs"
+    return duration(ps, ms_from=1e6)  # a span of a microsecond or more in ms, as the time axis
 
 
 def _color_codes(names):

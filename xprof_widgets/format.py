@@ -1,0 +1,61 @@
+"""Numbers as the tools show them: sizes, times, percentages. One place for every widget,
+the command line and the sentences analyses write (`compare`'s summary)."""
+
+from __future__ import annotations
+
+import math
+
+MIB = 2**20
+
+
+def _missing(x):
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def size(n):
+    """A size in its own unit, for tables and cards: 512 B, 12.5 KiB, 930.29 MiB, 15.000 GiB."""
+    n = int(n)
+    if abs(n) < 2**10:
+        return f"{n} B"
+    if abs(n) < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    if abs(n) < 2**30:
+        return f"{n / 2**20:,.2f} MiB"
+    return f"{n / 2**30:,.3f} GiB"
+
+
+def size_short(n):
+    """A size to four significant digits, for sentences: 1.234 GiB, 12 KiB; "n/a" when unknown."""
+    if _missing(n):
+        return "n/a"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{int(n)} B"
+
+
+def mib(n):
+    """Bytes in MiB, two decimals: the memory viewer's unit (as XProf's)."""
+    return f"{n / MIB:,.2f} MiB"
+
+
+def percent(fraction, digits=2):
+    """A fraction as a percentage; "n/a" where it is unknown (e.g. no known peak)."""
+    return "n/a" if _missing(fraction) else f"{100 * fraction:.{digits}f} %"
+
+
+def change(ratio, prefix=" (", suffix=")"):
+    """A ratio b / a as a signed percent change, " (+12.5 %)"; empty when unknown."""
+    return "" if _missing(ratio) else f"{prefix}{100 * (ratio - 1):+.1f} %{suffix}"
+
+
+def ms(ps):
+    """Picoseconds in milliseconds: 1,234.567 ms."""
+    return f"{ps / 1e9:,.3f} ms"
+
+
+def duration(ps, missing="n/a", ms_from=1e9):
+    """Picoseconds in ms from `ms_from` ps up (default 1 ms), else in µs."""
+    if _missing(ps):
+        return missing
+    return f"{ps / 1e9:,.3f} ms" if abs(ps) >= ms_from else f"{ps / 1e6:,.3f} µs"
