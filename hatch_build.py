@@ -10,7 +10,14 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-STATIC = ("xprof_widgets/static/widget.js", "xprof_widgets/static/bokeh.js")
+# The built front end (js/build.mjs); pyproject.toml lists the same files.
+STATIC = (
+    "xprof_widgets/static/widget.js",
+    "xprof_widgets/static/widget.css",
+    "xprof_widgets/static/bokeh.js",
+    "xprof_widgets/static/export.js",
+    "xprof_widgets/static/export.css",
+)
 
 
 class FrontEndCheck(BuildHookInterface):

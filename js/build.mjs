@@ -1,11 +1,17 @@
-// Builds ../xprof_widgets/static/{widget.js,bokeh.js}.
-//   widget.js: the small anywidget ESM shared by every xprof widget (no BokehJS).
-//   bokeh.js:  BokehJS as one ESM, sent once per page over the comm and
-//              import()ed from a Blob URL (see src/widget.js).
-import * as esbuild from "esbuild";
-import { fileURLToPath } from "node:url";
-import path from "node:path";
+// Builds ../xprof_widgets/static/ from src/:
+//   widget.js:  the small anywidget ESM shared by every xprof widget (no BokehJS;
+//               entry src/widget.js, with the loader, column codec and view modules).
+//   widget.css: every widget's CSS (entry src/widget.css), the widgets' `_css`.
+//   bokeh.js:   BokehJS as one ESM, sent once per page over the comm and
+//               import()ed from a Blob URL (see src/bokeh_loader.js).
+//   export.js, export.css: the loader and page style of a static export
+//               (BokehWidget.to_html, xprof_widgets/widgets/_export.py).
+// docs/frontend.md says why it is built this way.
 import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import * as esbuild from "esbuild";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const outdir = path.resolve(here, "../xprof_widgets/static");
@@ -38,6 +44,15 @@ const common = {
   logLevel: "info",
 };
 
+// CSS: nested rules (src/styles/common.css) become flat ones; `:is()` is fine for these browsers.
+const css = {
+  bundle: true,
+  minify: true,
+  legalComments: "none",
+  target: ["chrome88", "edge88", "firefox78", "safari14"],
+  logLevel: "info",
+};
+
 await esbuild.build({
   ...common,
   entryPoints: [path.join(here, "src/bokeh_entry.js")],
@@ -53,8 +68,32 @@ await esbuild.build({
   outfile: path.join(outdir, "widget.js"),
 });
 
-const { gzipSync } = await import("node:zlib");
-for (const name of ["bokeh.js", "widget.js"]) {
+await esbuild.build({
+  ...css,
+  entryPoints: [path.join(here, "src/widget.css")],
+  outfile: path.join(outdir, "widget.css"),
+});
+
+await esbuild.build({
+  ...common,
+  entryPoints: [path.join(here, "src/export.js")],
+  outfile: path.join(outdir, "export.js"),
+});
+
+await esbuild.build({
+  ...css,
+  entryPoints: [path.join(here, "src/export.css")],
+  outfile: path.join(outdir, "export.css"),
+});
+
+// export.js goes into the page as an inline <script type="module">: nothing in it may end
+// that element early or change how the HTML parser reads it.
+const shim = fs.readFileSync(path.join(outdir, "export.js"), "utf8");
+if (/<\/script|<!--|<script/i.test(shim)) {
+  throw new Error("export.js holds </script, <script or <!--: it cannot be inlined in the export page");
+}
+
+for (const name of ["bokeh.js", "widget.js", "widget.css", "export.js", "export.css"]) {
   const bytes = fs.readFileSync(path.join(outdir, name));
   console.log(`${name}: ${bytes.length} bytes, ${gzipSync(bytes).length} gzip`);
 }

@@ -15,9 +15,11 @@ which logdir they need and how to get it. Under `CI=true` a missing corpus is a 
 """
 
 import atexit
+import functools
 import gzip
 import os
 import shutil
+import socket
 import tempfile
 import types
 from pathlib import Path
@@ -79,6 +81,21 @@ def _assemble():
 PROFILES = _assemble()
 REFERENCE = PROFILES / "_reference"
 AVAILABLE = {p.name for p in PROFILES.iterdir() if p.name != "_reference"} | {p.name for p in REFERENCE.iterdir()}
+
+
+@functools.cache
+def corpus_run(name, session=None):
+    """The Run of corpus logdir `name` (its newest run, or run folder `session`), opened once
+    per test session and shared: tests read it, none changes it."""
+    path = PROFILES / name if session is None else PROFILES / name / "plugins" / "profile" / session
+    return xprof_widgets.load_run(path)
+
+
+def free_port():
+    """A TCP port nothing listens on now, on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def profile_files():

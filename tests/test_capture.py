@@ -19,6 +19,8 @@ import pytest
 
 import xprof_widgets as xw
 
+from .conftest import free_port
+
 capture_mod = importlib.import_module("xprof_widgets.capture")  # xw.capture is the function
 
 HAVE_CLIENT = capture_mod.available_client() is not None
@@ -50,12 +52,6 @@ SERVER = textwrap.dedent("""
         step += 1
         time.sleep(0.002)
 """)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

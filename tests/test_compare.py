@@ -20,7 +20,7 @@ from xprof_widgets.analysis.compare import (
 )
 from xprof_widgets.format import size_short
 
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 
 MLP = Path(__file__).parent / "data" / "mlp_widths" / "plugins" / "profile"
 
@@ -171,7 +171,7 @@ def test_reversed_comparison_negates(mlp_runs, mlp_compare):
 
 
 def test_utilisations_from_the_op_profile():
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     c = xw.compare(run, run)
     prof = run.op_profile(top_n=1 << 30)
     util = {(n.program_id, n.name): n.flops_utilization_of_time for n, _, _ in prof.root.walk() if n.kind == "op"}

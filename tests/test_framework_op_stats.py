@@ -18,7 +18,7 @@ from xprof_widgets.analysis.framework_op_stats import (
 )
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 from .xprof_tables import RUNS, assert_rows_equal, reference, table, write_hand_made_run
 
 #: XProf's column id for the host's cumulative fraction is capitalised; ours is not.
@@ -43,7 +43,7 @@ def test_framework_op_stats_equal_xprof(logdir, session, exclude_idle):
     IDLE rows as XProf has them: the host's (0 µs on JAX CPU runs, whose host threads run
     no framework op), the devices'."""
     ref = reference(logdir, session, "framework_op_stats", index=1 if exclude_idle else 0)
-    run = xw.load_run(PROFILES / logdir / "plugins" / "profile" / session)
+    run = corpus_run(logdir, session)
     df = framework_op_stats(run, exclude_idle=exclude_idle)
     _check(df, ref, f"{logdir}/{session}")
     if not exclude_idle:
@@ -56,10 +56,10 @@ def test_gpu_tensorcore_share_and_top_500():
     """By hand: the conv op's TensorCore share is its Cijk (matrix core) kernel time over
     all its kernels' (kernel_stats); tf_gpu_multiworker lists 500 host ops of many more
     (XProf's cut), IDLE among them, and without IDLE the other 499."""
-    conv = framework_op_stats(xw.load_run(PROFILES / "amd_jax_conv_mi300")).set_index("operation")
+    conv = framework_op_stats(corpus_run("amd_jax_conv_mi300")).set_index("operation")
     share = conv.loc["jit(forward_3d_conv)/conv_general_dilated", "gpu_tensorcore_utilization"]
     assert share == pytest.approx(11852.414 / (14344.14 + 11852.414 + 679.202))
-    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    run = corpus_run("tf_gpu_multiworker")
     hosts = framework_op_stats(run)
     assert (hosts["host_or_device"] == "Host").sum() == 500
     assert len(host_op_db(run.xspaces())[0]) > 500
@@ -125,6 +125,6 @@ def test_two_tpu_hosts_equal_xprof(tmp_path):
 
 
 def test_columns_without_gpu():
-    df = framework_op_stats(xw.load_run(PROFILES / "tf_keras_cpu"))
+    df = framework_op_stats(corpus_run("tf_keras_cpu"))
     assert list(df.columns) == [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     assert set(df["host_or_device"]) == {"Host"} and df.attrs["device_type"] == "CPU"

@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 
-import xprof_widgets as xw
 from xprof_widgets.analysis.steps import gpu_device_steps
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import REFERENCE, corpus_run
 
 NAME, SESSION = "tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"
 BREAKDOWN = [
@@ -24,7 +23,7 @@ BREAKDOWN = [
 
 
 def test_gpu_steps_match_xprof():
-    run = xw.load_run(PROFILES / NAME / "plugins" / "profile" / SESSION)
+    run = corpus_run(NAME, SESSION)
     for file in ("input_pipeline_analyzer.json", "overview_page.json"):
         ref = json.loads((REFERENCE / NAME / SESSION / file).read_text())
         rows = [[c.get("v") if c else None for c in r["c"]] for r in ref[1]["rows"]]

@@ -31,14 +31,14 @@ from xprof_widgets.analysis.graph_viewer import (
 from xprof_widgets.io import schema
 from xprof_widgets.io.hlo import parse_hlo_proto
 
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 
 STEP = "jit_step(30)"  # the shipped sample's training step: 157 instructions, 20 fusions
 
 
 @cache
 def _run(logdir="jax_mlp_cpu"):
-    return xw.sample_run() if logdir == "jax_mlp_cpu" else xw.load_run(PROFILES / logdir)
+    return xw.sample_run() if logdir == "jax_mlp_cpu" else corpus_run(logdir)
 
 
 @cache

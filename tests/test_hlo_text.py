@@ -6,12 +6,11 @@ import re
 
 import pytest
 
-import xprof_widgets as xw
 from xprof_widgets.io.hlo import hlo_module, parse_hlo_proto
 from xprof_widgets.io.hlo_text import instruction_text
 
 from . import hlo_corpus
-from .conftest import PROFILES
+from .conftest import corpus_run
 from .gpu_space import hlo_proto_bytes
 
 RUNS = [
@@ -46,7 +45,7 @@ def _modules():
     for name, text in hlo_corpus.modules().items():
         yield pytest.param(lambda text=text: [hlo_proto_bytes(text)], id=name)
     for run in RUNS:
-        yield pytest.param(lambda run=run: list(xw.load_run(PROFILES / run).hlo_protos.values()), id=run)
+        yield pytest.param(lambda run=run: list(corpus_run(run).hlo_protos.values()), id=run)
 
 
 @pytest.mark.parametrize("protos", list(_modules()))

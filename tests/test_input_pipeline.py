@@ -6,11 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import xprof_widgets as xw
 from xprof_widgets.analysis import steps as S
 from xprof_widgets.analysis.input_pipeline import NO_STEPS_REASON, input_pipeline
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import REFERENCE, corpus_run
 
 CPU_RUNS = [
     ("jax_mlp_cpu", "2026_11_22_03_11_56"),
@@ -33,7 +32,7 @@ BREAKDOWN = [
 
 
 def _load(name, session):
-    run = xw.load_run(PROFILES / name / "plugins" / "profile" / session)
+    run = corpus_run(name, session)
     ref = json.loads((REFERENCE / name / session / "input_pipeline_analyzer.json").read_text())
     return run, ref
 

@@ -16,7 +16,7 @@ from xprof_widgets.analysis.kernel_stats import (
 )
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES
+from .conftest import corpus_run
 from .gpu_space import H100, MI300X, Kernel, gpu_space, hlo_proto_bytes, write
 from .xprof_tables import RUNS, assert_rows_equal, reference, table, write_hand_made_run
 
@@ -30,7 +30,7 @@ def test_kernel_stats_equal_xprof(logdir, session):
     row position. tf_gpu_multiworker has two hosts with the same file: each kernel is two
     rows, as XProf concatenates the hosts' lists."""
     ids, rows, _ = reference(logdir, session, "kernel_stats")
-    df = kernel_stats(xw.load_run(PROFILES / logdir / "plugins" / "profile" / session))
+    df = kernel_stats(corpus_run(logdir, session))
     assert ids[0] == "rank" and [r[0] for r in rows] == list(range(1, len(rows) + 1))
     assert list(df.columns) == ids[1:] == COLUMNS
     assert_rows_equal(df, ids[1:], [r[1:] for r in rows], what=f"{logdir}/{session}")
@@ -46,7 +46,7 @@ def test_amd_kernels_and_their_ops():
     """By hand, from the GEMM run on an MI300X: hipBLASLt's `Cijk_..._MI16x16x16x1_...` and
     XLA's `gemm_fusion_dot_general` kernels use the matrix cores, a JAX `dot_general` is
     eligible, the op is the instruction's `op_name` metadata."""
-    df = kernel_stats(xw.load_run(PROFILES / "amd_jax_gemm_mi300"))
+    df = kernel_stats(corpus_run("amd_jax_gemm_mi300"))
     gemm = df[df["kernel_name"].str.startswith(("Cijk_", "gemm_fusion"))]
     assert len(gemm) == 6 and gemm["is_kernel_using_tensor_core"].all()
     assert (gemm["op_name"] == "jit(dot)/dot_general").all() and gemm["is_op_tensor_core_eligible"].all()

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import xprof_widgets as xw
 from xprof_widgets.analysis.memory_profile import (
     NO_EVENTS_REASON,
     UNUSED_PREALLOCATED,
@@ -14,7 +13,7 @@ from xprof_widgets.analysis.memory_profile import (
     data_type_name,
 )
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import REFERENCE, corpus_run
 
 RUNS = {
     "tf_keras_cpu": "2026_11_22_03_16_48",
@@ -40,13 +39,8 @@ def _cases():
     return out
 
 
-_RUNS = {}
-
-
 def _run(profile):
-    if profile not in _RUNS:
-        _RUNS[profile] = xw.load_run(PROFILES / profile / "plugins" / "profile" / RUNS[profile])
-    return _RUNS[profile]
+    return corpus_run(profile, RUNS[profile])
 
 
 def _ref_breakdown(alloc):
@@ -172,7 +166,7 @@ def test_breakdown_at_equals_peak_breakdown_without_synthetic_rows(profile, memo
 
 @pytest.mark.parametrize("profile", ["jax_mlp_cpu", "jax_transformer_cpu"])
 def test_no_allocator_events_says_why(profile):
-    run = xw.load_run(PROFILES / profile)
+    run = corpus_run(profile)
     res = run.memory_profile()
     assert res.reason == NO_EVENTS_REASON and "TF_CPU_ALLOCATOR_USE_BFC" in res.reason
     assert res.memory_ids == [] and res.timeline.empty and res.breakdown_at_peak.empty

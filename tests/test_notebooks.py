@@ -18,7 +18,7 @@ from nbclient.exceptions import CellExecutionError
 
 import xprof_widgets as xw
 
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -96,7 +96,7 @@ def test_memory_peak_walkthrough(profile, tmp_path, monkeypatch):
         run = xw.sample_run("gpu")
     else:
         monkeypatch.setenv("XPROF_LOGDIR", str(PROFILES / profile))
-        run = xw.load_run(PROFILES / profile)
+        run = corpus_run(profile)
     nb = _execute("memory_peak.ipynb", tmp_path)
     text = _all_text(nb)
     assert f"<Run {run.name!r}" in _text(_cell(nb, "XPROF_LOGDIR"))  # the notebook opened this run

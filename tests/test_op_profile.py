@@ -4,11 +4,10 @@ import json
 
 import pytest
 
-import xprof_widgets as xw
 from xprof_widgets.analysis.op_profile import op_profile
 from xprof_widgets.analysis.op_stats import hlo_stats
 
-from .conftest import PROFILES, REFERENCE
+from .conftest import REFERENCE, corpus_run
 
 TPU_REF = REFERENCE / "tpu_v6e_inference" / "2025_tpu_inference"
 # Every run where XProf has ops: the TPU inference and the three JAX runs on AMD GPUs.
@@ -22,13 +21,13 @@ OP_RUNS = [
 
 @pytest.fixture(scope="module")
 def tpu_run():
-    return xw.load_run(PROFILES / "tpu_v6e_inference")
+    return corpus_run("tpu_v6e_inference")
 
 
 @pytest.fixture(scope="module", params=OP_RUNS, ids=lambda p: p[0])
 def op_run(request):
     name, session = request.param
-    return xw.load_run(PROFILES / name / "plugins" / "profile" / session), REFERENCE / name / session
+    return corpus_run(name, session), REFERENCE / name / session
 
 
 def _ref_nodes(node, path=()):
@@ -129,7 +128,7 @@ def test_gpu_without_xla_or_tf_ops_is_all_idle():
     op profile is the devices' time, all idle. (XProf shows that tree's root as the IDLE
     node itself: its dedup step takes a root whose only child is IDLE for a group of one;
     ours keeps the root and says why there are no ops.)"""
-    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    run = corpus_run("tf_gpu_multiworker")
     ref = json.loads(
         (REFERENCE / "tf_gpu_multiworker" / "2020_12_23_gpu_multi_worker" / "op_profile.json").read_text()
     )["byProgram"]
@@ -144,7 +143,7 @@ def test_gpu_without_xla_or_tf_ops_is_all_idle():
 # JAX on CPU now gets an op profile from XLA:CPU thunks (tests/test_op_profile_cpu.py).
 @pytest.mark.parametrize("name", ["tf_keras_cpu", "tf_gpu_multiworker"])
 def test_empty_profiles_give_a_reason(name):
-    run = xw.load_run(PROFILES / name)
+    run = corpus_run(name)
     prof = op_profile(run)
     assert prof.empty and prof.reason
     stats = hlo_stats(run)

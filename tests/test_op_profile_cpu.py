@@ -7,19 +7,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import xprof_widgets as xw
 from xprof_widgets.analysis.op_profile import op_profile
 from xprof_widgets.analysis.op_stats import device_op_metrics, hlo_stats
 from xprof_widgets.io.hlo import parse_hlo_proto
 
-from .conftest import PROFILES
+from .conftest import corpus_run
 
 CPU_RUNS = ["jax_mlp_cpu", "jax_transformer_cpu"]
 
 
 @pytest.fixture(scope="module", params=CPU_RUNS)
 def cpu_run(request):
-    return xw.load_run(PROFILES / request.param)
+    return corpus_run(request.param)
 
 
 def _thunk_events(run):
@@ -140,7 +139,7 @@ def _dot_flops_by_hand(module, name):
 
 
 def test_cpu_dot_flops_from_shapes():
-    run = xw.load_run(PROFILES / "jax_mlp_cpu")
+    run = corpus_run("jax_mlp_cpu")
     module = parse_hlo_proto(run.hlo_protos["jit_step(30)"]).hlo_module
     ops = device_op_metrics(run).ops.set_index(["program_id", "name"])
     dot = ops.loc[(30, "dot.1")]
@@ -182,10 +181,9 @@ def test_cpu_utilisations_are_nan_and_flops_marked(cpu_run):
 @pytest.mark.parametrize("logdir", ["jax_mlp_cpu", "tpu_v6e_inference"])
 def test_group_by_provenance(logdir):
     """The framework-op path as a tree: each node's time is the sum of the ops below it."""
-    import xprof_widgets as xw
     from xprof_widgets.analysis.op_profile import NO_PROVENANCE
 
-    run = xw.load_run(PROFILES / logdir)
+    run = corpus_run(logdir)
     prof = run.op_profile(group_by="provenance", top_n=10_000, exclude_idle=True)
     by_program = run.op_profile(top_n=10_000, exclude_idle=True)
     leaves = [n for n, _, _ in prof.root.walk() if n.kind == "op"]

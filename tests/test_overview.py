@@ -22,7 +22,7 @@ from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES, REFERENCE, add_stat
+from .conftest import REFERENCE, add_stat, corpus_run
 
 RUNS = [
     ("jax_mlp_cpu", "2026_11_22_03_11_56"),
@@ -46,7 +46,7 @@ def _rows(table):
 @pytest.fixture(scope="module", params=RUNS, ids=lambda p: f"{p[0]}/{p[1]}")
 def page(request):
     name, session = request.param
-    run = xw.load_run(PROFILES / name / "plugins" / "profile" / session)
+    run = corpus_run(name, session)
     ref = json.loads((REFERENCE / name / session / "overview_page.json").read_text())
     return name, overview(run), ref
 
@@ -140,7 +140,7 @@ def test_framework_op_names():
 
 def test_module_latency_tpu_inference():
     """Ours (XProf's latency table is empty here): each module's executions over the 4 cores' XLA Modules lines."""
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     lat = overview(run).module_latency
     durations = {}
     for plane in run.xspace().planes:
@@ -162,7 +162,7 @@ def test_module_latency_tpu_inference():
 
 
 def test_module_latency_empty_without_device_modules():
-    lat = overview(xw.load_run(PROFILES / "jax_mlp_cpu")).module_latency
+    lat = overview(corpus_run("jax_mlp_cpu")).module_latency
     assert lat.empty and list(lat.columns)[:2] == ["module", "executions"]
 
 

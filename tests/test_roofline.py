@@ -10,7 +10,7 @@ import xprof_widgets as xw
 from xprof_widgets.analysis.roofline import COLUMNS_GPU, COLUMNS_TPU, NO_DEVICE, roofline_model
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 from .xprof_tables import RUNS, assert_rows_equal, reference_json, table, write_hand_made_run
 
 #: Runs without a GPU or TPU: XProf's table has no rows and zero roofs.
@@ -38,7 +38,7 @@ def test_roofline_equal_xprof(logdir, session):
     infeed/outfeed, then without) and every column XProf's table has (its GPU table has
     fewer); the roofs and ridge points of its table properties; its diagnostics."""
     roofline, diagnostics = reference_json(logdir, session, "roofline_model")
-    df = roofline_model(xw.load_run(PROFILES / logdir / "plugins" / "profile" / session))
+    df = roofline_model(corpus_run(logdir, session))
     _check(df, table(roofline), diagnostics, f"{logdir}/{session}")
     if logdir in CPU_RUNS:
         assert df.empty and df.attrs["reason"] == NO_DEVICE
@@ -51,12 +51,12 @@ def test_roofs_by_hand():
     """The MI300X's roofs from its plane: 304 CUs x 2.1 GHz x 2048 FLOPs per CU and cycle,
     2.6624 TB/s of HBM and 128 bytes per CU and cycle of LDS, as GiB/s; the TPU's from its
     plane stats (merged VMEM)."""
-    gpu = roofline_model(xw.load_run(PROFILES / "amd_jax_gemm_mi300")).attrs
+    gpu = roofline_model(corpus_run("amd_jax_gemm_mi300")).attrs
     assert gpu["peak_flop_rate"] == pytest.approx(304 * 2.1 * 2048)
     assert gpu["peak_hbm_bw"] == pytest.approx(2662.4 / 1.073741824)
     assert gpu["peak_vmem_write_bw"] == pytest.approx(304 * 2.1 * 128 / 1.073741824)
     assert gpu["hbm_ridge_point"] == pytest.approx(304 * 2.1 * 2048 / 2662.4)
-    tpu = roofline_model(xw.load_run(PROFILES / "tpu_v6e_inference"))
+    tpu = roofline_model(corpus_run("tpu_v6e_inference"))
     assert tpu.attrs["has_merged_vmem"] and not tpu.attrs["has_cmem"]
     assert tpu.attrs["peak_flop_rate"] == 918_000
     total = tpu[(tpu["step"] == "Total") & tpu["include_infeed_outfeed"]]

@@ -16,7 +16,7 @@ from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget
 from xprof_widgets.widgets.kernel_stats import KernelStatsWidget, kernel_hlo_ops, short_kernel_name
 from xprof_widgets.widgets.roofline import RooflineWidget, roofs, source_text
 
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 
 HOSTILE = "<img src=x onerror=alert(1)>'\"&"
 
@@ -127,7 +127,7 @@ def test_kernel_click_shows_its_hlo_op_and_its_kernels(gpu_run):
 
 def test_kernel_without_hlo_op_falls_back_to_framework_op():
     """TensorFlow's kernels name no HLO op and these no op at all: the card says so."""
-    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    run = corpus_run("tf_gpu_multiworker")
     w = KernelStatsWidget(run)
     assert len(w.table) == len(run.kernel_stats()) == 30
     w.select_kernel(0)
@@ -169,7 +169,7 @@ def test_kernel_stats_page_exports(gpu_run, tmp_path):
 
 
 def test_framework_op_table_is_the_analysis():
-    run = xw.load_run(PROFILES / "tf_keras_cpu")
+    run = corpus_run("tf_keras_cpu")
     w = FrameworkOpStatsWidget(run)
     expected = run.framework_op_stats()
     pd.testing.assert_frame_equal(w.table.reset_index(drop=True), expected.reset_index(drop=True))
@@ -187,7 +187,7 @@ def test_framework_op_table_is_the_analysis():
 
 
 def test_framework_op_sorting_and_filters():
-    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    run = corpus_run("tf_gpu_multiworker")
     w = FrameworkOpStatsWidget(run)
     s = run.framework_op_stats()
     assert set(w.figures) == {"device_types", "host_types"}
@@ -252,7 +252,7 @@ def test_framework_op_names_are_escaped():
 
 
 def test_roofline_rows_are_the_analysis():
-    run = xw.load_run(PROFILES / "amd_jax_elementwise_mi300")
+    run = corpus_run("amd_jax_elementwise_mi300")
     w = RooflineWidget(run)
     model = run.roofline_model()
     total = model[(model["step"] == "Total") & model["include_infeed_outfeed"].astype(bool)]
@@ -309,7 +309,7 @@ def test_roofline_zero_points_are_left_out_and_counted():
 
 
 def test_roofline_filters_steps_and_sorting():
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     w = RooflineWidget(run)
     model = run.roofline_model()
     assert w.steps == ["Total", "Average"] and w.step == "Total"
@@ -333,7 +333,7 @@ def test_roofline_filters_steps_and_sorting():
 
 
 def test_roofline_click_shows_the_op_card():
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     w = RooflineWidget(run)
     row = w.rows[w.rows["operation"] == "broadcast_add_fusion"].index[0]
     # A tap on the point (what the page sends).

@@ -16,7 +16,7 @@ from xprof_widgets.analysis import trace as T
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
-from .conftest import PROFILES, REFERENCE, add_stat
+from .conftest import REFERENCE, add_stat, corpus_run
 
 SMALL = [
     "jax_mlp_cpu",
@@ -29,15 +29,9 @@ SMALL = [
 ]
 ALL = SMALL + ["jax_transformer_cpu"]
 
-_RUNS = {}
-
 
 def _run(name, run_dir=None):
-    key = (name, run_dir)
-    if key not in _RUNS:
-        path = PROFILES / name if run_dir is None else PROFILES / name / "plugins" / "profile" / run_dir
-        _RUNS[key] = xw.load_run(path)
-    return _RUNS[key]
+    return corpus_run(name, run_dir)
 
 
 def _trace(name, run_dir=None):
@@ -790,7 +784,7 @@ def test_run_trace_is_built_once_per_host():
 
 
 def test_trace_viewer_widget_state():
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     w = xw.TraceViewerWidget(run)
     assert set(w.figures) == {"timeline"} and f"{run.trace().event_count:,} events" in w.html
     content, cols = w.on_request("view", {"x_start": 0.0, "x_end": 10.0, "width_px": 800})
@@ -813,7 +807,7 @@ def test_trace_viewer_widget_state():
 
 def test_trace_viewer_shows_what_a_derived_event_was_made_from():
     """A Framework Ops event's details name the XLA ops it merges, as `derived_from` has them."""
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     w = xw.TraceViewerWidget(run)
     tracks = run.trace().tracks
     track = int(tracks.index[(tracks["name"] == "Framework Ops").to_numpy()][0])

@@ -5,7 +5,7 @@ import traitlets
 
 import xprof_widgets as xw
 
-from .conftest import PROFILES
+from .conftest import PROFILES, corpus_run
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_names_from_the_profile_are_escaped(viewer):
 
 
 def test_memory_profile_widget_state():
-    run = xw.load_run(PROFILES / "tf_gpu_multiworker")
+    run = corpus_run("tf_gpu_multiworker")
     w = xw.MemoryProfileWidget(run)
     first = run.memory_profile()
     assert w.memory_id == first.memory_id == first.memory_ids[0]
@@ -132,7 +132,7 @@ def test_memory_profile_names_are_escaped():
 
 
 def test_op_profile_widget_controls_and_selection():
-    run = xw.load_run(PROFILES / "tpu_v6e_inference")
+    run = corpus_run("tpu_v6e_inference")
     w = xw.OpProfileWidget(run)
     assert w.nodes[0][0].time_ps == run.op_profile().root.time_ps
     w.select_op("copy-done.4")
@@ -243,7 +243,7 @@ def test_input_pipeline_widget_without_steps_says_how():
 
 
 def test_overview_widget_state():
-    run = xw.load_run(PROFILES / "tf_keras_cpu")
+    run = corpus_run("tf_keras_cpu")
     w = xw.OverviewWidget(run)
     o = run.overview()
     assert f'data-stat="avg_step_time_ms">{o.avg_step_time_ms:,.3f} ms<' in w.html
@@ -259,7 +259,7 @@ def test_overview_widget_without_steps_still_shows_what_it_can():
     assert "StepTraceAnnotation" in w.html  # says how to add step markers
     assert w.figures == {} and 'data-testid="top-ops"' in w.html  # and still shows the top ops
     # and, for this inference run, each XLA module's execution latency, before the top ops
-    lat = xw.load_run(PROFILES / "tpu_v6e_inference").overview().module_latency
+    lat = corpus_run("tpu_v6e_inference").overview().module_latency
     assert f'data-testid="module-latency" data-rows="{len(lat)}"' in w.html
     assert w.html.index("module-latency") < w.html.index("top-ops")
     assert f"<td class=num>{lat.p99_ms.iloc[0]:,.3f}</td>" in w.html

@@ -6,10 +6,9 @@ run.memory_viewer().peak_heap_bytes
 xw.MemoryViewerWidget(run)           # in a notebook
 """
 
-from .analysis.compare import compare
 from .capture import capture
 from .errors import ProfileError
-from .run import Run, list_runs, load_run, sample_run
+from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
 
 __version__ = "0.1.0"

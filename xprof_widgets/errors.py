@@ -4,7 +4,7 @@
 class ProfileError(Exception):
     """A profile could not be read: the message names the file and what is wrong."""
 
-    def __init__(self, path, problem):
+    def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")

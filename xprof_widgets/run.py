@@ -7,75 +7,43 @@ per capture. `Run` opens a capture lazily: a host's file is read on first use.
 
 from __future__ import annotations
 
+import os
 import types
 import warnings
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from .analysis.cache import derived
 from .errors import ProfileError
 from .io import fs, hlo
-from .io.xspace import XSPACE_SUFFIXES, host_of, inflate, read_xspace
+from .io.logdir import host_of, list_runs, profile_files, profile_root
+from .io.xspace import inflate, read_xspace
 from .tools import NO_HLO_MODULES
 
-PROFILE_SUBDIR = ("plugins", "profile")
+if TYPE_CHECKING:
+    from .analysis.compare import CompareResult
+    from .analysis.graph_viewer import GraphView
+    from .analysis.input_pipeline import InputPipelineResult
+    from .analysis.memory_profile import MemoryProfileResult
+    from .analysis.memory_viewer import MemoryViewerResult
+    from .analysis.op_profile import OpProfile
+    from .analysis.overview import OverviewResult
+    from .analysis.trace import Trace
+    from .io.xspace import XSpaceFile
+
+#: A local path (str or os.PathLike) or an fsspec URL string (`gs://bucket/logdir`).
+PathLike = str | os.PathLike
+#: `progress(host, bytes_read, file_size)`, called as a host's file is read.
+Progress = Callable[[str, int, int], None]
 
 
-def _profile_files(folder):
-    return [f for f in fs.listdir(folder)[1] if fs.name(f).endswith(XSPACE_SUFFIXES)]
-
-
-def _profile_root(logdir):
-    """`LOGDIR/plugins/profile`, accepting that folder itself too."""
-    if not fs.exists(logdir):
-        raise ProfileError(logdir, "no such file or folder")
-    if not fs.isdir(logdir):
-        raise ProfileError(logdir, "is a file; list_runs takes a logdir folder")
-    root = fs.join(logdir, *PROFILE_SUBDIR)
-    if fs.isdir(root):
-        return root
-    parts = str(logdir).rstrip("/").split("/")
-    if parts[-2:] == list(PROFILE_SUBDIR):
-        return logdir
-    raise ProfileError(
-        logdir,
-        "has no plugins/profile folder: pass the folder given to "
-        "jax.profiler.start_trace / tf.profiler.experimental.start",
-    )
-
-
-def list_runs(logdir):
-    """The runs (captures) in a logdir, newest last.
-
-    `logdir` is a local folder or an fsspec URL (`gs://bucket/logdir`, needs
-    fsspec). Returns a DataFrame with columns `run` (folder name), `path`,
-    `hosts` (list of host names) and `size_bytes`. Raises ProfileError if
-    `logdir` holds no `plugins/profile` folder.
-    """
-    root = _profile_root(logdir)
-    rows = []
-    for folder in fs.listdir(root)[0]:
-        try:
-            files = _profile_files(folder)
-            size = sum(fs.size(f) for f in files)
-        except ProfileError:  # removed while listed: not a run any more
-            continue
-        if files:
-            rows.append(
-                {
-                    "run": fs.name(folder),
-                    "path": str(folder),
-                    "hosts": [host_of(fs.name(f)) for f in files],
-                    "size_bytes": size,
-                }
-            )
-    return pd.DataFrame(rows, columns=["run", "path", "hosts", "size_bytes"])
-
-
-def load_run(path, progress=None):
+def load_run(path: PathLike | Sequence[PathLike], progress: Progress | None = None) -> Run:
     """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
 
     Paths are local or fsspec URLs (`gs://...`). Run folders are named by
@@ -90,25 +58,25 @@ def load_run(path, progress=None):
         for f in path:
             if not fs.isfile(_local(f)):
                 raise ProfileError(f, "no such file")
-        return Run(fs.name(_parent(path[0])), [_local(f) for f in path], progress=progress)
-    p = _local(path)
+        return Run(fs.name(_parent(_local(path[0]))), [_local(f) for f in path], progress=progress)
+    p = _local(path)  # type: ignore[arg-type]  # (a sequence was handled above)
     if not fs.exists(p):
         raise ProfileError(p, "no such file or folder")
     if fs.isfile(p):
         return Run(fs.name(_parent(p)), [p], progress=progress)
     if not fs.isdir(p):
         raise ProfileError(p, "is neither a profile file nor a folder (a device or a pipe?)")
-    files = _profile_files(p)
+    files = profile_files(p)
     if files:
         return Run(fs.name(p), files, progress=progress)
     runs = list_runs(p)
     if runs.empty:
-        raise ProfileError(_profile_root(p), "holds no run with a .xplane.pb file")
+        raise ProfileError(profile_root(p), "holds no run with a .xplane.pb file")
     # The newest run that opens: the newest may still be being written (or be damaged).
     passed = []
     for _, newest in runs.iloc[::-1].iterrows():
         try:
-            run = Run(newest["run"], _profile_files(_local(newest["path"])), progress=progress)
+            run = Run(newest["run"], profile_files(_local(newest["path"])), progress=progress)
         except (ProfileError, FileNotFoundError) as error:
             passed.append(f"{newest['run']} ({error})")
             continue
@@ -119,22 +87,36 @@ def load_run(path, progress=None):
                 stacklevel=2,
             )
         return run
-    raise ProfileError(_profile_root(p), f"holds no run that opens: {'; '.join(passed)}")
+    raise ProfileError(profile_root(p), f"holds no run that opens: {'; '.join(passed)}")
 
 
-def _local(path):
+def compare(run_a: Run | PathLike, run_b: Run | PathLike) -> CompareResult:
+    """Compare run b with run a (Runs or paths): step time and breakdown, HLO ops, module and
+    allocator memory peaks, and the sentences that sum them up (`CompareResult`)."""
+    from .analysis.compare import compare as compare_runs
+
+    return compare_runs(as_run(run_a), as_run(run_b))
+
+
+def as_run(run_or_path: Run | PathLike, progress: Progress | None = None) -> Run:
+    """`run_or_path` if it is a Run, else `load_run(run_or_path)`: what every widget and
+    `compare` accept."""
+    return run_or_path if isinstance(run_or_path, Run) else load_run(run_or_path, progress=progress)
+
+
+def _local(path: PathLike) -> Path | str:
     """Local paths as Path; URLs stay strings."""
-    return path if fs.is_url(path) else Path(path)
+    return str(path) if fs.is_url(path) else Path(path)
 
 
-def _parent(path):
-    return path.rsplit("/", 1)[0] if fs.is_url(path) else Path(path).parent
+def _parent(path: Path | str) -> Path | str:
+    return str(path).rsplit("/", 1)[0] if fs.is_url(path) else Path(path).parent
 
 
 SAMPLES = {"cpu": "sample", "gpu": "sample_gpu"}
 
 
-def sample_run(kind="cpu"):
+def sample_run(kind: str = "cpu") -> Run:
     """A small real profile shipped inside the package (see xprof_widgets/data/README.md).
 
     "cpu": JAX 0.10.2 on CPU, 20 training steps of an MLP under
@@ -147,9 +129,9 @@ def sample_run(kind="cpu"):
     """
     if kind not in SAMPLES:
         raise ValueError(f"kind must be one of {sorted(SAMPLES)}, not {kind!r}")
-    folder = resources.files("xprof_widgets").joinpath("data", SAMPLES[kind], "plugins", "profile")
+    folder = Path(str(resources.files("xprof_widgets").joinpath("data"))) / SAMPLES[kind] / "plugins" / "profile"
     run = next(p for p in folder.iterdir() if p.is_dir())
-    return Run(run.name, _profile_files(run))
+    return Run(run.name, list(profile_files(run)))
 
 
 class Run:
@@ -160,19 +142,19 @@ class Run:
     in `xspace`), so a bad file fails here.
     """
 
-    def __init__(self, name, files, progress=None):
+    def __init__(self, name: str, files: Sequence[PathLike], progress: Progress | None = None) -> None:
         self.name = str(name)
-        self.files = {host_of(fs.name(f)): _local(f) for f in files}
+        self.files = {host_of(fs.name(_local(f))): _local(f) for f in files}
         if not self.files:
             raise ProfileError(name, "holds no .xplane.pb file")
         #: {host: why its file could not be read}: hosts left out of the run (a warning says so).
-        self.unreadable = {}
+        self.unreadable: dict[str, str] = {}
         for host, path in list(self.files.items()):
             try:
                 _check_header(path)
             except ProfileError as error:
                 self._leave_out(host, error)
-        self._spaces = {}
+        self._spaces: dict[str, XSpaceFile] = {}
         while True:  # fail now, not in the first widget, if no file is good
             try:
                 self.xspace(progress=progress)
@@ -180,7 +162,7 @@ class Run:
             except ProfileError as error:
                 self._leave_out(self.hosts[0], error)
 
-    def _leave_out(self, host, error):
+    def _leave_out(self, host: str, error: ProfileError) -> None:
         """Take a host whose file cannot be read out of the run; raise if it was the last."""
         del self.files[host]
         self.unreadable[host] = str(error)
@@ -190,20 +172,20 @@ class Run:
             raise ProfileError(self.name, "no host's file could be read: " + "; ".join(self.unreadable.values()))
         warnings.warn(f"run {self.name}: host {host} is left out: {error}", UserWarning, stacklevel=4)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Run {self.name!r}: hosts {self.hosts}>"
 
     @property
-    def hosts(self):
+    def hosts(self) -> list[str]:
         """Host names, one per profile file."""
         return list(self.files)
 
     @property
-    def path(self):
+    def path(self) -> Path | str:
         """The run folder."""
         return _parent(next(iter(self.files.values())))
 
-    def xspace(self, host=None, progress=None):
+    def xspace(self, host: str | None = None, progress: Progress | None = None) -> XSpaceFile:
         """The XSpaceFile of `host` (default: the first), read on first use.
 
         `progress(host, bytes_read, file_size)`, if given, is called as the file
@@ -216,13 +198,13 @@ class Run:
         if host not in self._spaces:
             path = self.files[host]
             report = None if progress is None else (lambda done, total: progress(host, done, total))
-            data = _read_remote(path) if fs.is_url(path) else None
+            data = _read_remote(str(path)) if fs.is_url(path) else None
             if data is not None and report is not None:
                 report(len(data), len(data))
             self._spaces[host] = read_xspace(path, data=data, progress=report)
         return self._spaces[host]
 
-    def xspaces(self):
+    def xspaces(self) -> list[XSpaceFile]:
         """Every host's XSpaceFile, in host order. A host whose file cannot be read is left
         out of the run (named in `unreadable`, with a warning)."""
         out = []
@@ -236,7 +218,7 @@ class Run:
     # --- what is in the profile -------------------------------------------------
 
     @cached_property
-    def devices(self):
+    def devices(self) -> pd.DataFrame:
         """Device and host planes: DataFrame with host, plane, kind (TPU/GPU/CPU), model,
         cores, peak_flops (FLOP/s), peak_flops_source, peak_hbm_bw (bytes/s) and
         memory_bytes.
@@ -294,7 +276,7 @@ class Run:
             ],
         )
 
-    def events(self, plane=None, line=None, host=None):
+    def events(self, plane: str | None = None, line: str | None = None, host: str | None = None) -> pd.DataFrame:
         """Events as a DataFrame: host, plane, line, name, start_ps (absolute),
         duration_ps, metadata_id. `plane`/`line`/`host` filter by name.
         """
@@ -339,7 +321,7 @@ class Run:
         return out
 
     @cached_property
-    def hlo_protos(self):
+    def hlo_protos(self) -> dict[str, bytes]:
         """{module name `name(program_id)`: serialized xla.HloProto} over all hosts.
 
         Modules whose bytes are not an HloProto are left out, named with their file and
@@ -366,31 +348,31 @@ class Run:
         return protos
 
     @property
-    def modules(self):
+    def modules(self) -> pd.DataFrame:
         """Compiled HLO modules: DataFrame with module, program_id, sizes (bytes)."""
         from .analysis.memory_viewer import list_modules
 
         return list_modules(self.hlo_protos)
 
     @property
-    def tools(self):
+    def tools(self) -> list[str]:
         """XProf's names of the tools that have data in this run (`overview_page`,
         `input_pipeline_analyzer`, `op_profile`, `hlo_stats`, `trace_viewer`,
         `memory_profile`, `memory_viewer`, ...; the registry is `xprof_widgets.tools`)."""
         return [t for t, ok, _ in self._tool_status() if ok]
 
-    def tool_status(self):
+    def tool_status(self) -> pd.DataFrame:
         """Every tool (XProf's name) with whether it has data here and, if not, why."""
         return pd.DataFrame(self._tool_status(), columns=["tool", "available", "reason"])
 
-    def _tool_status(self):
+    def _tool_status(self) -> list[tuple[str, bool, str]]:
         from .tools import tool_status
 
         return tool_status(self)
 
     # --- analyses ------------------------------------------------------------------
 
-    def memory_viewer(self, module=None, memory_space=0):
+    def memory_viewer(self, module: str | None = None, memory_space: int = 0) -> MemoryViewerResult:
         """XProf's memory viewer for one compiled module (default: the largest).
 
         `module` is a name like `jit_step(30)` (see `run.modules`); `memory_space`
@@ -410,7 +392,14 @@ class Run:
         except ProfileError as error:  # name the file the module is in
             raise ProfileError(self._module_files.get(module, self.path), f"module {error}") from None
 
-    def graph_viewer(self, op=None, module=None, radius=2, expand=False, max_nodes=400):
+    def graph_viewer(
+        self,
+        op: str | None = None,
+        module: str | None = None,
+        radius: int = 2,
+        expand: bool | str | Sequence[str] = False,
+        max_nodes: int = 400,
+    ) -> GraphView:
         """XProf's graph viewer: the HLO graph around `op` (an instruction or computation name;
         default the op with the most device time), `radius` edges out through operands and
         users, laid out top-down. `module` (`name(program_id)`) picks the module when the name
@@ -420,7 +409,7 @@ class Run:
 
         return graph_viewer(self, op, module=module, radius=radius, expand=expand, max_nodes=max_nodes)
 
-    def hlo_stats(self):
+    def hlo_stats(self) -> pd.DataFrame:
         """One row per HLO op on the devices (XProf's HLO stats): times in ps,
         FLOP rates in GFLOP/s, bandwidths in GiB/s. Empty, with `.attrs["reason"]`,
         when the run has no device ops."""
@@ -428,21 +417,21 @@ class Run:
 
         return hlo_stats(self)
 
-    def kernel_stats(self):
+    def kernel_stats(self) -> pd.DataFrame:
         """XProf's GPU kernel stats: one row per (kernel, launch configuration, op), durations
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
         return kernel_stats(self)
 
-    def framework_op_stats(self, exclude_idle=False):
+    def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
         """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless
         `exclude_idle`): times in µs, rates in GFLOP/s and GiB/s, percentages as fractions."""
         from .analysis.framework_op_stats import framework_op_stats
 
         return framework_op_stats(self, exclude_idle=exclude_idle)
 
-    def roofline_model(self):
+    def roofline_model(self) -> pd.DataFrame:
         """XProf's roofline model: one row per op and step (and `Total`), with the device roofs
         (peak FLOP/s, bandwidths, ridge points) in `.attrs`. Empty, with `.attrs["reason"]`,
         without a GPU or TPU."""
@@ -450,7 +439,9 @@ class Run:
 
         return roofline_model(self)
 
-    def op_profile(self, group_by="program", exclude_idle=False, top_n=100, sort_by="time"):
+    def op_profile(
+        self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"
+    ) -> OpProfile:
         """XProf's HLO op profile: program (or category) -> category -> op -> fused ops,
         with time (ps) and FLOPS / bandwidth utilisation per node. `sort_by` is
         "time" or "wasted_time". Returns an OpProfile (`.root`, `.to_dataframe()`)."""
@@ -458,7 +449,7 @@ class Run:
 
         return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
 
-    def overview(self, host=None):
+    def overview(self, host: str | None = None) -> OverviewResult:
         """XProf's overview page: step time (ms) and its breakdown, input %, duty
         cycle, op placement, precision, top operations, run environment and a
         recommendation. Without steps, `.reason` says how to add step markers."""
@@ -466,7 +457,7 @@ class Run:
 
         return overview(self, host=host)
 
-    def input_pipeline(self, host=None):
+    def input_pipeline(self, host: str | None = None) -> InputPipelineResult:
         """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
         step time waiting for input, the host-side breakdown (µs), the tf.data input
         ops and a recommendation. Without steps, `.reason` says how to add markers.
@@ -475,7 +466,7 @@ class Run:
 
         return input_pipeline(self, host=host)
 
-    def memory_profile(self, memory_id=None, host=None):
+    def memory_profile(self, memory_id: str | None = None, host: str | None = None) -> MemoryProfileResult:
         """XProf's memory profile: allocator timeline, summary and breakdown at peak.
 
         `memory_id` picks the allocator (see `.memory_ids`; default the first),
@@ -485,13 +476,14 @@ class Run:
         """
         from .analysis.memory_profile import memory_profile
 
-        space = self.xspace(host)
-        key = ("memory_profile", memory_id)
-        if key not in space.cache:  # widgets ask again for ids and on every switch
-            space.cache[key] = memory_profile(self, memory_id=memory_id, host=host)
-        return space.cache[key]
+        # Widgets ask again for the ids and on every switch: once per host file and allocator.
+        return derived(
+            self.xspace(host),
+            ("memory_profile", memory_id),
+            lambda: memory_profile(self, memory_id=memory_id, host=host),
+        )
 
-    def trace(self, host=None):
+    def trace(self, host: str | None = None) -> Trace:
         """The trace of `host` (default: the first): tracks, window queries, event details, search.
 
         Built once per host (see `analysis.trace.Trace`).
@@ -501,7 +493,7 @@ class Run:
         return trace(self, host)
 
 
-def _check_header(path):
+def _check_header(path: Path | str) -> None:
     """Cheap check that a file can be an XSpace: not empty, starts like one."""
     head = fs.read_head(path, 2)
     if not head:
@@ -512,7 +504,7 @@ def _check_header(path):
         raise ProfileError(path, f"does not start like an XSpace profile (first byte {head[0]:#04x})")
 
 
-def _read_remote(url):
+def _read_remote(url: str) -> bytes | bytearray:
     """A remote file's bytes, gunzipped if needed."""
     data = fs.read_bytes(url)
     if data[:2] == b"\x1f\x8b":
@@ -520,7 +512,7 @@ def _read_remote(url):
     return data
 
 
-def _plane_kind(name):
+def _plane_kind(name: str) -> str | None:
     if name.startswith("/device:TPU:"):
         return "TPU"
     if name.startswith("/device:GPU:"):

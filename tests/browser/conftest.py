@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -19,10 +18,8 @@ import urllib.parse
 
 import pytest
 
-try:
-    from .harness import CHROMIUM, CHROMIUM_ARGS, HERE, LOCAL_HOSTS, REPO_ROOT, api
-except ImportError:  # tests/browser is not a package (no __init__.py)
-    from harness import CHROMIUM, CHROMIUM_ARGS, HERE, LOCAL_HOSTS, REPO_ROOT, api
+from ..conftest import free_port
+from .harness import CHROMIUM, CHROMIUM_ARGS, HERE, LOCAL_HOSTS, REPO_ROOT, api
 
 
 def pytest_collection_modifyitems(items):
@@ -45,12 +42,6 @@ def chromium_path():
     return CHROMIUM
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def jupyter_lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1: yields (url, token, notebook_dir)."""
@@ -67,7 +58,7 @@ def jupyter_lab(tmp_path_factory):
     news = settings_dir / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    port = _free_port()
+    port = free_port()
     token = secrets.token_hex(16)
     log_path = notebook_dir.parent / "jupyter-lab.log"
     log = open(log_path, "wb")

@@ -5,7 +5,6 @@ selector of ProfileWidget, the capture form); a marimo cell reacts to the op cli
 Screenshot: tests/artifacts/marimo-tour.png."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 import xprof_widgets as xw
 
+from ..conftest import free_port
 from .harness import ARTIFACTS, REPO_ROOT, save_screenshot
 
 pytestmark = pytest.mark.skipif(find_spec("marimo") is None, reason="marimo is not installed (pip install marimo)")
@@ -26,16 +26,10 @@ WIDGETS = 9  # the tour's widgets, in its order
 OPS, OVERVIEW, TRACE, MEMORY_PROFILE, MEMORY_VIEWER, INPUT, PROFILE, COMPARE, CAPTURE = range(WIDGETS)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def marimo_app(tmp_path_factory):
     """`marimo run notebooks/marimo_tour.py` on 127.0.0.1: yields its URL."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("marimo") / "marimo.log"
     log = open(log_path, "wb")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p))
@@ -154,7 +148,7 @@ def test_every_widget_works_in_marimo(page, marimo_app):
     # The capture form: a port where nothing listens, and the status says so in words.
     form = widgets.nth(CAPTURE)
     field = form.locator("[data-testid='capture-address']")
-    field.fill(f"localhost:{_free_port()}")
+    field.fill(f"localhost:{free_port()}")
     field.press("Enter")
     form.locator("[data-testid='capture-button']").click()
     form.locator(".xw-capture-status[data-status='error']").wait_for(timeout=60_000)

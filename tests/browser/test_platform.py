@@ -6,10 +6,7 @@ import json
 import pathlib
 import re
 
-try:
-    from .harness import REPO_ROOT, run_notebook_in_lab, save_notebook, save_screenshot, write_notebook
-except ImportError:  # tests/browser is not a package (no __init__.py)
-    from harness import REPO_ROOT, run_notebook_in_lab, save_notebook, save_screenshot, write_notebook
+from .harness import REPO_ROOT, run_notebook_in_lab, save_notebook, save_screenshot, write_notebook
 
 BOKEH_JS = REPO_ROOT / "xprof_widgets" / "static" / "bokeh.js"
 

@@ -476,13 +476,9 @@ def compare_allocators(run_a, run_b):
 
 def compare(run_a, run_b) -> CompareResult:
     """Compare run b with run a: step time and breakdown, HLO ops, module and
-    allocator memory peaks. `run_a`, `run_b` are Runs or paths (`load_run`).
-    Parts a run cannot give are left empty with the reason in words; this does
-    not raise for a run that lacks a tool. See CompareResult."""
-    from ..run import Run, load_run
-
-    run_a = run_a if isinstance(run_a, Run) else load_run(run_a)
-    run_b = run_b if isinstance(run_b, Run) else load_run(run_b)
+    allocator memory peaks of two Runs (`xw.compare` also takes paths). Parts a
+    run cannot give are left empty with the reason in words; this does not raise
+    for a run that lacks a tool. See CompareResult."""
     steps, counts, avgs, steps_reason = compare_steps(run_a, run_b)
     ops, ops_reason = compare_ops(run_a, run_b)
     modules, modules_reason = compare_modules(run_a, run_b)

@@ -29,6 +29,7 @@ import pandas as pd
 from ..errors import ProfileError
 from ..io.hlo import hlo_module
 from ..io.hlo_text import shape_text
+from .cache import per_run
 from .xla_ops import category, program_id_of, program_modules, source_text
 
 # Layout units (the widget draws at about 55 px a unit): node boxes, the vertical
@@ -254,20 +255,22 @@ def op_times(run) -> dict:
     {} for a mapping of HloProtos (no profile)."""
     if isinstance(run, Mapping) or not hasattr(run, "xspace"):
         return {}
-    cache = run.__dict__.setdefault("_analysis_cache", {})
-    if "graph_viewer_times" not in cache:
-        from .op_stats import device_op_metrics
+    return _op_times(run)
 
-        db = device_op_metrics(run)
-        ops = db.ops
-        out = {}
-        if not ops.empty:
-            total = float(db.total_time_ps) or np.nan
-            cols = [ops[c].to_numpy(dtype=np.float64) for c in ("time_ps", "self_time_ps", "occurrences", "flops")]
-            for i, (pid, name) in enumerate(zip(ops["program_id"].tolist(), ops["name"].astype(str).tolist())):
-                out[(int(pid), name)] = (cols[0][i], cols[1][i], cols[2][i], cols[3][i], cols[0][i] / total)
-        cache["graph_viewer_times"] = out
-    return cache["graph_viewer_times"]
+
+@per_run
+def _op_times(run):
+    from .op_stats import device_op_metrics
+
+    db = device_op_metrics(run)
+    ops = db.ops
+    out = {}
+    if not ops.empty:
+        total = float(db.total_time_ps) or np.nan
+        cols = [ops[c].to_numpy(dtype=np.float64) for c in ("time_ps", "self_time_ps", "occurrences", "flops")]
+        for i, (pid, name) in enumerate(zip(ops["program_id"].tolist(), ops["name"].astype(str).tolist())):
+            out[(int(pid), name)] = (cols[0][i], cols[1][i], cols[2][i], cols[3][i], cols[0][i] / total)
+    return out
 
 
 def busiest_ops(run, module, n=8) -> list:

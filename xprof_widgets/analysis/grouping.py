@@ -73,6 +73,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .cache import derived
+
 HOST_PLANE = "/host:CPU"
 TPU_PLANE_PREFIX = "/device:TPU:"
 
@@ -660,9 +662,7 @@ def group_ids(space, recompute=False):
     `recompute=True` they are ignored and the grouping is computed.
     """
     if is_grouped(space) and not recompute:
-        if "file_group_ids" not in space.cache:
-            space.cache["file_group_ids"] = _file_group_ids(space)
-        return space.cache["file_group_ids"]
+        return derived(space, "file_group_ids", lambda: _file_group_ids(space))
     return _computed(space)[0]
 
 
@@ -711,10 +711,12 @@ def _computed(space):
     Per host the memory profile, the overview and the steps all ask for them;
     the pass is the costly part (seconds on millions of events).
     """
-    if "grouping" not in space.cache:
+
+    def compute():
         nodes, group, steps, eager = _forest(space)
-        space.cache["grouping"] = (_split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, eager))
-    return space.cache["grouping"]
+        return _split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, eager)
+
+    return derived(space, "grouping", compute)
 
 
 def _split(nodes, group):
@@ -744,9 +746,7 @@ def eager_events(space, recompute=False):
     `is_eager` stats; so does this unless `recompute=True`.
     """
     if is_grouped(space) and not recompute:
-        if "file_eager" not in space.cache:
-            space.cache["file_eager"] = _file_eager(space)
-        marked = space.cache["file_eager"]
+        marked = derived(space, "file_eager", lambda: _file_eager(space))
     else:
         marked = _computed(space)[2]
     out = {}

@@ -39,6 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .cache import per_run
 from .op_stats import _DERIVED_ID_MAX, _DERIVED_ID_MIN, gpu_planes
 from .tf_op import parse_tf_op, tf_op_fullname
 
@@ -323,6 +324,7 @@ def _empty(reason):
     return out
 
 
+@per_run
 def kernel_reports(run):
     """XProf's kernel stats database of `run` (all hosts combined, sorted, cut), durations
     in ns: DataFrame with the report key (kernel_name, grid_0..2, block_0..2,
@@ -332,9 +334,6 @@ def kernel_reports(run):
     is none) when the run has no kernel. Built once per run."""
     from .xla_ops import program_modules
 
-    cache = run.__dict__.setdefault("_analysis_cache", {})
-    if "kernel_reports" in cache:
-        return cache["kernel_reports"]
     spaces = run.xspaces()
     is_tpu = [any(p.name.startswith("/device:TPU:") for p in s.planes) for s in spaces]
     if not any(gpu_planes(s) for s in spaces):
@@ -347,7 +346,6 @@ def kernel_reports(run):
             result = TPU_PLANES if all(t for s, t in zip(spaces, is_tpu) if gpu_planes(s)) else NO_KERNELS
         else:
             result = hosts[0] if len(hosts) == 1 else _sorted_top(pd.concat(hosts, ignore_index=True))
-    cache["kernel_reports"] = result
     return result
 
 

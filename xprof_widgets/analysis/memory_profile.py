@@ -43,6 +43,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..io.xspace import categorical
+from .cache import derived
 from .grouping import group_ids
 
 HOST_PLANE = "/host:CPU"
@@ -230,9 +231,7 @@ def allocator_events(run, host=None):
     `memory_id` and `is_alloc`), before XProf's post-processing.
     """
     space = run.xspace(host)
-    if "allocator_events" not in space.cache:
-        space.cache["allocator_events"] = _allocator_events(run, space, host)
-    return space.cache["allocator_events"]
+    return derived(space, "allocator_events", lambda: _allocator_events(run, space, host))
 
 
 def _allocator_events(run, space, host):

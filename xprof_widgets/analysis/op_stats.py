@@ -26,6 +26,7 @@ import functools
 import numpy as np
 import pandas as pd
 
+from .cache import per_run
 from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
@@ -338,6 +339,7 @@ def _program_names(run):
     return names
 
 
+@per_run
 def device_op_metrics(run) -> DeviceOpMetrics:
     """Per-HLO-op metrics of `run` (see DeviceOpMetrics): over all TPU cores
     as XProf; failing those, over GPU kernels, then XLA:CPU thunks, that

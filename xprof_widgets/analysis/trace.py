@@ -75,6 +75,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from .cache import derived
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
 
@@ -713,9 +714,7 @@ class Trace:
 def trace(run, host=None):
     """The Trace of a run's `host` (default: the first), built once per host."""
     space = run.xspace(host)
-    if "trace" not in space.cache:
-        space.cache["trace"] = Trace(space, run)
-    return space.cache["trace"]
+    return derived(space, "trace", lambda: Trace(space, run))
 
 
 # --- layout ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import os
 from ..errors import ProfileError
 from ..io.hlo import hlo_module
 from ..io.hlo_text import instruction_text
+from .cache import per_run
 from .hlo_cost import module_costs
 from .tf_op import tf_op_fullname
 
@@ -154,9 +155,7 @@ class ProgramModules:
         return self._costs[key]
 
 
+@per_run
 def program_modules(run) -> ProgramModules:
     """The run's ProgramModules, built once per run."""
-    cache = run.__dict__.setdefault("_analysis_cache", {})
-    if "program_modules" not in cache:
-        cache["program_modules"] = ProgramModules(getattr(run, "hlo_protos", {}) or {})
-    return cache["program_modules"]
+    return ProgramModules(getattr(run, "hlo_protos", {}) or {})

@@ -8,16 +8,17 @@ otherwise the user gets a ProfileError that says what to install.
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ..errors import ProfileError
 
 
-def is_url(path):
+def is_url(path: object) -> bool:
     """True for `proto://...` paths other than plain files."""
     return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
 
-def _fs(url):
+def _fs(url: str) -> Any:
     try:
         import fsspec
     except ImportError:
@@ -29,39 +30,39 @@ def _fs(url):
     return fs
 
 
-def _strip(url):
+def _strip(url: str) -> str:
     return url.split("://", 1)[1] if "://" in url else url
 
 
-def _protocol(url):
+def _protocol(url: str) -> str:
     return url.split("://", 1)[0]
 
 
-def join(path, *parts):
+def join(path: Path | str, *parts: str) -> Path | str:
     """`path / part / ...` for local paths and URLs."""
     if is_url(path):
-        return "/".join([path.rstrip("/"), *parts])
+        return "/".join([str(path).rstrip("/"), *parts])
     return Path(path).joinpath(*parts)
 
 
-def name(path):
+def name(path: Path | str) -> str:
     """The last component of a path or URL."""
     return PurePosixPath(_strip(str(path)).rstrip("/")).name if is_url(path) else Path(path).name
 
 
-def exists(path):
-    return _fs(path).exists(path) if is_url(path) else Path(path).exists()
+def exists(path: Path | str) -> bool:
+    return _fs(str(path)).exists(path) if is_url(path) else Path(path).exists()
 
 
-def isdir(path):
-    return _fs(path).isdir(path) if is_url(path) else Path(path).is_dir()
+def isdir(path: Path | str) -> bool:
+    return _fs(str(path)).isdir(path) if is_url(path) else Path(path).is_dir()
 
 
-def isfile(path):
-    return _fs(path).isfile(path) if is_url(path) else Path(path).is_file()
+def isfile(path: Path | str) -> bool:
+    return _fs(str(path)).isfile(path) if is_url(path) else Path(path).is_file()
 
 
-def listdir(path):
+def listdir(path: Path | str) -> tuple[list[Any], list[Any]]:
     """(folders, files) directly inside `path`, each sorted, as paths of the same kind.
     Raises ProfileError when `path` is no folder (any more: runs come and go)."""
     if not is_url(path):
@@ -74,37 +75,38 @@ def listdir(path):
         except OSError as e:
             raise ProfileError(path, f"cannot be listed ({e.strerror or e})") from None
         return [p for p in entries if p.is_dir()], [p for p in entries if p.is_file()]
-    fs = _fs(path)
-    proto = _protocol(path)
-    folders, files = [], []
+    fs = _fs(str(path))
+    proto = _protocol(str(path))
+    folders: list[Any] = []
+    files: list[Any] = []
     for entry in sorted(fs.ls(path, detail=True), key=lambda e: e["name"]):
         url = f"{proto}://{_strip(entry['name'])}"
         (folders if entry["type"] == "directory" else files).append(url)
     return folders, files
 
 
-def size(path):
+def size(path: Path | str) -> int:
     try:
-        return _fs(path).size(path) if is_url(path) else Path(path).stat().st_size
+        return _fs(str(path)).size(path) if is_url(path) else Path(path).stat().st_size
     except FileNotFoundError:
         raise ProfileError(path, "no such file (removed while it was read?)") from None
 
 
-def read_bytes(path):
+def read_bytes(path: str) -> bytes:
     """All bytes of a file at a URL (local files are read by xspace.read_padded)."""
     try:
-        return _fs(path).cat_file(path)
+        return _fs(str(path)).cat_file(path)
     except FileNotFoundError:
         raise ProfileError(path, "no such file") from None
     except OSError as e:
         raise ProfileError(path, f"cannot be read ({e})") from None
 
 
-def read_head(path, n=2):
+def read_head(path: Path | str, n: int = 2) -> bytes:
     """The first `n` bytes of a file."""
     try:
         if is_url(path):
-            with _fs(path).open(path, "rb") as f:
+            with _fs(str(path)).open(path, "rb") as f:
                 return f.read(n)
         with open(path, "rb") as f:
             return f.read(n)

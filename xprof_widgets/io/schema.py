@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _POOL = descriptor_pool.DescriptorPool()
 _SET = descriptor_pb2.FileDescriptorSet.FromString(
-    resources.files(__package__).joinpath("proto", "schema.binpb").read_bytes()
+    (resources.files(__package__) / "proto" / "schema.binpb").read_bytes()
 )
 for _file in _SET.file:
     _POOL.Add(_file)

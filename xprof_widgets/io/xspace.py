@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import ProfileError
 from . import schema, wire
+from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
 _SPACE_FIELDS = {1: "planes", 2: "errors", 3: "warnings", 4: "hostnames"}
@@ -37,17 +38,6 @@ _STAT_SCALARS, _STAT_LENGTHS = (
     (_STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
     (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
 )
-
-XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
-
-
-def host_of(path):
-    """The host name a profile file stands for: its name less `.xplane.pb[.gz]`."""
-    name = Path(str(path)).name
-    for suffix in XSPACE_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def stat_value(stat, stat_names):
@@ -122,7 +112,7 @@ class Line:
     event_duration_ps: np.ndarray
     metadata_id: np.ndarray
     record_pos: np.ndarray = field(repr=False)  # byte offset of each event record
-    stats_at: np.ndarray = field(repr=False, default=None)  # offset from record_pos to its stats
+    stats_at: np.ndarray | None = field(repr=False, default=None)  # offset from record_pos to its stats
     _names: object = field(repr=False, default=None, compare=False)
 
     def __len__(self):
@@ -724,9 +714,8 @@ class XSpaceFile:
         self.errors = []
         self.warnings = []
         self.hostnames = []
-        # Derived data analyses keep per host (group ids, allocator events...):
-        # computed once, shared by every tool that needs it.
-        self.cache = {}
+        # What analyses derive per host (group ids, allocator events...) is kept on this
+        # object by `analysis.cache.derived`: computed once, shared by every tool.
         self._shared_tables = None  # see sharing_stats
 
     @contextmanager
@@ -938,8 +927,8 @@ def _parse_plane(space, buf, start, end):
             shell.append(_field_bytes(buf, number, wt, value, s, e))
     try:
         message = schema.XPlane.FromString(b"".join(shell))
-    except Exception as e:  # protobuf raises DecodeError subclasses of Exception
-        raise wire.WireError(f"plane metadata does not decode ({e})") from None
+    except Exception as error:  # protobuf raises DecodeError subclasses of Exception
+        raise wire.WireError(f"plane metadata does not decode ({error})") from None
     plane = Plane(space=space, id=message.id, name=message.name, message=message)
     for s, e in line_ranges:
         plane.lines.append(_parse_line(plane, buf, s, e))

@@ -1,10 +1,11 @@
 """The one place that knows how a widget's data crosses to the browser.
 
 Every tool widget subclasses :class:`BokehWidget`. Python builds Bokeh
-figures and HTML; the shared front end (``js/src/widget.js``, built into
-``static/widget.js``) embeds them with BokehJS, which it loads once per page
-over the comm (``static/bokeh.js`` sent as a binary buffer, never stored in
-the widget state or the saved notebook). Data moves as numpy buffers:
+figures and HTML; the shared front end (``js/src/``, built into
+``static/widget.js``, its CSS into ``static/widget.css``) embeds them with
+BokehJS, which it loads once per page over the comm (``static/bokeh.js`` sent
+as a binary buffer, never stored in the widget state or the saved notebook).
+Data moves as numpy buffers:
 
 * Python to browser: :meth:`BokehWidget.push_columns` replaces the data of a
   named ``ColumnDataSource`` in every view of the widget.
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = pathlib.Path(__file__).resolve().parent.parent / "static"
 WIDGET_JS = STATIC_DIR / "widget.js"
+WIDGET_CSS = STATIC_DIR / "widget.css"
 BOKEH_JS = STATIC_DIR / "bokeh.js"
 
 # Tag on a Bokeh Plot: the front end sends a request of this kind whenever
@@ -195,6 +197,9 @@ class BokehWidget(anywidget.AnyWidget):
     """
 
     _esm = WIDGET_JS if WIDGET_JS.is_file() else _MISSING_FRONT_END_ESM
+    # Every widget's CSS (js/src/widget.css), scoped under each widget's root class. Without
+    # the built front end there is none: the ESM above then says what to do.
+    _css = WIDGET_CSS if WIDGET_CSS.is_file() else ""
 
     figures = traitlets.Dict(help="Figure name -> bokeh.embed.json_item() output.").tag(sync=True)
     html = traitlets.Unicode("", help="The widget's HTML body; figures go into [data-figure=NAME].").tag(sync=True)

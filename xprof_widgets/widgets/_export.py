@@ -3,8 +3,9 @@
 The page carries the widget's front end (``static/widget.js``, the same ESM
 the notebook runs) and BokehJS (``static/bokeh.js``) inline, the widget's
 synced state (``figures``, ``html``, ``selected``, ...) and the last data
-Python sent per named source. A small stand-in for the anywidget model runs
-the unchanged front end against that state:
+Python sent per named source. A small stand-in for the anywidget model (the
+page's loader, ``static/export.js``, built from ``js/src/export.js``) runs the
+unchanged front end against that state:
 
 * ``get`` / ``set`` / ``save_changes`` / ``on`` / ``off`` work on a local copy
   of the state (``set`` fires ``change:NAME`` like Backbone does);
@@ -20,6 +21,8 @@ Nothing in the page is loaded from a URL but ``blob:`` URLs made from the
 page's own text (BokehJS names a few URLs, e.g. help links, loading none). Text goes into ``<script type="text/plain">``
 blocks as is when it cannot end the block early (no ``</script``, ``<!--``,
 ``<script``, NUL or CR), else base64; JSON has ``<``, ``>`` and ``&`` escaped.
+The page's own style is ``static/export.css`` (``js/src/export.css``), then the
+widget's CSS (its ``_css``: ``static/widget.css``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import base64
 import datetime
 import html
 import json
+import pathlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -37,142 +41,35 @@ __all__ = ["export_page", "script_block"]
 # Sequences that change how an HTML parser reads a <script> element's text.
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script|[\x00\r]", re.IGNORECASE)
 
-_STYLE = """
-html, body { margin: 0; background: #fff; }
-body { font: 13px/1.4 system-ui, sans-serif; color: #222; }
-.xprof-export-banner { position: sticky; top: 0; z-index: 10; background: #fff8e1; color: #5d4200;
-  border-bottom: 1px solid #e6c65c; padding: 5px 12px; font-size: 12px; }
-.xprof-export-banner .xprof-export-meta { color: #8a6d1e; margin-left: 8px; }
-#xprof-export-root { padding: 10px 12px; }
-"""
+STATIC_DIR = pathlib.Path(__file__).resolve().parent.parent / "static"
+# The stand-in for anywidget's model, and the loader (js/src/export.js, built by js/build.mjs).
+EXPORT_JS = STATIC_DIR / "export.js"
+# The page's banner and margins (js/src/export.css).
+EXPORT_CSS = STATIC_DIR / "export.css"
 
-# The stand-in for anywidget's model, and the loader. Plain ES2020, no imports.
-_SHIM = r"""
-const byId = (id) => document.getElementById(id);
-const DATA = JSON.parse(byId("xprof-export-data").textContent);
+# What would end the inline <script type="module"> that holds the loader early.
+_ENDS_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
-function fromBase64(text) {
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
 
-function blockBytes(id) {
-  const el = byId(id);
-  return el.dataset.encoding === "base64" ? fromBase64(el.textContent) : new TextEncoder().encode(el.textContent);
-}
+def _loader() -> str:
+    """The page's loader: static/export.js, which the built front end must hold."""
+    try:
+        text = EXPORT_JS.read_text(encoding="utf-8")
+    except OSError as error:
+        raise RuntimeError(
+            f"static export loader missing ({error}); rebuild the package front end (npm run build in js/)"
+        ) from error
+    if _ENDS_SCRIPT.search(text):
+        raise RuntimeError(f"{EXPORT_JS} cannot go inline in a page (it holds </script, <script or <!--)")
+    return text
 
-function asView(bytes) {
-  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
 
-class StaticModel {
-  constructor(state) {
-    this.state = { ...state };
-    this.listeners = new Map();
-  }
-  get(key) {
-    return this.state[key];
-  }
-  set(key, value) {
-    const before = JSON.stringify(this.state[key]);
-    this.state[key] = value;
-    if (JSON.stringify(value) !== before) this.emit(`change:${key}`, this, value);
-  }
-  save_changes() {}
-  on(name, callback) {
-    if (!this.listeners.has(name)) this.listeners.set(name, new Set());
-    this.listeners.get(name).add(callback);
-  }
-  off(name, callback) {
-    if (name == null) this.listeners.clear();
-    else if (callback == null) this.listeners.delete(name);
-    else this.listeners.get(name)?.delete(callback);
-  }
-  emit(name, ...args) {
-    for (const callback of [...(this.listeners.get(name) ?? [])]) {
-      try {
-        callback(...args);
-      } catch (error) {
-        console.error("xprof_widgets static export:", error);
-      }
-    }
-  }
-  send(content) {
-    // Answered after the caller returns, as a kernel would be.
-    setTimeout(() => this.answer(content ?? {}), 0);
-  }
-  answer(content) {
-    if (content.type === "load-bokeh") {
-      const reply = { type: "bokeh", nonce: content.nonce, version: DATA.bokeh_version };
-      if (content.version !== DATA.bokeh_version) {
-        reply.error = `the page's front end wants BokehJS ${content.version}, the export holds ${DATA.bokeh_version}`;
-        this.emit("msg:custom", reply, []);
-      } else {
-        this.emit("msg:custom", reply, [asView(blockBytes("xprof-export-bokeh"))]);
-      }
-    } else if (content.type === "request") {
-      // A reply with no data: the view stops waiting and keeps what it shows.
-      if (!this.toldNoKernel) console.info("xprof_widgets static export: no kernel, requests get no data");
-      this.toldNoKernel = true;
-      this.emit("msg:custom", {
-        type: "reply", id: content.id, view: content.view, kind: content.kind,
-        content: { static_export: true }, columns: [],
-      }, []);
-    }
-  }
-}
-
-const model = new StaticModel(DATA.state);
-const el = byId("xprof-export-root");
-let replayed = false;
-
-// The view as it was: x ranges first (their requests are answered without
-// data), then the last data Python sent per source.
-function replay() {
-  if (replayed) return;
-  replayed = true;
-  for (const range of DATA.ranges) model.emit("msg:custom", { type: "range", ...range }, []);
-  for (const push of DATA.pushes) {
-    model.emit("msg:custom", push.msg, push.buffers.map((b) => asView(fromBase64(b))));
-  }
-  requestAnimationFrame(() => {
-    document.documentElement.dataset.xprofReplayed = String(DATA.pushes.length);
-  });
-}
-
-model.on("change:status", () => {
-  if (model.get("status") === "ready") replay();
-});
-
-function showError(error) {
-  console.error("xprof_widgets static export:", error);
-  const pre = document.createElement("pre");
-  pre.className = "xprof-error";
-  pre.textContent = `xprof_widgets static export could not start: ${error?.message ?? error}`;
-  el.appendChild(pre);
-  document.documentElement.dataset.xprofReplayed = "error";
-}
-
-const url = URL.createObjectURL(new Blob([blockBytes("xprof-export-widget")], { type: "text/javascript" }));
-import(url).then(
-  async (module) => {
-    URL.revokeObjectURL(url);
-    const widget = module.default ?? module;
-    try {
-      await widget.initialize?.({ model });
-      await widget.render({ model, el });
-    } catch (error) {
-      showError(error);
-    }
-  },
-  (error) => {
-    URL.revokeObjectURL(url);
-    showError(error);
-  },
-);
-"""
+def _page_css() -> str:
+    """The page's own style; without the built file, none (the page works unstyled)."""
+    try:
+        return EXPORT_CSS.read_text(encoding="utf-8")
+    except OSError:
+        return ""
 
 
 def _ascii_html(text: str) -> str:
@@ -227,7 +124,8 @@ def export_page(
     exported = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     about = f"{_ascii_html(subject)} &mdash; " if subject else ""
     meta = f"exported {exported}; xprof-widgets {package_version}, BokehJS {bokeh_version}"
-    style = (_STYLE + (css or "")).replace("</", "<\\/")  # CSS reads \/ as /; HTML then cannot end the block
+    loader = _loader()
+    style = (_page_css() + "\n" + (css or "")).replace("</", "<\\/")  # CSS reads \/ as /; HTML cannot end it
     banner = (
         '<div class="xprof-export-banner" role="note" data-testid="export-banner">'
         f"Static export of <b>{_ascii_html(widget_class)}</b> &mdash; {about}"
@@ -250,7 +148,7 @@ def export_page(
             f'<script type="application/json" id="xprof-export-data">{_json_for_script(data)}</script>',
             script_block("xprof-export-widget", esm),
             script_block("xprof-export-bokeh", bokeh_js),
-            f'<script type="module">{_SHIM}</script>',
+            f'<script type="module">{loader}</script>',
             "</body>",
             "</html>",
             "",

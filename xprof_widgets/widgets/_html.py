@@ -1,36 +1,14 @@
-"""HTML pieces every tool widget uses: escaping, notices, selectors, stat cards, base CSS.
+"""HTML pieces every tool widget uses: escaping, notices, selectors, stat cards.
 
 Names in a profile (ops, modules, hosts) are untrusted: everything that puts
-text into a widget's HTML goes through `esc`.
+text into a widget's HTML goes through `esc`. The classes used here (`xw-stats`, `xw-note`, ...)
+are styled in js/src/styles/ (built into static/widget.css, every widget's `_css`).
 """
 
 import html
 import json
 
 import pandas as pd
-
-# Shared look; a widget scopes it under its own root class (e.g. ".xw-mv"). Controls get
-# their borders back: some hosts (marimo) reset them.
-CONTROLS_CSS = """
-{root} select, {root} input, {root} button {{ font: inherit; border: 1px solid #aaa; border-radius: 3px;
-  padding: 1px 4px; background: #fff; color: inherit; }}
-{root} button {{ cursor: pointer; background: #f4f4f4; }}
-"""
-
-BASE_CSS = """
-{root} {{ font: 13px/1.4 system-ui, sans-serif; color: #222; max-width: 100%; }}
-{root} .xw-head {{ display: flex; flex-wrap: wrap; gap: 4px 12px; align-items: center; margin-bottom: 6px; }}
-{root} .xw-head > * {{ white-space: nowrap; }}
-{root} .xw-scroll {{ overflow: auto; min-width: 0; max-width: 100%; }}
-{root} .xw-note {{ color: #666; }}
-{root} select, {root} input, {root} button {{ font: inherit; border: 1px solid #aaa; border-radius: 3px;
-  padding: 1px 4px; background: #fff; color: inherit; }}
-{root} button {{ cursor: pointer; background: #f4f4f4; }}
-{root} .xw-stats {{ display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 6px; }}
-{root} .xw-stat {{ border: 1px solid #ddd; border-radius: 4px; padding: 3px 8px; min-width: 100px; }}
-{root} .xw-label {{ color: #666; font-size: 11px; }}
-{root} .xw-value {{ font-weight: 600; }}
-"""
 
 
 def esc(value):

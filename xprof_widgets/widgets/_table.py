@@ -5,6 +5,7 @@ A table is a list of `Column`s over a DataFrame whose index is the row's stable 
 Clicking a header sends a `sort` request with `{"column": key}`; the widget toggles
 the direction when the column is already the sorted one (`next_sort`). Every cell
 goes through `esc`; JSON in attributes through `data_json`.
+Their look: js/src/styles/table.css.
 """
 
 from __future__ import annotations
@@ -19,23 +20,6 @@ from ._html import data_json, esc
 
 # Values a text field sorts ascending by default; numbers (and booleans) sort descending.
 _TEXT_KINDS = ("text", "code")
-
-TABLE_CSS = """
-{root} table.xw-table {{ border-collapse: collapse; font-size: 12px; width: max-content; min-width: 100%; }}
-{root} table.xw-table th {{ text-align: left; vertical-align: bottom; border-bottom: 1px solid #999; padding: 2px 6px;
-  position: sticky; top: 0; background: #fff; cursor: pointer; white-space: normal; min-width: 48px;
-  font-weight: 600; }}
-{root} table.xw-table th.sorted {{ background: #eef3fa; }}
-{root} table.xw-table th .xw-th {{ display: inline-block; max-width: 120px; }}
-{root} table.xw-table th .xw-arrow {{ color: #4e79a7; }}
-{root} table.xw-table td {{ border-bottom: 1px solid #eee; padding: 1px 6px; white-space: nowrap; }}
-{root} table.xw-table td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-{root} table.xw-table td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; max-width: 440px; }}
-{root} table.xw-table .xw-clamp {{ display: -webkit-box; -webkit-box-orient: vertical; overflow: hidden; }}
-{root} table.xw-table tr[data-select] td {{ cursor: pointer; }}
-{root} table.xw-table tr[data-select]:hover td {{ background: #e8f0fb; }}
-{root} table.xw-table tr.sel td, {root} table.xw-table tr.sel:hover td {{ background: #ffe9a8; }}
-"""
 
 
 @dataclass(frozen=True)

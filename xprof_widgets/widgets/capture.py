@@ -17,7 +17,7 @@ from ..capture import capture
 from ..errors import ProfileError
 from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import CONTROLS_CSS, data_json, esc
+from ._html import data_json, esc
 
 
 def _line(text, kind="info"):
@@ -81,12 +81,6 @@ class CaptureWidget(HostWidget):
 
         disabled = " disabled" if self.capturing else ""
         return f"""
-<style>
-{CONTROLS_CSS.format(root=".xw-capture")}
-.xw-capture {{ font: 13px/1.4 system-ui, sans-serif; }}
-.xw-capture .xw-capture-form {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; }}
-.xw-capture label {{ white-space: nowrap; }}
-</style>
 <div class="xw-capture">
   <div class="xw-capture-form">
     {field("address", "Address", self.address, "host:port")}

@@ -23,8 +23,9 @@ from ..analysis.compare import (
     compare,
 )
 from ..format import change, size_short
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc
+from ._html import esc
 
 #: Op rows shown in the table (all are in `result.ops`).
 OP_ROWS = 30
@@ -91,7 +92,7 @@ class CompareWidget(BokehWidget):
 
     def __init__(self, run_a, run_b=None, max_ops=OP_ROWS, **kwargs):
         super().__init__(**kwargs)
-        self.result = run_a if isinstance(run_a, CompareResult) else compare(run_a, run_b)
+        self.result = run_a if isinstance(run_a, CompareResult) else compare(as_run(run_a), as_run(run_b))
         self.max_ops = max_ops
         r = self.result
         if r.avg_step_time_a_ms is not None or r.avg_step_time_b_ms is not None:
@@ -193,17 +194,6 @@ class CompareWidget(BokehWidget):
         r = self.result
         summary = "".join(f"<li>{esc(s)}</li>" for s in r.summary)
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-cmp")}
-.xw-cmp table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 4px; }}
-.xw-cmp th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; }}
-.xw-cmp td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
-.xw-cmp td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-cmp td.up {{ color: #b00020; }}
-.xw-cmp td.down {{ color: #2e7d32; }}
-.xw-cmp .xw-note {{ color: #666; margin: 4px 0; }}
-.xw-cmp .xw-scroll {{ max-height: 360px; overflow: auto; }}
-</style>
 <div class="xw-cmp">
   <div class="xw-head"><b>Run b ({esc(r.name_b)}) against run a ({esc(r.name_a)})</b></div>
   <ul data-testid="summary">{summary}</ul>

@@ -18,10 +18,10 @@ from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, options, stat_cards
-from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+from ._html import esc, notice, options, stat_cards
+from ._table import Column, contains, natural_descending, sort_frame, table_html
 
 PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
 TOP_N_CHOICES = (25, 100, 500, 1000)
@@ -82,7 +82,7 @@ class FrameworkOpStatsWidget(BokehWidget):
     top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
 
     def __init__(self, run, exclude_idle=False, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         self._ready = False
         self._quiet = False
         self._wedges = {}  # pie source name -> [(place, type or None for "Other")]
@@ -311,15 +311,6 @@ class FrameworkOpStatsWidget(BokehWidget):
 
     def _page(self, body):
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-fos")}
-{TABLE_CSS.format(root=".xw-fos")}
-.xw-fos .xw-pies {{ display: flex; flex-wrap: wrap; gap: 8px 24px; margin-bottom: 6px; }}
-.xw-fos .xw-pie-note {{ width: 300px; color: #666; font-size: 12px; padding: 8px; border: 1px dashed #ccc;
-  border-radius: 4px; align-self: center; }}
-.xw-fos .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
-.xw-fos .xw-table-wrap {{ max-height: 520px; }}
-</style>
 <div class="xw-fos">
   <div class="xw-head"><b>Framework op stats</b> {self._controls()}</div>
   {body}

@@ -38,7 +38,7 @@ from ..format import duration
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options
+from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
 log = logging.getLogger(__name__)
@@ -202,9 +202,9 @@ class GraphViewerWidget(BokehWidget):
 
     def __init__(self, run, op=None, module=None, radius=2, color_by="category", expand=False, **kwargs):
         if isinstance(run, (str, bytes)) or hasattr(run, "__fspath__"):
-            from ..run import load_run
+            from ..run import as_run
 
-            run = load_run(run)
+            run = as_run(run)
         self.run = run
         self.view = None
         self.error = ""
@@ -680,26 +680,6 @@ class GraphViewerWidget(BokehWidget):
                 f'<span><i style="background:{NOT_MEASURED}"></i>not measured</span>'
             )
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-gv")}
-.xw-gv .xw-graph {{ border: 1px solid #ddd; border-radius: 4px; }}
-.xw-gv .xw-cards {{ display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; margin-top: 6px; }}
-.xw-gv .xw-cards > * {{ flex: 1 1 340px; min-width: 0; max-width: 640px; margin-top: 0 !important; }}
-.xw-gv .xw-chip {{ font-size: 11px; margin: 1px 2px; border-radius: 10px; padding: 0 8px; }}
-.xw-gv .xw-error {{ color: #b00020; margin: 2px 0 4px; }}
-.xw-gv .xw-legend {{ font-size: 11px; color: #444; margin-top: 4px; }}
-.xw-gv .xw-legend span {{ display: inline-block; margin-right: 10px; }}
-.xw-gv .xw-legend i {{ display: inline-block; width: 10px; height: 10px; margin-right: 3px; border: 1px solid #999;
-  vertical-align: -1px; }}
-.xw-gv .xw-ramp {{ width: 120px; height: 10px; vertical-align: -1px; }}
-.xw-gv .xw-card {{ border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin-bottom: 6px; }}
-.xw-gv .xw-card table {{ font-size: 12px; }}
-.xw-gv .xw-card td {{ padding: 0 8px 0 0; vertical-align: top; overflow-wrap: anywhere; }}
-.xw-gv .xw-card td:first-child {{ color: #666; white-space: nowrap; }}
-.xw-gv .xw-list button {{ font-size: 11px; margin: 1px; }}
-.xw-gv .xw-expr {{ white-space: pre-wrap; overflow-wrap: anywhere; font-size: 11px; background: #f6f6f6;
-  padding: 4px; max-height: 160px; overflow: auto; }}
-</style>
 <div class="xw-gv" data-testid="graph-viewer" data-nodes="{len(v.nodes)}" data-edges="{len(v.edges)}"
  data-op="{esc(v.op)}" data-module="{esc(v.module)}">
   <div class="xw-head"><b>Graph viewer</b>

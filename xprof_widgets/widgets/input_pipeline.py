@@ -19,9 +19,9 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from ..analysis.steps import BREAKDOWN_LABELS
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, stat_cards
+from ._html import data_json, esc, notice, stat_cards
 
 BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
 HOST = {
@@ -125,7 +125,7 @@ class InputPipelineWidget(BokehWidget):
     selected_step = traitlets.Dict(help="The clicked step and its time range (ps); {} for none.").tag(sync=True)
 
     def __init__(self, run, host=None, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         super().__init__(**kwargs)
         self.result = self.run.input_pipeline(host=host)
         if self.result.steps.empty and self.result.input_ops.empty:
@@ -263,19 +263,6 @@ class InputPipelineWidget(BokehWidget):
         )
         reason = f'<div class="xw-note">{esc(r.reason)}</div>' if r.reason else ""
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-ip")}
-.xw-ip .xw-verdict {{ border-left: 4px solid #f28e2b; padding: 4px 8px; margin: 4px 0 8px; background: #fff8ef; }}
-.xw-ip table {{ border-collapse: collapse; font-size: 12px; }}
-.xw-ip th {{ text-align: left; border-bottom: 1px solid #999; cursor: pointer; padding: 2px 6px; }}
-.xw-ip th.sorted {{ text-decoration: underline; }}
-.xw-ip td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
-.xw-ip td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-ip .xw-bar {{ height: 10px; background: #4e79a7; }}
-.xw-ip .xw-fold {{ cursor: pointer; color: #4e79a7; }}
-.xw-ip .xw-scroll {{ max-height: 360px; overflow: auto; }}
-.xw-ip .xw-note {{ color: #666; }}
-</style>
 <div class="xw-ip">
   <div class="xw-head"><b>Input pipeline analysis</b></div>
   <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>

@@ -20,11 +20,11 @@ import traitlets
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, TapTool
 from bokeh.plotting import figure
 
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+from ._table import Column, contains, natural_descending, sort_frame, table_html
 from .op_details import op_details, op_details_html
 
 CHART_KERNELS = 20  # bars in the chart: the longest kernels of the rows that match the filters
@@ -206,7 +206,7 @@ class KernelStatsWidget(BokehWidget):
     selected_op = traitlets.Dict(help="op_details() of the selected kernel's op; {} for none.").tag(sync=True)
 
     def __init__(self, run, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         self._ready = False
         self._quiet = False
         self._ops = None  # OpIndex, built on the first selection
@@ -560,26 +560,6 @@ class KernelStatsWidget(BokehWidget):
             selected=self.selected_kernel.get("id"),
         )
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-ks")}
-{TABLE_CSS.format(root=".xw-ks")}
-.xw-ks .xw-top {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 8px; }}
-.xw-ks .xw-chart {{ flex: 3 1 520px; min-width: 0; }}
-.xw-ks .xw-side {{ flex: 2 1 360px; min-width: 0; max-width: 640px; }}
-.xw-ks .xw-side .xw-card {{ margin-top: 4px; }}
-.xw-ks .xw-kernel {{ font-size: 12px; overflow-wrap: anywhere; }}
-.xw-ks .xw-kernel code {{ font-size: 11px; }}
-.xw-ks .xw-kernel .xw-clamp {{ display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 4;
-  overflow: hidden; }}
-.xw-ks .xw-op-kernels {{ margin-top: 6px; font-size: 12px; overflow-x: auto; }}
-.xw-ks .xw-op-kernels table.xw-table {{ width: 100%; min-width: 0; }}
-.xw-ks .xw-op-kernels td.wrap {{ min-width: 90px; max-width: 170px; }}
-.xw-ks .xw-op-kernels th, .xw-ks .xw-op-kernels td {{ padding: 1px 4px; cursor: default; }}
-.xw-ks .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; max-height: 160px;
-  overflow: auto; }}
-.xw-ks .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
-.xw-ks .xw-table-wrap {{ max-height: 480px; }}
-</style>
 <div class="xw-ks">
   <div class="xw-head"><b>GPU kernel stats</b> {controls}</div>
   {stats}

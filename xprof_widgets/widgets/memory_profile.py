@@ -16,9 +16,9 @@ from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Linear
 from bokeh.plotting import figure
 
 from ..format import size as human_bytes
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, notice, options, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
 SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
@@ -55,7 +55,7 @@ class MemoryProfileWidget(BokehWidget):
     )
 
     def __init__(self, run, memory_id=None, host=None, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         self.result = None
         self._ready = False  # observers wait until host and memory id are both set
         self._ids = {}  # host -> memory ids, for validation
@@ -271,15 +271,6 @@ class MemoryProfileWidget(BokehWidget):
             ("peak_time_ms", "Peak at", f"{r.peak_time_ms:,.3f} ms (step {r.peak_step_id})"),
         ]
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-mp")}
-.xw-mp table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
-.xw-mp th {{ text-align: left; border-bottom: 1px solid #999; cursor: pointer; padding: 2px 6px; }}
-.xw-mp th.sorted {{ text-decoration: underline; }}
-.xw-mp td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
-.xw-mp td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-mp .xw-scroll {{ max-height: 320px; }}
-</style>
 <div class="xw-mp">
   <div class="xw-head"><b>Memory profile</b> {host_select}
     <label>Memory id <select data-request="memory_id" data-testid="memory-id">{ids}</select></label>

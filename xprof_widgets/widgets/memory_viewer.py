@@ -18,10 +18,10 @@ from bokeh.plotting import figure
 
 from ..analysis.memory_viewer import default_module
 from ..format import mib
-from ..run import Run, load_run
+from ..run import as_run
 from ..tools import NO_HLO_MODULES
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, notice, options, stat_cards
+from ._html import esc, notice, options, stat_cards
 
 MIB = 2**20
 # One colour a category, as XProf's legend has them.
@@ -50,7 +50,7 @@ class MemoryViewerWidget(BokehWidget):
     selected_buffer = traitlets.Dict(help="Details of the clicked buffer at peak; {} when none.").tag(sync=True)
 
     def __init__(self, run, module=None, memory_space=0, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         if not self.run.hlo_protos:
             super().__init__(html=notice(f"No memory viewer for run {self.run.name}: {NO_HLO_MODULES}."), **kwargs)
             self.result = None
@@ -318,13 +318,6 @@ class MemoryViewerWidget(BokehWidget):
             f'<span><i style="background:{c}"></i>{esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k
         )
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-mv")}
-.xw-mv .xw-card {{ border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin-top: 6px; }}
-.xw-mv .xw-card table td {{ padding: 0 10px 0 0; }}
-.xw-mv .xw-legend span {{ display: inline-block; margin-right: 10px; }}
-.xw-mv .xw-legend i {{ display: inline-block; width: 10px; height: 10px; margin-right: 3px; }}
-</style>
 <div class="xw-mv">
   <div class="xw-head"><b>Memory viewer</b>
     <label>Module <select data-request="module" data-testid="module">{modules}</select></label>

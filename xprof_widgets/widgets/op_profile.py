@@ -19,9 +19,9 @@ from bokeh.palettes import Category20, RdYlGn11
 from bokeh.plotting import figure
 
 from ..format import percent
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, notice, options, stat_cards
 from .op_details import op_details, op_details_html
 
 MAX_DEPTH = 4  # rings: program, category, op, fused op
@@ -61,7 +61,7 @@ class OpProfileWidget(BokehWidget):
     selected_op = traitlets.Dict(help="op_details() of the selected node; {} for none.").tag(sync=True)
 
     def __init__(self, run, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         self.profile = None
         self.nodes = []  # (node, depth, parent index, program name), depth-first
         self._hovered = None
@@ -387,27 +387,6 @@ class OpProfileWidget(BokehWidget):
                 f"<td class=num>{percent(node.wasted_time_fraction)}</td></tr>"
             )
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-op")}
-.xw-op .xw-body {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }}
-.xw-op .xw-scroll {{ max-height: 460px; flex: 1 1 420px; }}
-.xw-op table {{ border-collapse: collapse; width: 100%; font-size: 12px; }}
-.xw-op th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; position: sticky; top: 0;
-  background: #fff; }}
-.xw-op td {{ border-bottom: 1px solid #eee; padding: 1px 6px; cursor: pointer; white-space: nowrap; }}
-.xw-op td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-op tr.hov td {{ background: #e8f0fb; }}
-.xw-op tr.sel td {{ background: #ffe9a8; font-weight: 600; }}
-.xw-op td:first-child {{ white-space: normal; overflow-wrap: anywhere; min-width: 160px; }}
-.xw-op .xw-note {{ color: #666; font-size: 11px; }}
-.xw-op .xw-sun {{ width: 400px; }}
-.xw-op .xw-key {{ font-size: 11px; color: #444; }}
-.xw-op .xw-key span {{ display: inline-block; margin-right: 8px; }}
-.xw-op .xw-key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: -1px; }}
-.xw-op .xw-ramp {{ height: 10px; margin-top: 2px; }}
-.xw-op .xw-ramp-ticks {{ display: flex; justify-content: space-between; }}
-.xw-op .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; }}
-</style>
 <div class="xw-op">
   <div class="xw-head"><b>HLO op profile</b> {controls}</div>
   {stats}

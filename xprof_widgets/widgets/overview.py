@@ -14,9 +14,9 @@ from __future__ import annotations
 import traitlets
 
 from ..format import ms
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, esc, stat_cards
+from ._html import esc, stat_cards
 from .input_pipeline import step_range, steps_figure
 
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
@@ -35,7 +35,7 @@ class OverviewWidget(BokehWidget):
     selected_step = traitlets.Dict(help="The clicked step and its time range (ps); {} for none.").tag(sync=True)
 
     def __init__(self, run, host=None, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         super().__init__(**kwargs)
         self.result = self.run.overview(host=host)
         if not self.result.steps.empty:
@@ -128,15 +128,6 @@ class OverviewWidget(BokehWidget):
             else ""
         )
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-ov")}
-.xw-ov .xw-verdict {{ border-left: 4px solid #4e79a7; padding: 4px 8px; margin: 4px 0 8px; background: #f3f7fc; }}
-.xw-ov table {{ border-collapse: collapse; font-size: 12px; }}
-.xw-ov th {{ text-align: left; border-bottom: 1px solid #999; padding: 2px 6px; }}
-.xw-ov td {{ border-bottom: 1px solid #eee; padding: 1px 6px; }}
-.xw-ov td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.xw-ov .xw-note {{ color: #666; margin: 4px 0; }}
-</style>
 <div class="xw-ov">
   <div class="xw-head"><b>Overview of run {esc(self.run.name)}</b></div>
   {stat_cards(stats) if stats else ""}

@@ -28,12 +28,12 @@ import traitlets
 
 from ..errors import ProfileError
 from ..io import fs
-from ..io.xspace import XSPACE_SUFFIXES, host_of
+from ..io.logdir import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
 from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import CONTROLS_CSS, data_json
+from ._html import data_json
 
 #: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
 TOOLS = {t.name: t for t in _REGISTRY}
@@ -187,16 +187,6 @@ class ProfileWidget(HostWidget):
                 f"{html.escape(self.progress_text)}</span></div>"
             )
         return f"""
-<style>
-{CONTROLS_CSS.format(root=".xw-profile")}
-.xw-profile {{ font: 13px/1.4 system-ui, sans-serif; }}
-.xw-profile .xw-profile-bar {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center;
-  margin-bottom: 6px; }}
-.xw-profile .xw-profile-bar label {{ white-space: nowrap; max-width: 100%; display: flex; gap: 4px;
-  align-items: center; }}
-.xw-profile .xw-profile-bar select {{ max-width: 100%; }}
-.xw-profile progress {{ width: 240px; }}
-</style>
 <div class="xw-profile">
   <div class="xw-profile-bar">{bar}</div>
   {loading}

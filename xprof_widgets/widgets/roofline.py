@@ -26,11 +26,11 @@ from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
 from ..analysis.roofline import GIBI_IN_GIGA
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import TABLE_CSS, Column, contains, natural_descending, sort_frame, table_html
+from ._table import Column, contains, natural_descending, sort_frame, table_html
 from .op_details import op_details, op_details_html
 
 TOP_N_CHOICES = (25, 100, 1000)
@@ -140,7 +140,7 @@ class RooflineWidget(BokehWidget):
     selected_op = traitlets.Dict(help="op_details() of the clicked op, with its row `id`; {} for none.").tag(sync=True)
 
     def __init__(self, run, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         self._ready = False
         self._quiet = False
         self._ops = None  # OpIndex, built on the first selection
@@ -568,23 +568,6 @@ class RooflineWidget(BokehWidget):
         )
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-rl")}
-{TABLE_CSS.format(root=".xw-rl")}
-.xw-rl .xw-top {{ display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 6px; }}
-.xw-rl .xw-chart {{ flex: 3 1 600px; min-width: 0; }}
-.xw-rl .xw-side {{ flex: 1 1 320px; min-width: 0; max-width: 560px; }}
-.xw-rl .xw-side .xw-card {{ margin-top: 0; }}
-.xw-rl .xw-expr {{ white-space: pre-wrap; font-size: 11px; background: #f6f6f6; padding: 4px; max-height: 160px;
-  overflow: auto; }}
-.xw-rl .xw-roof-numbers {{ font-size: 12px; margin-top: 6px; border: 1px solid #ccc; border-radius: 4px;
-  padding: 6px 10px; }}
-.xw-rl .xw-roof-numbers td {{ padding: 0 6px 0 0; overflow-wrap: anywhere; vertical-align: top; }}
-.xw-rl .xw-roof-numbers td:first-child {{ white-space: nowrap; }}
-.xw-rl .xw-empty-chart {{ padding: 24px; border: 1px dashed #ccc; border-radius: 4px; }}
-.xw-rl .xw-rows {{ color: #444; font-size: 12px; margin: 2px 0; }}
-.xw-rl .xw-table-wrap {{ max-height: 480px; }}
-</style>
 <div class="xw-rl">
   <div class="xw-head"><b>Roofline model</b> {controls}</div>
   {self._roof_cards()}

@@ -41,9 +41,9 @@ from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from ..format import duration
-from ..run import Run, load_run
+from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import BASE_CSS, data_json, esc, notice, options
+from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
 ROW_PX = 18  # height of one nesting row on the page
@@ -89,7 +89,7 @@ class TraceViewerWidget(BokehWidget):
     collapsed = traitlets.List(help="Sections folded to their header.").tag(sync=True)
 
     def __init__(self, run, host=None, **kwargs):
-        self.run = run if isinstance(run, Run) else load_run(run)
+        self.run = as_run(run)
         super().__init__(**kwargs)
         self._matches = None
         self._match_at = -1
@@ -454,14 +454,6 @@ class TraceViewerWidget(BokehWidget):
             )
         details = self._details_html()
         return f"""
-<style>
-{BASE_CSS.format(root=".xw-tv")}
-.xw-tv .xw-sections label {{ margin-right: 10px; font-size: 12px; }}
-.xw-tv .xw-card {{ border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; margin-top: 6px; }}
-.xw-tv table {{ border-collapse: collapse; font-size: 12px; }}
-.xw-tv td {{ border-bottom: 1px solid #eee; padding: 1px 6px; vertical-align: top; }}
-.xw-tv .xw-err {{ color: #b00; }}
-</style>
 <div class="xw-tv">
   <div class="xw-head"><b>Trace of run {esc(self.run.name)}</b> host {hosts}
     <span data-testid="event-count">{t.event_count:,} events</span>
