@@ -98,6 +98,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def host_copies(src, root, hosts):
+    """A run folder under `root` (LOGDIR/plugins/profile/x) holding a copy of the host file
+    `src` for each name in `hosts` (`h1.xplane.pb`, ...): a many-host run of a real host.
+    Returns the copies' paths."""
+    folder = Path(root) / "plugins" / "profile" / "x"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{host}.xplane.pb" for host in hosts]
+    for p in paths:
+        shutil.copy(src, p)
+    return paths
+
+
 def profile_files():
     """Every real profile file the tests can read."""
     return sorted(PROFILES.glob("*/plugins/profile/*/*.xplane.pb"))

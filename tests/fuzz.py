@@ -64,7 +64,8 @@ def sources(corpus=None):
 # --- mutations ----------------------------------------------------------------------------------
 
 
-def _varint(v):
+def varint(v):
+    """`v` as a protobuf varint (negative numbers as their 64-bit two's complement)."""
     v &= (1 << 64) - 1
     out = bytearray()
     while True:
@@ -92,7 +93,7 @@ def _huge_varint(rng, data):
     while i < len(data) and data[i] & 0x80:  # the start of the next varint-looking run
         i += 1
     value = rng.choice([2**63, 2**64 - 1, 2**62, -1, -2, -1000, 2**31, 2**32 + 5, 0, 1 << 40])
-    return data[:i] + _varint(value) + data[i + 1 :]
+    return data[:i] + varint(value) + data[i + 1 :]
 
 
 def _repeat(rng, data):

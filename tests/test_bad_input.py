@@ -20,7 +20,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.io import schema
 
-from .fuzz import exercise
+from .fuzz import exercise, varint
 
 GPU = next(Path(xw.sample_run("gpu").path).glob("*.xplane.pb.gz"))
 REPO = Path(__file__).resolve().parents[1]
@@ -181,21 +181,11 @@ def test_compressed_string_that_inflates_without_end(tmp_path):
 # --- the wire format --------------------------------------------------------------------------------
 
 
-def _varint(v):
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out.append(b | 0x80 if v else b)
-        if not v:
-            return bytes(out)
-
-
 def test_line_field_of_the_wrong_wire_type(tmp_path):
     """A line's id written as a string, its name as a number."""
     line = b"\x0a\x03abc" + b"\x10\x05"  # field 1 (id) as LENGTH, field 2 (name) as VARINT
-    plane = b"\x12\x09/host:CPU" + b"\x1a" + _varint(len(line)) + line
-    data = b"\x0a" + _varint(len(plane)) + plane
+    plane = b"\x12\x09/host:CPU" + b"\x1a" + varint(len(line)) + line
+    data = b"\x0a" + varint(len(plane)) + plane
     results = _assert_handled(_write(tmp_path, data))
     assert results["load_run"] == "ProfileError"
 
@@ -203,7 +193,7 @@ def test_line_field_of_the_wrong_wire_type(tmp_path):
 @pytest.mark.parametrize("length", [2**63, 2**64 - 1, 2**62, 2**32 + 3])
 def test_huge_lengths(tmp_path, length):
     data = _space().SerializeToString()
-    bad = b"\x0a" + _varint(length) + data[1:40]  # the first plane claims `length` bytes
+    bad = b"\x0a" + varint(length) + data[1:40]  # the first plane claims `length` bytes
     assert _assert_handled(_write(tmp_path, bad))["load_run"] == "ProfileError"
 
 
@@ -212,7 +202,7 @@ def test_event_with_a_negative_length(tmp_path):
     space = _space()
     data = bytearray(space.SerializeToString())
     at = data.find(b"\x22", 2000)  # an event tag inside a line
-    bad = bytes(data[: at + 1]) + _varint(-3) + bytes(data[at + 2 :])
+    bad = bytes(data[: at + 1]) + varint(-3) + bytes(data[at + 2 :])
     started = time.perf_counter()
     _assert_handled(_write(tmp_path, bad))
     assert time.perf_counter() - started < 30

@@ -117,7 +117,7 @@ def test_new_figures_forget_data_sent_to_the_old_ones(viewer_page):
     assert page_data(w.to_html())["pushes"] == []
 
 
-def _view_request(w, x_start, x_end, width_px=1000):
+def view_request(w, x_start, x_end, width_px=1000):
     """What the page sends when the trace's x range changes, answered as the comm would."""
     sent = []
     w.send = lambda content, buffers=None: sent.append(content)
@@ -145,7 +145,7 @@ def _view_request(w, x_start, x_end, width_px=1000):
 
 def test_trace_viewer_page_holds_the_window_a_view_asked_for():
     w = xw.TraceViewerWidget(xw.sample_run())
-    reply = _view_request(w, 300.0, 320.0)
+    reply = view_request(w, 300.0, 320.0)
     assert reply["source"] == "events" and "error" not in reply
     data = page_data(w.to_html())
     assert data["ranges"] == [{"figure": "timeline", "start": 300.0, "end": 320.0}]

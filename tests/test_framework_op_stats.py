@@ -3,8 +3,6 @@
 profiles made here (host op stacks, tf_op stats, eager marks, GPU kernels, two hosts)
 run through XProf itself."""
 
-import shutil
-
 import pytest
 
 import xprof_widgets as xw
@@ -18,7 +16,7 @@ from xprof_widgets.analysis.framework_op_stats import (
 )
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES, corpus_run
+from .conftest import PROFILES, corpus_run, host_copies
 from .xprof_tables import RUNS, assert_rows_equal, reference, table, write_hand_made_run
 
 #: XProf's column id for the host's cumulative fraction is capitalised; ours is not.
@@ -115,11 +113,7 @@ def test_eager_ops_equal_xprof(tmp_path):
 
 def test_two_tpu_hosts_equal_xprof(tmp_path):
     src = next((PROFILES / "tpu_v6e_inference" / "plugins" / "profile").glob("*/*.xplane.pb"))
-    folder = tmp_path / "plugins" / "profile" / "x"
-    folder.mkdir(parents=True)
-    paths = [folder / "h1.xplane.pb", folder / "h2.xplane.pb"]
-    for p in paths:
-        shutil.copy(src, p)
+    paths = host_copies(src, tmp_path, ["h1", "h2"])
     refs = oracle.tool_data(paths, "framework_op_stats")
     _check(framework_op_stats(xw.load_run(paths)), table(refs[0]), "two TPU hosts")
 

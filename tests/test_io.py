@@ -13,6 +13,7 @@ from xprof_widgets.io import schema, wire
 from xprof_widgets.io.xspace import read_xspace, stat_value
 
 from .conftest import PROFILES, profile_files
+from .fuzz import varint
 
 
 @pytest.fixture(scope="module", params=profile_files(), ids=lambda p: f"{p.parts[-5]}/{p.parts[-2]}/{p.name}")
@@ -292,17 +293,8 @@ def _event(stats, tail=b""):
     """An XEvent-like payload: field 1 (varint), then repeated field 4 (LENGTH) records, then `tail`."""
     out = b"\x08\x05"
     for payload in stats:
-        out += b"\x22" + _varint(len(payload)) + payload
+        out += b"\x22" + varint(len(payload)) + payload
     return out + tail
-
-
-def _varint(v):
-    out = b""
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out += bytes([b | (0x80 if v else 0)])
-        if not v:
-            return out
 
 
 @pytest.mark.parametrize("block", [2, 1 << 16])
@@ -463,11 +455,11 @@ def test_decode_head_equals_the_general_decoder(monkeypatch, block):
                 value = sizes[int(rng.integers(len(sizes)))]
                 if number == 2 and rng.random() < 0.1:
                     value = (1 << 64) - 5  # a negative int64
-                fields += bytes([number << 3]) + _varint(value)
+                fields += bytes([number << 3]) + varint(value)
         fields += b"".join(b"\x22\x02\x08\x01" for _ in range(int(rng.integers(0, 3))))
         events.append(fields)
     events += [b"\x10\x05\x08\x07", b"\x08\x01\x08\x02\x18\x03", b"\x08\x01\x12\x01\x00", b"\x18\x01\x10\x02", b""]
-    records = [b"\x22" + _varint(len(e)) + e for e in events]
+    records = [b"\x22" + varint(len(e)) + e for e in events]
     buf, size = wire.padded(b"".join(records))
     data = np.frombuffer(buf, dtype=np.uint8)
     pos = np.cumsum([0] + [len(r) for r in records])[:-1]

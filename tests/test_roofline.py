@@ -2,15 +2,13 @@
 table for every corpus run, the roofs and ridge points, the diagnostics, and a profile
 made here (two GPUs, two hosts) run through XProf itself."""
 
-import shutil
-
 import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis.roofline import COLUMNS_GPU, COLUMNS_TPU, NO_DEVICE, roofline_model
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES, corpus_run
+from .conftest import PROFILES, corpus_run, host_copies
 from .xprof_tables import RUNS, assert_rows_equal, reference_json, table, write_hand_made_run
 
 #: Runs without a GPU or TPU: XProf's table has no rows and zero roofs.
@@ -92,11 +90,7 @@ def test_one_gpu_host_with_a_step_equals_xprof():
 
 def test_two_tpu_hosts_equal_xprof(tmp_path):
     src = next((PROFILES / "tpu_v6e_inference" / "plugins" / "profile").glob("*/*.xplane.pb"))
-    folder = tmp_path / "plugins" / "profile" / "x"
-    folder.mkdir(parents=True)
-    paths = [folder / "h1.xplane.pb", folder / "h2.xplane.pb"]
-    for p in paths:
-        shutil.copy(src, p)
+    paths = host_copies(src, tmp_path, ["h1", "h2"])
     ref = oracle.tool_data(paths, "roofline_model")
     _check(roofline_model(xw.load_run(paths)), table(ref[0]), ref[1], "two TPU hosts")
 

@@ -12,14 +12,13 @@ import pathlib
 import secrets
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 
 import pytest
 
 from ..conftest import free_port
-from .harness import CHROMIUM, CHROMIUM_ARGS, HERE, LOCAL_HOSTS, REPO_ROOT, api
+from .harness import CHROMIUM, CHROMIUM_ARGS, HERE, LOCAL_HOSTS, api, repo_env, serve
 
 
 def pytest_collection_modifyitems(items):
@@ -61,55 +60,25 @@ def jupyter_lab(tmp_path_factory):
     port = free_port()
     token = secrets.token_hex(16)
     log_path = notebook_dir.parent / "jupyter-lab.log"
-    log = open(log_path, "wb")
-    # Kernels import the working tree under test, installed or not.
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONPATH=pythonpath)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "lab",
-            "--no-browser",
-            "--allow-root",
-            f"--port={port}",
-            f"--IdentityProvider.token={token}",
-            "--ServerApp.ip=127.0.0.1",
-            f"--notebook-dir={notebook_dir}",
-            f"--LabApp.user_settings_dir={settings_dir}",
-            "--LabApp.news_url=",
-            "--ServerApp.open_browser=False",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=notebook_dir,
-        env=env,
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--notebook-dir={notebook_dir}",
+        f"--LabApp.user_settings_dir={settings_dir}",
+        "--LabApp.news_url=",
+        "--ServerApp.open_browser=False",
+    ]
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        if process.poll() is not None:
-            log.close()
-            pytest.fail(f"jupyter lab exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-        try:
-            api(url, token, "/api/status", timeout=2)
-            break
-        except (urllib.error.URLError, ConnectionError, OSError):
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"jupyter lab did not answer in 90 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-    try:
+    env = repo_env(JUPYTER_PLATFORM_DIRS="1")
+    with serve("jupyter lab", command, log_path, lambda: api(url, token, "/api/status", timeout=2), env, notebook_dir):
         yield url, token, notebook_dir
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,19 @@
 """Helpers of the browser harness: talk to the Jupyter server, drive JupyterLab,
 save screenshots. Fixtures are in conftest.py."""
 
+import contextlib
 import json
+import os
 import pathlib
 import re
+import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
 import nbformat
+import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,6 +37,41 @@ def api(url, token, path, method="GET", timeout=10):
     with urllib.request.urlopen(request, timeout=timeout) as response:
         body = response.read()
     return json.loads(body) if body else None
+
+
+def repo_env(**extra):
+    """The environment of a server under test: it imports the working tree, installed or not."""
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=pythonpath, **extra)
+
+
+@contextlib.contextmanager
+def serve(name, command, log_path, ready, env, cwd, wait_s=90):
+    """Run a server (`command`) until the block ends: wait until `ready()` stops raising
+    OSError (its URL answers); fail the test with the end of its log if it exits or does
+    not answer in `wait_s`. The log goes to `log_path`."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                if process.poll() is not None:
+                    pytest.fail(f"{name} exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+                try:
+                    ready()
+                    break
+                except OSError:  # URLError and ConnectionError are OSErrors
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"{name} did not answer in {wait_s} s:\n{log_path.read_text()[-3000:]}")
+                    time.sleep(0.5)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def write_notebook(notebook_dir, name, sources):

@@ -10,6 +10,7 @@ from xprof_widgets.widgets import _export
 from xprof_widgets.widgets.memory_profile import human_bytes
 
 from ..conftest import PROFILES
+from ..test_export import view_request
 from .harness import ARTIFACTS, save_screenshot
 from .test_platform import PAINTED_PIXELS_JS
 
@@ -111,29 +112,7 @@ def test_memory_profile_export(page, tmp_path):
 
 def test_trace_viewer_export_shows_the_window_a_view_asked_for(page, tmp_path):
     w = xw.TraceViewerWidget(xw.sample_run())
-    # What a view sends after a zoom: the window from 300 to 320 ms at 1000 px; answered as over the comm.
-    replies = []
-    w.send = lambda content, buffers=None: replies.append(content)
-    w._handle_message(
-        w,
-        {
-            "type": "request",
-            "id": 1,
-            "view": "v",
-            "kind": "view",
-            "params": {
-                "figure": "timeline",
-                "x_start": 300.0,
-                "x_end": 320.0,
-                "y_start": None,
-                "y_end": None,
-                "width_px": 1000,
-            },
-        },
-        [],
-    )
-    del w.send
-    reply = next(r for r in replies if r["type"] == "reply")
+    reply = view_request(w, 300.0, 320.0)  # what a view sends after a zoom, at 1000 px
     boxes = reply["content"]["boxes"]
     assert boxes > 0
     path = w.to_html(tmp_path / "trace-viewer.html")

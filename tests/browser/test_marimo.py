@@ -4,10 +4,7 @@ requests and pushes reach Python and come back (op card, search, module switch, 
 selector of ProfileWidget, the capture form); a marimo cell reacts to the op clicked.
 Screenshot: tests/artifacts/marimo-tour.png."""
 
-import os
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from importlib.util import find_spec
@@ -17,7 +14,7 @@ import pytest
 import xprof_widgets as xw
 
 from ..conftest import free_port
-from .harness import ARTIFACTS, REPO_ROOT, save_screenshot
+from .harness import ARTIFACTS, REPO_ROOT, repo_env, save_screenshot, serve
 
 pytestmark = pytest.mark.skipif(find_spec("marimo") is None, reason="marimo is not installed (pip install marimo)")
 
@@ -31,52 +28,14 @@ def marimo_app(tmp_path_factory):
     """`marimo run notebooks/marimo_tour.py` on 127.0.0.1: yields its URL."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("marimo") / "marimo.log"
-    log = open(log_path, "wb")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p))
+    env = repo_env()
     env.pop("XPROF_LOGDIR", None)  # the tour's default: the packaged GPU sample
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "marimo",
-            "run",
-            str(NOTEBOOK),
-            "--headless",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-token",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=tmp_path_factory.mktemp("marimo-cwd"),
-    )
+    command = [sys.executable, "-m", "marimo", "run", str(NOTEBOOK), "--headless"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--no-token"]
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        if process.poll() is not None:
-            log.close()
-            pytest.fail(f"marimo exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            break
-        except (urllib.error.URLError, ConnectionError, OSError):
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"marimo did not answer in 90 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-    try:
+    cwd = tmp_path_factory.mktemp("marimo-cwd")
+    with serve("marimo", command, log_path, lambda: urllib.request.urlopen(url, timeout=2).close(), env, cwd):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def test_every_widget_works_in_marimo(page, marimo_app):

@@ -42,7 +42,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ..io.hlo import HloModule, _post_order_from
+from ..io.hlo import ELEMENTWISE_OPCODES, HloModule, _post_order_from
 
 F32 = np.float32
 _ZERO = F32(0)
@@ -104,68 +104,9 @@ _TRANSCENDENTAL_OPCODES = frozenset(
     }
 )
 # Opcodes XLA's visitor sends to HandleElementwiseOp (unary, binary, select, compare,
-# clamp, convert, reduce-precision).
-_ELEMENTWISE_HANDLED = frozenset(
-    {
-        "abs",
-        "acos",
-        "acosh",
-        "asin",
-        "asinh",
-        "atanh",
-        "round-nearest-afz",
-        "round-nearest-even",
-        "ceil",
-        "count-leading-zeros",
-        "convert",
-        "bitcast-convert",
-        "cosine",
-        "cosh",
-        "erf",
-        "exponential",
-        "exponential-minus-one",
-        "floor",
-        "imag",
-        "is-finite",
-        "log",
-        "log-plus-one",
-        "not",
-        "negate",
-        "popcnt",
-        "real",
-        "reduce-precision",
-        "rsqrt",
-        "logistic",
-        "sign",
-        "sine",
-        "sinh",
-        "sqrt",
-        "cbrt",
-        "tan",
-        "tanh",
-        "add",
-        "atan2",
-        "compare",
-        "complex",
-        "divide",
-        "maximum",
-        "minimum",
-        "multiply",
-        "mulhi",
-        "power",
-        "remainder",
-        "subtract",
-        "and",
-        "or",
-        "xor",
-        "shift-left",
-        "shift-right-arithmetic",
-        "shift-right-logical",
-        "stochastic-convert",
-        "select",
-        "clamp",
-    }
-)
+# clamp, convert, reduce-precision): the elementwise opcodes but `copy`, which has its
+# own handler (HandleCopy: bytes only).
+_ELEMENTWISE_HANDLED = ELEMENTWISE_OPCODES - {"copy"}
 # Opcodes whose handler keeps the default costs (bytes of operands and outputs, no FLOPs).
 _DEFAULT_COST = frozenset(
     {

@@ -196,6 +196,20 @@ def _fused_children(run, ops):
     return out
 
 
+def _op_node(op, pid, fused):
+    """The node of one HLO op (a row of the op metrics) with its fused ops below it."""
+    leaf = OpNode(
+        name=op["name"],
+        kind="op",
+        category=op["category"],
+        expression=op["expression"] or "",
+        provenance=op["provenance"],
+        program_id=pid,
+    )
+    leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
+    return leaf
+
+
 def _fused_nodes(kids):
     nodes = []
     for name, cat, sub in kids:
@@ -252,15 +266,7 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
         if grp is None:
             grp = groups[gkey] = OpNode(name=gname, kind="group")
             cat.children.append(grp)
-        leaf = OpNode(
-            name=op["name"],
-            kind="op",
-            category=op["category"],
-            expression=op["expression"] or "",
-            provenance=op["provenance"],
-            program_id=pid,
-        )
-        leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
+        leaf = _op_node(op, pid, fused)
         grp.children.append(leaf)
         for n in (cat, grp, leaf):
             _add(n, op)
@@ -313,15 +319,7 @@ def _by_provenance(root, ops, fused):
             _add(node, op)
             parent = node
         pid = int(op["program_id"])
-        leaf = OpNode(
-            name=op["name"],
-            kind="op",
-            category=op["category"],
-            expression=op["expression"] or "",
-            provenance=op["provenance"],
-            program_id=pid,
-        )
-        leaf.children = _fused_nodes(fused.get((pid, op["name"]), []))
+        leaf = _op_node(op, pid, fused)
         _add(leaf, op)
         parent.children.append(leaf)
 

@@ -35,15 +35,8 @@ _HBM = 1  # MemorySpace id XProf uses for off-chip memory
 _READ, _WRITE = 1, 2
 _GIB_PER_GB = 1e9 / 2**30
 
-# Columns of the op metrics table (one row per HLO op, all cores summed).
-_SUM_COLUMNS = [
-    "occurrences",
-    "time_ps",
-    "self_time_ps",
-    "children_time_ps",
-    "flops",
-    "model_flops",
-    "bytes_accessed",
+# Bytes by memory of an op's memory access breakdown.
+_MEMORY_COLUMNS = [
     "hbm_read_bytes",
     "hbm_write_bytes",
     "hbm_bytes",
@@ -53,6 +46,17 @@ _SUM_COLUMNS = [
     "cmem_write_bytes",
     "vmem_read_bytes",
     "vmem_write_bytes",
+]
+# Columns of the op metrics table (one row per HLO op, all cores summed).
+_SUM_COLUMNS = [
+    "occurrences",
+    "time_ps",
+    "self_time_ps",
+    "children_time_ps",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    *_MEMORY_COLUMNS,
 ]
 
 
@@ -115,20 +119,7 @@ def _breakdown_columns(values) -> pd.DataFrame:
     rows = []
     for v in values:
         entries = parse_memory_access_breakdown(v)
-        r = dict.fromkeys(
-            [
-                "hbm_read_bytes",
-                "hbm_write_bytes",
-                "hbm_bytes",
-                "on_chip_read_bytes",
-                "on_chip_write_bytes",
-                "cmem_read_bytes",
-                "cmem_write_bytes",
-                "vmem_read_bytes",
-                "vmem_write_bytes",
-            ],
-            0,
-        )
+        r = dict.fromkeys(_MEMORY_COLUMNS, 0)
         for op, space, n in entries:
             if space == _HBM:
                 r["hbm_bytes"] += n

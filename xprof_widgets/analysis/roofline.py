@@ -43,7 +43,9 @@ GIBI_IN_GIGA = 2**30 / 1e9  # XProf GigaToGibi: GB/s / 1.073741824 = GiB/s
 _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
 MAX_RECORDS = 1000
 
-COLUMNS_GPU = [
+# XProf's roofline columns (roofline_model.json): the same head and tail on GPU and TPU,
+# the rates and intensities between them per memory the device has.
+_HEAD = [
     "step",
     "rank",
     "category",
@@ -55,14 +57,8 @@ COLUMNS_GPU = [
     "avg_self_time",
     "total_self_time_percent",
     "cumulative_total_self_time_percent",
-    "measured_flop_rate",
-    "model_flop_rate",
-    "measured_memory_bw",
-    "hbm_bw",
-    "vmem_write_bw",
-    "operational_intensity",
-    "hbm_operational_intensity",
-    "vmem_write_operational_intensity",
+]
+_TAIL = [
     "bottleneck_operational_intensity",
     "bound_by",
     "total_time_per_core",
@@ -75,45 +71,41 @@ COLUMNS_GPU = [
     "hlo_module_id",
     "source_info",
 ]
-COLUMNS_TPU = [
-    "step",
-    "rank",
-    "category",
-    "operation",
-    "occurrences",
-    "total_time",
-    "avg_time",
-    "total_self_time",
-    "avg_self_time",
-    "total_self_time_percent",
-    "cumulative_total_self_time_percent",
-    "dma_stall_percent",
-    "measured_flop_rate",
-    "model_flop_rate",
-    "measured_memory_bw",
-    "hbm_bw",
-    "cmem_read_bw",
-    "cmem_write_bw",
-    "vmem_read_bw",
-    "vmem_write_bw",
-    "operational_intensity",
-    "hbm_operational_intensity",
-    "cmem_read_operational_intensity",
-    "cmem_write_operational_intensity",
-    "vmem_read_operational_intensity",
-    "vmem_write_operational_intensity",
-    "bottleneck_operational_intensity",
-    "bound_by",
-    "total_time_per_core",
-    "total_time_in_percentage",
-    "optimal_flop_rate",
-    "roofline_efficiency",
-    "compute_efficiency",
-    "max_mem_bw_utilization",
-    "include_infeed_outfeed",
-    "hlo_module_id",
-    "source_info",
-]
+COLUMNS_GPU = (
+    _HEAD
+    + [
+        "measured_flop_rate",
+        "model_flop_rate",
+        "measured_memory_bw",
+        "hbm_bw",
+        "vmem_write_bw",
+        "operational_intensity",
+        "hbm_operational_intensity",
+        "vmem_write_operational_intensity",
+    ]
+    + _TAIL
+)
+COLUMNS_TPU = (
+    _HEAD
+    + [
+        "dma_stall_percent",
+        "measured_flop_rate",
+        "model_flop_rate",
+        "measured_memory_bw",
+        "hbm_bw",
+        "cmem_read_bw",
+        "cmem_write_bw",
+        "vmem_read_bw",
+        "vmem_write_bw",
+        "operational_intensity",
+        "hbm_operational_intensity",
+        "cmem_read_operational_intensity",
+        "cmem_write_operational_intensity",
+        "vmem_read_operational_intensity",
+        "vmem_write_operational_intensity",
+    ]
+    + _TAIL
+)
 NO_DEVICE = (
     "the profile has no GPU or TPU plane: XProf's roofline model is for accelerators "
     "(a CPU-only run has no device op statistics)"

@@ -3,18 +3,22 @@ framework op stats, roofline model).
 
 A table is a list of `Column`s over a DataFrame whose index is the row's stable id.
 Clicking a header sends a `sort` request with `{"column": key}`; the widget toggles
-the direction when the column is already the sorted one (`next_sort`). Every cell
+the direction when the column is already the sorted one (`SortedTable.sort_on`). Every cell
 goes through `esc`; JSON in attributes through `data_json`.
 Their look: js/src/styles/table.css.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import traitlets
 
 from ._html import data_json, esc
 
@@ -70,6 +74,51 @@ def natural_descending(columns, key) -> bool:
         if c.key == key:
             return c.kind not in _TEXT_KINDS if c.descending_first is None else c.descending_first
     raise KeyError(key)
+
+
+class SortedTable(traitlets.HasTraits):
+    """How a widget's table is sorted and how long it is, as the user changes it.
+
+    A table widget mixes this in, sets `columns` and its own `sort_by` (an `Enum` of
+    the column keys) and `sort_descending` (the natural direction of its default
+    column), and redraws its table in `_redraw_table`. A new column starts in its
+    natural direction (`natural_descending`); a click on the sorted column's header
+    flips it (`sort_on`). Inside `quietly()` trait changes redraw nothing.
+    """
+
+    columns: ClassVar[Sequence[Column]] = ()
+    top_n = traitlets.Int(100, min=1, help="Table rows shown (all are in `table`).").tag(sync=True)
+    _quiet = False
+
+    @contextlib.contextmanager
+    def quietly(self) -> Iterator[None]:
+        """Change traits without a redraw per change (the caller redraws once)."""
+        self._quiet = True
+        try:
+            yield
+        finally:
+            self._quiet = False
+
+    def sort_on(self, column: str) -> None:
+        """A click on `column`'s header: flip the direction if sorted on it, else sort on it."""
+        if column == self.sort_by:
+            self.sort_descending = not self.sort_descending
+        else:
+            self.sort_by = column
+
+    @traitlets.observe("sort_by")
+    def _natural_direction(self, change):
+        with self.quietly():
+            self.sort_descending = natural_descending(self.columns, change["new"])
+        self._redraw_table()
+
+    @traitlets.observe("sort_descending", "top_n")
+    def _sort_changed(self, change):
+        if not self._quiet:
+            self._redraw_table()
+
+    def _redraw_table(self) -> None:
+        raise NotImplementedError
 
 
 def sort_frame(frame: pd.DataFrame, key: str, descending: bool, text: bool) -> pd.DataFrame:

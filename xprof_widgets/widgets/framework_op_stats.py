@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from ..run import as_run
 from ._bokeh import BokehWidget
 from ._html import esc, notice, options, stat_cards
-from ._table import Column, contains, natural_descending, sort_frame, table_html
+from ._table import Column, SortedTable, contains, sort_frame, table_html
 
 PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
 TOP_N_CHOICES = (25, 100, 500, 1000)
@@ -63,7 +63,7 @@ def _us(us):
     return f"{us:,.3f} µs"
 
 
-class FrameworkOpStatsWidget(BokehWidget):
+class FrameworkOpStatsWidget(SortedTable, BokehWidget):
     """XProf's framework op stats of a run: pies of self time by op type (device, host)
     and the op table.
 
@@ -74,12 +74,12 @@ class FrameworkOpStatsWidget(BokehWidget):
     """
 
     exclude_idle = traitlets.Bool(False, help="Leave IDLE out (fractions of op time, not total time).").tag(sync=True)
-    place = traitlets.Unicode("All", help='"All", "Device" or "Host".').tag(sync=True)
+    place = traitlets.Enum(PLACES, "All", help='"All", "Device" or "Host".').tag(sync=True)
     type_filter = traitlets.Unicode("", help="Show ops whose type contains this (any case).").tag(sync=True)
     name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
-    sort_by = traitlets.Unicode("rank", help="The column the table is sorted on.").tag(sync=True)
+    columns = COLUMNS
+    sort_by = traitlets.Enum(SORTABLE, "rank", help="The column the table is sorted on.").tag(sync=True)
     sort_descending = traitlets.Bool(False, help="Largest first.").tag(sync=True)
-    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
 
     def __init__(self, run, exclude_idle=False, **kwargs):
         self.run = as_run(run)
@@ -92,24 +92,6 @@ class FrameworkOpStatsWidget(BokehWidget):
         self._recompute()
 
     # --- state -------------------------------------------------------------------
-
-    @traitlets.validate("sort_by")
-    def _check_sort_by(self, proposal):
-        if proposal["value"] not in SORTABLE:
-            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
-        return proposal["value"]
-
-    @traitlets.validate("place")
-    def _check_place(self, proposal):
-        if proposal["value"] not in PLACES:
-            raise traitlets.TraitError(f"place must be one of {PLACES}")
-        return proposal["value"]
-
-    @traitlets.validate("top_n")
-    def _check_top_n(self, proposal):
-        if proposal["value"] < 1:
-            raise traitlets.TraitError("top_n must be at least 1")
-        return proposal["value"]
 
     @traitlets.observe("exclude_idle")
     def _recompute(self, change=None):
@@ -129,16 +111,10 @@ class FrameworkOpStatsWidget(BokehWidget):
         self.set_figures(self._pies())
         self.html = self._html()
 
-    @traitlets.observe("sort_by")
-    def _natural_direction(self, change):
-        self._quiet = True
-        try:
-            self.sort_descending = natural_descending(COLUMNS, change["new"])
-        finally:
-            self._quiet = False
+    def _redraw_table(self):
         self._redraw()
 
-    @traitlets.observe("sort_descending", "top_n", "place", "type_filter", "name_filter")
+    @traitlets.observe("place", "type_filter", "name_filter")
     def _redraw(self, change=None):
         if self._ready and not self._quiet and not self.stats.empty:
             self.html = self._html()
@@ -150,12 +126,9 @@ class FrameworkOpStatsWidget(BokehWidget):
         if wedges is None or sel.get("id") is None or not 0 <= int(sel["id"]) < len(wedges):
             return
         place, kind = wedges[int(sel["id"])]
-        self._quiet = True
-        try:
+        with self.quietly():
             self.place = place
             self.type_filter = kind or ""
-        finally:
-            self._quiet = False
         self._redraw()
 
     @property
@@ -174,11 +147,7 @@ class FrameworkOpStatsWidget(BokehWidget):
 
     def on_request(self, kind, params):
         if kind == "sort":
-            column = str(params["column"])
-            if column == self.sort_by:
-                self.sort_descending = not self.sort_descending
-            else:
-                self.sort_by = column
+            self.sort_on(str(params["column"]))
         elif kind == "exclude_idle":
             # The checkbox says "include IDLE".
             self.exclude_idle = not bool(params.get("value"))
@@ -187,12 +156,9 @@ class FrameworkOpStatsWidget(BokehWidget):
         elif kind == "top_n":
             self.top_n = int(params["value"])
         elif kind == "clear":
-            self._quiet = True
-            try:
+            with self.quietly():
                 self.place, self.type_filter, self.name_filter = "All", "", ""
                 self.selected = {}
-            finally:
-                self._quiet = False
             self._redraw()
         else:
             raise ValueError(f"unknown request {kind!r}")

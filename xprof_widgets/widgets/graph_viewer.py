@@ -196,8 +196,8 @@ class GraphViewerWidget(BokehWidget):
 
     op = traitlets.Unicode("", help="The centre op (an instruction or computation name).").tag(sync=True)
     module = traitlets.Unicode("", help="The module shown, `name(program_id)`.").tag(sync=True)
-    radius = traitlets.Int(2, help="Edges from the centre op shown.").tag(sync=True)
-    color_by = traitlets.Unicode("category", help='"category", "time" or "flops".').tag(sync=True)
+    radius = traitlets.Int(2, min=0, help="Edges from the centre op shown.").tag(sync=True)
+    color_by = traitlets.Enum(COLOR_BY, "category", help='"category", "time" or "flops".').tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode(), help="Fusions drawn open.").tag(sync=True)
 
     def __init__(self, run, op=None, module=None, radius=2, color_by="category", expand=False, **kwargs):
@@ -303,18 +303,6 @@ class GraphViewerWidget(BokehWidget):
     def _check_module(self, proposal):
         if proposal["value"] not in self._modules.protos:
             raise traitlets.TraitError(f"no module {proposal['value']!r}; modules: {sorted(self._modules.protos)}")
-        return proposal["value"]
-
-    @traitlets.validate("radius")
-    def _check_radius(self, proposal):
-        if proposal["value"] < 0:
-            raise traitlets.TraitError("radius must be 0 or more")
-        return proposal["value"]
-
-    @traitlets.validate("color_by")
-    def _check_color_by(self, proposal):
-        if proposal["value"] not in COLOR_BY:
-            raise traitlets.TraitError(f"color_by must be one of {COLOR_BY}")
         return proposal["value"]
 
     @traitlets.observe("op")

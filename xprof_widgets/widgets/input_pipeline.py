@@ -120,7 +120,9 @@ class InputPipelineWidget(BokehWidget):
     ({step_number, step_name, begin_ps, end_ps, step_time_ms}; {} for none).
     """
 
-    sort_by = traitlets.Unicode("self_time_us", help="Input-op column sorted on (sizes descending).").tag(sync=True)
+    sort_by = traitlets.Enum(
+        tuple(OP_COLUMNS), "self_time_us", help="Input-op column sorted on (sizes descending)."
+    ).tag(sync=True)
     collapsed = traitlets.List(traitlets.Unicode(), help="Iterator paths whose children are hidden.").tag(sync=True)
     selected_step = traitlets.Dict(help="The clicked step and its time range (ps); {} for none.").tag(sync=True)
 
@@ -134,12 +136,6 @@ class InputPipelineWidget(BokehWidget):
         if not self.result.steps.empty:
             self.set_figures({"steps": steps_figure(self.result.steps)})
         self.html = self._html()
-
-    @traitlets.validate("sort_by")
-    def _check_sort(self, proposal):
-        if proposal["value"] not in OP_COLUMNS:
-            raise traitlets.TraitError(f"sort_by must be one of {list(OP_COLUMNS)}")
-        return proposal["value"]
 
     @traitlets.observe("sort_by", "collapsed")
     def _redraw(self, change):

@@ -24,7 +24,7 @@ from ..run import as_run
 from ._bokeh import BokehWidget
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import Column, contains, natural_descending, sort_frame, table_html
+from ._table import Column, SortedTable, contains, sort_frame, table_html
 from .op_details import op_details, op_details_html
 
 CHART_KERNELS = 20  # bars in the chart: the longest kernels of the rows that match the filters
@@ -184,7 +184,7 @@ def _plain(value):
     return value
 
 
-class KernelStatsWidget(BokehWidget):
+class KernelStatsWidget(SortedTable, BokehWidget):
     """XProf's GPU kernel stats of a run: the kernel table, a chart of the longest
     kernels, and the op details card of the selected kernel's op.
 
@@ -197,11 +197,11 @@ class KernelStatsWidget(BokehWidget):
     `select_kernel(id)` selects a row.
     """
 
-    sort_by = traitlets.Unicode("total_duration_us", help="The column the table is sorted on.").tag(sync=True)
+    columns = COLUMNS
+    sort_by = traitlets.Enum(SORTABLE, "total_duration_us", help="The column the table is sorted on.").tag(sync=True)
     sort_descending = traitlets.Bool(True, help="Largest first (the default for numbers).").tag(sync=True)
     name_filter = traitlets.Unicode("", help="Show kernels whose name contains this (any case).").tag(sync=True)
     op_filter = traitlets.Unicode("", help="Show kernels whose op name contains this (any case).").tag(sync=True)
-    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
     selected_kernel = traitlets.Dict(help="The selected kernel's row, with its `id`; {} for none.").tag(sync=True)
     selected_op = traitlets.Dict(help="op_details() of the selected kernel's op; {} for none.").tag(sync=True)
 
@@ -228,30 +228,7 @@ class KernelStatsWidget(BokehWidget):
 
     # --- state -------------------------------------------------------------------
 
-    @traitlets.validate("sort_by")
-    def _check_sort_by(self, proposal):
-        if proposal["value"] not in SORTABLE:
-            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
-        return proposal["value"]
-
-    @traitlets.validate("top_n")
-    def _check_top_n(self, proposal):
-        if proposal["value"] < 1:
-            raise traitlets.TraitError("top_n must be at least 1")
-        return proposal["value"]
-
-    @traitlets.observe("sort_by")
-    def _natural_direction(self, change):
-        # A new column starts in its natural direction (numbers largest first, text A-Z).
-        self._quiet = True
-        try:
-            self.sort_descending = natural_descending(COLUMNS, change["new"])
-        finally:
-            self._quiet = False
-        self._redraw_table()
-
-    @traitlets.observe("sort_descending", "top_n")
-    def _redraw_table(self, change=None):
+    def _redraw_table(self):
         if self._ready and not self._quiet and not self.empty:
             self.html = self._html()
 
@@ -360,11 +337,7 @@ class KernelStatsWidget(BokehWidget):
 
     def on_request(self, kind, params):
         if kind == "sort":
-            column = str(params["column"])
-            if column == self.sort_by:
-                self.sort_descending = not self.sort_descending
-            else:
-                self.sort_by = column
+            self.sort_on(str(params["column"]))
         elif kind == "name_filter":
             self.name_filter = str(params.get("value", ""))
         elif kind == "op_filter":

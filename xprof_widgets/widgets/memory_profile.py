@@ -50,9 +50,9 @@ class MemoryProfileWidget(BokehWidget):
     host = traitlets.Unicode(help="The host shown.").tag(sync=True)
     memory_id = traitlets.Unicode(help="The allocator shown (see result.memory_ids).").tag(sync=True)
     moment_ps = traitlets.Int(-1, help="Absolute time (ps) of the breakdown shown; -1: the peak.").tag(sync=True)
-    sort_by = traitlets.Unicode("allocation_bytes", help="Breakdown column sorted on (descending for sizes).").tag(
-        sync=True
-    )
+    sort_by = traitlets.Enum(
+        SORTABLE, "allocation_bytes", help="Breakdown column sorted on (descending for sizes)."
+    ).tag(sync=True)
 
     def __init__(self, run, memory_id=None, host=None, **kwargs):
         self.run = as_run(run)
@@ -108,12 +108,6 @@ class MemoryProfileWidget(BokehWidget):
         self._samples = self.result.sampled_timeline()
         self.set_figures({"timeline": self._timeline_figure()})
         self.html = self._html()
-
-    @traitlets.validate("sort_by")
-    def _check_sort(self, proposal):
-        if proposal["value"] not in SORTABLE:
-            raise traitlets.TraitError(f"sort_by must be one of {SORTABLE}")
-        return proposal["value"]
 
     @traitlets.observe("moment_ps", "sort_by")
     def _redraw_table(self, change):

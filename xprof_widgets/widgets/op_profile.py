@@ -49,11 +49,13 @@ class OpProfileWidget(BokehWidget):
     (see `op_details`); `select_op(name)` selects a node by name.
     """
 
-    group_by = traitlets.Unicode("program", help='"program", "category" or "provenance" (framework op path).').tag(
-        sync=True
-    )
-    sort_by = traitlets.Unicode("time", help='"time" or "wasted_time".').tag(sync=True)
-    top_n = traitlets.Int(100, help="Children shown per node.").tag(sync=True)
+    group_by = traitlets.Enum(
+        ("program", "category", "provenance"),
+        "program",
+        help='"program", "category" or "provenance" (framework op path).',
+    ).tag(sync=True)
+    sort_by = traitlets.Enum(("time", "wasted_time"), "time", help='"time" or "wasted_time".').tag(sync=True)
+    top_n = traitlets.Int(100, min=1, help="Children shown per node.").tag(sync=True)
     exclude_idle = traitlets.Bool(False, help="Leave idle time out of the fractions.").tag(sync=True)
     name_filter = traitlets.Unicode("", help="Show only nodes whose name contains this (and their parents).").tag(
         sync=True
@@ -71,18 +73,6 @@ class OpProfileWidget(BokehWidget):
         self._recompute()
 
     # --- state -------------------------------------------------------------------
-
-    @traitlets.validate("group_by")
-    def _check_group_by(self, proposal):
-        if proposal["value"] not in ("program", "category", "provenance"):
-            raise traitlets.TraitError('group_by must be "program", "category" or "provenance"')
-        return proposal["value"]
-
-    @traitlets.validate("sort_by")
-    def _check_sort_by(self, proposal):
-        if proposal["value"] not in ("time", "wasted_time"):
-            raise traitlets.TraitError('sort_by must be "time" or "wasted_time"')
-        return proposal["value"]
 
     @traitlets.observe("group_by", "sort_by", "top_n", "exclude_idle")
     def _recompute(self, change=None):

@@ -30,7 +30,7 @@ from ..run import as_run
 from ._bokeh import BokehWidget
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import Column, contains, natural_descending, sort_frame, table_html
+from ._table import Column, SortedTable, contains, sort_frame, table_html
 from .op_details import op_details, op_details_html
 
 TOP_N_CHOICES = (25, 100, 1000)
@@ -72,6 +72,7 @@ COLUMNS = [
     Column("source", "Source", "text", wrap=True),
 ]
 _GPU_HEADERS = {"vmem_write_bw": "SHM/L1 BW (GiB/s)"}
+SORTABLE = tuple(c.key for c in COLUMNS)
 _TEXT_COLUMNS = tuple(c.key for c in COLUMNS if c.kind == "text")
 
 
@@ -116,7 +117,7 @@ def _nice(x):
     return f"{x:,.3g}"
 
 
-class RooflineWidget(BokehWidget):
+class RooflineWidget(SortedTable, BokehWidget):
     """XProf's roofline model of a run: the device's roofs, each op as a point, the table.
 
     `step` ("Total", "Average" or a step number), `category` ("All" or one),
@@ -134,9 +135,9 @@ class RooflineWidget(BokehWidget):
         sync=True
     )
     name_filter = traitlets.Unicode("", help="Show ops whose name contains this (any case).").tag(sync=True)
-    sort_by = traitlets.Unicode("rank", help="The column the table is sorted on.").tag(sync=True)
+    columns = COLUMNS
+    sort_by = traitlets.Enum(SORTABLE, "rank", help="The column the table is sorted on.").tag(sync=True)
     sort_descending = traitlets.Bool(False, help="Largest first.").tag(sync=True)
-    top_n = traitlets.Int(100, help="Table rows shown (all are in `table`).").tag(sync=True)
     selected_op = traitlets.Dict(help="op_details() of the clicked op, with its row `id`; {} for none.").tag(sync=True)
 
     def __init__(self, run, **kwargs):
@@ -174,34 +175,12 @@ class RooflineWidget(BokehWidget):
             raise traitlets.TraitError(f"no step {proposal['value']!r}; steps: {self.steps}")
         return proposal["value"]
 
-    @traitlets.validate("sort_by")
-    def _check_sort_by(self, proposal):
-        if proposal["value"] not in tuple(c.key for c in COLUMNS):
-            raise traitlets.TraitError(f"sort_by must be one of {[c.key for c in COLUMNS]}")
-        return proposal["value"]
-
-    @traitlets.validate("top_n")
-    def _check_top_n(self, proposal):
-        if proposal["value"] < 1:
-            raise traitlets.TraitError("top_n must be at least 1")
-        return proposal["value"]
-
     @traitlets.observe("step", "category", "include_infeed_outfeed", "name_filter")
     def _refilter(self, change):
         if self._ready and not self._quiet and not self.model.empty:
             self._redraw()
 
-    @traitlets.observe("sort_by")
-    def _natural_direction(self, change):
-        self._quiet = True
-        try:
-            self.sort_descending = natural_descending(COLUMNS, change["new"])
-        finally:
-            self._quiet = False
-        self._redraw_table()
-
-    @traitlets.observe("sort_descending", "top_n")
-    def _redraw_table(self, change=None):
+    def _redraw_table(self):
         if self._ready and not self._quiet and not self.model.empty:
             self.html = self._html()
 
@@ -282,11 +261,7 @@ class RooflineWidget(BokehWidget):
 
     def on_request(self, kind, params):
         if kind == "sort":
-            column = str(params["column"])
-            if column == self.sort_by:
-                self.sort_descending = not self.sort_descending
-            else:
-                self.sort_by = column
+            self.sort_on(str(params["column"]))
         elif kind in ("step", "category", "name_filter"):
             setattr(self, kind, str(params.get("value", "")))
         elif kind == "include_infeed_outfeed":
@@ -301,11 +276,8 @@ class RooflineWidget(BokehWidget):
 
     def _redraw(self):
         if self.category != "All" and self.category not in self.categories():
-            self._quiet = True
-            try:
+            with self.quietly():
                 self.category = "All"  # the new step has no such category
-            finally:
-                self._quiet = False
         points = self.points
         self.set_figures({"roofline": self._chart(points)} if len(points) else {})
         if self.selected_op and self.selected_op.get("id") not in set(self.rows.index):
