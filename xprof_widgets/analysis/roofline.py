@@ -106,6 +106,17 @@ COLUMNS_TPU = (
     ]
     + _TAIL
 )
+# The per-op costs a roofline point is made of (FLOPs, bytes by memory), summed over ops.
+_COST_COLUMNS = (
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hbm_bytes",
+    "cmem_read_bytes",
+    "cmem_write_bytes",
+    "vmem_read_bytes",
+    "vmem_write_bytes",
+)
 NO_DEVICE = (
     "the profile has no GPU or TPU plane: XProf's roofline model is for accelerators "
     "(a CPU-only run has no device op statistics)"
@@ -427,19 +438,7 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
             "occurrences": [1],
             "time_ps": [total],
             "self_time_ps": [0],
-            **{
-                k: [float(inner[k].sum())]
-                for k in (
-                    "flops",
-                    "model_flops",
-                    "bytes_accessed",
-                    "hbm_bytes",
-                    "cmem_read_bytes",
-                    "cmem_write_bytes",
-                    "vmem_read_bytes",
-                    "vmem_write_bytes",
-                )
-            },
+            **{k: [float(inner[k].sum())] for k in _COST_COLUMNS},
             "has_breakdown": [bool(inner["has_breakdown"].any())],
             "dma_stall_ps": [0],
             "source_info": [""],
@@ -523,19 +522,7 @@ def _op_table(db):
             "occurrences": get("occurrences").astype(np.int64),
             "time_ps": get("time_ps").astype(np.int64),
             "self_time_ps": get("self_time_ps").astype(np.int64),
-            **{
-                k: get(k).astype(np.float64)
-                for k in (
-                    "flops",
-                    "model_flops",
-                    "bytes_accessed",
-                    "hbm_bytes",
-                    "cmem_read_bytes",
-                    "cmem_write_bytes",
-                    "vmem_read_bytes",
-                    "vmem_write_bytes",
-                )
-            },
+            **{k: get(k).astype(np.float64) for k in _COST_COLUMNS},
             "has_breakdown": get("has_breakdown", False).astype(bool),
             "dma_stall_ps": 0,
             "normalized_time_ps": get("normalized_time_ps").astype(np.float64),
@@ -556,21 +543,7 @@ def _op_table(db):
             "normalized_time_ps": [0.0],
         }
     )
-    return pd.concat([table, idle], ignore_index=True).fillna(
-        {
-            k: 0.0
-            for k in (
-                "flops",
-                "model_flops",
-                "bytes_accessed",
-                "hbm_bytes",
-                "cmem_read_bytes",
-                "cmem_write_bytes",
-                "vmem_read_bytes",
-                "vmem_write_bytes",
-            )
-        }
-    )
+    return pd.concat([table, idle], ignore_index=True).fillna(dict.fromkeys(_COST_COLUMNS, 0.0))
 
 
 def _source_cells(ops):
