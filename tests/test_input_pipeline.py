@@ -10,24 +10,13 @@ from xprof_widgets.analysis import steps as S
 from xprof_widgets.analysis.input_pipeline import NO_STEPS_REASON, input_pipeline
 
 from .conftest import REFERENCE, corpus_run
+from .xprof_tables import STEP_BREAKDOWN
 
 CPU_RUNS = [
     ("jax_mlp_cpu", "2026_11_22_03_11_56"),
     ("jax_transformer_cpu", "2026_11_22_03_13_20"),
     ("tf_keras_cpu", "2026_11_22_03_16_08"),
     ("tf_keras_cpu", "2026_11_22_03_16_48"),
-]
-# XProf's step table columns -> ours.
-BREAKDOWN = [
-    "device_compute_ms",
-    "device_to_device_ms",
-    "device_collectives_ms",
-    "host_compute_ms",
-    "kernel_launch_ms",
-    "input_ms",
-    "output_ms",
-    "compilation_ms",
-    "all_others_ms",
 ]
 
 
@@ -64,8 +53,8 @@ def test_steps_and_step_times(cpu):
 def test_breakdown_columns(cpu):
     name, res, ref = cpu
     theirs = np.array([r[1:10] for r in _rows(ref[1])], float)
-    np.testing.assert_allclose(res.steps[BREAKDOWN].to_numpy(float), theirs, atol=1e-6)
-    np.testing.assert_allclose(res.steps[BREAKDOWN].sum(axis=1), res.steps["step_time_ms"], atol=1e-6)
+    np.testing.assert_allclose(res.steps[STEP_BREAKDOWN].to_numpy(float), theirs, atol=1e-6)
+    np.testing.assert_allclose(res.steps[STEP_BREAKDOWN].sum(axis=1), res.steps["step_time_ms"], atol=1e-6)
 
 
 def test_verdict_text(cpu):

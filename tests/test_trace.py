@@ -16,18 +16,10 @@ from xprof_widgets.analysis import trace as T
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
-from .conftest import REFERENCE, add_stat, corpus_run
+from .conftest import CORPUS_LOGDIRS, REFERENCE, add_stat, corpus_run
 
-SMALL = [
-    "jax_mlp_cpu",
-    "tf_keras_cpu",
-    "tf_gpu_multiworker",
-    "tpu_v6e_inference",
-    "amd_jax_gemm_mi300",
-    "amd_jax_elementwise_mi300",
-    "amd_jax_conv_mi300",
-]
-ALL = SMALL + ["jax_transformer_cpu"]
+ALL = list(CORPUS_LOGDIRS)
+SMALL = [name for name in ALL if name != "jax_transformer_cpu"]  # the big one apart
 
 
 def _run(name, run_dir=None):

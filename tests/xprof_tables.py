@@ -14,6 +14,20 @@ from xprof_widgets.io import schema
 from .conftest import REFERENCE, add_stat
 from .gpu_space import H100, hlo_proto_bytes
 
+#: XProf's step table (input_pipeline_analyzer, GPU and CPU): the breakdown columns in its
+#: order (the table's columns 1-9), by our names.
+STEP_BREAKDOWN = [
+    "device_compute_ms",
+    "device_to_device_ms",
+    "device_collectives_ms",
+    "host_compute_ms",
+    "kernel_launch_ms",
+    "input_ms",
+    "output_ms",
+    "compilation_ms",
+    "all_others_ms",
+]
+
 #: Every corpus run with XProf's references: (logdir, run folder).
 RUNS = [
     ("tpu_v6e_inference", "2025_tpu_inference"),

@@ -241,13 +241,9 @@ class OpProfileWidget(BokehWidget):
             match_aspect=True,
             tools="",
         )
+        ring = dict(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end")
         wedges = fig.annular_wedge(
-            x=0,
-            y=0,
-            inner_radius="inner",
-            outer_radius="outer",
-            start_angle="start",
-            end_angle="end",
+            **ring,
             source=src,
             fill_color="color",
             line_color="white",
@@ -258,12 +254,7 @@ class OpProfileWidget(BokehWidget):
         # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
         hovered = ColumnDataSource({"inner": [], "outer": [], "start": [], "end": []}, name="hover_wedge")
         fig.annular_wedge(
-            x=0,
-            y=0,
-            inner_radius="inner",
-            outer_radius="outer",
-            start_angle="start",
-            end_angle="end",
+            **ring,
             source=hovered,
             fill_alpha=0,
             line_color="#222",
