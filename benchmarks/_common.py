@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 
 
-def measure(cmd):
-    """Run `cmd` (a fresh Python process) and return the JSON object on its last output line."""
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def measure(cmd, env=None, cwd=None):
+    """Run `cmd` (a fresh Python process; `env`: its environment, else this one's; `cwd`:
+    its folder, else this one's) and return the JSON object on its last output line."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=cwd).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -28,6 +28,12 @@ import pytest
 
 import xprof_widgets
 
+# The column cache (xprof_widgets/io/column_cache.py) writes beside the user's caches: the
+# tests, and the processes they start, write into a folder of their own instead.
+_COLUMN_CACHE = tempfile.mkdtemp(prefix="xprof-test-column-cache-")
+os.environ["XPROF_WIDGETS_CACHE_DIR"] = _COLUMN_CACHE
+atexit.register(shutil.rmtree, _COLUMN_CACHE, ignore_errors=True)
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("XPROF_CORPUS") or REPO.parent / "shared" / "profiles")
 VENDORED = REPO / "tests" / "data" / "profiles"

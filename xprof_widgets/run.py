@@ -23,7 +23,7 @@ from .analysis.cache import derived
 from .errors import ProfileError
 from .io import fs, hlo
 from .io.logdir import host_of, list_runs, profile_files, profile_root
-from .io.xspace import inflate, read_xspace
+from .io.xspace import event_frame, inflate, read_xspace
 from .tools import NO_HLO_MODULES
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .analysis.memory_viewer import MemoryViewerResult
     from .analysis.op_profile import OpProfile
     from .analysis.overview import OverviewResult
+    from .analysis.pod import Executor, HostsProgress, HostSummary, PodSummary
     from .analysis.trace import Trace
     from .io.xspace import XSpaceFile
 
@@ -43,7 +44,12 @@ PathLike = str | os.PathLike
 Progress = Callable[[str, int, int], None]
 
 
-def load_run(path: PathLike | Sequence[PathLike], progress: Progress | None = None) -> Run:
+def load_run(
+    path: PathLike | Sequence[PathLike],
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+    cache: bool | None = None,
+) -> Run:
     """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
 
     Paths are local or fsspec URLs (`gs://...`). Run folders are named by
@@ -51,6 +57,18 @@ def load_run(path: PathLike | Sequence[PathLike], progress: Progress | None = No
     Files may be gzip-compressed (`.xplane.pb.gz`). Raises ProfileError naming
     the path and what is wrong. `progress(host, bytes_read, file_size)`, if
     given, hears how reading the first host's file goes (see `Run.xspace`).
+
+    `executor` runs the per-host work of the all-hosts tools (`Run.host_summaries`):
+    anything with `concurrent.futures`' `submit`, such as a `ProcessPoolExecutor` or a
+    `dask.distributed.Client` (its workers read the files themselves). None: a process
+    pool sized to the machine, started only when a run of two or more hosts is asked
+    for an all-hosts tool.
+
+    `cache`: whether to keep the decoded columns of large local files in the on-disk
+    column cache (`io.column_cache`; in the user's cache folder, or
+    `$XPROF_WIDGETS_CACHE_DIR`), so that opening an unchanged file again, in any
+    process, maps them instead of decoding the file. None: on, unless the environment
+    says `XPROF_WIDGETS_CACHE=0`.
     """
     if isinstance(path, (list, tuple)):
         if not path:
@@ -58,17 +76,23 @@ def load_run(path: PathLike | Sequence[PathLike], progress: Progress | None = No
         for f in path:
             if not fs.isfile(_local(f)):
                 raise ProfileError(f, "no such file")
-        return Run(fs.name(_parent(_local(path[0]))), [_local(f) for f in path], progress=progress)
+        return Run(
+            fs.name(_parent(_local(path[0]))),
+            [_local(f) for f in path],
+            progress=progress,
+            executor=executor,
+            cache=cache,
+        )
     p = _local(path)  # type: ignore[arg-type]  # (a sequence was handled above)
     if not fs.exists(p):
         raise ProfileError(p, "no such file or folder")
     if fs.isfile(p):
-        return Run(fs.name(_parent(p)), [p], progress=progress)
+        return Run(fs.name(_parent(p)), [p], progress=progress, executor=executor, cache=cache)
     if not fs.isdir(p):
         raise ProfileError(p, "is neither a profile file nor a folder (a device or a pipe?)")
     files = profile_files(p)
     if files:
-        return Run(fs.name(p), files, progress=progress)
+        return Run(fs.name(p), files, progress=progress, executor=executor, cache=cache)
     runs = list_runs(p)
     if runs.empty:
         raise ProfileError(profile_root(p), "holds no run with a .xplane.pb file")
@@ -76,7 +100,13 @@ def load_run(path: PathLike | Sequence[PathLike], progress: Progress | None = No
     passed = []
     for _, newest in runs.iloc[::-1].iterrows():
         try:
-            run = Run(newest["run"], profile_files(_local(newest["path"])), progress=progress)
+            run = Run(
+                newest["run"],
+                profile_files(_local(newest["path"])),
+                progress=progress,
+                executor=executor,
+                cache=cache,
+            )
         except (ProfileError, FileNotFoundError) as error:
             passed.append(f"{newest['run']} ({error})")
             continue
@@ -134,6 +164,20 @@ def sample_run(kind: str = "cpu") -> Run:
     return Run(run.name, list(profile_files(run)))
 
 
+def host_summary(path: PathLike) -> HostSummary:
+    """The small per-host results of one host file (`analysis.pod.HostSummary`): what
+    executors run for `Run.host_summaries`, in a worker that reads the file itself. A file
+    that cannot be read gives a summary whose `error` says why (a ProfileError would not
+    cross processes whole)."""
+    from .analysis.pod import HostSummary, summarize
+
+    try:
+        run = Run(fs.name(_parent(_local(path))), [_local(path)])
+    except ProfileError as error:
+        return HostSummary(host=host_of(fs.name(_local(path))), path=str(path), error=error.problem)
+    return summarize(run)
+
+
 class Run:
     """One capture: a profile file per host, read on first use.
 
@@ -142,8 +186,19 @@ class Run:
     in `xspace`), so a bad file fails here.
     """
 
-    def __init__(self, name: str, files: Sequence[PathLike], progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        files: Sequence[PathLike],
+        progress: Progress | None = None,
+        executor: Executor | None = None,
+        cache: bool | None = None,
+    ) -> None:
         self.name = str(name)
+        #: Whether files are read through the column cache (see `load_run`); None: the environment says.
+        self.cache = cache
+        #: Where the per-host work of all-hosts tools runs (see `load_run`); None: a local pool.
+        self.executor = executor
         self.files = {host_of(fs.name(_local(f))): _local(f) for f in files}
         if not self.files:
             raise ProfileError(name, "holds no .xplane.pb file")
@@ -201,7 +256,8 @@ class Run:
             data = _read_remote(str(path)) if fs.is_url(path) else None
             if data is not None and report is not None:
                 report(len(data), len(data))
-            self._spaces[host] = read_xspace(path, data=data, progress=report)
+            cache = getattr(self, "cache", None)
+            self._spaces[host] = read_xspace(path, data=data, progress=report, cache=cache)
         return self._spaces[host]
 
     def xspaces(self) -> list[XSpaceFile]:
@@ -214,6 +270,87 @@ class Run:
             except ProfileError as error:
                 self._leave_out(host, error)
         return out
+
+    # --- many hosts: per-host summaries, combined ------------------------------------
+
+    @property
+    def pooled(self) -> bool:
+        """True when all-hosts tools come from per-host summaries (`host_summaries`):
+        a run of two or more hosts, or any run given an `executor`."""
+        return self.executor is not None or len(self.files) >= 2
+
+    def host_summaries(
+        self, executor: Executor | None = None, progress: HostsProgress | None = None
+    ) -> list[HostSummary]:
+        """Every host's `analysis.pod.HostSummary`, in host order, light (what `pod()`
+        keeps of a host once its tables are folded in: scalars, steps, allocator peaks; see
+        `HostSummary.light`). Computed once per run, by `pod()`: `executor` and `progress`
+        as there."""
+        return [s for s in self.pod(executor, progress).hosts if not s.error]
+
+    def pod(self, executor: Executor | None = None, progress: HostsProgress | None = None) -> PodSummary:
+        """The hosts combined as XProf combines them (`analysis.pod.PodSummary`): op
+        metrics, input pipeline, overview, kernel reports, tool status and the per-host
+        table; computed once per run.
+
+        Each host file is read by a task on `executor` (default: the run's, else a process
+        pool sized to the machine) that returns its small tables, folded in here as they
+        arrive: the driver never holds every host's events, nor every host's tables.
+        `progress(done, total)` hears of each host as it is done. A host whose file cannot
+        be read is left out of the run (named in `unreadable`, with a warning). The
+        combined op metrics and kernel reports become the run's own, so the op profile,
+        HLO stats and kernel stats read no host file again.
+        """
+        from .analysis.pod import Combiner, map_hosts
+
+        def compute() -> PodSummary:
+            hosts = list(self.hosts)
+            combiner = Combiner()
+            paths = [self.files[h] for h in hosts]
+            map_hosts(host_summary, paths, executor or self.executor, progress, on_result=combiner.add)
+            for summary in combiner.hosts:
+                if summary.error:  # (raises when no host is left)
+                    self._leave_out(summary.host, ProfileError(summary.path, summary.error))
+            combined = combiner.result()
+            derived(self, "device_op_metrics", lambda: combined.op_metrics)
+            derived(self, "kernel_reports", lambda: combined.kernel_reports)
+            return combined
+
+        cached = self.__dict__.get("_derived", {})
+        if progress is not None and "pod" in cached:
+            done = len(cached["pod"].hosts)
+            progress(done, done)  # computed before: say so at once
+        return derived(self, "pod", compute)
+
+    def pod_host(self, host: str) -> PodSummary:
+        """One host on its own, as `pod()` for a run of that host alone. Its summary is
+        computed again, in full (on the run's executor if it has one, else here: one host
+        file read, then let go)."""
+        from .analysis.pod import InProcessExecutor, combine
+
+        if host not in self.files:
+            raise KeyError(f"no host {host!r} in run {self.name!r}; hosts: {self.hosts}")
+        if len(self.files) == 1:
+            return self.pod()
+
+        def compute() -> PodSummary:
+            executor = self.executor or InProcessExecutor()
+            return combine([executor.submit(host_summary, self.files[host]).result()])
+
+        return derived(self, ("pod_host", host), compute)
+
+    def per_host(self) -> pd.DataFrame:
+        """One row a host, to spot a straggler: host, step_time_ms (mean of its own steps),
+        max_step_time_ms, idle_pct (device time no op ran, %), input_pct,
+        memory_peak_bytes (its largest allocator peak), op_time_ms, seconds, ... (see
+        `analysis.pod.per_host_table`). Hosts left out of the run come last, with `error`
+        saying why."""
+        table = self.pod().per_host
+        missing = {h: why for h, why in self.unreadable.items() if h not in set(table["host"])}
+        if not missing:  # (a host that failed in its worker has its row already)
+            return table
+        left_out = pd.DataFrame({"host": list(missing), "steps": 0, "device_cores": 0, "error": list(missing.values())})
+        return pd.concat([table, left_out], ignore_index=True)[table.columns]
 
     # --- what is in the profile -------------------------------------------------
 
@@ -280,45 +417,8 @@ class Run:
         """Events as a DataFrame: host, plane, line, name, start_ps (absolute),
         duration_ps, metadata_id. `plane`/`line`/`host` filter by name.
         """
-        frames = []
-        for space in self.xspaces() if host is None else [self.xspace(host)]:
-            for p in space.planes:
-                if plane is not None and p.name != plane:
-                    continue
-                for ln in p.lines:
-                    if line is not None and line not in (ln.name, ln.display_name):
-                        continue
-                    if not len(ln):
-                        continue
-                    frames.append(
-                        pd.DataFrame(
-                            {
-                                "host": space.host,
-                                "plane": p.name,
-                                "line": ln.title,
-                                "name": ln.names(),
-                                "start_ps": ln.start_ps,
-                                "duration_ps": ln.event_duration_ps,
-                                "metadata_id": ln.metadata_id,
-                            }
-                        )
-                    )
-        if not frames:
-            return pd.DataFrame(
-                {
-                    "host": pd.Series(dtype=object),
-                    "plane": pd.Series(dtype=object),
-                    "line": pd.Series(dtype=object),
-                    "name": pd.Series(dtype=object),
-                    "start_ps": pd.Series(dtype=np.int64),
-                    "duration_ps": pd.Series(dtype=np.int64),
-                    "metadata_id": pd.Series(dtype=np.int64),
-                }
-            )
-        out = pd.concat(frames, ignore_index=True)
-        for col in ("host", "plane", "line", "name"):
-            out[col] = out[col].astype("category")
-        return out
+        spaces = self.xspaces() if host is None else [self.xspace(host)]
+        return event_frame(spaces, plane=plane, line=line)
 
     @cached_property
     def hlo_protos(self) -> dict[str, bytes]:
@@ -327,7 +427,7 @@ class Run:
         Modules whose bytes are not an HloProto are left out, named with their file and
         why in `unreadable_modules` (and a warning): the others still show."""
         protos, self.unreadable_modules, self._module_files = {}, {}, {}
-        for host, space in zip(self.hosts, self.xspaces()):
+        for host, space in self._spaces_with_modules():
             found = hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes]))
             for key, data in found.items():
                 try:
@@ -346,6 +446,16 @@ class Run:
                 stacklevel=3,
             )
         return protos
+
+    def _spaces_with_modules(self) -> list[tuple[str, XSpaceFile]]:
+        """(host, XSpaceFile) of the hosts to read HLO modules from: every host, or on a
+        pooled run the first host holding each module (SPMD hosts share theirs), so the
+        driver does not read every host for the modules. Only once `pod()` is known: the
+        modules alone are no reason to start the per-host work."""
+        if not self.pooled or len(self.files) < 2 or "pod" not in self.__dict__.get("_derived", {}):
+            return list(zip(self.hosts, self.xspaces()))
+        needed = {self.hosts[0], *self.pod().module_hosts.values()}
+        return [(h, self.xspace(h)) for h in self.hosts if h in needed]
 
     @property
     def modules(self) -> pd.DataFrame:
@@ -368,6 +478,8 @@ class Run:
     def _tool_status(self) -> list[tuple[str, bool, str]]:
         from .tools import tool_status
 
+        if self.pooled:
+            return self.pod().tool_status
         return tool_status(self)
 
     # --- analyses ------------------------------------------------------------------
@@ -415,6 +527,8 @@ class Run:
         when the run has no device ops."""
         from .analysis.op_stats import hlo_stats
 
+        if self.pooled:
+            self.pod()
         return hlo_stats(self)
 
     def kernel_stats(self) -> pd.DataFrame:
@@ -422,6 +536,8 @@ class Run:
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
+        if self.pooled:
+            self.pod()
         return kernel_stats(self)
 
     def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
@@ -447,23 +563,35 @@ class Run:
         "time" or "wasted_time". Returns an OpProfile (`.root`, `.to_dataframe()`)."""
         from .analysis.op_profile import op_profile
 
+        if self.pooled:
+            self.pod()
         return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
 
     def overview(self, host: str | None = None) -> OverviewResult:
         """XProf's overview page: step time (ms) and its breakdown, input %, duty
         cycle, op placement, precision, top operations, run environment and a
-        recommendation. Without steps, `.reason` says how to add step markers."""
+        recommendation. Without steps, `.reason` says how to add step markers.
+
+        On a run of several hosts (see `pooled`) the default is all hosts combined as
+        XProf combines them (`pod()`), `host` that host on its own."""
         from .analysis.overview import overview
 
+        if self.pooled:
+            return (self.pod() if host is None else self.pod_host(host)).overview
         return overview(self, host=host)
 
     def input_pipeline(self, host: str | None = None) -> InputPipelineResult:
         """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
         step time waiting for input, the host-side breakdown (µs), the tf.data input
         ops and a recommendation. Without steps, `.reason` says how to add markers.
-        CPU-only runs today; GPU/TPU device steps are not computed yet."""
+        CPU-only runs today; GPU/TPU device steps are not computed yet.
+
+        On a run of several hosts (see `pooled`) the default is all hosts combined as
+        XProf combines them (`pod()`), `host` that host on its own."""
         from .analysis.input_pipeline import input_pipeline
 
+        if self.pooled:
+            return (self.pod() if host is None else self.pod_host(host)).input_pipeline
         return input_pipeline(self, host=host)
 
     def memory_profile(self, memory_id: str | None = None, host: str | None = None) -> MemoryProfileResult:

@@ -56,7 +56,8 @@ back one by one; the others are merged: a run of them whose gaps are all
 under a pixel becomes one box with its count, extent and dominant name (that
 of its longest event). So there are at most 2 x (pixels + 1) boxes per row.
 When a window holds many events the runs are built from a pyramid of time
-buckets (2**k ps, levels a factor 2 apart, built once from the finest up):
+buckets (2**k ps, levels a factor 2 apart, each built the first time a query
+reads it, from the events or from a finer level: `_Pyramid`):
 per bucket its first event, its one event at least a bucket long (rows do not
 overlap, so there is at most one, and it is the bucket's last) and its longest
 shorter event. A query reads the level whose buckets are at most a pixel
@@ -69,12 +70,14 @@ from __future__ import annotations
 
 import collections
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+from ..io import column_cache
 from .cache import derived
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
@@ -283,7 +286,8 @@ class Trace:
             order, row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl])
             t.rows = int(row[-1]) + 1
             t.nesting_rows = t.rows - overflow
-            np.take(_event_codes(self.space, t, plane_codes[t.plane], code_of), order, out=self._name[sl])
+            # mode="clip": `order` is in range, and "raise" would buffer `out` (a copy per call)
+            np.take(_event_codes(self.space, t, plane_codes[t.plane], code_of), order, out=self._name[sl], mode="clip")
             self._index[sl] = order
             del order
             for depth, count in enumerate(np.bincount(row, minlength=t.rows).tolist()):
@@ -296,44 +300,105 @@ class Trace:
         self._row_depth = np.asarray(row_depth, dtype=np.int32)
         self._row_off = np.asarray(row_off, dtype=np.int64)  # row r: positions [row_off[r], row_off[r+1])
         self.names = pd.Index(names, dtype=object)
-        self._levels = _pyramid(self._start, self._end, self._row_off, self.start_ps)
-        self.tracks = pd.DataFrame(
-            {
-                "section": [t.section for t in tracks],
-                "name": [t.name for t in tracks],
-                "plane": [t.plane for t in tracks],
-                "line": [t.line for t in tracks],
-                "pid": [t.pid for t in tracks],
-                "tid": [t.tid for t in tracks],
-                "events": [len(t) for t in tracks],
-                "file_events": [t.file_events for t in tracks],
-                "rows": [t.rows for t in tracks],
-                "nesting_rows": [t.nesting_rows for t in tracks],
-                "derived": [t.derived is not None for t in tracks],
-                "label": track_labels(
-                    [t.section for t in tracks],
-                    [t.name for t in tracks],
-                    [None if t.line < 0 else self.space.planes[t.plane].lines[t.line].id for t in tracks],
-                ),
-            },
-            columns=[
-                "section",
-                "name",
-                "plane",
-                "line",
-                "pid",
-                "tid",
-                "events",
-                "file_events",
-                "rows",
-                "nesting_rows",
-                "derived",
-                "label",
-            ],
-        )
-        self.tracks.index.name = "track"
+        self._pyramid = _Pyramid(self._start, self._end, self._row_off, self.start_ps)
+        self.tracks = _tracks_frame(self.space, tracks)
         self._track_of_line = {(t.plane, t.line): ti for ti, t in enumerate(tracks) if t.derived is None}
         self._inverse = {}  # track id -> index in the track of each event of its file line (-1: not drawn)
+
+    def _saved(self):
+        """(meta, arrays): what `_restore` makes this Trace again from (file lines only)."""
+        own = [t for t in self._tracks if t.src is not None]
+        levels = self._pyramid.built()
+        at = np.cumsum([0] + [len(t) for t in own]).tolist()
+        ranges = {id(t): [a, b] for t, a, b in zip(own, at[:-1], at[1:])}
+        meta = {
+            "start_ps": int(self.start_ps),
+            "end_ps": int(self.end_ps),
+            "names": [str(n) for n in self.names],
+            "shifts": [level.shift for level in levels],
+            "pyramid": [self._pyramid.finest, self._pyramid.coarsest],
+            "tracks": [
+                {
+                    "section": t.section,
+                    "name": t.name,
+                    "plane": t.plane,
+                    "line": t.line,
+                    "pid": t.pid,
+                    "tid": t.tid,
+                    "file_events": t.file_events,
+                    "rows": t.rows,
+                    "nesting_rows": t.nesting_rows,
+                    "region_ids": [_plain(v) for v in t.region_ids],
+                    "src": ranges.get(id(t)),
+                }
+                for t in self._tracks
+            ],
+        }
+        empty = np.zeros(0, np.int64)
+        arrays = {
+            "start": self._start,
+            "end": self._end,
+            "name": self._name,
+            "index": self._index,
+            "row_track": self._row_track,
+            "row_depth": self._row_depth,
+            "row_off": self._row_off,
+            "track_start": np.concatenate([t.start for t in own]) if own else empty,
+            "track_dur": np.concatenate([t.dur for t in own]) if own else empty,
+            "track_src": np.concatenate([t.src for t in own]) if own else empty.astype(np.int32),
+        }
+        for k, level in enumerate(levels):
+            arrays.update({f"level{k}_first": level.first, f"level{k}_long": level.long, f"level{k}_top": level.top})
+        return meta, arrays
+
+    @classmethod
+    def _restore(cls, space, meta, arrays):
+        """The Trace `_saved` described, over `space`'s lines; None if the saved data does
+        not fit them (then the caller builds it)."""
+        try:
+            self = object.__new__(cls)
+            self.space = space
+            tracks = []
+            for d in meta["tracks"]:
+                line = space.planes[d["plane"]].lines[d["line"]]
+                if d["src"] is None:
+                    start, dur, src = line.start_ps, line.event_duration_ps, None
+                else:
+                    a, b = d["src"]
+                    start, dur, src = arrays["track_start"][a:b], arrays["track_dur"][a:b], arrays["track_src"][a:b]
+                    if len(src) and (int(src.max()) >= len(line) or len(src) != b - a):
+                        return None
+                fields = {k: d[k] for k in ("section", "name", "plane", "line", "pid", "tid", "file_events")}
+                t = _Track(**fields, start=start, dur=dur, src=src, region_ids=list(d["region_ids"]))
+                t.rows, t.nesting_rows = int(d["rows"]), int(d["nesting_rows"])
+                if t.file_events != len(line):
+                    return None
+                tracks.append(t)
+            self._tracks = tracks
+            self.start_ps, self.end_ps = int(meta["start_ps"]), int(meta["end_ps"])
+            for name in ("start", "end", "name", "index", "row_track", "row_depth", "row_off"):
+                setattr(self, f"_{name}", arrays[name])
+            total = sum(len(t) for t in tracks)
+            if not len(self._start) == len(self._end) == len(self._name) == len(self._index) == total:
+                return None
+            if len(self._row_off) != len(self._row_track) + 1 or (len(self._row_off) and self._row_off[-1] != total):
+                return None
+            self.names = pd.Index(meta["names"], dtype=object)
+            if len(self._name) and int(self._name.max()) >= len(self.names):
+                return None
+            levels = {}  # the levels built before it was saved (the rest are built when asked for)
+            for k, shift in enumerate(meta["shifts"]):
+                first, long_, top = (arrays[f"level{k}_{part}"] for part in ("first", "long", "top"))
+                levels[int(shift)] = _Level(int(shift), first, long_, top)
+            shifts = meta.get("pyramid")  # (finest, coarsest); found again if absent
+            shifts = shifts if isinstance(shifts, list) and len(shifts) == 2 else None
+            self._pyramid = _Pyramid(self._start, self._end, self._row_off, self.start_ps, levels, shifts)
+            self.tracks = _tracks_frame(space, tracks)
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+        self._track_of_line = {(t.plane, t.line): ti for ti, t in enumerate(tracks)}
+        self._inverse = {}
+        return self
 
     def __repr__(self):
         return (
@@ -388,8 +453,9 @@ class Trace:
         lo, hi = self._window(rows, ws, we)
         keep = hi > lo
         rows, lo, hi = rows[keep], lo[keep], hi[keep]
-        level = self._level_for(pixel)
-        if level is None or int((hi - lo).sum()) <= raw_limit:
+        # A level is built on first use: not for windows answered from the events.
+        level = None if int((hi - lo).sum()) <= raw_limit else self._pyramid.level_for(pixel)
+        if level is None:
             parts = self._raw_parts(rows, lo, hi, pixel)
         else:
             parts = self._pyramid_parts(level, rows, lo, hi, pixel)
@@ -403,14 +469,6 @@ class Trace:
         lo = np.minimum(_search(self._end, a, b, ws, right=True), _search(self._start, a, b, ws, right=False))
         hi = _search(self._start, a, b, we, right=False)
         return lo, hi
-
-    def _level_for(self, pixel):
-        """The coarsest pyramid level whose buckets are at most a pixel wide, or None."""
-        best = None
-        for level in self._levels:
-            if (1 << level.shift) <= pixel:
-                best = level
-        return best
 
     def _raw_parts(self, rows, lo, hi, pixel):
         """Events a pixel long, and the shorter ones as parts to merge, from the events."""
@@ -712,9 +770,79 @@ class Trace:
 
 
 def trace(run, host=None):
-    """The Trace of a run's `host` (default: the first), built once per host."""
+    """The Trace of a run's `host` (default: the first), built once per host, or read
+    back from the column cache when an earlier process built it for this file."""
     space = run.xspace(host)
-    return derived(space, "trace", lambda: Trace(space, run))
+    return derived(space, "trace", lambda: _cached_trace(space, run))
+
+
+#: The name a Trace's index has in the column cache; a new number when what is saved changes.
+_CACHE_NAME = "trace-1"
+
+
+def _cached_trace(space, run):
+    """The Trace of `space`: restored from the column cache if there, else built (and saved).
+
+    Building sorts every event into rows and builds the bucket pyramid, seconds on ten
+    million events; restoring maps the saved arrays. Only traces made of the file's own
+    lines are saved: lines XProf derives on TPU and GPU planes (`DerivedLine`, made from
+    stats and, for GPUs, the run's HLO modules) are built each time.
+    """
+    cacheable = not any(
+        derives_lines(space, p) or (run is not None and derives_gpu_lines(space, p))
+        for p in space.planes
+        if p.name.startswith((TPU_PLANE_PREFIX, GPU_PLANE_PREFIX))
+    )
+    if cacheable:
+        found = column_cache.load_derived(space, _CACHE_NAME)
+        if found is not None:
+            restored = Trace._restore(space, *found)
+            if restored is not None:
+                return restored
+    built = Trace(space, run)
+    if cacheable and all(t.derived is None for t in built._tracks):
+        column_cache.store_derived_later(space, _CACHE_NAME, built._saved)  # with the levels built by then
+    return built
+
+
+def _tracks_frame(space, tracks):
+    """The `Trace.tracks` DataFrame of built (or restored) tracks."""
+    frame = pd.DataFrame(
+        {
+            "section": [t.section for t in tracks],
+            "name": [t.name for t in tracks],
+            "plane": [t.plane for t in tracks],
+            "line": [t.line for t in tracks],
+            "pid": [t.pid for t in tracks],
+            "tid": [t.tid for t in tracks],
+            "events": [len(t) for t in tracks],
+            "file_events": [t.file_events for t in tracks],
+            "rows": [t.rows for t in tracks],
+            "nesting_rows": [t.nesting_rows for t in tracks],
+            "derived": [t.derived is not None for t in tracks],
+            "label": track_labels(
+                [t.section for t in tracks],
+                [t.name for t in tracks],
+                [None if t.line < 0 else space.planes[t.plane].lines[t.line].id for t in tracks],
+            ),
+        },
+        columns=[
+            "section",
+            "name",
+            "plane",
+            "line",
+            "pid",
+            "tid",
+            "events",
+            "file_events",
+            "rows",
+            "nesting_rows",
+            "derived",
+            "label",
+        ],
+    )
+    frame.index.name = "track"
+    return frame
 
 
 # --- layout ----------------------------------------------------------------------------------
@@ -911,7 +1039,7 @@ def _event_codes(space, t, plane_codes, code_of):
 # --- rows ------------------------------------------------------------------------------------
 
 
-def _open_count(start, end):
+def _open_count(start, dur):
     """For each event, how many earlier events (in track order) are still open at its start.
 
     Track order: by start, longer first at equal starts. Counted as i minus
@@ -919,17 +1047,38 @@ def _open_count(start, end):
     start that come at or after i.
     """
     n = len(start)
-    closed = np.searchsorted(np.sort(end, kind="stable"), start, side="right")
-    depth = np.arange(n, dtype=np.int64) - closed
-    zero = end == start
+    # Few temporaries of n events: fresh memory costs its first touch, and adds to the peak.
+    ends = start + dur
+    ends.sort()
+    depth = _searchsorted_sorted(ends, start)  # the events ended by i's start
+    del ends
+    np.subtract(np.arange(n, dtype=depth.dtype), depth, out=depth)
+    zero = dur == 0
     depth += zero  # i itself was counted as ended
-    tie = np.flatnonzero(start[1:] == start[:-1])
-    if len(tie):  # zero-length events after i at i's start were counted too
-        idx = np.unique(np.concatenate([tie, tie + 1]))
-        group_end = np.searchsorted(start, start[idx], side="right")
-        zeros_from = np.concatenate([np.cumsum(zero[::-1])[::-1], [0]])  # zero-length events in [i, n)
-        depth[idx] += zeros_from[idx + 1] - zeros_from[group_end]
-    return depth
+    if zero.any():
+        tie = np.flatnonzero(start[1:] == start[:-1])
+        if len(tie):  # zero-length events after i at i's start were counted too
+            idx = np.unique(np.concatenate([tie, tie + 1]))
+            group_end = np.searchsorted(start, start[idx], side="right")
+            zeros_before = np.concatenate([[0], np.cumsum(zero, dtype=np.int64)])  # zero-length events in [0, i)
+            depth[idx] += zeros_before[group_end] - zeros_before[idx + 1]
+    return depth.astype(np.int32) if n < 2**31 else depth  # half the memory while rows are laid out
+
+
+def _searchsorted_sorted(haystack, needles, chunk=1 << 16):
+    """np.searchsorted(haystack, needles, side="right") for sorted `needles`: chunk by
+    chunk, each within the part of `haystack` its first and last needles bound (shorter
+    searches over memory that stays in cache)."""
+    n = len(needles)
+    if n <= chunk:
+        return np.searchsorted(haystack, needles, side="right")
+    at = np.arange(0, n, chunk)
+    bound = np.append(np.searchsorted(haystack, needles[at], side="right"), len(haystack)).tolist()
+    out = np.empty(n, dtype=np.intp)
+    for j, a in enumerate(at.tolist()):
+        lo, hi, z = bound[j], bound[j + 1], min(a + chunk, n)
+        np.add(np.searchsorted(haystack[lo:hi], needles[a:z], side="right"), lo, out=out[a:z])
+    return out
 
 
 def _rows(start, dur, out_start, out_end):
@@ -945,35 +1094,42 @@ def _rows(start, dur, out_start, out_end):
     and ends in that order to `out_start` and `out_end`.
     """
     n = len(start)
-    end = start + dur
-    depth = _open_count(start, end)
-    out = np.zeros(n, dtype=bool)
+    depth = _open_count(start, dur)
+    out = None
     while True:
         order, od = _by_row(depth, out)
-        np.take(start, order, out=out_start[: len(order)])
-        np.take(end, order, out=out_end[: len(order)])
-        os_, oe = out_start[: len(order)], out_end[: len(order)]
+        k = len(order)
+        os_, oe = out_start[:k], out_end[:k]
+        # mode="clip": `order` is in range, and "raise" would buffer `out` (a copy per call).
+        np.take(start, order, out=os_, mode="clip")
+        np.take(dur, order, out=oe, mode="clip")
+        oe += os_
         bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
         if not len(bad):
             break
+        del order, od  # before the next layout's: not both at once
+        if out is None:
+            out = np.zeros(n, dtype=bool)
         out[bad] = True
         # Each was counted open for the events that start inside it.
-        stop = np.searchsorted(start, end[bad], side="left")
-        delta = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(delta, bad + 1, -1)
-        np.add.at(delta, stop, 1)
-        depth += np.cumsum(delta[:n])
+        stop = np.searchsorted(start, start[bad] + dur[bad], side="left")
+        if len(bad) <= 4096 and int((stop - bad).sum()) <= 8 * n:  # the usual: in place, range by range
+            for b, z in zip(bad.tolist(), stop.tolist()):
+                depth[b + 1 : z] -= 1
+        else:
+            delta = np.bincount(stop, minlength=n + 1)[: n + 1] - np.bincount(bad + 1, minlength=n + 1)[: n + 1]
+            depth += np.cumsum(delta[:n])
     extra = 0
-    if out.any():  # first fit, in start order; these are few
+    if out is not None and out.any():  # first fit, in start order; these are few
         nest = int(od[-1]) + 1 if len(od) else 0
         idx = np.flatnonzero(out)
+        idx_end = start[idx] + dur[idx]
         ends = []
-        for i in idx.tolist():
-            s = start[i]
-            r = next((r for r, e in enumerate(ends) if e <= s), len(ends))
+        for i, s, e in zip(idx.tolist(), start[idx].tolist(), idx_end.tolist()):
+            r = next((r for r, x in enumerate(ends) if x <= s), len(ends))
             if r == len(ends):
                 ends.append(0)
-            ends[r] = end[i]
+            ends[r] = e
             depth[i] = nest + r
         extra = len(ends)
         tail = idx[np.argsort(depth[idx], kind="stable")]
@@ -981,50 +1137,103 @@ def _rows(start, dur, out_start, out_end):
         order = np.concatenate([order, tail])
         od = np.concatenate([od, depth[tail].astype(od.dtype)])
         out_start[k:] = start[tail]
-        out_end[k:] = end[tail]
+        out_end[k:] = start[tail] + dur[tail]
     return order, od, extra
 
 
-def _by_row(depth, out):
+def _by_row(depth, out=None):
     """Row-major order of the events not `out`, and their rows (a radix sort of small ints)."""
     d = depth.astype(np.int16) if depth.max(initial=0) < 2**15 - 1 else depth.astype(np.int32)
-    if out.any():
+    kept = len(d)
+    if out is not None:
         d[out] = np.iinfo(d.dtype).max  # last, then cut off
-    order = np.argsort(d, kind="stable")
-    kept = len(order) - int(out.sum())
-    order = order[:kept]
+        kept -= int(out.sum())
+    order = np.argsort(d, kind="stable")[:kept]
     return order, d[order]
 
 
 # --- the pyramid -----------------------------------------------------------------------------
 
 
-def _pyramid(g_start, g_end, row_off, t0):
-    """Bucket levels over the row-major events, finest first (see the module docstring)."""
-    n = len(g_start)
-    if n == 0:
-        return []
-    span = int(g_end.max()) - t0 + 1
-    rows = len(row_off) - 1
-    # The finest level: about EVENTS_PER_BUCKET events per bucket, were the
-    # events spread evenly; they cluster, so usually more.
-    shift = max(0, (EVENTS_PER_BUCKET * span // n).bit_length() - 1)
-    row_head = np.zeros(n, dtype=bool)
-    row_head[row_off[:-1]] = True
-    parts = []
-    # A few rows at a time (buckets never cross rows): bounded temporaries.
-    cuts = np.searchsorted(row_off, np.arange(0, n, _CHUNK), side="right") - 1
-    bounds = np.unique(np.append(row_off[cuts], n))
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        parts.append(_finest(g_start[a:b], g_end[a:b], row_head[a:b], t0, shift, a))
-    levels = [_Level(shift, *(np.concatenate([p[k] for p in parts]) for k in range(3)))]
-    del parts
-    top_shift = max(shift, span.bit_length())
-    while levels[-1].shift < top_shift and len(levels[-1].first) > rows:
-        levels.append(_coarser(levels[-1], g_start, g_end, row_head, t0))
-        if len(levels) == 2 and len(levels[0].first) > n // 2:
-            levels.pop(0)  # too sparse at that scale to save anything over the events
-    return levels
+class _Pyramid:
+    """The bucket levels over the row-major events, each built when a query first needs it.
+
+    The levels are those of a pyramid built from the finest up (see the module docstring):
+    from `finest` (about EVENTS_PER_BUCKET events per bucket, were the events spread
+    evenly) up to `coarsest`, the first shift at which every row is one bucket (or the
+    span's bit length). A level is what its shift makes it, whichever way it is built: from
+    the events, or from a finer level already built (a factor 2 at a time). The finest
+    levels whose buckets are more than half the events are not used (too sparse to save
+    anything over the events). A whole-profile first view so builds one level from the
+    events; no time goes into levels nobody looks at.
+    """
+
+    def __init__(self, g_start, g_end, row_off, t0, built=None, shifts=None):
+        self._start, self._end, self._t0, self._row_off = g_start, g_end, t0, row_off
+        self._n = n = len(g_start)
+        self._lock = threading.Lock()
+        self._built = dict(built or {})  # shift -> _Level
+        if n == 0:
+            self.finest = self.coarsest = None
+            return
+        if shifts is not None:  # (finest, coarsest) as saved: the events are not read
+            self.finest, self.coarsest = (int(x) for x in shifts)
+            return
+        span = int(g_end.max()) - t0 + 1
+        self.finest = max(0, (EVENTS_PER_BUCKET * span // n).bit_length() - 1)
+        top_shift = max(self.finest, span.bit_length())
+        # A level has one bucket per row when each row's first and last events share one.
+        first_key = g_start[row_off[:-1]] - t0
+        last_key = g_start[row_off[1:] - 1] - t0
+        shift = self.finest
+        while shift < top_shift and bool(((first_key >> shift) != (last_key >> shift)).any()):
+            shift += 1
+        self.coarsest = shift
+
+    def level_for(self, pixel):
+        """The coarsest level whose buckets are at most `pixel` ps wide, or None."""
+        if self.finest is None or (1 << self.finest) > pixel:
+            return None
+        shift = min(int(pixel).bit_length() - 1, self.coarsest)
+        level = self.level(shift)
+        if shift < self.coarsest and len(level.first) > self._n // 2:
+            return None  # too sparse: the events themselves are read
+        return level
+
+    def level(self, shift):
+        """The level of buckets 2**shift ps wide (finest <= shift <= coarsest)."""
+        with self._lock:
+            if shift not in self._built:
+                finer = [s for s in self._built if s < shift]
+                if finer:  # from the closest finer level, keeping the ones between
+                    level, head = self._built[max(finer)], self._row_head()
+                    while level.shift < shift:
+                        level = _coarser(level, self._start, self._end, head, self._t0)
+                        self._built[level.shift] = level
+                else:
+                    self._built[shift] = self._from_events(shift)
+            return self._built[shift]
+
+    def built(self):
+        """The levels built so far, finest first."""
+        with self._lock:
+            return [self._built[s] for s in sorted(self._built)]
+
+    def _row_head(self):
+        head = np.zeros(self._n, dtype=bool)
+        head[self._row_off[:-1]] = True
+        return head
+
+    def _from_events(self, shift):
+        g_start, g_end, row_off, n = self._start, self._end, self._row_off, self._n
+        row_head = self._row_head()
+        parts = []
+        # A few rows at a time (buckets never cross rows): bounded temporaries.
+        cuts = np.searchsorted(row_off, np.arange(0, n, _CHUNK), side="right") - 1
+        bounds = np.unique(np.append(row_off[cuts], n))
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            parts.append(_finest(g_start[a:b], g_end[a:b], row_head[a:b], self._t0, shift, a))
+        return _Level(shift, *(np.concatenate([p[k] for p in parts]) for k in range(3)))
 
 
 _CHUNK = 1 << 21

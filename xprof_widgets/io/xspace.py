@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError
-from . import schema, wire
+from . import column_cache, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
@@ -702,13 +702,21 @@ def _column(values):
     return np.array(values, dtype=object)
 
 
+#: The per-event columns a DataFrame of events shows: (column name, Line attribute).
+_EVENT_COLUMNS = (("start_ps", "start_ps"), ("duration_ps", "event_duration_ps"), ("metadata_id", "metadata_id"))
+
+
 class XSpaceFile:
     """One host's profile: `planes`, each with `lines`, each with event columns."""
 
-    def __init__(self, path, data, size):
+    def __init__(self, path, data, size, source_key=None):
         self.path = str(path)
         self.host = host_of(path)
-        self.data = np.frombuffer(data, dtype=np.uint8)  # padded, see wire.padded
+        # The file's bytes, padded (see wire.padded). None when the columns came from the
+        # column cache: read at the first `data`, when a tool asks for stats.
+        self._data = None if data is None else np.frombuffer(data, dtype=np.uint8)
+        self._data_lock = threading.Lock()
+        self._source_key = source_key  # the file as it was when its columns were cached
         self.size = size
         self.planes = []
         self.errors = []
@@ -717,6 +725,63 @@ class XSpaceFile:
         # What analyses derive per host (group ids, allocator events...) is kept on this
         # object by `analysis.cache.derived`: computed once, shared by every tool.
         self._shared_tables = None  # see sharing_stats
+        self._columns = None  # see event_columns
+        self._columns_lock = threading.Lock()
+
+    @property
+    def data(self):
+        """The file's bytes as a padded uint8 array (what event and stat positions index).
+
+        Read on first use when the columns came from the column cache; a file that
+        changed since then is refused (its positions would point into other bytes)."""
+        if self._data is None:
+            with self._data_lock:
+                if self._data is None:
+                    self._data = self._read_data()
+        return self._data
+
+    def _read_data(self):
+        key = self._source_key
+        try:
+            now = column_cache.source_key(self.path)
+        except OSError as e:
+            raise ProfileError(self.path, f"cannot be read ({e.strerror or e})") from None
+        if key is not None and any(now[k] != key[k] for k in ("size", "mtime_ns", "inode")):
+            raise ProfileError(self.path, "changed on disk since it was opened: open it again")
+        buf, size = read_padded(self.path)
+        if size != self.size:
+            raise ProfileError(self.path, "changed on disk since it was opened: open it again")
+        return np.frombuffer(buf, dtype=np.uint8)
+
+    def event_columns(self):
+        """Every line's events in one set of columns: ({"start_ps", "duration_ps",
+        "metadata_id": read-only pandas Series over int64 arrays}, {id(line): (first row,
+        end row)}), lines in plane and file order.
+
+        Each line's own arrays are views into these (after the first call, or from the
+        start when the columns came from the column cache), so a DataFrame of all events
+        shares them instead of copying ten million rows per column. The Series are kept
+        here so that pandas' copy-on-write sees them: a DataFrame made from them copies a
+        column before it writes into it, and never writes into a line.
+        """
+        with self._columns_lock:
+            if self._columns is None:
+                lines = [line for plane in self.planes for line in plane.lines]
+                rows, at = {}, 0
+                for line in lines:
+                    rows[id(line)] = (at, at + len(line))
+                    at += len(line)
+                series = {}
+                for column, attr in _EVENT_COLUMNS:
+                    parts = [getattr(line, attr) for line in lines]
+                    shared = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                    shared.flags.writeable = False
+                    for line in lines:  # the lines read the shared copy: memory is not doubled
+                        a, b = rows[id(line)]
+                        setattr(line, attr, shared[a:b])
+                    series[column] = pd.Series(shared, copy=False)
+                self._columns = (series, rows)
+            return self._columns
 
     @contextmanager
     def sharing_stats(self, lines):
@@ -884,13 +949,30 @@ def _check_fits(path, size):
         )
 
 
-def read_xspace(path, data=None, progress=None):
+def read_xspace(path, data=None, progress=None, cache=None):
     """Read one `.xplane.pb[.gz]` file into an XSpaceFile, or raise ProfileError.
 
     `data` may hold the file's (decompressed) bytes already, e.g. read through
     fsspec from a remote logdir. `progress(bytes_read, file_size)` hears how
     the reading goes (see `read_padded`); decoding follows its last call.
+
+    A local file's decoded columns are kept in the column cache (`column_cache`;
+    `cache=False`, or `XPROF_WIDGETS_CACHE=0`, turns it off): opening the same
+    file again, in any process, maps them instead of decoding, and reads the
+    file's bytes only when a tool asks for stats.
     """
+    key = None
+    if data is None and column_cache.enabled(cache):
+        try:
+            key = column_cache.source_key(path)
+        except OSError:
+            key = None  # read_padded says what is wrong with the path
+        found = column_cache.load(key) if key is not None and column_cache.cacheable(key) else None
+        space = _from_cache(path, key, found) if found is not None else None
+        if space is not None:
+            if progress is not None:
+                progress(key["size"], key["size"])
+            return space
     buf, size = read_padded(path, progress) if data is None else wire.padded(data)
     if not size:
         raise ProfileError(path, "is empty (0 bytes): the profiler wrote nothing")
@@ -901,6 +983,51 @@ def read_xspace(path, data=None, progress=None):
         raise ProfileError(path, f"is not a readable XSpace profile: {e}") from None
     if not space.planes:
         raise ProfileError(path, "holds no planes: not an XSpace profile, or an empty capture")
+    if key is not None and column_cache.cacheable(key) and column_cache.unchanged(path, key):
+        space._source_key = key  # what tools' derived data in the cache is stored under
+        column_cache.store_later(space, key)
+    return space
+
+
+def _from_cache(path, key, found):
+    """An XSpaceFile from a column cache entry (`column_cache.load`), or None if the
+    entry does not make one (then the file is decoded as if there were no entry)."""
+    manifest, arrays, shells = found
+    try:
+        space = XSpaceFile(path, None, int(manifest["data_size"]), source_key=key)
+        space.errors = [str(x) for x in manifest["errors"]]
+        space.warnings = [str(x) for x in manifest["warnings"]]
+        space.hostnames = [str(x) for x in manifest["hostnames"]]
+        rows = {}
+        for described in manifest["planes"]:
+            a, b = described["shell"]
+            message = schema.XPlane.FromString(shells[a:b].tobytes())
+            plane = Plane(space=space, id=message.id, name=message.name, message=message)
+            for ln in described["lines"]:
+                first, end = (int(x) for x in ln["rows"])
+                line = Line(
+                    plane=plane,
+                    id=int(ln["id"]),
+                    name=str(ln["name"]),
+                    display_id=int(ln["display_id"]),
+                    display_name=str(ln["display_name"]),
+                    timestamp_ns=int(ln["timestamp_ns"]),
+                    duration_ps=int(ln["duration_ps"]),
+                    start_ps=arrays["start_ps"][first:end],
+                    event_duration_ps=arrays["duration_ps"][first:end],
+                    metadata_id=arrays["metadata_id"][first:end],
+                    record_pos=arrays["record_pos"][first:end],
+                    stats_at=arrays["stats_at"][first:end],
+                )
+                plane.lines.append(line)
+                rows[id(line)] = (first, end)
+            space.planes.append(plane)
+    except Exception:  # a damaged entry (protobuf's DecodeError, wrong types...)
+        return None
+    if not space.planes:
+        return None
+    series = {column: pd.Series(arrays[column], copy=False) for column, _ in _EVENT_COLUMNS}
+    space._columns = (series, rows)
     return space
 
 
@@ -1028,3 +1155,111 @@ def _parse_line(plane, buf, start, end):
         record_pos=record_pos,
         stats_at=stats_at,
     )
+
+
+def _codes_dtype(n):
+    """The integer type pandas keeps Categorical codes in for `n` categories."""
+    return np.int8 if n < 2**7 - 1 else np.int16 if n < 2**15 - 1 else np.int32 if n < 2**31 - 1 else np.int64
+
+
+def _categorical(codes, categories):
+    """A Categorical from codes already in range (-1: missing): no validation pass, no strings per row."""
+    dtype = pd.CategoricalDtype(pd.Index(categories, dtype=object))
+    return pd.Categorical.from_codes(
+        codes.astype(_codes_dtype(len(categories)), copy=False), dtype=dtype, validate=False
+    )
+
+
+def _per_line(labels, counts):
+    """A Categorical with `labels[i]` repeated `counts[i]` times (sorted categories)."""
+    categories, inverse = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
+    codes = np.repeat(inverse.astype(_codes_dtype(len(categories))), counts)
+    return _categorical(codes, categories)
+
+
+def _name_codes(selected, total):
+    """The `name` column of `selected` [(space, plane, line, first, end)]: a Categorical of
+    the names used, built from each plane's metadata id -> name table, not from strings.
+
+    Two passes over the ids: one counts which ids occur (names no event uses are left
+    out, as a column of strings would), one looks up every event's code in a table."""
+    planes = {}  # id(plane) -> (plane, [lines])
+    for _, plane, line, _, _ in selected:
+        planes.setdefault(id(plane), (plane, []))[1].append(line)
+    used_names, used_ids = [], {}
+    for key, (plane, lines) in planes.items():
+        ids, codes, categories = plane._name_lookup
+        dense = len(ids) and 0 <= ids[0] and ids[-1] < 1 << 22  # small ids: counted, not sorted
+        if dense:
+            seen = np.zeros(int(ids[-1]) + 1, bool)
+            for line in lines:
+                seen[np.bincount(line.metadata_id, minlength=len(seen)) > 0] = True
+            used = seen[ids]
+        else:
+            used = np.isin(ids, np.concatenate([line.metadata_id for line in lines]))
+        used_ids[key] = (ids[used], codes[used], dense)
+        used_names.append(np.asarray(categories, dtype=object)[codes[used]])
+    union = np.unique(np.concatenate(used_names + [np.zeros(0, object)]))
+    out = np.empty(total, np.int32)
+    at = 0
+    for _, plane, line, _, _ in selected:
+        ids, codes, dense = used_ids[id(plane)]
+        to_union = np.searchsorted(union, np.asarray(plane._name_lookup[2], dtype=object)[codes]).astype(np.int32)
+        mid = line.metadata_id
+        part = out[at : at + len(mid)]
+        at += len(mid)
+        if dense:  # every id of the plane's events is in its metadata (see Plane.event_metadata)
+            table = np.full(int(plane._name_lookup[0][-1]) + 1, -1, np.int32)
+            table[ids] = to_union
+            np.take(table, mid, out=part)
+        else:
+            pos = np.clip(np.searchsorted(ids, mid), 0, max(len(ids) - 1, 0))
+            part[:] = np.where(ids[pos] == mid, to_union[pos], -1) if len(ids) else -1
+    return _categorical(out, union)
+
+
+def event_frame(spaces, plane=None, line=None):
+    """Events of `spaces` as a DataFrame: host, plane, line, name (Categoricals), start_ps
+    (absolute), duration_ps, metadata_id (int64). `plane` / `line` keep events of the plane
+    and line (name or display name) so named; lines without events are left out.
+
+    Columns of the events of one host, when they are its events in file order (all of
+    them, one plane, one line), share the host's arrays (`XSpaceFile.event_columns`):
+    nothing is copied, and a write to the DataFrame copies first (copy-on-write).
+    Categoricals are built from codes (per-line repeats, metadata-id tables), never from
+    a string per event.
+    """
+    selected = []  # (space, plane, line, first row, end row)
+    for space in spaces:
+        _, rows = space.event_columns()
+        for p in space.planes:
+            if plane is not None and p.name != plane:
+                continue
+            for ln in p.lines:
+                if line is not None and line not in (ln.name, ln.display_name):
+                    continue
+                if len(ln):
+                    selected.append((space, p, ln, *rows[id(ln)]))
+    if not selected:
+        empty = {k: pd.Series(dtype=object) for k in ("host", "plane", "line", "name")}
+        return pd.DataFrame({**empty, **{k: pd.Series(dtype=np.int64) for k, _ in _EVENT_COLUMNS}})
+    counts = np.array([end - first for *_, first, end in selected], dtype=np.int64)
+    total = int(counts.sum())
+    columns = {
+        "host": _per_line([s.host for s, *_ in selected], counts),
+        "plane": _per_line([p.name for _, p, *_ in selected], counts),
+        "line": _per_line([ln.title for _, _, ln, *_ in selected], counts),
+        "name": _name_codes(selected, total),
+    }
+    one_run = len({id(s) for s, *_ in selected}) == 1 and all(
+        selected[i][3] == selected[i - 1][4] for i in range(1, len(selected))
+    )
+    for column, _ in _EVENT_COLUMNS:
+        if one_run:  # a slice of the host's Series: shared, and tracked by copy-on-write
+            series = selected[0][0].event_columns()[0][column]
+            columns[column] = series.iloc[selected[0][3] : selected[-1][4]].reset_index(drop=True)
+        else:
+            columns[column] = np.concatenate(
+                [space.event_columns()[0][column].to_numpy()[a:b] for space, _, _, a, b in selected]
+            )
+    return pd.DataFrame(columns, copy=False)

@@ -1,0 +1,357 @@
+"""The on-disk column cache (xprof_widgets/io/column_cache.py): a second open of an
+unchanged file maps its decoded columns instead of decoding, gives the same results,
+and never trusts an entry that is stale or damaged.
+
+Every test writes its entries under its own tmp folder (XPROF_WIDGETS_CACHE_DIR); the
+session's default one is set in conftest.py, so nothing reaches the user's ~/.cache.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.errors import ProfileError
+from xprof_widgets.io import column_cache
+from xprof_widgets.io.xspace import read_xspace
+
+from .conftest import PROFILES
+
+SOURCE = next(PROFILES.glob("jax_mlp_cpu/plugins/profile/*/*.xplane.pb"))
+AN_HOUR_AGO = time.time() - 3600
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A cache folder of this test's own, the cache on, and small files cached too."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(column_cache.ENV_DIR, str(folder))
+    monkeypatch.delenv(column_cache.ENV_ENABLE, raising=False)
+    monkeypatch.delenv(column_cache.ENV_MIN_BYTES, raising=False)
+    monkeypatch.setattr(column_cache, "MIN_FILE_BYTES", 0)
+    return folder
+
+
+@pytest.fixture
+def profile(tmp_path):
+    """A copy of a real profile, last changed an hour ago (not "just written")."""
+    path = tmp_path / "logdir" / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+    path.parent.mkdir(parents=True)
+    shutil.copy(SOURCE, path)
+    os.utime(path, (AN_HOUR_AGO, AN_HOUR_AGO))
+    return path
+
+
+def _open(path):
+    """A Run of `path`, with any cache entry its opening writes finished."""
+    run = xw.load_run(path)
+    column_cache.wait_for_writers()
+    return run
+
+
+def _from_cache(run):
+    """Whether the run's file was opened from the cache (its bytes not read yet)."""
+    return run.xspace()._data is None
+
+
+def _entry(path):
+    return column_cache.entry_dir(os.path.realpath(path))
+
+
+def _results(run):
+    """What tools compute from the columns and the stats, to compare two opens by."""
+    trace = run.trace()
+    space = run.xspace()
+    busiest = max((ln for p in space.planes for ln in p.lines), key=len)
+    return {
+        "events": run.events(),
+        "trace": trace.query(None, None, 2000),
+        "tracks": trace.tracks,
+        "hlo_stats": run.hlo_stats(),
+        "op_profile": run.op_profile().to_dataframe(),
+        "steps": run.overview().steps,
+        "stats": busiest.stats(),
+        "modules": run.modules,
+    }
+
+
+def _assert_same(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        pd.testing.assert_frame_equal(a[key], b[key], obj=key)
+
+
+def test_reopen_maps_the_cached_columns_and_gives_the_same_results(cache_dir, profile):
+    first = _open(profile)
+    assert not _from_cache(first)
+    manifest = json.loads((_entry(profile) / "manifest.json").read_text())
+    assert manifest["source"]["size"] == profile.stat().st_size
+    assert manifest["events"] == first.xspace().event_count == 87808
+
+    again = _open(profile)
+    assert _from_cache(again)
+    space = again.xspace()
+    assert not max((ln for p in space.planes for ln in p.lines), key=len).start_ps.flags.writeable  # mapped
+    _assert_same(_results(first), _results(again))
+    assert space._data is not None  # stats were asked for: the file's bytes were read then
+
+
+def test_events_share_the_columns_and_copy_on_write(cache_dir, profile):
+    _open(profile)
+    run = _open(profile)
+    space = run.xspace()
+    events = run.events()
+    start = space.event_columns()[0]["start_ps"].to_numpy()
+    assert np.shares_memory(events["start_ps"].to_numpy(), start)
+    before = start[:3].copy()
+    events.loc[0:2, "start_ps"] = -1  # the user's frame changes, the run's columns do not
+    assert (events["start_ps"][:3] == -1).all()
+    assert (start[:3] == before).all()
+    assert (run.events()["start_ps"][:3] == before).all()
+    line = max((ln for p in space.planes for ln in p.lines), key=len)
+    one = run.events(line=line.name)
+    assert np.shares_memory(one["start_ps"].to_numpy(), start)
+    assert (one["start_ps"].to_numpy() == line.start_ps).all()
+
+
+def test_a_changed_file_is_decoded_again_and_its_entry_replaced(cache_dir, profile, tmp_path):
+    first = _open(profile)
+    expected = first.events()
+    # Same bytes, another mtime: not trusted.
+    os.utime(profile, (AN_HOUR_AGO - 60, AN_HOUR_AGO - 60))
+    run = _open(profile)
+    assert not _from_cache(run)
+    pd.testing.assert_frame_equal(run.events(), expected)
+    assert _from_cache(_open(profile))  # the new entry is used next time
+    # Another profile at the same path (another size): its own events, not the cached ones.
+    other = next(PROFILES.glob("tf_keras_cpu/plugins/profile/*/*.xplane.pb"))
+    shutil.copy(other, profile)
+    os.utime(profile, (AN_HOUR_AGO, AN_HOUR_AGO))
+    run = _open(profile)
+    assert not _from_cache(run)
+    pd.testing.assert_frame_equal(run.events(), xw.load_run(other).events())
+    manifest = json.loads((_entry(profile) / "manifest.json").read_text())
+    assert manifest["source"]["size"] == other.stat().st_size
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garbage(path):
+    path.write_bytes(os.urandom(path.stat().st_size))
+
+
+def _bad_header(path):
+    data = bytearray(path.read_bytes())
+    data[10:40] = b"x" * 30
+    path.write_bytes(bytes(data))
+
+
+def _wrong_type(path):
+    np.save(path, np.load(path).astype(np.int32))
+
+
+def _positions_outside(path):
+    positions = np.load(path)
+    positions[-1] = 2**40
+    np.save(path, positions)
+
+
+def _json_garbage(path):
+    path.write_text('{"format": 1, "planes": [')
+
+
+def _first_line(manifest):
+    return next(line for plane in manifest["planes"] for line in plane["lines"])
+
+
+def _wrong_layout(path):
+    manifest = json.loads(path.read_text())
+    _first_line(manifest)["rows"][1] += 5
+    path.write_text(json.dumps(manifest))
+
+
+def _wrong_types(path):
+    manifest = json.loads(path.read_text())
+    _first_line(manifest)["id"] = "not a number"
+    path.write_text(json.dumps(manifest))
+
+
+DAMAGE = {
+    "start_ps.npy": (_truncate, _garbage, _bad_header, _wrong_type),
+    "record_pos.npy": (_truncate, _positions_outside),
+    "stats_at.npy": (_truncate,),
+    "shells.npy": (_garbage, _truncate),
+    "manifest.json": (_truncate, _garbage, _json_garbage, _wrong_layout, _wrong_types),
+}
+
+
+@pytest.mark.parametrize(
+    "name, damage",
+    [(name, damage) for name, damages in DAMAGE.items() for damage in damages],
+    ids=lambda x: getattr(x, "__name__", x),
+)
+def test_a_damaged_entry_is_rebuilt_never_an_error(cache_dir, profile, name, damage):
+    expected = _open(profile).events()
+    damage(_entry(profile) / name)
+    run = _open(profile)  # no exception
+    assert not _from_cache(run)
+    pd.testing.assert_frame_equal(run.events(), expected)
+    again = _open(profile)  # and the entry was written anew
+    assert _from_cache(again)
+    pd.testing.assert_frame_equal(again.events(), expected)
+
+
+def test_a_missing_entry_file_is_rebuilt(cache_dir, profile):
+    expected = _open(profile).events()
+    (_entry(profile) / "duration_ps.npy").unlink()
+    run = _open(profile)
+    assert not _from_cache(run)
+    pd.testing.assert_frame_equal(run.events(), expected)
+
+
+def test_the_cache_can_be_turned_off(cache_dir, profile, monkeypatch):
+    monkeypatch.setenv(column_cache.ENV_ENABLE, "0")
+    run = _open(profile)
+    assert not cache_dir.exists()
+    assert not _from_cache(_open(profile))
+    monkeypatch.delenv(column_cache.ENV_ENABLE)
+    read_xspace(profile, cache=False)
+    off = xw.load_run(profile, cache=False)
+    column_cache.wait_for_writers()
+    assert not cache_dir.exists()
+    assert off.cache is False and len(off.events()) == 87808
+    assert len(run.events()) == 87808
+
+
+def test_small_and_just_written_files_are_not_cached(cache_dir, profile, monkeypatch):
+    os.utime(profile)  # now: it may still be being written within this mtime tick
+    _open(profile)
+    assert not cache_dir.exists()
+    os.utime(profile, (AN_HOUR_AGO, AN_HOUR_AGO))
+    monkeypatch.setattr(column_cache, "MIN_FILE_BYTES", profile.stat().st_size + 1)
+    _open(profile)
+    assert not cache_dir.exists()
+
+
+def test_a_file_changed_after_a_cached_open_is_refused_by_name(cache_dir, profile):
+    _open(profile)
+    run = _open(profile)
+    assert _from_cache(run)
+    os.utime(profile, (AN_HOUR_AGO + 60, AN_HOUR_AGO + 60))  # changed: positions may be wrong
+    line = max((ln for p in run.xspace().planes for ln in p.lines), key=len)
+    with pytest.raises(ProfileError, match="changed on disk") as error:
+        line.stats()
+    assert str(profile) in str(error.value)
+
+
+def test_a_new_process_reopens_from_the_cache(cache_dir, profile):
+    script = (
+        "import sys, xprof_widgets as xw; run = xw.load_run(sys.argv[1]); "
+        "print(run.xspace()._data is None, len(run.events()))"
+    )
+    env = dict(os.environ)
+    env[column_cache.ENV_DIR] = str(cache_dir)
+    env[column_cache.ENV_MIN_BYTES] = "0"
+    first = subprocess.run([sys.executable, "-c", script, str(profile)], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["False", "87808"]  # decoded; its entry written before exit
+    second = subprocess.run([sys.executable, "-c", script, str(profile)], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["True", "87808"]
+
+
+def test_default_folder_is_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv(column_cache.ENV_DIR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if sys.platform.startswith("linux"):
+        assert column_cache.cache_root() == tmp_path / "xprof-widgets" / "columns"
+
+
+def test_the_trace_index_is_saved_and_restored_the_same(cache_dir, profile):
+    first = _open(profile)
+    built = first.trace()
+    column_cache.wait_for_writers()
+    assert (_entry(profile) / "derived" / "trace-1" / "manifest.json").is_file()
+    run = _open(profile)
+    restored = run.trace()
+    assert not restored._start.flags.writeable  # mapped from the cache, not built
+    pd.testing.assert_frame_equal(restored.tracks, built.tracks)
+    assert (restored.start_ps, restored.end_ps, list(restored.names)) == (
+        built.start_ps,
+        built.end_ps,
+        list(built.names),
+    )
+    span = built.end_ps - built.start_ps
+    for lo, hi, px in [
+        (None, None, 2000),
+        (built.start_ps + span // 3, built.start_ps + span // 3 + span // 4096, 2000),
+    ]:
+        pd.testing.assert_frame_equal(restored.query(lo, hi, px), built.query(lo, hi, px))
+    busiest = int(built.tracks["events"].idxmax())
+    for index in (0, 7, int(built.tracks["events"].max()) - 1):
+        assert restored.event(busiest, index) == built.event(busiest, index)
+    pd.testing.assert_frame_equal(restored.search("dot"), built.search("dot"))
+
+
+def test_a_damaged_trace_index_is_built_again(cache_dir, profile):
+    first = _open(profile)
+    expected = first.trace().query(None, None, 1000)
+    column_cache.wait_for_writers()
+    folder = _entry(profile) / "derived" / "trace-1"
+    _truncate(folder / "start.npy")
+    trace = _open(profile).trace()
+    assert trace._start.flags.writeable  # built, not restored
+    pd.testing.assert_frame_equal(trace.query(None, None, 1000), expected)
+    column_cache.wait_for_writers()  # written anew
+    assert not _open(profile).trace()._start.flags.writeable
+    meta = json.loads((folder / "manifest.json").read_text())
+    meta["meta"]["tracks"][0]["plane"] = 99  # a plane the file does not have
+    (folder / "manifest.json").write_text(json.dumps(meta))
+    trace = _open(profile).trace()
+    assert trace._start.flags.writeable
+    pd.testing.assert_frame_equal(trace.query(None, None, 1000), expected)
+
+
+def test_the_cache_keeps_to_its_cap_deleting_the_entries_used_longest_ago(cache_dir, profile, monkeypatch, tmp_path):
+    copies = []
+    for k in range(3):
+        copy = tmp_path / f"copy{k}" / "vm.xplane.pb"
+        copy.parent.mkdir()
+        shutil.copy(profile, copy)
+        os.utime(copy, (AN_HOUR_AGO, AN_HOUR_AGO))
+        copies.append(copy)
+    _open(copies[0])
+    one_entry = sum(f.stat().st_size for f in _entry(copies[0]).rglob("*") if f.is_file())
+    monkeypatch.setenv(column_cache.ENV_MAX_BYTES, str(2 * one_entry + one_entry // 2))
+    _open(copies[1])
+    os.utime(_entry(copies[0]) / "manifest.json", (AN_HOUR_AGO, AN_HOUR_AGO))  # used longest ago
+    stale = _entry(copies[0]).parent / ".tmp-dead-writer"
+    stale.mkdir()
+    os.utime(stale, (AN_HOUR_AGO - 3600, AN_HOUR_AGO - 3600))
+    _open(copies[2])  # three entries do not fit: the one used longest ago goes
+    assert not _entry(copies[0]).exists()
+    assert _entry(copies[1]).exists() and _entry(copies[2]).exists()
+    assert not stale.exists()
+    assert not _from_cache(_open(copies[0]))  # and is decoded (and cached) again when asked for
+
+
+def test_a_gzip_profile_is_cached_by_its_inflated_positions(cache_dir, tmp_path):
+    packed = next((Path(xw.__file__).parent / "data" / "sample" / "plugins" / "profile").glob("*/*.xplane.pb.gz"))
+    path = tmp_path / "logdir" / "plugins" / "profile" / "2026_01_01_00_00_00" / packed.name
+    path.parent.mkdir(parents=True)
+    shutil.copy(packed, path)
+    os.utime(path, (AN_HOUR_AGO, AN_HOUR_AGO))
+    first = _open(path)
+    again = _open(path)
+    assert _from_cache(again)
+    _assert_same(_results(first), _results(again))  # stats read from the inflated bytes

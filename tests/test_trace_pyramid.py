@@ -1,0 +1,76 @@
+"""The trace's bucket pyramid, built level by level when a query first needs one, is the
+pyramid built whole from the finest level up: same levels, same buckets, same choice."""
+
+import numpy as np
+import pytest
+
+from xprof_widgets.analysis import trace as T
+
+from .conftest import CORPUS_LOGDIRS, corpus_run
+
+NAMES = sorted(CORPUS_LOGDIRS)
+
+
+def _whole(tr):
+    """Every level, finest first, as built before levels were lazy (finest up; the sparse
+    finest ones dropped)."""
+    g_start, g_end, row_off, t0 = tr._start, tr._end, tr._row_off, tr.start_ps
+    n = len(g_start)
+    span = int(g_end.max()) - t0 + 1
+    rows = len(row_off) - 1
+    shift = max(0, (T.EVENTS_PER_BUCKET * span // n).bit_length() - 1)
+    head = np.zeros(n, dtype=bool)
+    head[row_off[:-1]] = True
+    levels = [T._Level(shift, *T._finest(g_start, g_end, head, t0, shift, 0))]
+    top = max(shift, span.bit_length())
+    while levels[-1].shift < top and len(levels[-1].first) > rows:
+        levels.append(T._coarser(levels[-1], g_start, g_end, head, t0))
+        if len(levels) == 2 and len(levels[0].first) > n // 2:
+            levels.pop(0)
+    return levels
+
+
+def _chosen(levels, pixel):
+    best = None
+    for level in levels:
+        if (1 << level.shift) <= pixel:
+            best = level
+    return best
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shift == b.shift and all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("first", "long", "top"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("order", ["coarse first", "fine first"])
+def test_lazy_levels_are_the_whole_pyramid(name, order):
+    tr = corpus_run(name).trace()
+    if not tr.event_count:
+        pytest.skip("no events")
+    whole = _whole(tr)
+    top = max(level.shift for level in whole) + 3
+    pixels = [(1 << s) + extra for s in range(top) for extra in (0, (1 << s) // 3)]
+    if order == "coarse first":
+        pixels.reverse()
+    # A fresh pyramid over the same events: levels come from the events or from finer ones.
+    lazy = T._Pyramid(tr._start, tr._end, tr._row_off, tr.start_ps)
+    for pixel in pixels:
+        assert _same(lazy.level_for(pixel), _chosen(whole, pixel)), pixel
+
+
+def test_levels_are_built_only_for_windows_read_from_them():
+    tr = corpus_run("jax_transformer_cpu").trace()
+    lazy = T.Trace.__new__(T.Trace)
+    lazy.__dict__.update(tr.__dict__)
+    lazy._pyramid = T._Pyramid(tr._start, tr._end, tr._row_off, tr.start_ps)
+    span = tr.end_ps - tr.start_ps
+    small = lazy.query(tr.start_ps + span // 2, tr.start_ps + span // 2 + span // 100_000, 2000)
+    assert len(small) and lazy._pyramid.built() == []  # a few events: read from the events
+    whole = lazy.query(None, None, 2000)
+    assert [level.shift for level in lazy._pyramid.built()] == [
+        min(int(span / 2000).bit_length() - 1, lazy._pyramid.coarsest)
+    ]
+    assert whole.equals(tr.query(None, None, 2000))

@@ -1,0 +1,471 @@
+"""An on-disk cache of a profile's decoded event columns: reopening an unchanged file
+is instant.
+
+Decoding a 185 MB XSpace (ten million events) takes seconds, most of it finding and
+decoding event records. What comes out is a few numpy columns per event (start,
+duration, metadata id, and where the record and its stats sit in the file) plus the
+planes' metadata. Those are written once, beside the user's other caches, as plain
+`.npy` files and a JSON manifest (no pickle: a cache file is read as data, never run).
+A second `read_xspace` of the same file maps the `.npy` files (`mmap`): nothing is
+decoded, nothing is copied, and pages are read only when a tool touches them. The
+file's own bytes are read only when a tool asks for stats (`XSpaceFile.data`).
+
+Trust: an entry is used only when its manifest names this package version, this
+format version, and the file's path, size, mtime, ctime and inode as they are now,
+and every array has the shape and type the manifest says, the lines' rows tile the
+columns, and record positions (first, last and a sample) lie inside the file.
+Anything else (stale, truncated, garbage, unreadable) makes `load` return None, so
+the file is decoded again and the entry rewritten: a damaged cache is rebuilt, never
+an error. (Contents are not checksummed: that would read every page at open.)
+Entries are written on a background thread to a temporary folder and renamed into
+place, so a reader never sees half an entry. Tools may keep an index they derive from
+the columns in the same entry (`store_derived_later`: the trace viewer's rows and
+bucket pyramid), trusted on the same terms.
+
+Where: `$XPROF_WIDGETS_CACHE_DIR`, else the platform's user cache folder
+(`$XDG_CACHE_HOME` or `~/.cache`, `~/Library/Caches`, `%LOCALAPPDATA%`) under
+`xprof-widgets/columns`, one entry per file path, at most `MAX_BYTES` in all (the
+entries used longest ago go first). `XPROF_WIDGETS_CACHE=0` (or `load_run(...,
+cache=False)`) turns it off. Files under `MIN_FILE_BYTES` are not cached: they decode
+in well under the time a cache saves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+#: Bumped when what is written changes: entries of another format are not read.
+FORMAT_VERSION = 1
+ENV_ENABLE = "XPROF_WIDGETS_CACHE"
+ENV_DIR = "XPROF_WIDGETS_CACHE_DIR"
+ENV_MIN_BYTES = "XPROF_WIDGETS_CACHE_MIN_BYTES"
+#: Smaller files decode in a fraction of a second: a cache entry would not pay for itself.
+MIN_FILE_BYTES = 8 * 2**20
+#: A file changed this recently may change again within the same mtime tick (coarse
+#: clocks): such a file is read but not cached, so a cache can never outlive an edit.
+RACY_SECONDS = 2.0
+#: Entries are not written when the disk would be left with less than this free.
+MIN_FREE_BYTES = 1 * 2**30
+#: The most the cache holds (`XPROF_WIDGETS_CACHE_MAX_BYTES` to change it): past it, the
+#: entries used longest ago are deleted when a new one is written.
+MAX_BYTES = 20 * 2**30
+ENV_MAX_BYTES = "XPROF_WIDGETS_CACHE_MAX_BYTES"
+#: A writer's temporary folder this old belongs to a process that died mid-write.
+STALE_TEMP_SECONDS = 3600
+
+# Per-event columns, in the order lines come in the file: (name, Line attribute).
+COLUMNS = (
+    ("start_ps", "start_ps"),
+    ("duration_ps", "event_duration_ps"),
+    ("metadata_id", "metadata_id"),
+    ("record_pos", "record_pos"),
+    ("stats_at", "stats_at"),
+)
+_DTYPES = {"start_ps": "<i8", "duration_ps": "<i8", "metadata_id": "<i8", "record_pos": "<i8"}
+_LINE_FIELDS = ("id", "name", "display_id", "display_name", "timestamp_ns", "duration_ps")
+
+_writers: list[threading.Thread] = []
+
+
+def enabled(cache=None):
+    """Whether to use the cache: `cache` if given, else the environment (on unless
+    `XPROF_WIDGETS_CACHE` is 0, false, no or off)."""
+    if cache is not None:
+        return bool(cache)
+    return os.environ.get(ENV_ENABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_root():
+    """The folder entries go in (see the module doc)."""
+    configured = os.environ.get(ENV_DIR)
+    if configured:
+        return Path(configured)
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "xprof-widgets" / "columns"
+
+
+def _package_version():
+    from .. import __version__  # the package is imported by the time a file is opened
+
+    return __version__
+
+
+def source_key(path):
+    """What identifies one version of a file: its real path and what `stat` says."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return {
+        "path": real,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+    }
+
+
+def entry_dir(real_path):
+    """The folder of a file's entry: one per path, so a changed file replaces its entry."""
+    digest = hashlib.sha256(str(real_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return cache_root() / f"v{FORMAT_VERSION}" / digest
+
+
+def _expected(key):
+    return {"format": FORMAT_VERSION, "package": _package_version(), "source": key}
+
+
+def load(key):
+    """The cached columns of the file `key` (`source_key(path)`) describes, if there is a
+    sound entry for that file as it was then, else None.
+
+    Returns (manifest, {column: read-only array}, plane shells as a uint8 array).
+    Never raises: whatever is wrong with an entry means "not cached".
+    """
+    try:
+        folder = entry_dir(key["path"])
+        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+        if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in _expected(key).items()):
+            return None
+        count = manifest["events"]
+        arrays = {}
+        for name, _ in COLUMNS:
+            array = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            if array.shape != (count,) or array.dtype.str != manifest["dtypes"][name]:
+                return None
+            arrays[name] = _plain(array)
+        shells = _plain(np.load(folder / "shells.npy", mmap_mode="r", allow_pickle=False))
+        if shells.dtype != np.uint8 or shells.ndim != 1 or len(shells) != manifest["shell_bytes"]:
+            return None
+        if not _sound(manifest, arrays, len(shells), manifest["data_size"]):
+            return None
+        _touch(folder / "manifest.json")
+        return manifest, arrays, shells
+    except Exception:  # a cache entry is untrusted: any failure means "decode the file"
+        return None
+
+
+def _plain(array):
+    """A memmap as a plain read-only ndarray over the same pages (results of numpy
+    operations on it are then plain arrays too, not memmaps)."""
+    out = np.asarray(array) if array.size else np.zeros(array.shape, array.dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _sound(manifest, arrays, shell_bytes, file_size):
+    """Whether the manifest's layout fits its arrays: line rows tile the columns in
+    order, shells lie inside the shells file, record positions inside the source file."""
+    at = 0
+    for plane in manifest["planes"]:
+        a, b = plane["shell"]
+        if not 0 <= a <= b <= shell_bytes:
+            return False
+        for line in plane["lines"]:
+            start, stop = line["rows"]
+            if start != at or stop < start:
+                return False
+            at = stop
+    if at != manifest["events"]:
+        return False
+    pos = arrays["record_pos"]
+    # Positions ascend through the file: its first and last, and a sample between (every
+    # 65536th: a full pass would read every page of the largest column before anyone
+    # asks for a stat), must lie inside it. Lengths are checked where records are decoded.
+    sample = pos[:: 1 << 16]
+    return not len(pos) or (int(sample.min()) >= 0 and max(int(sample.max()), int(pos[-1])) < file_size)
+
+
+def store_later(space, key):
+    """Write `space`'s entry on a background thread (not a daemon: the interpreter waits
+    for it at exit, so a short script still leaves a whole entry behind)."""
+
+    def write():
+        _yield_cpu()
+        _wait_for_quiet()
+        store(space, key)
+
+    thread = threading.Thread(target=write, name="xprof-widgets column cache", daemon=False)
+    _writers.append(thread)
+    thread.start()
+
+
+def _yield_cpu():
+    """Lower the calling thread's priority (Linux, where a thread has its own nice value):
+    a writer runs while the user's first view is being built, and should not slow it."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:
+            pass
+
+
+#: A writer waits at most this long for the process's other threads to go quiet.
+QUIET_MAX_WAIT_S = 10.0
+#: ... quiet: they used at most this share of a core over the last `_QUIET_TICK_S`.
+_QUIET_SHARE = 0.25
+_QUIET_TICK_S = 0.05
+
+
+def _wait_for_quiet():
+    """Wait until the process's other threads have gone quiet (at most `QUIET_MAX_WAIT_S`).
+
+    Writing an entry is a few hundred MB of page-cache copies and write-back, most of it
+    in the kernel, where a nice value does little: run alongside the trace build, it
+    made that build 0.6-0.9 s slower on 2 cores. So the writer waits for the moment the
+    user's code waits, for the next cell or for this thread at exit (`wait_for_writers`,
+    the interpreter's join): a notebook gets its entry between cells, a script at exit.
+    """
+    deadline = time.monotonic() + QUIET_MAX_WAIT_S
+    others = time.process_time() - time.thread_time()
+    at = time.monotonic()
+    while at < deadline:
+        time.sleep(_QUIET_TICK_S)
+        now_others, now = time.process_time() - time.thread_time(), time.monotonic()
+        if now_others - others <= _QUIET_SHARE * (now - at):
+            return
+        others, at = now_others, now
+
+
+def wait_for_writers():
+    """Wait for entries being written (tests, benchmarks)."""
+    while _writers:
+        _writers.pop().join()
+
+
+def cacheable(key):
+    """Whether a file should be cached: big enough to gain (`MIN_FILE_BYTES`, or
+    `$XPROF_WIDGETS_CACHE_MIN_BYTES`), and not just written."""
+    try:
+        least = int(os.environ.get(ENV_MIN_BYTES, MIN_FILE_BYTES))
+    except ValueError:
+        least = MIN_FILE_BYTES
+    return key["size"] >= least and time.time() - key["mtime_ns"] / 1e9 >= RACY_SECONDS
+
+
+def unchanged(path, key):
+    """Whether `path` is still the file `key` describes (it was not rewritten while read)."""
+    try:
+        return source_key(path) == key
+    except OSError:
+        return False
+
+
+def store(space, key):
+    """Write the entry of `space` (read from the file `key` describes). Never raises:
+    a cache that cannot be written only means the next open decodes again."""
+    folder = entry_dir(key["path"])
+    tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex}"
+    try:
+        lines = [line for plane in space.planes for line in plane.lines]
+        if any(line.stats_at is None for line in lines):
+            return
+        count = sum(len(line) for line in lines)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if shutil.disk_usage(folder.parent).free < count * 40 + MIN_FREE_BYTES:
+            return
+        tmp.mkdir()
+        dtypes = dict(_DTYPES)
+        narrow = all(line.stats_at.dtype == np.uint16 for line in lines)
+        dtypes["stats_at"] = "<u2" if narrow else "<i8"
+        for name, attr in COLUMNS:
+            _write_npy(tmp / f"{name}.npy", [getattr(line, attr) for line in lines], np.dtype(dtypes[name]), count)
+        shells = [plane.message.SerializeToString() for plane in space.planes]
+        with open(tmp / "shells.npy", "wb") as f:
+            _write_header(f, np.dtype(np.uint8), sum(len(s) for s in shells))
+            for s in shells:
+                f.write(s)
+        planes, row, at = [], 0, 0
+        for plane, shell in zip(space.planes, shells):
+            described = []
+            for line in plane.lines:
+                fields = {k: getattr(line, k) for k in _LINE_FIELDS}
+                described.append({**fields, "rows": [row, row + len(line)]})
+                row += len(line)
+            planes.append({"shell": [at, at + len(shell)], "lines": described})
+            at += len(shell)
+        manifest = {
+            **_expected(key),
+            "events": count,
+            "data_size": int(space.size),  # the bytes positions index (inflated, for a .gz file)
+            "dtypes": dtypes,
+            "shell_bytes": at,
+            "planes": planes,
+            "errors": space.errors,
+            "warnings": space.warnings,
+            "hostnames": space.hostnames,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+        _replace(tmp, folder)
+        _prune(folder.parent, keep=folder)
+    except Exception:  # full disk, read-only home, a race with another writer
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _touch(path):
+    """Mark an entry as just used (pruning deletes the entries used longest ago)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _prune(root, keep):
+    """Delete what nobody will read: temporary folders of writers that died, and, while the
+    cache holds more than its cap, the entries used longest ago (never `keep`)."""
+    try:
+        limit = int(os.environ.get(ENV_MAX_BYTES, MAX_BYTES))
+    except ValueError:
+        limit = MAX_BYTES
+    now = time.time()
+    entries = []
+    for child in root.iterdir():
+        try:
+            if child.name.startswith((".tmp-", ".old-")):
+                if now - child.stat().st_mtime > STALE_TEMP_SECONDS:
+                    shutil.rmtree(child, ignore_errors=True)
+                continue
+            size = sum(f.stat().st_size for f in child.rglob("*") if f.is_file())
+            manifest = child / "manifest.json"
+            used = manifest.stat().st_mtime if manifest.exists() else child.stat().st_mtime
+            entries.append((used, size, child))
+        except OSError:
+            continue  # another process removed it meanwhile
+    total = sum(size for _, size, _ in entries)
+    for _, size, child in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        if child != keep:
+            shutil.rmtree(child, ignore_errors=True)
+            total -= size
+
+
+def _write_header(f, dtype, count):
+    np.lib.format.write_array_header_1_0(
+        f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (count,)}
+    )
+
+
+def _write_npy(path, parts, dtype, count):
+    """One `.npy` of the concatenation of `parts`, written part by part: no
+    file-sized array is made to write it."""
+    with open(path, "wb") as f:
+        _write_header(f, dtype, count)
+        for part in parts:
+            f.write(memoryview(np.ascontiguousarray(part, dtype=dtype)).cast("B"))
+
+
+def _replace(tmp, folder):
+    """Move the finished entry `tmp` to `folder`, replacing an older one there."""
+    try:
+        os.rename(tmp, folder)
+        return
+    except OSError:
+        pass
+    old = folder.parent / f".old-{folder.name}-{uuid.uuid4().hex}"
+    try:
+        os.rename(folder, old)
+    except OSError:
+        return  # another process moved it first; its entry will do
+    try:
+        os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --- what tools derive from the columns ------------------------------------------------------
+#
+# A tool whose index over the events costs seconds to build (the trace viewer's rows and
+# bucket pyramid) keeps it in the file's entry too: `<entry>/derived/NAME/`, numpy arrays
+# and a JSON manifest, trusted on the same terms as the columns (same source, format and
+# package version; every array the length the manifest says).
+
+
+def load_derived(space, name):
+    """(meta, {array name: read-only array}) that `store_derived_later(space, name, ...)`
+    wrote for this file as it is now, or None. Never raises."""
+    key = getattr(space, "_source_key", None)
+    if key is None:
+        return None
+    try:
+        folder = entry_dir(key["path"]) / "derived" / name
+        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+        if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in _expected(key).items()):
+            return None
+        arrays = {}
+        for array_name, (dtype, length) in manifest["arrays"].items():
+            array = np.load(folder / f"{array_name}.npy", mmap_mode="r", allow_pickle=False)
+            if array.shape != (length,) or array.dtype.str != dtype:
+                return None
+            arrays[array_name] = _plain(array)
+        return manifest["meta"], arrays
+    except Exception:  # an untrusted entry: any failure means "build it again"
+        return None
+
+
+def store_derived_later(space, name, saved):
+    """Write what `saved()` returns, (meta: JSON values, arrays: {name: 1-D numpy array}),
+    as `name` in the entry of `space`'s file, on a background thread, after the entry's
+    columns are written, once the process is quiet (`saved` is called then, so it holds
+    what was built meanwhile). Does nothing for a file the cache does not keep."""
+    key = getattr(space, "_source_key", None)
+    if key is None:
+        return
+    earlier = list(_writers)
+
+    def write():
+        _yield_cpu()
+        for thread in earlier:  # the columns' entry first: the derived data goes inside it
+            thread.join()
+        _wait_for_quiet()
+        try:
+            meta, arrays = saved()
+        except Exception:  # what to save could not be gathered: nothing is cached
+            return
+        _store_derived(key, name, meta, arrays)
+
+    thread = threading.Thread(target=write, name="xprof-widgets derived cache", daemon=False)
+    _writers.append(thread)
+    thread.start()
+
+
+def _store_derived(key, name, meta, arrays):
+    entry = entry_dir(key["path"])
+    parent = entry / "derived"
+    tmp = parent / f".tmp-{name}-{uuid.uuid4().hex}"
+    try:
+        columns = json.loads((entry / "manifest.json").read_text("utf-8"))
+        if any(columns.get(k) != v for k, v in _expected(key).items()):
+            return  # the file's entry is another version's (or was not written): not ours to add to
+        size = sum(a.nbytes for a in arrays.values())
+        parent.mkdir(exist_ok=True)
+        if shutil.disk_usage(parent).free < size + MIN_FREE_BYTES:
+            return
+        tmp.mkdir()
+        described = {}
+        for array_name, array in arrays.items():
+            array = np.asarray(array)
+            _write_npy(tmp / f"{array_name}.npy", [array], array.dtype, len(array))
+            described[array_name] = [array.dtype.str, len(array)]
+        manifest = {**_expected(key), "arrays": described, "meta": meta}
+        (tmp / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+        _replace(tmp, parent / name)
+    except Exception:  # as for the columns: a cache that cannot be written is no error
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
