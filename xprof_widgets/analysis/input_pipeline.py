@@ -131,16 +131,19 @@ def host_input_ops(space) -> pd.DataFrame:
     ("Dataset" / "Enqueue"), count, time_ps, self_time_ps."""
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     parts = []
+    per_names = {}  # the lines of a plane share its name table: classify each name once
     for line in plane.lines if plane is not None else []:
         if not len(line):
             continue
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)
-        kind = _input_op_kind(cats)
+        if id(names.categories) not in per_names:
+            per_names[id(names.categories)] = (names.categories, _input_op_kind(cats), _is_tf_op(cats))
+        kind, is_tf = per_names[id(names.categories)][1:]
         if not (kind != "").any():
             continue
-        tf = np.flatnonzero(_is_tf_op(cats)[codes])
+        tf = np.flatnonzero(is_tf[codes])
         begin = line.start_ps[tf]
         end = begin + line.event_duration_ps[tf]
         self_ps = (end - begin) - _children_time(begin, end)

@@ -314,15 +314,27 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
         eager = eager_events(space)
     has_tf_op_stat = "tf_op" in plane.stat_names.values()
     parsed = {}
+
+    def parse(fullname):
+        if fullname not in parsed:
+            parsed[fullname] = parse_tf_op(fullname)
+        return parsed[fullname]
+
+    per_names = {}  # the lines of a plane share its name table: parse each name once
     frames = []
     for li, line in enumerate(plane.lines):
         if not len(line) or is_derived_line(line):
             continue
         names = line.names()
-        cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)
-        op_names = np.array([parsed.setdefault(c, parse_tf_op(str(c)))[1] for c in cats] + [""], dtype=object)
-        known = np.array([parsed[c][0] != "unknown" and c != "" for c in cats] + [False], dtype=bool)
+        if id(names.categories) not in per_names:
+            cats = [str(c) for c in names.categories]
+            per_names[id(names.categories)] = (
+                names.categories,
+                np.array([parse(c)[1] for c in cats] + [""], dtype=object),
+                np.array([parse(c)[0] != "unknown" and c != "" for c in cats] + [False], dtype=bool),
+            )
+        op_names, known = per_names[id(names.categories)][1:]
         by_name = np.flatnonzero(known[codes])
         ev = [by_name]
         sub = [np.zeros(len(by_name), np.int64)]
@@ -334,7 +346,7 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
                 values = np.asarray(col, dtype=object)
                 by_stat = np.flatnonzero(pd.notna(values))
                 by_stat = by_stat[np.array([isinstance(v, str) and v != "" for v in values[by_stat]], dtype=bool)]
-                distinct = {v: parsed.setdefault(v, parse_tf_op(v))[1] for v in set(values[by_stat])}
+                distinct = {v: parse(v)[1] for v in set(values[by_stat])}
                 ev.append(by_stat)
                 sub.append(np.ones(len(by_stat), np.int64))
                 key.append(np.array([distinct[v] for v in values[by_stat]], dtype=object))

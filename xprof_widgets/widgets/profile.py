@@ -15,6 +15,13 @@ tool appears when it is ready. Outside a kernel (scripts, tests) it is read
 in the calling thread unless `background=True`. Either way `wait()` blocks
 until the selected run is open and its tool shown, and raises the
 ProfileError the widget shows if the run could not be read.
+
+A run of several hosts (a pod) is summarized host by host on the run's executor
+(`Run.host_summaries`: a process pool, or Dask), the bar counting the hosts done;
+the host menu starts with "All hosts" (XProf's combined view: the per-host tools get
+no host), and a table of the hosts (mean step time with a bar each, longest step,
+device idle, input %, memory peak) shows above the tool, hosts well above the median
+step time marked, so a straggler stands out.
 """
 
 from __future__ import annotations
@@ -24,19 +31,25 @@ import html
 import threading
 from concurrent.futures import Future
 
+import numpy as np
 import traitlets
 
 from ..errors import ProfileError
+from ..format import size
 from ..io import fs
 from ..io.logdir import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
 from ._bokeh import built_without_comm
 from ._host import HostWidget
-from ._html import data_json
+from ._html import data_json, esc
 
 #: XProf's tool name -> its registry entry (`xprof_widgets.tools`), in menu order.
 TOOLS = {t.name: t for t in _REGISTRY}
+#: The host menu's first entry on a run of several hosts: all hosts combined.
+ALL_HOSTS = "All hosts"
+#: A host whose mean step time is this much above the hosts' median is marked as a straggler.
+STRAGGLER_RATIO = 1.1
 #: Older short names still accepted for `tool=`.
 _ALIASES = {"overview": "overview_page", "input_pipeline": "input_pipeline_analyzer"}
 
@@ -60,6 +73,11 @@ def _in_kernel():
 
 def _mb(n):
     return f"{n / 1e6:,.1f}"
+
+
+def _num(x, spec):
+    """A number as `spec` formats it; "–" where it is missing (NaN)."""
+    return "–" if x is None or not np.isfinite(x) else format(x, spec)
 
 
 def _done(value=None):
@@ -95,6 +113,7 @@ class ProfileWidget(HostWidget):
     progress_bytes = traitlets.Int(0, help="Bytes of the run read so far.")
     progress_total = traitlets.Int(1, help="Bytes of the run in all.")
     message = traitlets.Unicode(help="HTML: the tools without data and why, or what went wrong.")
+    hosts_done = traitlets.Int(0, help="Hosts of a run of several hosts summarized so far.")
 
     def __init__(self, logdir_or_run, tool="overview_page", background=None, **kwargs):
         tool = _ALIASES.get(tool, tool)
@@ -191,6 +210,7 @@ class ProfileWidget(HostWidget):
   <div class="xw-profile-bar">{bar}</div>
   {loading}
   <div class="xw-profile-status">{self.message}</div>
+  {self._hosts_table()}
   <div class="xw-profile-body">{tool_html}</div>
 </div>"""
 
@@ -206,6 +226,7 @@ class ProfileWidget(HostWidget):
         "progress_bytes",
         "progress_total",
         "message",
+        "hosts_done",
     )
     def _redraw(self, change):
         if getattr(self, "_built", None) is not None:  # (set up)
@@ -328,7 +349,7 @@ class ProfileWidget(HostWidget):
                 self.loading = True
                 return
             self._future = self._pending[name] = Future()
-            self.progress_bytes, self.progress_text = 0, f"Opening {name}…"
+            self.progress_bytes, self.progress_text, self.hosts_done = 0, f"Opening {name}…", 0
             self.loading = True
             future = self._future
         if self.background:
@@ -384,9 +405,26 @@ class ProfileWidget(HostWidget):
         report = self._reporter(name, sizes)
         if run is None:
             run = load_run(self._runs[name], progress=report)
+        if run.pooled:  # every host summarized where the run's executor puts it, then combined
+            run.host_summaries(progress=self._host_counter(name))
+            run.pod()
+            return run
         for host in run.hosts:
             run.xspace(host, progress=report)
         return run
+
+    def _host_counter(self, name):
+        """A `progress(hosts_done, hosts_total)` callback that moves the bar of run `name`."""
+
+        def report(done, total):
+            if self.run_name != name:
+                return
+            with self.hold_trait_notifications():
+                self.hosts_done = done
+                self.progress_total, self.progress_bytes = max(total, 1), done
+                self.progress_text = f"Summarizing hosts: {done} of {total} done"
+
+        return report
 
     def _reporter(self, name, sizes):
         """A `progress(host, bytes_read, file_size)` callback that moves the bar of run `name`."""
@@ -417,8 +455,10 @@ class ProfileWidget(HostWidget):
         # The tool menu lists the tools with data for this run; the others are listed with why.
         status = run.tool_status().set_index("tool")
         have = [k for k in TOOLS if bool(status.at[k, "available"])] or list(TOOLS)
+        several = run.pooled and len(run.hosts) > 1
         with self._quietly():
-            self.hosts, self.host = list(run.hosts), run.hosts[0]
+            self.hosts = ([ALL_HOSTS] if several else []) + list(run.hosts)
+            self.host = self.hosts[0]
             self.tools = have
             self.tool = self._wanted_tool if self._wanted_tool in have else have[0]
         try:
@@ -440,6 +480,55 @@ class ProfileWidget(HostWidget):
         count = f"{len(missing)} tool{'s' if len(missing) > 1 else ''} without data"
         return f'<details data-testid="missing-tools"><summary>{count}</summary><ul>{items}</ul></details>'
 
+    def _hosts_table(self):
+        """HTML: one row a host of the open run (several hosts only), its mean step time
+        drawn as a bar, the hosts well above the median marked as stragglers."""
+        run = self.run
+        if run is None or not run.pooled or len(run.hosts) < 2 or self.loading:
+            return ""
+        table = run.per_host()
+        step = table["step_time_ms"].to_numpy(float)
+        known = step[np.isfinite(step)]
+        top = float(known.max()) if len(known) else 0.0
+        median = float(np.median(known)) if len(known) else 0.0
+        rows = []
+        for r, t in zip(table.itertuples(index=False), step):
+            if r.error:  # left out of the run: say why in its row
+                rows.append(
+                    f'<tr data-host="{esc(r.host)}"><td>{esc(r.host)}</td><td colspan="8">{esc(r.error)}</td></tr>'
+                )
+                continue
+            slow = bool(np.isfinite(t) and median > 0 and t > STRAGGLER_RATIO * median)
+            width = 100.0 * t / top if np.isfinite(t) and top > 0 else 0.0
+            bar = (
+                f'<div class="xw-host-bar" style="background:{"#d62728" if slow else "#1f77b4"};'
+                f'height:10px;width:{width:.1f}%"></div>'
+            )
+            mark = ' data-straggler style="color:#d62728;font-weight:bold"' if slow else ""
+            peak = size(r.memory_peak_bytes) if np.isfinite(r.memory_peak_bytes) else "–"
+            rows.append(
+                f'<tr data-host="{esc(r.host)}"{mark}>'
+                f"<td>{esc(r.host)}</td><td>{r.steps}</td>"
+                f'<td data-col="step_time_ms">{_num(r.step_time_ms, ".2f")}</td><td style="width:30%">{bar}</td>'
+                f"<td>{_num(r.max_step_time_ms, '.2f')}</td><td>{_num(r.idle_pct, '.1f')}</td>"
+                f"<td>{_num(r.input_pct, '.1f')}</td><td>{esc(peak)}</td>"
+                f"<td>{_num(r.seconds, '.2f')}</td></tr>"
+            )
+        slow = int(np.sum(known > STRAGGLER_RATIO * median)) if median > 0 else 0
+        summary = f"{len(table)} hosts" + (
+            f", {slow} straggling (step time > {STRAGGLER_RATIO}x median)" if slow else ""
+        )
+        head = (
+            "<tr><th>Host</th><th>Steps</th><th>Step time (ms)</th><th>Step time per host</th>"
+            "<th>Longest step (ms)</th><th>Device idle %</th><th>Input %</th><th>Memory peak</th>"
+            "<th>Summary (s)</th></tr>"
+        )
+        return (
+            f'<details class="xw-profile-hosts" data-testid="per-host" open><summary>{esc(summary)}</summary>'
+            f'<table class="xw-table" style="font: 12px system-ui; border-collapse: collapse">{head}'
+            f"{''.join(rows)}</table></details>"
+        )
+
     def _show(self):
         with self._lock:
             run, host, tool = self.run, self.host, self.tool
@@ -448,7 +537,7 @@ class ProfileWidget(HostWidget):
             key = (run.name, host, tool)
             if key not in self._built:
                 cls = _widget_class(TOOLS[tool].widget)
-                kwargs = {"host": host} if TOOLS[tool].per_host else {}
+                kwargs = {"host": None if host == ALL_HOSTS else host} if TOOLS[tool].per_host else {}
                 try:
                     with built_without_comm():  # shown in this widget, through its comm
                         self._built[key] = cls(run, **kwargs)

@@ -1,0 +1,308 @@
+"""Many hosts as map, then reduce (analysis/pod.py, Run.host_summaries / pod / per_host).
+
+* On every corpus run, the per-host summaries combined equal the one-process analyses
+  (overview, input pipeline, device op metrics, kernel reports), which the other tests
+  hold to XProf 2.24.2: so the two-host GPU run's combined overview is XProf's.
+* A 16-host run of copies of one real host file: what adds up is 16 times the one host's,
+  what averages is equal; the same in this process, on the default process pool and on a
+  real `dask.distributed.LocalCluster` of worker processes.
+"""
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis import pod
+from xprof_widgets.analysis.input_pipeline import input_pipeline
+from xprof_widgets.analysis.kernel_stats import kernel_reports
+from xprof_widgets.analysis.op_stats import device_op_metrics
+from xprof_widgets.analysis.overview import overview
+
+from .conftest import PROFILES, REFERENCE
+
+RUNS = [
+    ("jax_mlp_cpu", "2026_11_22_03_11_56"),
+    ("tf_keras_cpu", "2026_11_22_03_16_08"),
+    ("tf_keras_cpu", "2026_11_22_03_16_48"),
+    ("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"),
+    ("tpu_v6e_inference", "2025_tpu_inference"),
+    ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
+    ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+]
+#: Host files copied 16 times: TPU ops and duty cycle; XLA:CPU thunks with steps; GPU
+#: kernels with device steps and allocators.
+ONE_HOST = ["tpu_v6e_inference", "jax_mlp_cpu", "tf_gpu_multiworker"]
+HOSTS = 16
+INSTANT = pod.InProcessExecutor()
+
+
+def _folder(name, session):
+    return PROFILES / name / "plugins" / "profile" / session
+
+
+def _one_host_file(name):
+    return sorted((PROFILES / name / "plugins" / "profile").glob("*/*.xplane.pb"))[0]
+
+
+def _copies(tmp_path, source, n=HOSTS):
+    folder = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+    folder.mkdir(parents=True)
+    for i in range(n):
+        shutil.copyfile(source, folder / f"host{i:03d}.xplane.pb")
+    return folder
+
+
+def _same_overview(a, b, adds=1):
+    """`a` is `b` with everything that adds up over hosts times `adds`."""
+    assert a.host_count == b.host_count  # the copies name the same host inside
+    assert a.device_type == b.device_type
+    assert a.device_core_count == adds * b.device_core_count
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    for k in ("avg_step_time_ms", "min_step_time_ms", "max_step_time_ms", "std_step_time_ms", "input_percent"):
+        assert getattr(a, k) == pytest.approx(getattr(b, k), rel=1e-12), k
+    for k in ("host_op_time_eager_percent", "device_op_time_eager_percent"):
+        assert getattr(a, k) == pytest.approx(getattr(b, k), rel=1e-9, abs=1e-12), k
+    for k in ("device_duty_cycle_percent", "device_idle_percent", "host_idle_percent"):
+        assert getattr(a, k) == (None if getattr(b, k) is None else pytest.approx(getattr(b, k), rel=1e-9)), k
+    assert a.op_placement == pytest.approx(b.op_placement, rel=1e-9)
+    assert (a.precision is None) == (b.precision is None)
+    if a.precision is not None:
+        assert a.precision == pytest.approx(b.precision, rel=1e-9)
+    assert (a.bottleneck, a.recommendation, a.reason) == (b.bottleneck, b.recommendation, b.reason)
+    ta, tb = a.top_ops, b.top_ops
+    assert list(ta["operation"]) == list(tb["operation"]) and list(ta["category"]) == list(tb["category"])
+    for k in ("self_time_ps", "time_ps", "flops", "occurrences"):
+        np.testing.assert_allclose(ta[k].astype(float), adds * tb[k].astype(float), rtol=1e-12)
+    for k in ("self_time_fraction", "cumulative_time_fraction", "flop_rate_gflops"):
+        np.testing.assert_allclose(ta[k].astype(float), tb[k].astype(float), rtol=1e-9)
+    la, lb = a.module_latency, b.module_latency
+    assert list(la["module"]) == list(lb["module"])
+    np.testing.assert_array_equal(la["executions"], adds * lb["executions"])
+    # Percentiles of 16 copies of the samples interpolate differently: only the mean and the
+    # longest stay.
+    for k in ("mean_ms", "max_ms") if adds > 1 else ("mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"):
+        np.testing.assert_allclose(la[k].astype(float), lb[k].astype(float), rtol=1e-9)
+
+
+def _same_op_profile(a, b, adds=1):
+    da, db = a.to_dataframe(), b.to_dataframe()
+    assert list(da["name"]) == list(db["name"]) and list(da["kind"]) == list(db["kind"])
+    for k in ("time_ps", "self_time_ps", "occurrences", "flops", "raw_flops", "hbm_bytes"):
+        ran = (da["kind"] != "fused").to_numpy() if k == "occurrences" else slice(None)  # fused: from the HLO
+        np.testing.assert_allclose(da[k].astype(float)[ran], adds * db[k].astype(float)[ran], rtol=1e-12)
+    for k in ("avg_time_ps", "time_fraction", "flops_utilization", "hbm_utilization", "wasted_time_fraction"):
+        np.testing.assert_allclose(da[k].astype(float), db[k].astype(float), rtol=1e-9, equal_nan=True)
+
+
+# --- combined = one process, on every corpus run ---------------------------------------
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=lambda p: f"{p[0]}/{p[1]}")
+def both(request):
+    """(the run analysed in one process, its hosts summarized and combined)."""
+    name, session = request.param
+    folder = _folder(name, session)
+    alone = xw.load_run(folder)
+    combined = xw.load_run(folder, executor=INSTANT).pod()
+    return name, alone, combined
+
+
+def test_overview_equals_one_process(both):
+    _, alone, combined = both
+    _same_overview(combined.overview, overview(alone))
+
+
+def test_input_pipeline_equals_one_process(both):
+    _, alone, combined = both
+    a, b = combined.input_pipeline, input_pipeline(alone)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    pd.testing.assert_frame_equal(a.input_ops, b.input_ops)
+    assert a.host_breakdown_us == pytest.approx(b.host_breakdown_us, rel=1e-12)
+    assert (a.input_percent, a.verdict, a.recommendation, a.reason) == (
+        b.input_percent,
+        b.verdict,
+        b.recommendation,
+        b.reason,
+    )
+
+
+def test_op_metrics_equal_one_process(both):
+    _, alone, combined = both
+    a, b = combined.op_metrics, device_op_metrics(alone)
+    assert (a.source, a.total_time_ps, a.total_op_time_ps, a.reason) == (
+        b.source,
+        b.total_time_ps,
+        b.total_op_time_ps,
+        b.reason,
+    )
+    assert a.peaks == pytest.approx(b.peaks, nan_ok=True) and a.program_names == b.program_names
+    pd.testing.assert_frame_equal(a.ops, b.ops, check_exact=False, rtol=1e-12)
+
+
+def test_kernel_reports_equal_one_process(both):
+    _, alone, combined = both
+    a, b = combined.kernel_reports, kernel_reports(alone)
+    if isinstance(b, str):
+        assert a == b
+    else:
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_two_gpu_hosts_as_xprof_all_hosts():
+    """The two-host GPU run through `run.overview()` / `run.input_pipeline()` (per-host
+    summaries combined) shows XProf's all-hosts numbers."""
+    name, session = "tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"
+    run = xw.load_run(_folder(name, session), executor=INSTANT)
+    assert run.pooled and len(run.hosts) == 2
+    res, ip = run.overview(), run.input_pipeline()
+    ref = json.loads((REFERENCE / name / session / "overview_page.json").read_text())
+    env = ref[2]["p"]
+    assert (res.host_count, res.device_type, res.device_core_count) == (
+        int(env["host_count"]),
+        env["device_type"],
+        int(env["device_core_count"]),
+    )
+    steps = ref[1]
+    assert list(res.steps["step_name"]) == [r["c"][0]["v"] for r in steps["rows"]]
+    assert f"{res.avg_step_time_ms:.1f}" == steps["p"]["steptime_ms_average"]
+    page = json.loads((REFERENCE / name / session / "input_pipeline_analyzer.json").read_text())
+    rows = [[c.get("v") if c else None for c in r["c"]] for r in page[2].get("rows", [])]
+    assert list(ip.input_ops["op_name"]) == [r[0] for r in rows]
+    assert list(ip.input_ops["count"]) == [r[1] for r in rows]
+    assert f"{ip.host_breakdown_us['preprocessing']:.3f}" == page[2]["p"]["preprocessing_us"]
+
+
+# --- 16 copies of one host ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=ONE_HOST)
+def pod_of_copies(request, tmp_path_factory):
+    """(the host's file alone, 16 copies of it, both opened to be summarized in this process)."""
+    source = _one_host_file(request.param)
+    folder = _copies(tmp_path_factory.mktemp(request.param), source)
+    one = xw.load_run(source, executor=INSTANT)
+    many = xw.load_run(folder, executor=INSTANT)
+    return request.param, one, many, folder
+
+
+def test_copies_add_up(pod_of_copies):
+    _, one, many, _ = pod_of_copies
+    assert len(many.hosts) == HOSTS and many.pooled
+    _same_overview(many.overview(), one.overview(), adds=HOSTS)
+    _same_op_profile(many.op_profile(), one.op_profile(), adds=HOSTS)
+    a, b = many.input_pipeline().input_ops, one.input_pipeline().input_ops
+    np.testing.assert_array_equal(a["count"], HOSTS * b["count"])
+    np.testing.assert_allclose(a["self_time_percent"], b["self_time_percent"], rtol=1e-9)
+    hs, hs1 = many.hlo_stats(), one.hlo_stats()
+    np.testing.assert_array_equal(hs["occurrences"], HOSTS * hs1["occurrences"])
+    np.testing.assert_allclose(
+        hs["self_time_fraction"].astype(float), hs1["self_time_fraction"].astype(float), rtol=1e-9
+    )
+
+
+def test_per_host_table(pod_of_copies):
+    _, one, many, _ = pod_of_copies
+    table = many.per_host()
+    assert list(table["host"]) == [f"host{i:03d}" for i in range(HOSTS)]
+    mine = one.per_host().iloc[0]
+    for k in ("steps", "step_time_ms", "idle_pct", "input_pct", "memory_peak_bytes", "op_time_ms"):
+        np.testing.assert_allclose(table[k].astype(float), float(mine[k]), rtol=1e-12, equal_nan=True)
+    # A per-host view is that host alone.
+    _same_overview(many.overview(host="host007"), one.overview())
+
+
+def test_copies_on_the_default_process_pool(pod_of_copies):
+    """No executor: a local process pool reads the hosts; the same numbers as in-process."""
+    _, _, many, folder = pod_of_copies
+    seen = []
+    run = xw.load_run(folder)
+    assert run.executor is None
+    summaries = run.host_summaries(progress=lambda done, total: seen.append((done, total)))
+    assert [s.host for s in summaries] == run.hosts
+    assert seen[0] == (0, HOSTS) and seen[-1] == (HOSTS, HOSTS) and len(seen) == HOSTS + 1
+    _same_overview(run.overview(), many.overview())
+    _same_op_profile(run.op_profile(), many.op_profile())
+
+
+def test_copies_on_dask(pod_of_copies):
+    """A real Dask cluster of worker processes, its workers reading the files: the same
+    overview and op profile as in this process."""
+    distributed = pytest.importorskip("distributed")
+    _, _, many, folder = pod_of_copies
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dashboard port in use, etc.
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            run = xw.load_run(folder, executor=client)
+            _same_overview(run.overview(), many.overview())
+            _same_op_profile(run.op_profile(), many.op_profile())
+            pd.testing.assert_frame_equal(
+                run.per_host().drop(columns="seconds"), many.per_host().drop(columns="seconds")
+            )
+
+
+# --- what stays as it was, and what goes wrong -----------------------------------------
+
+
+def test_one_host_run_stays_in_process():
+    run = xw.load_run(_one_host_file("jax_mlp_cpu"))
+    assert not run.pooled
+    run.overview()
+    run.op_profile()
+    assert "host_summaries" not in run.__dict__.get("_derived", {})
+
+
+def test_unreadable_host_is_left_out(tmp_path):
+    source = _one_host_file("tpu_v6e_inference")
+    folder = _copies(tmp_path, source, n=4)
+    bad = folder / "host002.xplane.pb"
+    bad.write_bytes(source.read_bytes()[:5000])  # starts like an XSpace, then stops
+    run = xw.load_run(folder, executor=INSTANT)
+    with pytest.warns(UserWarning, match="host002"):
+        summaries = run.host_summaries()
+    assert [s.host for s in summaries] == ["host000", "host001", "host003"]
+    assert "host002" in run.unreadable and run.hosts == ["host000", "host001", "host003"]
+    table = run.per_host()
+    assert list(table["host"]) == ["host000", "host001", "host002", "host003"]
+    assert table["error"].astype(bool).tolist() == [False, False, True, False]
+    one = xw.load_run(source, executor=INSTANT)
+    _same_op_profile(run.op_profile(), one.op_profile(), adds=3)
+
+
+def test_step_intersection_aligns_by_time():
+    steps = xw.load_run(_one_host_file("jax_mlp_cpu"), executor=INSTANT).host_summaries()[0].steps
+    n = len(steps)
+    assert n > 6
+    # A host that missed the first two steps, one that missed the last: the steps all share.
+    first, count = pod.step_intersection([steps, steps.iloc[2:], steps.iloc[:-1]])
+    assert first == [2, 0, 2] and count == n - 3
+    # A coordinator (None) takes no part.
+    assert pod.step_intersection([steps, None]) == ([0, 0], n)
+
+
+def test_combiner_folds_in_host_order_whatever_the_arrival():
+    """Results arrive in any order; XProf's combination is ordered (first host's metadata
+    and steps): folded in host order, and each host kept light."""
+    from xprof_widgets.run import host_summary
+
+    a, b = (_folder("tf_keras_cpu", s) / "vm.xplane.pb" for s in ("2026_11_22_03_16_08", "2026_11_22_03_16_48"))
+    summaries = [host_summary(p) for p in (b, a, b)]
+    in_order = pod.combine(summaries)
+    combiner = pod.Combiner()
+    for i in (2, 0, 1):
+        combiner.add(i, summaries[i])
+    shuffled = combiner.result()
+    _same_overview(shuffled.overview, in_order.overview)
+    pd.testing.assert_frame_equal(shuffled.input_pipeline.input_ops, in_order.input_pipeline.input_ops)
+    pd.testing.assert_frame_equal(shuffled.per_host, in_order.per_host)
+    assert all(s.light and s.host_ops.empty for s in shuffled.hosts)
+    assert in_order.overview.steps["step_name"].iloc[0] == summaries[0].steps["step_name"].iloc[3]

@@ -1,0 +1,773 @@
+"""Many hosts as map, then reduce: each host file to a small summary, the summaries combined.
+
+A TPU pod or a multi-node GPU job writes one XSpace per host, 16 to 1,000 files. XProf
+converts every host to an OpStats, one after another in one process, and combines them
+(`op_stats_combiner.cc`, with `step_intersection.cc` aligning the hosts' steps). Here
+the per-host part runs wherever the caller's executor puts it (a process pool, Dask
+workers that read the files themselves): `summarize(run)` turns a one-host run into a
+`HostSummary` that holds DataFrames of ops, steps and allocators, no events; a
+`Combiner` folds them in as they arrive, in the driver, keeping running tables and a
+light summary per host: its memory grows with the distinct ops, kernels and steps, not
+with the events, nor with every host's tables.
+
+How hosts combine, as XProf's combiner:
+
+* **Device op metrics** (op profile, HLO stats, top ops): rows of the same op (program
+  id, name) summed over hosts, the first host's metadata kept; device time, op time
+  and idle summed; peaks from the first host with a device. XLA:CPU thunks (beyond
+  XProf) are summed the same way.
+* **Steps**: XProf aligns every worker's steps with those of the "chief" (the worker
+  with the shortest stepped span) by their overlap in time, keeps the steps all
+  workers share, and on GPUs and CPUs shows the first host's steps of that range
+  (its core 0 is the combined step's only entry). A host without a device in a run
+  with devices is a coordinator: no steps of its own.
+* **Input ops, host ops, GPU ops, kernel reports, module latencies**: concatenated
+  over hosts and grouped as the one-process analyses group them over files.
+* **Run environment**: distinct host names, device cores summed, the last device
+  type seen.
+
+`combine([one])` is that host on its own: the per-host view. tests/test_pod.py checks
+that `combine` over every host equals the one-process analyses of `overview`,
+`input_pipeline`, `op_stats` and `kernel_stats` on the corpus runs, and that 16 copies
+of one host add up (times x16) or stay equal (averages).
+
+Not combined here: framework op stats and the roofline model (their analyses read every
+host's XSpace themselves), the memory profile and trace (one host at a time, as XProf).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from .grouping import eager_events
+from .input_pipeline import InputPipelineResult, analyze_input_pipeline, host_input_ops
+from .kernel_stats import NO_GPU, NO_KERNELS, TPU_PLANES, _sorted_top, kernel_reports
+from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
+from .overview import (
+    GPU_OP_COLUMNS,
+    HOST_OP_COLUMNS,
+    LATENCY_COLUMNS,
+    TOP_OP_COLUMNS,
+    OverviewResult,
+    _device_planes,
+    _device_type,
+    _eager_share,
+    _pct,
+    _tensor_core_planes,
+    device_framework_op_count,
+    eager_recommendation,
+    gpu_device_ops,
+    host_op_metrics,
+    top_device_ops,
+    tpu_duty_cycle,
+)
+from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
+from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
+
+#: `progress(hosts_done, hosts_total)`, called in the calling thread as host summaries arrive.
+HostsProgress = Callable[[int, int], None]
+
+
+class Executor(Protocol):
+    """Where per-host work runs: anything with `concurrent.futures`' `submit` whose futures
+    have `add_done_callback` and `result` (a `ProcessPoolExecutor`, a
+    `dask.distributed.Client`, `InProcessExecutor`)."""
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+PER_HOST_COLUMNS = [
+    "host",
+    "hostname",
+    "device_type",
+    "device_cores",
+    "steps",
+    "step_time_ms",
+    "max_step_time_ms",
+    "idle_pct",
+    "input_pct",
+    "memory_peak_bytes",
+    "memory_id_at_peak",
+    "op_time_ms",
+    "seconds",
+    "error",
+]
+
+
+@dataclass
+class HostSummary:
+    """What the all-hosts tools need of one host file: small tables, no events.
+
+    host: the host's name in the run (from its file name); path: its file.
+    error: why the file could not be read ("" when it was; then nothing else is set).
+    hostname: the first host name the file records ("" when none); device_type,
+        device_cores: the file's run environment (as `overview`); has_gpu, has_tpu.
+    op_metrics: the host's `op_stats.DeviceOpMetrics`.
+    host_ops, gpu_ops: XProf's host op database and GPU device op database of the file
+        (`overview.host_op_metrics`, `overview.gpu_device_ops`), eager marks included.
+    duty_cycle_ps: (busy, idle) of the TPU tensor cores, None without TPU.
+    module_ms: DataFrame (module, ms), one row per execution of an XLA module on a device.
+    input_ops: the host's tf.data / enqueue ops (`input_pipeline.host_input_ops`).
+    steps: the host's step table (device steps on GPUs, else host steps; XProf's
+        columns, `begin_ps` absolute); steps_reason: why a host with a device has none
+        ("" otherwise: the table says).
+    memory: DataFrame, one row per allocator: memory_id, peak_bytes (heap + stack at
+        its highest), capacity_bytes (heap + stack + free there).
+    kernel_reports: `kernel_stats.kernel_reports` of the host (a str says why none).
+    tool_status: [(XProf's tool name, has data, why not)] of the host.
+    modules: {module `name(program_id)`: digest of its HloProto}.
+    seconds: how long the summary took (the worker's clock).
+    light: True once a `Combiner` has folded in and let go of the op, host op, GPU op,
+        input op, module and kernel tables (the scalars, steps and allocators stay).
+    """
+
+    host: str
+    path: str
+    error: str = ""
+    hostname: str = ""
+    device_type: str = "CPU"
+    device_cores: int = 0
+    has_gpu: bool = False
+    has_tpu: bool = False
+    op_metrics: DeviceOpMetrics | None = None
+    host_ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HOST_OP_COLUMNS))
+    gpu_ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GPU_OP_COLUMNS))
+    duty_cycle_ps: tuple[int, int] | None = None
+    module_ms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["module", "ms"]))
+    input_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_COLUMNS))
+    steps_reason: str = ""
+    memory: pd.DataFrame = field(default_factory=pd.DataFrame)
+    kernel_reports: pd.DataFrame | str = NO_GPU
+    tool_status: list = field(default_factory=list)
+    modules: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    light: bool = False
+
+    @property
+    def has_device(self) -> bool:
+        return self.has_gpu or self.has_tpu
+
+
+def summarize(run) -> HostSummary:
+    """The `HostSummary` of a one-host run (the map step). Reads the host's file once;
+    what it returns holds no event column."""
+    from ..tools import tool_status
+    from .memory_profile import allocator_events
+
+    began = time.perf_counter()
+    host = run.hosts[0]
+    space = run.xspace(host)
+    kind, cores = _device_type([space])
+    has_gpu = bool(_device_planes(space, "/device:GPU:"))
+    has_tpu = bool(_tensor_core_planes(space))
+    eager = eager_events(space)
+    out = HostSummary(
+        host=host,
+        path=str(run.files[host]),
+        hostname=(space.hostnames[:1] or [""])[0],
+        device_type=kind,
+        device_cores=cores,
+        has_gpu=has_gpu,
+        has_tpu=has_tpu,
+        op_metrics=device_op_metrics(run),
+        host_ops=host_op_metrics(space, eager),
+        gpu_ops=gpu_device_ops(run, space, eager),
+        duty_cycle_ps=tpu_duty_cycle(space) if has_tpu else None,
+        module_ms=_module_ms(space),
+        input_ops=host_input_ops(space),
+        kernel_reports=kernel_reports(run),
+        tool_status=tool_status(run),
+        modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
+    )
+    out.steps, out.steps_reason = _host_step_table(space)
+    ev = allocator_events(run, host)
+    if len(ev):
+        total = ev["heap_bytes"].to_numpy(np.float64) + ev["stack_bytes"].to_numpy(np.float64)
+        mem = pd.DataFrame(
+            {
+                "memory_id": ev["memory_id"].astype(str).to_numpy(),
+                "peak_bytes": total,
+                "capacity_bytes": total + ev["free_bytes"].to_numpy(np.float64),
+            }
+        )
+        at_peak = mem.sort_values("peak_bytes", kind="stable").groupby("memory_id", sort=True).tail(1)
+        out.memory = at_peak.sort_values("memory_id").reset_index(drop=True)
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def _host_step_table(space):
+    """(steps, reason) as `input_pipeline` picks one host's steps: the GPU device steps,
+    else the host steps of a CPU-only host; a host with a device and no device steps has
+    none, and the reason says why."""
+    from .input_pipeline import NO_STEPS_REASON
+
+    if any(p.name.startswith("/device:GPU") for p in space.planes):
+        device_steps = gpu_device_steps(space)
+        if len(device_steps):
+            return device_steps, ""
+    steps = host_steps(space)
+    if any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes):
+        why = "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
+        return pd.DataFrame(columns=STEP_COLUMNS), why
+    return steps, ""
+
+
+def _module_ms(space) -> pd.DataFrame:
+    """Every execution of an XLA module on a device line "XLA Modules": module, ms."""
+    names, durations = [], []
+    for plane in space.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            if line.name == "XLA Modules" and len(line):
+                names.append(np.asarray(line.names().astype(object)))
+                durations.append(line.event_duration_ps)
+    if not names:
+        return pd.DataFrame(columns=["module", "ms"])
+    return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
+
+
+# --- the map: summaries from an executor ------------------------------------------------
+
+
+class InProcessExecutor:
+    """An executor that runs each task at once in the calling thread: host summaries
+    without other processes (debugging, tests, one small host)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # handed to the caller through the future
+            future.set_exception(error)
+        return future
+
+
+def map_hosts(
+    function: Callable,
+    paths: Sequence,
+    executor: Executor | None = None,
+    progress: HostsProgress | None = None,
+    on_result: Callable[[int, Any], None] | None = None,
+) -> list:
+    """`function(path)` for each of `paths` on `executor` (anything with
+    `concurrent.futures`' `submit`: a process pool, a `dask.distributed.Client`; None: a
+    process pool sized to the machine, made for this call and shut down after).
+
+    Results are handled in this thread as they arrive (futures' done callbacks only post
+    to a queue): `on_result(index, result)` if given, and then the result is let go (so a
+    reduce can keep what it needs and no more; the list returned is then empty), else
+    they are returned in order. `progress(done, total)` hears of each.
+    """
+    own = None
+    if executor is None:
+        own = executor = local_pool(len(paths))
+    try:
+        arrived: queue.SimpleQueue = queue.SimpleQueue()
+        futures: list = []
+        for i, path in enumerate(paths):
+            future = executor.submit(function, path)
+            future.add_done_callback(lambda _f, i=i: arrived.put(i))
+            futures.append(future)
+        if progress is not None:
+            progress(0, len(paths))
+        for done in range(1, len(paths) + 1):
+            i = arrived.get()
+            if on_result is not None:
+                on_result(i, futures[i].result())
+                futures[i] = None  # a Dask future let go frees its result on the cluster too
+            if progress is not None:
+                progress(done, len(paths))
+        return [] if on_result is not None else [f.result() for f in futures]
+    finally:
+        if own is not None:
+            own.shutdown(wait=True, cancel_futures=True)
+
+
+def local_pool(tasks: int) -> Any:
+    """A process pool with a worker per available core (at most `tasks`).
+
+    A caller with one thread (a script) is forked: its workers start at once with the
+    package imported. A caller with threads (a notebook kernel, ProfileWidget's reader)
+    is never forked, since a lock another thread holds would stay held in the copy: its
+    workers are forked from a fresh server process that imports the package once
+    (multiprocessing's "forkserver", about a second the first time).
+    """
+    import multiprocessing
+    import os
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    methods = multiprocessing.get_all_start_methods()
+    if threading.active_count() == 1 and "fork" in methods:
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["xprof_widgets.run"])
+    else:  # Windows, macOS without fork: fresh interpreters
+        context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=max(1, min(cores, tasks)), mp_context=context)
+
+
+# --- the reduce ---------------------------------------------------------------------------
+
+
+@dataclass
+class PodSummary:
+    """The hosts of a run combined (see the module docstring).
+
+    op_metrics: `DeviceOpMetrics` of all hosts; input_pipeline: `InputPipelineResult`;
+    overview: `OverviewResult`; kernel_reports: `kernel_stats.kernel_reports` of all
+    hosts (a str says why none); tool_status: [(tool, has data, why not)], a tool has
+    data when any host has; per_host: DataFrame, one row a host (see `per_host_table`);
+    module_hosts: {module: first host that holds it}; hosts: the hosts' summaries,
+    light (`HostSummary.light`: their big tables were folded in and let go).
+    """
+
+    op_metrics: DeviceOpMetrics
+    input_pipeline: InputPipelineResult
+    overview: OverviewResult
+    kernel_reports: pd.DataFrame | str
+    tool_status: list
+    per_host: pd.DataFrame
+    module_hosts: dict
+    hosts: list
+
+
+def combine(summaries: Sequence[HostSummary]) -> PodSummary:
+    """The all-hosts results of `summaries` (the reduce step), in host order. Hosts with
+    an `error` are left out; at least one must have none."""
+    combiner = Combiner()
+    for i, summary in enumerate(summaries):
+        combiner.add(i, summary)
+    return combiner.result()
+
+
+class Combiner:
+    """Folds host summaries into the all-hosts results as they arrive, so the driver
+    keeps running tables (their size that of the distinct ops, kernels, input ops) and
+    a light summary per host, never every host's tables.
+
+    XProf's combiner is ordered (the first host's metadata and steps win), and results
+    arrive in any order: `add(index, summary)` keeps an early one until the hosts before
+    it are in, then folds them in host order.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, HostSummary] = {}
+        self._next = 0
+        self.hosts: list[HostSummary] = []  # light, in host order, errors included
+        self._ok: list[HostSummary] = []
+        self._dbs: dict[str, dict] = {}  # op metrics by source (see combine_op_metrics)
+        self._first_db: DeviceOpMetrics | None = None
+        self._input_ops: pd.DataFrame | None = None
+        self._host_ops: pd.DataFrame | None = None
+        self._gpu_ops: pd.DataFrame | None = None
+        self._module_ms: list[pd.DataFrame] = []
+        self._kernels: pd.DataFrame | None = None
+        self._kernel_frames = 0
+        self._kernel_reasons: set = set()
+        self._tool_status: list | None = None
+        self._module_hosts: dict = {}
+        self._rows: list[dict] = []
+
+    def add(self, index: int, summary: HostSummary) -> None:
+        """Summary of host number `index` (0-based, host order)."""
+        self._waiting[index] = summary
+        while self._next in self._waiting:
+            self._fold(self._waiting.pop(self._next))
+            self._next += 1
+
+    def _fold(self, s: HostSummary) -> None:
+        self._rows.append(_per_host_row(s))
+        if s.error:
+            self.hosts.append(s)
+            return
+        self._fold_op_metrics(s.op_metrics)
+        if len(s.input_ops) or self._input_ops is None:
+            ops = s.input_ops if self._input_ops is None else pd.concat([self._input_ops, s.input_ops])
+            if len(ops):
+                ops = ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]].sum()
+                ops = ops.reset_index()
+            self._input_ops = ops
+        frames = [f for f in (self._host_ops, s.host_ops[HOST_OP_COLUMNS]) if f is not None]
+        self._host_ops = (
+            pd.concat(frames, ignore_index=True)
+            .groupby("name", sort=False)
+            .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
+            .reset_index()
+        )
+        if not s.gpu_ops.empty:  # XProf's device op database: files in order, each by its own order
+            new = s.gpu_ops.sort_values("order", kind="stable")
+            both = new if self._gpu_ops is None else pd.concat([self._gpu_ops, new], ignore_index=True)
+            self._gpu_ops = (
+                both.groupby(["program_id", "name"], sort=False)
+                .agg(
+                    order=("order", "first"),
+                    framework_op=("framework_op", "first"),
+                    occurrences=("occurrences", "sum"),
+                    time_ps=("time_ps", "sum"),
+                    is_eager=("is_eager", "any"),
+                )
+                .reset_index()
+            )
+        if len(s.module_ms):
+            self._module_ms.append(s.module_ms)
+        if isinstance(s.kernel_reports, pd.DataFrame):
+            self._kernel_frames += 1
+            self._kernels = (
+                s.kernel_reports
+                if self._kernels is None
+                else _sorted_top(pd.concat([self._kernels, s.kernel_reports], ignore_index=True))
+            )
+        else:
+            self._kernel_reasons.add(s.kernel_reports)
+        if self._tool_status is None:
+            self._tool_status = list(s.tool_status)
+        else:
+            self._tool_status = [
+                (t, have or other, "" if have or other else why)
+                for (t, have, why), (_, other, _) in zip(self._tool_status, s.tool_status)
+            ]
+        for name in s.modules:
+            self._module_hosts.setdefault(name, s.host)
+        light = _light(s)
+        self.hosts.append(light)
+        self._ok.append(light)
+
+    def _fold_op_metrics(self, db: DeviceOpMetrics | None) -> None:
+        """XProf's `OpMetricsDbCombiner`, one host at a time, kept apart by kind of ops
+        until all are in (the run's kind is the first of TPU, GPU, XLA:CPU any host has)."""
+        if db is None:
+            return
+        if self._first_db is None:
+            self._first_db = db
+        if db.empty and not db.total_time_ps:
+            return
+        acc = self._dbs.get(db.source)
+        if acc is None:
+            self._dbs[db.source] = {
+                "first": db,
+                "count": 1,
+                "names": dict(db.program_names),
+                "total": db.total_time_ps,
+                "op_time": db.total_op_time_ps,
+                "peaks": db.peaks if not db.empty else None,
+                "ops": None if db.empty else db.ops,
+            }
+            return
+        acc["count"] += 1
+        for pid, name in db.program_names.items():
+            acc["names"].setdefault(pid, name)
+        acc["total"] += db.total_time_ps
+        acc["op_time"] += db.total_op_time_ps
+        if not db.empty:
+            if acc["peaks"] is None:
+                acc["peaks"] = db.peaks
+            acc["ops"] = db.ops if acc["ops"] is None else _merge_ops(acc["ops"], db.ops)
+
+    def result(self) -> PodSummary:
+        """The all-hosts results of the hosts added so far (at least one without an error)."""
+        ok = self._ok
+        if not ok:
+            raise ValueError("no host summary without an error to combine")
+        db = self._op_metrics()
+        ip = combine_input_pipeline(ok, self._input_ops if self._input_ops is not None else pd.DataFrame())
+        return PodSummary(
+            op_metrics=db,
+            input_pipeline=ip,
+            overview=self._overview(db, ip),
+            kernel_reports=self._kernel_result(),
+            tool_status=list(self._tool_status or []),
+            per_host=pd.DataFrame(self._rows, columns=PER_HOST_COLUMNS).astype(
+                {"steps": np.int64, "device_cores": np.int64}
+            ),
+            module_hosts=dict(self._module_hosts),
+            hosts=list(self.hosts),
+        )
+
+    def _op_metrics(self) -> DeviceOpMetrics:
+        acc = next((self._dbs[k] for k in ("tpu", "gpu", "cpu") if k in self._dbs), None)
+        if acc is None:
+            assert self._first_db is not None
+            return self._first_db
+        first = acc["first"]
+        if acc["count"] == 1:
+            return first
+        peaks = acc["peaks"] if acc["peaks"] is not None else first.peaks
+        total, op_time, names = acc["total"], acc["op_time"], acc["names"]
+        if acc["ops"] is None:
+            return DeviceOpMetrics(
+                first.ops, total, op_time, names, peaks, reason=first.reason, source=first.source, notes=first.notes
+            )
+        out = acc["ops"].copy()
+        if first.source == "gpu":
+            out["hbm_bytes"] = out["hbm_read_bytes"] + out["hbm_write_bytes"]
+            out["has_breakdown"] = out["hbm_bytes"] > 0
+        else:
+            out["normalized_time_ps"] = out["time_ps"]
+        return DeviceOpMetrics(out, total, op_time, names, peaks, reason="", source=first.source, notes=first.notes)
+
+    def _kernel_result(self) -> pd.DataFrame | str:
+        """`kernel_stats.kernel_reports` over hosts: every host's reports, sorted and cut
+        again (cutting as hosts arrive keeps the same top: a report in the top of all is
+        in the top of the hosts before it)."""
+        if self._kernels is not None:
+            return self._kernels
+        if self._kernel_reasons == {NO_GPU}:
+            return NO_GPU
+        return NO_KERNELS if NO_KERNELS in self._kernel_reasons else TPU_PLANES
+
+    def _overview(self, db, ip) -> OverviewResult:
+        """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
+        ok = self._ok
+        kind, cores = "CPU", 0
+        for s in ok:
+            if s.device_cores:  # XProf: the last device type seen, cores summed
+                kind, cores = s.device_type, cores + s.device_cores
+        on_device = not db.empty and db.source in ("tpu", "gpu")
+        top = top_device_ops(db) if on_device else pd.DataFrame(columns=TOP_OP_COLUMNS)
+        host_ops = self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame()
+        gpu_ops = _gpu_tf_ops(self._gpu_ops)
+        if on_device and db.source == "tpu":
+            n_dev = device_framework_op_count(db)
+        else:
+            n_dev = int(gpu_ops["occurrences"].sum())
+        n_host = int(host_ops["occurrences"].sum()) if len(host_ops) else 0
+        placement = {"host_percent": _pct(n_host, n_host + n_dev), "device_percent": _pct(n_dev, n_host + n_dev)}
+        duty = dev_idle = host_idle = None
+        if any(s.has_tpu for s in ok):
+            busy = sum(s.duty_cycle_ps[0] for s in ok if s.duty_cycle_ps)
+            idle = sum(s.duty_cycle_ps[1] for s in ok if s.duty_cycle_ps)
+            duty = _pct(busy, busy + idle)
+            dev_idle = 100.0 * (1 - db.total_op_time_ps / db.total_time_ps) if db.total_time_ps else 0.0
+            host_idle = 100.0  # XProf's host op database carries no op time
+        host_eager = _eager_share(host_ops, "self_time_ps") if len(host_ops) else 0.0
+        device_eager = _eager_share(gpu_ops, "time_ps")
+        recommendation = " ".join(t for t in (ip.recommendation, eager_recommendation(host_eager, device_eager)) if t)
+        precision = None
+        steps = ip.steps
+        if any(s.has_gpu for s in ok):
+            c16 = c32 = 0.0
+            if len(steps) and "device_compute_16bit_ms" in steps:
+                c16 = float(steps["device_compute_16bit_ms"].sum())
+                c32 = float(steps["device_compute_32bit_ms"].sum())
+            total = c16 + c32
+            precision = {
+                "16bit_percent": 100 * c16 / total if total else 0.0,
+                "32bit_percent": 100 * c32 / total if total else 0.0,
+            }
+        return OverviewResult(
+            host_count=len({s.hostname for s in ok}),
+            device_type=kind,
+            device_core_count=cores,
+            steps=ip.steps,
+            avg_step_time_ms=ip.avg_step_time_ms,
+            min_step_time_ms=ip.min_step_time_ms,
+            max_step_time_ms=ip.max_step_time_ms,
+            std_step_time_ms=ip.std_step_time_ms,
+            top_ops=top,
+            op_placement=placement,
+            host_op_time_eager_percent=host_eager,
+            device_op_time_eager_percent=device_eager,
+            precision=precision,
+            device_duty_cycle_percent=duty,
+            device_idle_percent=dev_idle,
+            host_idle_percent=host_idle,
+            input_percent=ip.input_percent,
+            bottleneck=ip.verdict,
+            recommendation=recommendation,
+            reason=ip.reason,
+            module_latency=_module_latency(self._module_ms),
+        )
+
+
+def _merge_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two op tables as one: rows of one op (program id, name) summed, the first's
+    metadata kept (GPUs: `num_cores` summed, every host's devices being its own;
+    `is_eager` if either)."""
+    ops = pd.concat([a, b], ignore_index=True)
+    sums = [c for c in (*_SUM_COLUMNS, "kernels", "num_cores") if c in ops]
+    g = ops.groupby(["program_id", "name"], sort=False)
+    out = g.first().drop(columns=sums).join(g[sums].sum())
+    if "is_eager" in ops:
+        out["is_eager"] = g["is_eager"].any()
+    return out.reset_index()[list(a.columns)]
+
+
+def _light(s: HostSummary) -> HostSummary:
+    """`s` without the tables the combiner folded in: what the driver keeps of a host."""
+    db = s.op_metrics
+    if db is not None:
+        db = DeviceOpMetrics(
+            db.ops.iloc[:0], db.total_time_ps, db.total_op_time_ps, {}, db.peaks, db.reason, db.source, db.notes
+        )
+    empty = pd.DataFrame()
+    return replace(
+        s,
+        op_metrics=db,
+        host_ops=pd.DataFrame(columns=HOST_OP_COLUMNS),
+        gpu_ops=pd.DataFrame(columns=GPU_OP_COLUMNS),
+        module_ms=pd.DataFrame(columns=["module", "ms"]),
+        input_ops=empty,
+        kernel_reports=s.kernel_reports if isinstance(s.kernel_reports, str) else empty,
+        modules={},
+        light=True,
+    )
+
+
+def combine_op_metrics(dbs: Sequence) -> DeviceOpMetrics:
+    """The device op metrics of several hosts as one (XProf's `OpMetricsDbCombiner`):
+    hosts of the first kind found (TPU, else GPU, else XLA:CPU) combined, rows of one op
+    summed, its first host's metadata kept."""
+    combiner = Combiner()
+    for db in dbs:
+        combiner._fold_op_metrics(db)
+    return combiner._op_metrics()
+
+
+def step_intersection(step_tables: Sequence[pd.DataFrame | None]) -> tuple[list[int], int]:
+    """XProf's step intersection (`StepIntersection`): ([first step index of each host],
+    number of steps all share). Each table needs begin_ps and step_time_ms; a host
+    that is None takes no part (index 0)."""
+    spans = []
+    for t in step_tables:
+        if t is None:
+            spans.append(None)
+            continue
+        begin = t["begin_ps"].to_numpy(np.float64) if len(t) else np.zeros(0)
+        duration = np.round(t["step_time_ms"].to_numpy(np.float64) * 1e9) if len(t) else np.zeros(0)
+        spans.append((begin, begin + duration))
+    workers = [i for i, s in enumerate(spans) if s is not None]
+    if not workers:
+        return [0] * len(spans), 0
+
+    def stepped(i):
+        b, e = spans[i]
+        real = e > b
+        return float(e[real].max() - b[real].min()) if real.any() else 0.0
+
+    chief = min(workers, key=stepped)  # the first of equals, in host order
+    n_chief = len(spans[chief][0])
+    if n_chief == 0:
+        return [0] * len(spans), 0
+    align = {}
+    for i in workers:
+        align[i] = (0, 0, n_chief) if i == chief else _align(spans[i], spans[chief])
+    begin = max(a[1] for a in align.values())
+    end = min(a[1] + a[2] for a in align.values())
+    if begin > end:
+        return [0] * len(spans), 0
+    first = [align[i][0] + begin - align[i][1] if i in align else 0 for i in range(len(spans))]
+    return first, end - begin
+
+
+def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | None = None) -> InputPipelineResult:
+    """XProf's input pipeline of the hosts: the first host's steps of the range all
+    workers share, the input ops of every host summed (`input_ops`: already summed)."""
+    if input_ops is None:
+        parts = [s.input_ops for s in ok if len(s.input_ops)]
+        input_ops = pd.concat(parts, ignore_index=True) if parts else ok[0].input_ops
+        if len(input_ops):
+            cols = ["count", "time_ps", "self_time_ps"]
+            input_ops = input_ops.groupby(["op_name", "kind"], sort=False)[cols].sum().reset_index()
+    first = ok[0]
+    if first.steps_reason:
+        res = analyze_input_pipeline(pd.DataFrame(columns=STEP_COLUMNS), input_ops)
+        res.reason = first.steps_reason
+        return res
+    steps = first.steps
+    if len(ok) > 1:
+        accelerated = any(s.has_device for s in ok)
+        workers = [s.has_device or not accelerated for s in ok]
+        tables = [s.steps if w and not s.steps_reason else None for s, w in zip(ok, workers)]
+        if not workers[0]:  # the first host is a coordinator: XProf's combined steps are empty
+            steps = steps.iloc[:0]
+        else:
+            firsts, n = step_intersection(tables)
+            steps = steps.iloc[firsts[0] : firsts[0] + n].reset_index(drop=True)
+    return analyze_input_pipeline(steps, input_ops)
+
+
+def _gpu_tf_ops(device_ops: pd.DataFrame | None) -> pd.DataFrame:
+    """XProf's TF-op database of the combined GPU device ops: per framework op, the most
+    occurrences of its device ops, their time, the eager mark of the last."""
+    if device_ops is None or device_ops.empty:
+        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
+    return device_ops.groupby("framework_op", sort=False).agg(
+        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
+    )
+
+
+def _module_latency(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """`overview.module_latency` from every host's module executions (module, ms)."""
+    if not frames:
+        return pd.DataFrame(columns=LATENCY_COLUMNS)
+    df = pd.concat(frames, ignore_index=True)
+    df["ms"] = df["ms"].astype(np.float64)
+    g = df.groupby("module", sort=False)["ms"]
+    out = pd.DataFrame(
+        {
+            "executions": g.size(),
+            "mean_ms": g.mean(),
+            "p50_ms": g.quantile(0.5),
+            "p90_ms": g.quantile(0.9),
+            "p99_ms": g.quantile(0.99),
+            "max_ms": g.max(),
+            "total": g.sum(),
+        }
+    )
+    out = out.sort_values("total", ascending=False, kind="stable").drop(columns="total")
+    return out.reset_index()[LATENCY_COLUMNS]
+
+
+def _per_host_row(s: HostSummary) -> dict:
+    """The per-host table's row of a (full) host summary; see `per_host_table`."""
+    row: dict = dict.fromkeys(PER_HOST_COLUMNS, np.nan)
+    row.update(host=s.host, error=s.error, seconds=s.seconds, hostname=s.hostname, steps=0, device_cores=0)
+    if s.error:
+        return row
+    ip = combine_input_pipeline([s])
+    t = ip.steps["step_time_ms"].to_numpy(np.float64) if len(ip.steps) else np.zeros(0)
+    db = s.op_metrics
+    device = db is not None and db.source in ("tpu", "gpu") and db.total_time_ps > 0
+    peak = s.memory.loc[s.memory["peak_bytes"].idxmax()] if len(s.memory) else None
+    row.update(
+        device_type=s.device_type,
+        device_cores=s.device_cores,
+        steps=len(t),
+        step_time_ms=float(t.mean()) if len(t) else np.nan,
+        max_step_time_ms=float(t.max()) if len(t) else np.nan,
+        idle_pct=100.0 * db.idle_time_ps / db.total_time_ps if device else np.nan,
+        input_pct=ip.input_percent if len(t) else np.nan,
+        memory_peak_bytes=float(peak["peak_bytes"]) if peak is not None else np.nan,
+        memory_id_at_peak=str(peak["memory_id"]) if peak is not None else "",
+        op_time_ms=db.total_op_time_ps / 1e9 if db is not None else np.nan,
+    )
+    return row
+
+
+def per_host_table(summaries: Sequence[HostSummary]) -> pd.DataFrame:
+    """One row a host, to spot a straggler: host, hostname, device_type, device_cores,
+    steps (count), step_time_ms and max_step_time_ms (mean and longest of its own steps),
+    idle_pct (device time no op ran, %; NaN without a device), input_pct (its own
+    input %), memory_peak_bytes (the largest allocator peak, heap + stack) and
+    memory_id_at_peak, op_time_ms (device op time), seconds (to summarize it), error.
+    From full summaries (`Combiner` makes the rows as hosts arrive)."""
+    rows = [_per_host_row(s) for s in summaries]
+    return pd.DataFrame(rows, columns=PER_HOST_COLUMNS).astype({"steps": np.int64, "device_cores": np.int64})
