@@ -549,6 +549,12 @@ def module_latency(spaces) -> pd.DataFrame:
     if not names:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
     df = pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
+    return latency_table(df)
+
+
+def latency_table(df) -> pd.DataFrame:
+    """The module latency table of module executions (`module`, `ms`): one row per module,
+    the most total time first."""
     g = df.groupby("module", sort=False)["ms"]
     out = pd.DataFrame(
         {

@@ -67,6 +67,7 @@ from .overview import (
     eager_recommendation,
     gpu_device_ops,
     host_op_metrics,
+    latency_table,
     top_device_ops,
     tpu_duty_cycle,
 )
@@ -720,20 +721,7 @@ def _module_latency(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
     df = pd.concat(frames, ignore_index=True)
     df["ms"] = df["ms"].astype(np.float64)
-    g = df.groupby("module", sort=False)["ms"]
-    out = pd.DataFrame(
-        {
-            "executions": g.size(),
-            "mean_ms": g.mean(),
-            "p50_ms": g.quantile(0.5),
-            "p90_ms": g.quantile(0.9),
-            "p99_ms": g.quantile(0.99),
-            "max_ms": g.max(),
-            "total": g.sum(),
-        }
-    )
-    out = out.sort_values("total", ascending=False, kind="stable").drop(columns="total")
-    return out.reset_index()[LATENCY_COLUMNS]
+    return latency_table(df)
 
 
 def _per_host_row(s: HostSummary) -> dict:
