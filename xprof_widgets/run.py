@@ -256,8 +256,7 @@ class Run:
             data = _read_remote(str(path)) if fs.is_url(path) else None
             if data is not None and report is not None:
                 report(len(data), len(data))
-            cache = getattr(self, "cache", None)
-            self._spaces[host] = read_xspace(path, data=data, progress=report, cache=cache)
+            self._spaces[host] = read_xspace(path, data=data, progress=report, cache=self.cache)
         return self._spaces[host]
 
     def xspaces(self) -> list[XSpaceFile]:
