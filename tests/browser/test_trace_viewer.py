@@ -8,6 +8,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -123,7 +124,13 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
 
     # Click another op on the canvas: its details and its op card replace the match's.
     widget.scroll_into_view_if_needed()
-    target = page.evaluate(PICK_ANOTHER_OP_JS)
+    # The match's window arrives in its own reply after the card: poll until its boxes are drawn.
+    target = None
+    deadline = time.monotonic() + 30
+    while target is None and time.monotonic() < deadline:
+        target = page.evaluate(PICK_ANOTHER_OP_JS)
+        if target is None:
+            page.wait_for_timeout(250)
     assert target is not None, "no other op box wide enough to click next to the match"
     page.mouse.click(target["x"], target["y"])
     page.wait_for_function(
