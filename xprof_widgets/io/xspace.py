@@ -1045,13 +1045,21 @@ def _parse_space(space, buf, size):
 
 
 def _parse_plane(space, buf, start, end):
-    shell = []  # every field but the lines, re-encoded as one small XPlane
+    # Every field but the lines, as one small XPlane: fields follow one another, so each
+    # one's bytes (tag included) run from the previous one's end to its own; runs of
+    # neighbouring non-line fields are copied as one slice.
+    shell = []
     line_ranges = []
-    for number, wt, value, s, e in wire.walk(buf, start, end):
+    field_at = run_at = start
+    for number, wt, _, s, e in wire.walk(buf, start, end):
         if number == _PLANE_LINES and wt == wire.LENGTH:
             line_ranges.append((s, e))
-        else:
-            shell.append(_field_bytes(buf, number, wt, value, s, e))
+            if run_at < field_at:
+                shell.append(bytes(buf[run_at:field_at]))
+            run_at = e
+        field_at = e
+    if run_at < field_at:
+        shell.append(bytes(buf[run_at:field_at]))
     try:
         message = schema.XPlane.FromString(b"".join(shell))
     except Exception as error:  # protobuf raises DecodeError subclasses of Exception
@@ -1060,29 +1068,6 @@ def _parse_plane(space, buf, start, end):
     for s, e in line_ranges:
         plane.lines.append(_parse_line(plane, buf, s, e))
     return plane
-
-
-def _field_bytes(buf, number, wt, value, s, e):
-    """Re-encode one walked field (tag + body) from the original bytes."""
-    tag = _encode_varint((number << 3) | wt)
-    if wt == wire.VARINT:
-        return tag + _encode_varint(value)
-    if wt == wire.LENGTH:
-        return tag + _encode_varint(e - s) + bytes(buf[s:e])
-    return tag + bytes(buf[s:e])
-
-
-def _encode_varint(v):
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _check_times(plane, line, timestamp_ns, offset_ps, duration_ps):
