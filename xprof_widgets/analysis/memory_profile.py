@@ -172,23 +172,15 @@ def _line_events(line):
     """
     names = line.names()
     codes = np.asarray(names.codes)
-    cats = list(names.categories)
-    alloc_code = cats.index(ALLOCATION) if ALLOCATION in cats else -2
-    free_code = cats.index(DEALLOCATION) if DEALLOCATION in cats else -2
+    found = _allocator_codes(names)
+    alloc_code, free_code = np.where(found >= 0, found, -2)
     is_alloc = codes == alloc_code
     idx = np.flatnonzero(is_alloc | (codes == free_code))
     if not len(idx):
         return None
     n = len(idx)
     st = line.stat_table(names=_STATS, events=idx)
-    # Memory id: the allocator's name, else the device index XLA gives.
-    memory_id = np.full(n, "", dtype=object)
-    for key in ("index_on_host", "device_ordinal"):
-        ev, values = st.ints(key)
-        memory_id[ev] = values.astype(str).astype(object)
-    ev, values = st.strings("allocator_name")
-    memory_id[ev] = values
-    codes, uniq = pd.factorize(memory_id)
+    codes, uniq = pd.factorize(_memory_id(st, n))
     # Data types by number: a name table for the usual numbers, "" where missing.
     names = np.array([data_type_name(u) for u in range(_REF_OFFSET * 2)] + [""], dtype=object)
     ev, numbers = st.ints("data_type")
@@ -219,6 +211,50 @@ def _line_events(line):
         "data_type": categorical(data_type, names),
         "shape": st.str_category("shape"),
     }
+
+
+def _memory_id(st, n):
+    """Each of the `n` events' memory id: the allocator's name, else the device index XLA gives."""
+    memory_id = np.full(n, "", dtype=object)
+    for key in ("index_on_host", "device_ordinal"):
+        ev, values = st.ints(key)
+        memory_id[ev] = values.astype(str).astype(object)
+    ev, values = st.strings("allocator_name")
+    memory_id[ev] = values
+    return memory_id
+
+
+_PEAK_STATS = (
+    *("index_on_host", "device_ordinal", "allocator_name"),
+    *("bytes_allocated", "bytes_reserved", "bytes_available"),
+)
+
+
+def allocator_peaks(run, host=None):
+    """Each allocator's highest use on a host: a DataFrame of memory_id, peak_bytes (heap +
+    stack at its highest; the last event at that height) and capacity_bytes (heap +
+    stack + free there), by memory_id. The few stats this needs only, and no step
+    grouping: the per-host summary of a pod reads this, not `allocator_events`."""
+    space = run.xspace(host)
+    plane = space.plane(HOST_PLANE)
+    ids, used, free = [], [], []
+    for line in [] if plane is None else plane.lines:
+        if not _has_allocator_events(line):
+            continue
+        names = line.names()
+        found = _allocator_codes(names)
+        idx = np.flatnonzero(np.isin(np.asarray(names.codes), found[found >= 0]))
+        st = line.stat_table(names=_PEAK_STATS, events=idx)
+        ids.append(_memory_id(st, len(idx)))
+        used.append(st.int_column("bytes_allocated").astype(np.float64) + st.int_column("bytes_reserved"))
+        free.append(st.int_column("bytes_available").astype(np.float64))
+    if not ids:
+        return pd.DataFrame({"memory_id": [], "peak_bytes": [], "capacity_bytes": []})
+    total = np.concatenate(used)
+    capacity = total + np.concatenate(free)
+    mem = pd.DataFrame({"memory_id": np.concatenate(ids).astype(str), "peak_bytes": total, "capacity_bytes": capacity})
+    at_peak = mem.sort_values("peak_bytes", kind="stable").groupby("memory_id", sort=True).tail(1)
+    return at_peak.sort_values("memory_id").reset_index(drop=True)
 
 
 _CATEGORICAL = ("memory_id", "op_name", "region_type", "data_type", "shape")
@@ -281,11 +317,19 @@ def status(run, host=None):
     return False, NO_EVENTS_REASON
 
 
+def _allocator_codes(names):
+    """The codes of the allocation and deallocation names in a Categorical of event
+    names (-1 where the name is not among its categories)."""
+    return names.categories.get_indexer([ALLOCATION, DEALLOCATION])
+
+
 def _has_allocator_events(line):
     if not len(line):
         return False
-    cats = set(line.names().categories)
-    return ALLOCATION in cats or DEALLOCATION in cats
+    names = line.names()
+    codes = _allocator_codes(names)
+    codes = codes[codes >= 0]
+    return bool(len(codes)) and bool(np.isin(names.codes, codes).any())
 
 
 def memory_ids(run, host=None):

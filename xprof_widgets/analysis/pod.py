@@ -163,7 +163,7 @@ def summarize(run) -> HostSummary:
     """The `HostSummary` of a one-host run (the map step). Reads the host's file once;
     what it returns holds no event column."""
     from ..tools import tool_status
-    from .memory_profile import allocator_events
+    from .memory_profile import allocator_peaks
 
     began = time.perf_counter()
     host = run.hosts[0]
@@ -191,18 +191,7 @@ def summarize(run) -> HostSummary:
         modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
     )
     out.steps, out.steps_reason = _host_step_table(space)
-    ev = allocator_events(run, host)
-    if len(ev):
-        total = ev["heap_bytes"].to_numpy(np.float64) + ev["stack_bytes"].to_numpy(np.float64)
-        mem = pd.DataFrame(
-            {
-                "memory_id": ev["memory_id"].astype(str).to_numpy(),
-                "peak_bytes": total,
-                "capacity_bytes": total + ev["free_bytes"].to_numpy(np.float64),
-            }
-        )
-        at_peak = mem.sort_values("peak_bytes", kind="stable").groupby("memory_id", sort=True).tail(1)
-        out.memory = at_peak.sort_values("memory_id").reset_index(drop=True)
+    out.memory = allocator_peaks(run, host)
     out.seconds = time.perf_counter() - began
     return out
 
