@@ -152,6 +152,7 @@ class HostSummary:
     tool_status: list = field(default_factory=list)
     modules: dict = field(default_factory=dict)
     seconds: float = 0.0
+    row: dict = field(default_factory=dict)
     light: bool = False
 
     @property
@@ -192,7 +193,8 @@ def summarize(run) -> HostSummary:
     )
     out.steps, out.steps_reason = _host_step_table(space)
     out.memory = allocator_peaks(run, host)
-    out.seconds = time.perf_counter() - began
+    out.row = _per_host_row(out)  # on the worker: the driver only collects rows
+    out.seconds = out.row["seconds"] = time.perf_counter() - began
     return out
 
 
@@ -348,6 +350,9 @@ def combine(summaries: Sequence[HostSummary]) -> PodSummary:
     return combiner.result()
 
 
+_FOLD_EVERY = 8  # hosts whose tables the combiner folds in one go
+
+
 class Combiner:
     """Folds host summaries into the all-hosts results as they arrive, so the driver
     keeps running tables (their size that of the distinct ops, kernels, input ops) and
@@ -375,6 +380,7 @@ class Combiner:
         self._tool_status: list | None = None
         self._module_hosts: dict = {}
         self._rows: list[dict] = []
+        self._pending: list[HostSummary] = []  # full summaries whose tables wait to be folded
 
     def add(self, index: int, summary: HostSummary) -> None:
         """Summary of host number `index` (0-based, host order)."""
@@ -384,49 +390,13 @@ class Combiner:
             self._next += 1
 
     def _fold(self, s: HostSummary) -> None:
-        self._rows.append(_per_host_row(s))
+        self._rows.append(s.row or _per_host_row(s))
         if s.error:
             self.hosts.append(s)
             return
-        self._fold_op_metrics(s.op_metrics)
-        if len(s.input_ops) or self._input_ops is None:
-            ops = s.input_ops if self._input_ops is None else pd.concat([self._input_ops, s.input_ops])
-            if len(ops):
-                ops = ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]].sum()
-                ops = ops.reset_index()
-            self._input_ops = ops
-        frames = [f for f in (self._host_ops, s.host_ops[HOST_OP_COLUMNS]) if f is not None]
-        self._host_ops = (
-            pd.concat(frames, ignore_index=True)
-            .groupby("name", sort=False)
-            .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
-            .reset_index()
-        )
-        if not s.gpu_ops.empty:  # XProf's device op database: files in order, each by its own order
-            new = s.gpu_ops.sort_values("order", kind="stable")
-            both = new if self._gpu_ops is None else pd.concat([self._gpu_ops, new], ignore_index=True)
-            self._gpu_ops = (
-                both.groupby(["program_id", "name"], sort=False)
-                .agg(
-                    order=("order", "first"),
-                    framework_op=("framework_op", "first"),
-                    occurrences=("occurrences", "sum"),
-                    time_ps=("time_ps", "sum"),
-                    is_eager=("is_eager", "any"),
-                )
-                .reset_index()
-            )
-        if len(s.module_ms):
-            self._module_ms.append(s.module_ms)
-        if isinstance(s.kernel_reports, pd.DataFrame):
-            self._kernel_frames += 1
-            self._kernels = (
-                s.kernel_reports
-                if self._kernels is None
-                else _sorted_top(pd.concat([self._kernels, s.kernel_reports], ignore_index=True))
-            )
-        else:
-            self._kernel_reasons.add(s.kernel_reports)
+        self._pending.append(s)
+        if len(self._pending) >= _FOLD_EVERY:
+            self._fold_tables()
         if self._tool_status is None:
             self._tool_status = list(s.tool_status)
         else:
@@ -439,6 +409,51 @@ class Combiner:
         light = _light(s)
         self.hosts.append(light)
         self._ok.append(light)
+
+    def _fold_tables(self) -> None:
+        """Folds the tables of the hosts waiting in `_pending` into the running ones, in
+        host order: a few hosts at a time, as sums and firsts come out the same in one
+        group-by over several hosts as host by host, and pandas' cost is per call."""
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        for s in batch:
+            self._fold_op_metrics(s.op_metrics)
+        inputs = [f for f in (self._input_ops, *(s.input_ops for s in batch)) if f is not None and len(f)]
+        if inputs:
+            ops = pd.concat(inputs).groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]]
+            self._input_ops = ops.sum().reset_index()
+        elif self._input_ops is None:
+            self._input_ops = batch[0].input_ops
+        frames = [f for f in (self._host_ops, *(s.host_ops[HOST_OP_COLUMNS] for s in batch)) if f is not None]
+        self._host_ops = (
+            pd.concat(frames, ignore_index=True)
+            .groupby("name", sort=False)
+            .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
+            .reset_index()
+        )
+        # XProf's device op database: files in order, each by its own order.
+        news = [s.gpu_ops.sort_values("order", kind="stable") for s in batch if not s.gpu_ops.empty]
+        if news:
+            both = pd.concat([f for f in (self._gpu_ops, *news) if f is not None], ignore_index=True)
+            self._gpu_ops = (
+                both.groupby(["program_id", "name"], sort=False)
+                .agg(
+                    order=("order", "first"),
+                    framework_op=("framework_op", "first"),
+                    occurrences=("occurrences", "sum"),
+                    time_ps=("time_ps", "sum"),
+                    is_eager=("is_eager", "any"),
+                )
+                .reset_index()
+            )
+        self._module_ms.extend(s.module_ms for s in batch if len(s.module_ms))
+        kernels = [s.kernel_reports for s in batch if isinstance(s.kernel_reports, pd.DataFrame)]
+        self._kernel_reasons.update(s.kernel_reports for s in batch if isinstance(s.kernel_reports, str))
+        if kernels:
+            self._kernel_frames += len(kernels)
+            both = [f for f in (self._kernels, *kernels) if f is not None]
+            self._kernels = both[0] if len(both) == 1 else _sorted_top(pd.concat(both, ignore_index=True))
 
     def _fold_op_metrics(self, db: DeviceOpMetrics | None) -> None:
         """XProf's `OpMetricsDbCombiner`, one host at a time, kept apart by kind of ops
@@ -473,6 +488,7 @@ class Combiner:
 
     def result(self) -> PodSummary:
         """The all-hosts results of the hosts added so far (at least one without an error)."""
+        self._fold_tables()
         ok = self._ok
         if not ok:
             raise ValueError("no host summary without an error to combine")
