@@ -19,7 +19,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.analysis import pod
 from xprof_widgets.analysis.input_pipeline import input_pipeline
-from xprof_widgets.analysis.kernel_stats import kernel_reports
+from xprof_widgets.analysis.kernel_stats import MAX_KERNELS, all_hosts_reports, kernel_reports
 from xprof_widgets.analysis.op_stats import device_op_metrics
 from xprof_widgets.analysis.overview import overview
 
@@ -145,8 +145,10 @@ def test_op_metrics_equal_one_process(both):
 
 
 def test_kernel_reports_equal_one_process(both):
-    _, alone, combined = both
-    a, b = combined.kernel_reports, kernel_reports(alone)
+    """Kernel reports mapped over the hosts (`run.map_hosts`) and combined equal the
+    reports of every host read in one process."""
+    _, alone, _ = both
+    a, b = kernel_reports(xw.load_run(alone.path, executor=INSTANT)), all_hosts_reports(alone)
     if isinstance(b, str):
         assert a == b
     else:
@@ -203,6 +205,13 @@ def test_copies_add_up(pod_of_copies):
     np.testing.assert_allclose(
         hs["self_time_fraction"].astype(float), hs1["self_time_fraction"].astype(float), rtol=1e-9
     )
+    # Kernels, mapped over the hosts when asked (not in the summaries): XProf's combiner
+    # concatenates the hosts' reports (no merging of equal kernels), sorts and cuts them,
+    # so each report of the one host stands 16 times in a row.
+    ks, ks1 = many.kernel_stats(), one.kernel_stats()
+    repeated = ks1.loc[ks1.index.repeat(HOSTS)].head(len(ks)).reset_index(drop=True)
+    pd.testing.assert_frame_equal(ks, repeated)
+    assert len(ks) == min(HOSTS * len(ks1), MAX_KERNELS)
 
 
 def test_per_host_table(pod_of_copies):
@@ -248,6 +257,7 @@ def test_copies_on_dask(pod_of_copies):
             pd.testing.assert_frame_equal(
                 run.per_host().drop(columns="seconds"), many.per_host().drop(columns="seconds")
             )
+            pd.testing.assert_frame_equal(run.kernel_stats(), many.kernel_stats())  # a second map, on Dask
 
 
 # --- what stays as it was, and what goes wrong -----------------------------------------

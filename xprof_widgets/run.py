@@ -7,6 +7,7 @@ per capture. `Run` opens a capture lazily: a host's file is read on first use.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 import warnings
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -178,6 +179,16 @@ def host_summary(path: PathLike) -> HostSummary:
     return summarize(run)
 
 
+def on_host(function: Callable[[Any], Any], path: PathLike) -> Any:
+    """`function(run)` of the one-host run of a host file (a `Run.map_hosts` task, run
+    where the executor puts it); None when the file cannot be read."""
+    try:
+        run = Run(fs.name(_parent(_local(path))), [_local(path)])
+    except ProfileError:
+        return None
+    return function(run)
+
+
 class Run:
     """One capture: a profile file per host, read on first use.
 
@@ -297,8 +308,8 @@ class Run:
         arrive: the driver never holds every host's events, nor every host's tables.
         `progress(done, total)` hears of each host as it is done. A host whose file cannot
         be read is left out of the run (named in `unreadable`, with a warning). The
-        combined op metrics and kernel reports become the run's own, so the op profile,
-        HLO stats and kernel stats read no host file again.
+        combined op metrics become the run's own, so the op profile and HLO stats read no
+        host file again.
         """
         from .analysis.pod import Combiner, map_hosts
 
@@ -312,7 +323,6 @@ class Run:
                     self._leave_out(summary.host, ProfileError(summary.path, summary.error))
             combined = combiner.result()
             derived(self, "device_op_metrics", lambda: combined.op_metrics)
-            derived(self, "kernel_reports", lambda: combined.kernel_reports)
             return combined
 
         cached = self.__dict__.get("_derived", {})
@@ -320,6 +330,18 @@ class Run:
             done = len(cached["pod"].hosts)
             progress(done, done)  # computed before: say so at once
         return derived(self, "pod", compute)
+
+    def map_hosts(self, function: Callable[[Any], Any], progress: HostsProgress | None = None) -> list:
+        """`function(run of one host)` for each host of this run, in host order, each on
+        the run's executor (default: a process pool sized to the machine) in a worker
+        that reads the host's file itself: how a tool outside the per-host summaries
+        (e.g. `kernel_stats.kernel_reports`) gets every host's part without the driver
+        reading them. `function` must be picklable (a module-level function); a host
+        whose file cannot be read gives None."""
+        from .analysis.pod import map_hosts
+
+        paths = [self.files[h] for h in self.hosts]
+        return map_hosts(functools.partial(on_host, function), paths, self.executor, progress)
 
     def pod_host(self, host: str) -> PodSummary:
         """One host on its own, as `pod()` for a run of that host alone. Its summary is

@@ -331,7 +331,31 @@ def kernel_reports(run):
     registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes,
     is_kernel_using_tensor_core, is_op_tensor_core_eligible, op_name), occurrences,
     total_duration_ns, min_duration_ns, max_duration_ns, occupancy_pct. A str (why there
-    is none) when the run has no kernel. Built once per run."""
+    is none) when the run has no kernel. Built once per run.
+
+    A run of many hosts analysed host by host (`run.pooled`) maps this over its hosts on
+    the run's executor (`run.map_hosts`) and combines the hosts' reports: the driver
+    never reads a host file for it."""
+    if len(run.hosts) > 1 and getattr(run, "pooled", False):
+        return combine_kernel_reports(run.map_hosts(kernel_reports))
+    return all_hosts_reports(run)
+
+
+def combine_kernel_reports(reports):
+    """The reports of several hosts (`kernel_reports` of each, in host order; None for a
+    host left out) as `kernel_reports` of them all: every host's reports sorted and cut
+    again (a report in the top of all hosts is in the top of its own host), or why none."""
+    frames = [r for r in reports if isinstance(r, pd.DataFrame)]
+    if frames:
+        return frames[0] if len(frames) == 1 else _sorted_top(pd.concat(frames, ignore_index=True))
+    reasons = {r for r in reports if isinstance(r, str)}
+    if reasons <= {NO_GPU}:
+        return NO_GPU
+    return NO_KERNELS if NO_KERNELS in reasons else TPU_PLANES
+
+
+def all_hosts_reports(run):
+    """`kernel_reports` of `run` with every host's file read in this process."""
     from .xla_ops import program_modules
 
     spaces = run.xspaces()

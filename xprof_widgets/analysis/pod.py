@@ -7,7 +7,7 @@ the per-host part runs wherever the caller's executor puts it (a process pool, D
 workers that read the files themselves): `summarize(run)` turns a one-host run into a
 `HostSummary` that holds DataFrames of ops, steps and allocators, no events; a
 `Combiner` folds them in as they arrive, in the driver, keeping running tables and a
-light summary per host: its memory grows with the distinct ops, kernels and steps, not
+light summary per host: its memory grows with the distinct ops and steps, not
 with the events, nor with every host's tables.
 
 How hosts combine, as XProf's combiner:
@@ -21,18 +21,20 @@ How hosts combine, as XProf's combiner:
   workers share, and on GPUs and CPUs shows the first host's steps of that range
   (its core 0 is the combined step's only entry). A host without a device in a run
   with devices is a coordinator: no steps of its own.
-* **Input ops, host ops, GPU ops, kernel reports, module latencies**: concatenated
-  over hosts and grouped as the one-process analyses group them over files.
+* **Input ops, host ops, GPU ops, module latencies**: concatenated over hosts and
+  grouped as the one-process analyses group them over files.
 * **Run environment**: distinct host names, device cores summed, the last device
   type seen.
 
 `combine([one])` is that host on its own: the per-host view. tests/test_pod.py checks
 that `combine` over every host equals the one-process analyses of `overview`,
-`input_pipeline`, `op_stats` and `kernel_stats` on the corpus runs, and that 16 copies
-of one host add up (times x16) or stay equal (averages).
+`input_pipeline` and `op_stats` on the corpus runs, and that 16 copies of one host add
+up (times x16) or stay equal (averages).
 
-Not combined here: framework op stats and the roofline model (their analyses read every
-host's XSpace themselves), the memory profile and trace (one host at a time, as XProf).
+Not in the summary: kernel reports (the kernel stats tool maps them over the hosts when
+it is opened: `kernel_stats.kernel_reports`, `Run.map_hosts`), framework op stats and
+the roofline model (their analyses read every host's XSpace themselves), the memory
+profile and trace (one host at a time, as XProf).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ import pandas as pd
 
 from .grouping import eager_events
 from .input_pipeline import InputPipelineResult, analyze_input_pipeline, host_input_ops
-from .kernel_stats import NO_GPU, NO_KERNELS, TPU_PLANES, _sorted_top, kernel_reports
 from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .overview import (
     GPU_OP_COLUMNS,
@@ -123,12 +124,12 @@ class HostSummary:
         ("" otherwise: the table says).
     memory: DataFrame, one row per allocator: memory_id, peak_bytes (heap + stack at
         its highest), capacity_bytes (heap + stack + free there).
-    kernel_reports: `kernel_stats.kernel_reports` of the host (a str says why none).
     tool_status: [(XProf's tool name, has data, why not)] of the host.
     modules: {module `name(program_id)`: digest of its HloProto}.
     seconds: how long the summary took (the worker's clock).
+    row: the host's row of the per-host table (`per_host_table`), made on the worker.
     light: True once a `Combiner` has folded in and let go of the op, host op, GPU op,
-        input op, module and kernel tables (the scalars, steps and allocators stay).
+        input op and module tables (the scalars, steps and allocators stay).
     """
 
     host: str
@@ -148,7 +149,6 @@ class HostSummary:
     steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_COLUMNS))
     steps_reason: str = ""
     memory: pd.DataFrame = field(default_factory=pd.DataFrame)
-    kernel_reports: pd.DataFrame | str = NO_GPU
     tool_status: list = field(default_factory=list)
     modules: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -187,7 +187,6 @@ def summarize(run) -> HostSummary:
         duty_cycle_ps=tpu_duty_cycle(space) if has_tpu else None,
         module_ms=_module_ms(space),
         input_ops=host_input_ops(space),
-        kernel_reports=kernel_reports(run),
         tool_status=tool_status(run),
         modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
     )
@@ -324,8 +323,7 @@ class PodSummary:
     """The hosts of a run combined (see the module docstring).
 
     op_metrics: `DeviceOpMetrics` of all hosts; input_pipeline: `InputPipelineResult`;
-    overview: `OverviewResult`; kernel_reports: `kernel_stats.kernel_reports` of all
-    hosts (a str says why none); tool_status: [(tool, has data, why not)], a tool has
+    overview: `OverviewResult`; tool_status: [(tool, has data, why not)], a tool has
     data when any host has; per_host: DataFrame, one row a host (see `per_host_table`);
     module_hosts: {module: first host that holds it}; hosts: the hosts' summaries,
     light (`HostSummary.light`: their big tables were folded in and let go).
@@ -334,7 +332,6 @@ class PodSummary:
     op_metrics: DeviceOpMetrics
     input_pipeline: InputPipelineResult
     overview: OverviewResult
-    kernel_reports: pd.DataFrame | str
     tool_status: list
     per_host: pd.DataFrame
     module_hosts: dict
@@ -355,7 +352,7 @@ _FOLD_EVERY = 8  # hosts whose tables the combiner folds in one go
 
 class Combiner:
     """Folds host summaries into the all-hosts results as they arrive, so the driver
-    keeps running tables (their size that of the distinct ops, kernels, input ops) and
+    keeps running tables (their size that of the distinct ops and input ops) and
     a light summary per host, never every host's tables.
 
     XProf's combiner is ordered (the first host's metadata and steps win), and results
@@ -374,9 +371,6 @@ class Combiner:
         self._host_ops: pd.DataFrame | None = None
         self._gpu_ops: pd.DataFrame | None = None
         self._module_ms: list[pd.DataFrame] = []
-        self._kernels: pd.DataFrame | None = None
-        self._kernel_frames = 0
-        self._kernel_reasons: set = set()
         self._tool_status: list | None = None
         self._module_hosts: dict = {}
         self._rows: list[dict] = []
@@ -448,12 +442,6 @@ class Combiner:
                 .reset_index()
             )
         self._module_ms.extend(s.module_ms for s in batch if len(s.module_ms))
-        kernels = [s.kernel_reports for s in batch if isinstance(s.kernel_reports, pd.DataFrame)]
-        self._kernel_reasons.update(s.kernel_reports for s in batch if isinstance(s.kernel_reports, str))
-        if kernels:
-            self._kernel_frames += len(kernels)
-            both = [f for f in (self._kernels, *kernels) if f is not None]
-            self._kernels = both[0] if len(both) == 1 else _sorted_top(pd.concat(both, ignore_index=True))
 
     def _fold_op_metrics(self, db: DeviceOpMetrics | None) -> None:
         """XProf's `OpMetricsDbCombiner`, one host at a time, kept apart by kind of ops
@@ -498,7 +486,6 @@ class Combiner:
             op_metrics=db,
             input_pipeline=ip,
             overview=self._overview(db, ip),
-            kernel_reports=self._kernel_result(),
             tool_status=list(self._tool_status or []),
             per_host=pd.DataFrame(self._rows, columns=PER_HOST_COLUMNS).astype(
                 {"steps": np.int64, "device_cores": np.int64}
@@ -528,16 +515,6 @@ class Combiner:
         else:
             out["normalized_time_ps"] = out["time_ps"]
         return DeviceOpMetrics(out, total, op_time, names, peaks, reason="", source=first.source, notes=first.notes)
-
-    def _kernel_result(self) -> pd.DataFrame | str:
-        """`kernel_stats.kernel_reports` over hosts: every host's reports, sorted and cut
-        again (cutting as hosts arrive keeps the same top: a report in the top of all is
-        in the top of the hosts before it)."""
-        if self._kernels is not None:
-            return self._kernels
-        if self._kernel_reasons == {NO_GPU}:
-            return NO_GPU
-        return NO_KERNELS if NO_KERNELS in self._kernel_reasons else TPU_PLANES
 
     def _overview(self, db, ip) -> OverviewResult:
         """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
@@ -631,7 +608,6 @@ def _light(s: HostSummary) -> HostSummary:
         gpu_ops=pd.DataFrame(columns=GPU_OP_COLUMNS),
         module_ms=pd.DataFrame(columns=["module", "ms"]),
         input_ops=empty,
-        kernel_reports=s.kernel_reports if isinstance(s.kernel_reports, str) else empty,
         modules={},
         light=True,
     )
