@@ -313,13 +313,6 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
     if eager is None:
         eager = eager_events(space)
     has_tf_op_stat = "tf_op" in plane.stat_names.values()
-    parsed = {}
-
-    def parse(fullname):
-        if fullname not in parsed:
-            parsed[fullname] = parse_tf_op(fullname)
-        return parsed[fullname]
-
     per_names = {}  # the lines of a plane share its name table: parse each name once
     frames = []
     for li, line in enumerate(plane.lines):
@@ -331,8 +324,8 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
             cats = [str(c) for c in names.categories]
             per_names[id(names.categories)] = (
                 names.categories,
-                np.array([parse(c)[1] for c in cats] + [""], dtype=object),
-                np.array([parse(c)[0] != "unknown" and c != "" for c in cats] + [False], dtype=bool),
+                np.array([parse_tf_op(c)[1] for c in cats] + [""], dtype=object),
+                np.array([parse_tf_op(c)[0] != "unknown" and c != "" for c in cats] + [False], dtype=bool),
             )
         op_names, known = per_names[id(names.categories)][1:]
         by_name = np.flatnonzero(known[codes])
@@ -346,7 +339,7 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
                 values = np.asarray(col, dtype=object)
                 by_stat = np.flatnonzero(pd.notna(values))
                 by_stat = by_stat[np.array([isinstance(v, str) and v != "" for v in values[by_stat]], dtype=bool)]
-                distinct = {v: parse(v)[1] for v in set(values[by_stat])}
+                distinct = {v: parse_tf_op(v)[1] for v in set(values[by_stat])}
                 ev.append(by_stat)
                 sub.append(np.ones(len(by_stat), np.int64))
                 key.append(np.array([distinct[v] for v in values[by_stat]], dtype=object))
@@ -587,21 +580,42 @@ def overview(run, host=None) -> OverviewResult:
     ip = input_pipeline(run, host=host)
 
     db = device_op_metrics(run)
+    eager = [eager_events(s) for s in spaces]
+    duty_cycle = None
+    if any(_tensor_core_planes(s) for s in spaces):
+        cycles = [tpu_duty_cycle(s) for s in spaces]
+        duty_cycle = (sum(b for b, _ in cycles), sum(i for _, i in cycles))
+    return assemble_overview(
+        ip,
+        db,
+        hostnames=hostnames,
+        device=(kind, cores),
+        host_ops=_host_ops(spaces, eager),
+        gpu_ops=_gpu_tf_ops(run, spaces, eager),
+        duty_cycle=duty_cycle,
+        has_gpu=any(_device_planes(s, "/device:GPU:") for s in spaces),
+        latency=module_latency(spaces),
+    )
+
+
+def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycle, has_gpu, latency) -> OverviewResult:
+    """The overview page from its parts, however they were gathered (one process reading
+    every file, or `pod.Combiner` from per-host summaries): the input pipeline result
+    `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
+    the host op database `host_ops` (by name: occurrences, self_time_ps, is_eager), the
+    GPU TF-op database `gpu_ops` (occurrences, time_ps, is_eager), the TPU duty cycle
+    `(busy_ps, idle_ps)` (None without TPUs), whether any host has GPUs, and the module
+    latency table."""
     on_device = not db.empty and db.source in ("tpu", "gpu")
     top = top_device_ops(db) if on_device else pd.DataFrame(columns=TOP_OP_COLUMNS)
-    eager = [eager_events(s) for s in spaces]
-    host_ops, gpu_ops = _host_ops(spaces, eager), _gpu_tf_ops(run, spaces, eager)
     # Op counts as XProf's: host op database; TPU: HLO ops by framework op; GPU: its TF-op database.
     n_dev = device_framework_op_count(db) if on_device and db.source == "tpu" else int(gpu_ops["occurrences"].sum())
-    n_host = int(host_ops["occurrences"].sum())
+    n_host = int(host_ops["occurrences"].sum()) if len(host_ops) else 0
     placement = {"host_percent": _pct(n_host, n_host + n_dev), "device_percent": _pct(n_dev, n_host + n_dev)}
 
     duty = dev_idle = host_idle = None
-    if any(_tensor_core_planes(s) for s in spaces):
-        busy = idle = 0
-        for s in spaces:
-            b, i = tpu_duty_cycle(s)
-            busy, idle = busy + b, idle + i
+    if duty_cycle is not None:
+        busy, idle = duty_cycle
         duty = _pct(busy, busy + idle)
         dev_idle = 100.0 * (1 - db.total_op_time_ps / db.total_time_ps) if db.total_time_ps else 0.0
         # XProf's host op database carries no op time: its idle ratio is 1.
@@ -611,7 +625,7 @@ def overview(run, host=None) -> OverviewResult:
     recommendation = " ".join(t for t in (ip.recommendation, eager_recommendation(host_eager, device_eager)) if t)
     precision = None
     steps = ip.steps
-    if any(_device_planes(s, "/device:GPU:") for s in spaces):
+    if has_gpu:
         # XProf: the share of the steps' non-overlapped device compute time in 16-bit
         # kernels; 0.0 % / 0.0 % when no step has device compute (no step markers).
         c16 = c32 = 0.0
@@ -622,6 +636,7 @@ def overview(run, host=None) -> OverviewResult:
             "16bit_percent": 100 * c16 / total if total else 0.0,
             "32bit_percent": 100 * c32 / total if total else 0.0,
         }
+    kind, cores = device
     return OverviewResult(
         host_count=len(hostnames),
         device_type=kind,
@@ -643,5 +658,5 @@ def overview(run, host=None) -> OverviewResult:
         bottleneck=ip.verdict,
         recommendation=recommendation,
         reason=ip.reason,
-        module_latency=module_latency(spaces),
+        module_latency=latency,
     )

@@ -57,19 +57,14 @@ from .overview import (
     GPU_OP_COLUMNS,
     HOST_OP_COLUMNS,
     LATENCY_COLUMNS,
-    TOP_OP_COLUMNS,
     OverviewResult,
     _device_planes,
     _device_type,
-    _eager_share,
-    _pct,
     _tensor_core_planes,
-    device_framework_op_count,
-    eager_recommendation,
+    assemble_overview,
     gpu_device_ops,
     host_op_metrics,
     latency_table,
-    top_device_ops,
     tpu_duty_cycle,
 )
 from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
@@ -523,60 +518,20 @@ class Combiner:
         for s in ok:
             if s.device_cores:  # XProf: the last device type seen, cores summed
                 kind, cores = s.device_type, cores + s.device_cores
-        on_device = not db.empty and db.source in ("tpu", "gpu")
-        top = top_device_ops(db) if on_device else pd.DataFrame(columns=TOP_OP_COLUMNS)
-        host_ops = self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame()
-        gpu_ops = _gpu_tf_ops(self._gpu_ops)
-        if on_device and db.source == "tpu":
-            n_dev = device_framework_op_count(db)
-        else:
-            n_dev = int(gpu_ops["occurrences"].sum())
-        n_host = int(host_ops["occurrences"].sum()) if len(host_ops) else 0
-        placement = {"host_percent": _pct(n_host, n_host + n_dev), "device_percent": _pct(n_dev, n_host + n_dev)}
-        duty = dev_idle = host_idle = None
+        duty_cycle = None
         if any(s.has_tpu for s in ok):
-            busy = sum(s.duty_cycle_ps[0] for s in ok if s.duty_cycle_ps)
-            idle = sum(s.duty_cycle_ps[1] for s in ok if s.duty_cycle_ps)
-            duty = _pct(busy, busy + idle)
-            dev_idle = 100.0 * (1 - db.total_op_time_ps / db.total_time_ps) if db.total_time_ps else 0.0
-            host_idle = 100.0  # XProf's host op database carries no op time
-        host_eager = _eager_share(host_ops, "self_time_ps") if len(host_ops) else 0.0
-        device_eager = _eager_share(gpu_ops, "time_ps")
-        recommendation = " ".join(t for t in (ip.recommendation, eager_recommendation(host_eager, device_eager)) if t)
-        precision = None
-        steps = ip.steps
-        if any(s.has_gpu for s in ok):
-            c16 = c32 = 0.0
-            if len(steps) and "device_compute_16bit_ms" in steps:
-                c16 = float(steps["device_compute_16bit_ms"].sum())
-                c32 = float(steps["device_compute_32bit_ms"].sum())
-            total = c16 + c32
-            precision = {
-                "16bit_percent": 100 * c16 / total if total else 0.0,
-                "32bit_percent": 100 * c32 / total if total else 0.0,
-            }
-        return OverviewResult(
-            host_count=len({s.hostname for s in ok}),
-            device_type=kind,
-            device_core_count=cores,
-            steps=ip.steps,
-            avg_step_time_ms=ip.avg_step_time_ms,
-            min_step_time_ms=ip.min_step_time_ms,
-            max_step_time_ms=ip.max_step_time_ms,
-            std_step_time_ms=ip.std_step_time_ms,
-            top_ops=top,
-            op_placement=placement,
-            host_op_time_eager_percent=host_eager,
-            device_op_time_eager_percent=device_eager,
-            precision=precision,
-            device_duty_cycle_percent=duty,
-            device_idle_percent=dev_idle,
-            host_idle_percent=host_idle,
-            input_percent=ip.input_percent,
-            bottleneck=ip.verdict,
-            recommendation=recommendation,
-            reason=ip.reason,
-            module_latency=_module_latency(self._module_ms),
+            cycles = [s.duty_cycle_ps for s in ok if s.duty_cycle_ps]
+            duty_cycle = (sum(b for b, _ in cycles), sum(i for _, i in cycles))
+        return assemble_overview(
+            ip,
+            db,
+            hostnames={s.hostname for s in ok},
+            device=(kind, cores),
+            host_ops=self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame(),
+            gpu_ops=_gpu_tf_ops(self._gpu_ops),
+            duty_cycle=duty_cycle,
+            has_gpu=any(s.has_gpu for s in ok),
+            latency=_module_latency(self._module_ms),
         )
 
 
