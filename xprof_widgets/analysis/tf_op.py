@@ -11,6 +11,7 @@ Name Scope lines all read them here.
 
 from __future__ import annotations
 
+import functools
 import re
 
 _TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
@@ -21,11 +22,15 @@ _MEMCPY = ("memcpyhtod", "memcpydtoh", "memcpydtod", "memcpyhtoh")
 _MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def parse_tf_op(fullname):
     """XProf's ParseTfOpFullname: (category, name, type) of a `tf_op` string.
 
     Category is "tensorflow", "jax", "tf.data", "memcpy" or "unknown" (then the name
     is the whole string and the type "").
+
+    Cached: the hosts of a run, and the tools of one host, name the same ops (a pod's
+    worker parses each name once for all the hosts it reads).
     """
     parts = fullname.split(":", 1)
     if len(parts) != 2:
