@@ -18,6 +18,7 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis import pod
+from xprof_widgets.analysis.framework_op_stats import framework_op_stats
 from xprof_widgets.analysis.input_pipeline import input_pipeline
 from xprof_widgets.analysis.kernel_stats import MAX_KERNELS, all_hosts_reports, kernel_reports
 from xprof_widgets.analysis.op_stats import device_op_metrics
@@ -155,6 +156,18 @@ def test_kernel_reports_equal_one_process(both):
         pd.testing.assert_frame_equal(a, b)
 
 
+def test_framework_op_stats_equal_one_process(both):
+    """Framework op stats of a pooled run (host parts mapped over the hosts, the device
+    database from the combined summaries) equal the one-process analysis."""
+    _, alone, _ = both
+    pooled = xw.load_run(alone.path, executor=INSTANT)
+    for exclude_idle in (False, True):
+        a = framework_op_stats(pooled, exclude_idle=exclude_idle)
+        b = framework_op_stats(alone, exclude_idle=exclude_idle, in_process=True)
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
+        assert a.attrs == b.attrs
+
+
 def test_two_gpu_hosts_as_xprof_all_hosts():
     """The two-host GPU run through `run.overview()` / `run.input_pipeline()` (per-host
     summaries combined) shows XProf's all-hosts numbers."""
@@ -212,6 +225,10 @@ def test_copies_add_up(pod_of_copies):
     repeated = ks1.loc[ks1.index.repeat(HOSTS)].head(len(ks)).reset_index(drop=True)
     pd.testing.assert_frame_equal(ks, repeated)
     assert len(ks) == min(HOSTS * len(ks1), MAX_KERNELS)
+    # Framework op stats, host parts mapped over the hosts: as every file read here.
+    pd.testing.assert_frame_equal(
+        framework_op_stats(many), framework_op_stats(many, in_process=True), check_exact=False, rtol=1e-12
+    )
 
 
 def test_per_host_table(pod_of_copies):

@@ -219,14 +219,63 @@ def host_op_db(spaces, eager=None):
     return db[_DB_COLUMNS], total_time, op_time
 
 
+def combine_host_op_dbs(parts):
+    """`host_op_db` of several hosts from each host's own (in host order; None for a host
+    without a host thread plane): rows of one op summed, its type the first host's that
+    has one, IDLE made again from the summed times."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    total_time = sum(t for _, t, _ in parts)
+    op_time = sum(o for _, _, o in parts)
+    ops = pd.concat([db.iloc[:-1] for db, _, _ in parts], ignore_index=True)  # IDLE is last
+    ops["type_or_none"] = ops["type"].where(ops["type"] != "", None)
+    db = (
+        ops.groupby("name", sort=False)
+        .agg(
+            type=("type_or_none", "first"),
+            occurrences=("occurrences", "sum"),
+            time_ps=("time_ps", "sum"),
+            self_time_ps=("self_time_ps", "sum"),
+            is_eager=("is_eager", "any"),
+        )
+        .reset_index()
+    )
+    db["type"] = db["type"].fillna("")
+    idle = total_time - op_time
+    idle_row = {"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [idle], "self_time_ps": [idle]}
+    db = pd.concat([db, pd.DataFrame({**idle_row, "is_eager": [False]})], ignore_index=True)
+    for k in ("flops", "model_flops", "bytes_accessed"):
+        db[k] = 0.0
+    return db[_DB_COLUMNS], total_time, op_time
+
+
+def host_part(run):
+    """One host's part of the framework op stats of a many-host run (a `Run.map_hosts`
+    task): its perf env (`roofline.host_perf_env`), device (type, cores) and host op
+    database."""
+    from .grouping import eager_events
+    from .overview import _device_type
+    from .roofline import host_perf_env
+
+    space = run.xspace()
+    return {
+        "env": host_perf_env(space),
+        "device": _device_type([space]),
+        "host": host_op_db([space], [eager_events(space)]),
+    }
+
+
 # --- device: XProf's TF-op database of the device ops ---------------------------------------
 
 
-def device_tf_db(run, db, eager=None):
+def device_tf_db(run, db, eager=None, gpu_tf_ops=None):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
     (DataFrame with _DB_COLUMNS, IDLE last) or None for a CPU-only run (no device ops in
     XProf). GPU eager marks come from `overview._gpu_tf_ops` (the device op database with
-    the grouping's `is_eager`)."""
+    the grouping's `is_eager`), or `gpu_tf_ops` when given (a pod's, combined)."""
     if db.source not in ("tpu", "gpu"):
         return None
     ops = db.ops
@@ -271,9 +320,11 @@ def device_tf_db(run, db, eager=None):
             from .grouping import eager_events
             from .overview import _gpu_tf_ops
 
-            spaces = run.xspaces()
-            marks = eager if eager is not None else [eager_events(s) for s in spaces]
-            gpu = _gpu_tf_ops(run, spaces, marks)
+            gpu = gpu_tf_ops
+            if gpu is None:
+                spaces = run.xspaces()
+                marks = eager if eager is not None else [eager_events(s) for s in spaces]
+                gpu = _gpu_tf_ops(run, spaces, marks)
             tf["is_eager"] = tf["name"].map(gpu["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
     else:
         tf = pd.DataFrame(columns=_DB_COLUMNS)
@@ -370,7 +421,7 @@ def task_type(operations, types) -> str:
     return "Inference"
 
 
-def framework_op_stats(run, exclude_idle=False) -> pd.DataFrame:
+def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFrame:
     """XProf's framework op statistics of `run`, all hosts: device ops then host ops, each
     by self time (see the module docstring).
 
@@ -383,19 +434,35 @@ def framework_op_stats(run, exclude_idle=False) -> pd.DataFrame:
     measured_memory_bw (GiB/s), operational_intensity (FLOP/byte), gpu_tensorcore_utilization
     (0-1; only on GPU runs, as XProf), bound_by, eager ("Eager" or "Function").
     `exclude_idle` leaves out the IDLE rows and makes the fractions of op time (XProf's
-    second table). `attrs`: reason (why the frame is empty), device_type, task_type
+    second table). A run of many hosts analysed host by host (`run.pooled`) gets each
+    host's part on its executor (`run.map_hosts`) unless `in_process` (every host file
+    read here). `attrs`: reason (why the frame is empty), device_type, task_type
     ("Training"/"Inference") and architecture_type, as XProf's table properties.
     """
     from .grouping import eager_events
     from .op_stats import device_op_metrics
-    from .roofline import perf_env
+    from .roofline import combine_perf_env, perf_env
 
-    spaces = run.xspaces()
-    env = perf_env(run)
-    eager = [eager_events(s) for s in spaces]
-    db = device_op_metrics(run) if env["hardware"] != "CPU" else None
-    dev = device_tf_db(run, db, eager) if db is not None else None
-    host = host_op_db(spaces, eager)
+    if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
+        # Many hosts: each host's part on the run's executor, the device op database from
+        # the combined per-host summaries; the driver reads no host file.
+        pod = run.pod()
+        parts = [p for p in run.map_hosts(host_part) if p is not None]
+        kind, cores = "CPU", 0
+        for p in parts:
+            if p["device"][1]:  # XProf: the last device type seen, cores summed
+                kind, cores = p["device"][0], cores + p["device"][1]
+        env = combine_perf_env([p["env"] for p in parts], (kind, cores))
+        db = pod.op_metrics if env["hardware"] != "CPU" else None
+        dev = device_tf_db(run, db, gpu_tf_ops=pod.gpu_tf_ops) if db is not None else None
+        host = combine_host_op_dbs([p["host"] for p in parts])
+    else:
+        spaces = run.xspaces()
+        env = perf_env(run)
+        eager = [eager_events(s) for s in spaces]
+        db = device_op_metrics(run) if env["hardware"] != "CPU" else None
+        dev = device_tf_db(run, db, eager) if db is not None else None
+        host = host_op_db(spaces, eager)
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []

@@ -321,7 +321,9 @@ class PodSummary:
     overview: `OverviewResult`; tool_status: [(tool, has data, why not)], a tool has
     data when any host has; per_host: DataFrame, one row a host (see `per_host_table`);
     module_hosts: {module: first host that holds it}; hosts: the hosts' summaries,
-    light (`HostSummary.light`: their big tables were folded in and let go).
+    light (`HostSummary.light`: their big tables were folded in and let go);
+    gpu_tf_ops: the GPU TF-op database of all hosts (by framework op: occurrences,
+    time_ps, is_eager; empty without GPU ops).
     """
 
     op_metrics: DeviceOpMetrics
@@ -331,6 +333,7 @@ class PodSummary:
     per_host: pd.DataFrame
     module_hosts: dict
     hosts: list
+    gpu_tf_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def combine(summaries: Sequence[HostSummary]) -> PodSummary:
@@ -477,16 +480,18 @@ class Combiner:
             raise ValueError("no host summary without an error to combine")
         db = self._op_metrics()
         ip = combine_input_pipeline(ok, self._input_ops if self._input_ops is not None else pd.DataFrame())
+        gpu_tf = _gpu_tf_ops(self._gpu_ops)
         return PodSummary(
             op_metrics=db,
             input_pipeline=ip,
-            overview=self._overview(db, ip),
+            overview=self._overview(db, ip, gpu_tf),
             tool_status=list(self._tool_status or []),
             per_host=pd.DataFrame(self._rows, columns=PER_HOST_COLUMNS).astype(
                 {"steps": np.int64, "device_cores": np.int64}
             ),
             module_hosts=dict(self._module_hosts),
             hosts=list(self.hosts),
+            gpu_tf_ops=gpu_tf,
         )
 
     def _op_metrics(self) -> DeviceOpMetrics:
@@ -511,7 +516,7 @@ class Combiner:
             out["normalized_time_ps"] = out["time_ps"]
         return DeviceOpMetrics(out, total, op_time, names, peaks, reason="", source=first.source, notes=first.notes)
 
-    def _overview(self, db, ip) -> OverviewResult:
+    def _overview(self, db, ip, gpu_tf) -> OverviewResult:
         """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
         ok = self._ok
         kind, cores = "CPU", 0
@@ -528,7 +533,7 @@ class Combiner:
             hostnames={s.hostname for s in ok},
             device=(kind, cores),
             host_ops=self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame(),
-            gpu_ops=_gpu_tf_ops(self._gpu_ops),
+            gpu_ops=gpu_tf,
             duty_cycle=duty_cycle,
             has_gpu=any(s.has_gpu for s in ok),
             latency=_module_latency(self._module_ms),

@@ -192,25 +192,36 @@ def perf_env(run) -> dict:
     from .overview import _device_type
 
     spaces = run.xspaces()
+    return combine_perf_env([host_perf_env(s) for s in spaces], _device_type(spaces))
+
+
+def host_perf_env(space):
+    """(hardware, the peaks of its first device plane or None) of one host, for
+    `combine_perf_env`."""
+    kind = _hardware(space)
+    prefix = "/device:TPU:" if kind == "TPU" else "/device:GPU:"
+    planes = [p for p in space.planes if p.name.startswith(prefix)]
+    return kind, (_plane_perf_env(planes[0]) if planes else None)
+
+
+def combine_perf_env(hosts, device):
+    """`perf_env` from each host's `host_perf_env` (in host order) and the run's (device
+    type, core count)."""
     env = {"peak_tflops": 0.0, "bws": [], "has_cmem": False, "has_merged_vmem": False, "has_megacore": False}
     hardware = "CPU"
     rank = {"CPU": 1, "GPU": 2, "TPU": 3}
-    for space in spaces:
-        kind = _hardware(space)
+    for kind, host in hosts:
         hardware = max(hardware, kind, key=rank.get)
-        prefix = "/device:TPU:" if kind == "TPU" else "/device:GPU:"
-        planes = [p for p in space.planes if p.name.startswith(prefix)]
-        if not planes:
+        if host is None:
             continue
-        host = _plane_perf_env(planes[0])
-        if len(spaces) == 1:
+        if len(hosts) == 1:
             env = host
             break
         if host["peak_tflops"] > 0:
             env["peak_tflops"] = host["peak_tflops"]
         if host["bws"] and not env["bws"]:
             env["bws"] = host["bws"]
-    device_type, cores = _device_type(spaces)
+    device_type, cores = device
     return {
         **env,
         "hardware": hardware,
