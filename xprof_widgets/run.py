@@ -557,9 +557,7 @@ class Run:
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
-        if self.pooled:
-            self.pod()
-        return kernel_stats(self)
+        return kernel_stats(self)  # many hosts: mapped over them (kernel_stats.kernel_reports)
 
     def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
         """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless
