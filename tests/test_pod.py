@@ -23,6 +23,7 @@ from xprof_widgets.analysis.input_pipeline import input_pipeline
 from xprof_widgets.analysis.kernel_stats import MAX_KERNELS, all_hosts_reports, kernel_reports
 from xprof_widgets.analysis.op_stats import device_op_metrics
 from xprof_widgets.analysis.overview import overview
+from xprof_widgets.analysis.roofline import roofline_model
 
 from .conftest import PROFILES, REFERENCE
 
@@ -168,6 +169,16 @@ def test_framework_op_stats_equal_one_process(both):
         assert a.attrs == b.attrs
 
 
+def test_roofline_equal_one_process(both):
+    """The roofline model of a pooled run (host parts mapped over the hosts, the device
+    database from the combined summaries) equals the one-process analysis."""
+    _, alone, _ = both
+    a = roofline_model(xw.load_run(alone.path, executor=INSTANT))
+    b = roofline_model(alone, in_process=True)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
+    assert a.attrs == b.attrs
+
+
 def test_two_gpu_hosts_as_xprof_all_hosts():
     """The two-host GPU run through `run.overview()` / `run.input_pipeline()` (per-host
     summaries combined) shows XProf's all-hosts numbers."""
@@ -229,6 +240,9 @@ def test_copies_add_up(pod_of_copies):
     pd.testing.assert_frame_equal(
         framework_op_stats(many), framework_op_stats(many, in_process=True), check_exact=False, rtol=1e-12
     )
+    a, b = roofline_model(many), roofline_model(many, in_process=True)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
+    assert a.attrs == b.attrs
 
 
 def test_per_host_table(pod_of_copies):

@@ -31,10 +31,9 @@ that `combine` over every host equals the one-process analyses of `overview`,
 `input_pipeline` and `op_stats` on the corpus runs, and that 16 copies of one host add
 up (times x16) or stay equal (averages).
 
-Not in the summary: kernel reports and the host parts of the framework op stats (each
-tool maps its own part over the hosts when it is opened: `Run.map_hosts`), the roofline
-model (its analysis still reads every host's XSpace itself), the memory profile and
-trace (one host at a time, as XProf).
+Not in the summary: kernel reports and the host parts of the framework op stats and
+the roofline model (each tool maps its own part over the hosts when it is opened:
+`Run.map_hosts`), the memory profile and trace (one host at a time, as XProf).
 """
 
 from __future__ import annotations

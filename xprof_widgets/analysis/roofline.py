@@ -385,17 +385,23 @@ def step_rows(run):
     combined OpStats has it."""
     spaces = run.xspaces()
     kinds = [_hardware(s) for s in spaces]
-    if len(spaces) == 1:
-        steps = _host_steps(spaces[0], kinds[0])
+    return steps_of_hosts(kinds, [lambda s=s, k=k: _host_steps(s, k) for s, k in zip(spaces, kinds)])
+
+
+def steps_of_hosts(kinds, host_steps):
+    """`step_rows` from each host's hardware kind and a callable giving its `_host_steps`
+    (called only for the hosts the intersection reads)."""
+    if len(kinds) == 1:
+        steps = host_steps[0]()
         if steps is None:
             return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
         return kinds[0] == "TPU", [str(s) for s in steps[0]], ""
     accel = any(k != "CPU" for k in kinds)
     hosts = []
-    for space, kind in zip(spaces, kinds):
+    for get_steps, kind in zip(host_steps, kinds):
         if accel and kind == "CPU":
             continue  # a coordinator: XProf leaves it out of the intersection
-        steps = _host_steps(space, kind)
+        steps = get_steps()
         if steps is None:
             return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
         hosts.append(steps)
@@ -628,7 +634,31 @@ def _empty(reason, columns=COLUMNS_TPU):
     return out
 
 
-def roofline_model(run) -> pd.DataFrame:
+def host_part(run):
+    """One host's part of the roofline model of a many-host run (a `Run.map_hosts` task):
+    its perf env (`host_perf_env`), device (type, cores), steps (`_host_steps`) and TPU
+    plane and core counts."""
+    from .overview import _device_type
+
+    space = run.xspace()
+    env = host_perf_env(space)
+    tpu_planes = [p for p in space.planes if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name]
+    return {
+        "env": env,
+        "device": _device_type([space]),
+        "steps": _host_steps(space, env[0]),
+        "tpu_planes": len(tpu_planes),
+        "tpu_cores": _tpu_core_count(space),
+    }
+
+
+def _no_device(env):
+    out = _empty(NO_DEVICE)
+    out.attrs.update(roofs(env), time_scale_multiplier=0.0, diagnostics=[], notes="")
+    return out
+
+
+def roofline_model(run, in_process=False) -> pd.DataFrame:
     """XProf's roofline model of `run`: one row per op and per step's program (see the
     module docstring), with infeed/outfeed ops and then without.
 
@@ -648,20 +678,37 @@ def roofline_model(run) -> pd.DataFrame:
     peak_cmem_read_bw, peak_cmem_write_bw, peak_vmem_read_bw, peak_vmem_write_bw (GiB/s),
     megacore, has_cmem, has_merged_vmem, the ridge points (FLOP/byte), and
     time_scale_multiplier; `diagnostics` ([(severity, message)]), `reason` (why it is
-    empty), `notes` (what is not as XProf).
+    empty), `notes` (what is not as XProf). A run of many hosts analysed host by host
+    (`run.pooled`) gets each host's part on its executor (`run.map_hosts`) unless
+    `in_process` (every host file read here).
     """
     from .op_stats import _device_planes, device_op_metrics
 
-    env = perf_env(run)
-    if env["hardware"] == "CPU":
-        out = _empty(NO_DEVICE)
-        out.attrs.update(roofs(env), time_scale_multiplier=0.0, diagnostics=[], notes="")
-        return out
-    db = device_op_metrics(run)
+    if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
+        # Many hosts: each host's part on the run's executor, the device op database from
+        # the combined per-host summaries; the driver reads no host file.
+        parts = [p for p in run.map_hosts(host_part) if p is not None]
+        kind, cores = "CPU", 0
+        for p in parts:
+            if p["device"][1]:  # XProf: the last device type seen, cores summed
+                kind, cores = p["device"][0], cores + p["device"][1]
+        env = combine_perf_env([p["env"] for p in parts], (kind, cores))
+        if env["hardware"] == "CPU":
+            return _no_device(env)
+        db = run.pod().op_metrics
+        has_average, steps, note = steps_of_hosts([p["env"][0] for p in parts], [lambda p=p: p["steps"] for p in parts])
+        tpu_planes, tpu_cores = sum(p["tpu_planes"] for p in parts), sum(p["tpu_cores"] for p in parts)
+    else:
+        env = perf_env(run)
+        if env["hardware"] == "CPU":
+            return _no_device(env)
+        db = device_op_metrics(run)
+        has_average, steps, note = step_rows(run)
+        tpu_planes = len(_device_planes(run)) if db.source == "tpu" else 0
+        tpu_cores = sum(_tpu_core_count(s) for s in run.xspaces()) if db.source == "tpu" else 0
     columns = COLUMNS_GPU if "GPU" in env["device_type"] else COLUMNS_TPU
     ops = _op_table(db)
     r = roofs(env)
-    has_average, steps, note = step_rows(run)
     cores = env["device_core_count"]
     frames = []
     for include in (True, False):
@@ -686,7 +733,7 @@ def roofline_model(run) -> pd.DataFrame:
     out.attrs["diagnostics"] = diag
     out.attrs["reason"] = ""
     notes = [note] if note and note != "empty_intersect" else []
-    if db.source == "tpu" and len(_device_planes(run)) < sum(_tpu_core_count(s) for s in run.xspaces()):
+    if db.source == "tpu" and tpu_planes < tpu_cores:
         notes.append("op_stats.device_op_metrics read the TPU ops of the first host only; XProf combines all hosts'")
     out.attrs["notes"] = "; ".join(notes)
     return out
