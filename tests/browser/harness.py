@@ -101,12 +101,14 @@ def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_
     )
 
 
-def show_widget(page, jupyter_lab, nb_name, source, ready_count=1):
+def show_widget(page, jupyter_lab, nb_name, source, ready_count=1, timeout_ms=None):
     """Write a notebook whose cell `source` displays a widget, run it in JupyterLab,
-    and return the first widget's locator, scrolled into view."""
+    and return the first widget's locator, scrolled into view (`timeout_ms`: how long the
+    widgets may take to show, default `run_notebook_in_lab`'s)."""
     url, token, notebook_dir = jupyter_lab
     write_notebook(notebook_dir, nb_name, [source])
-    run_notebook_in_lab(page, url, token, nb_name, ready_count=ready_count)
+    extra = {} if timeout_ms is None else {"timeout_ms": timeout_ms}
+    run_notebook_in_lab(page, url, token, nb_name, ready_count=ready_count, **extra)
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()
     return widget

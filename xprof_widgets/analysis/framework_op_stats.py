@@ -177,17 +177,27 @@ def host_op_db(spaces, eager=None):
         _, name, kind = parse_tf_op(text)
         names.append(name)
         types.append(kind)
+    ops = None
     if frames:
-        df = pd.concat(frames, ignore_index=True)
-        df["name"] = np.asarray(names, dtype=object)[df["op"].to_numpy()]
-        df["type"] = np.asarray(types, dtype=object)[df["op"].to_numpy()]
-        # Keyed by name; the type is the first entered op's that has one (XProf keeps the first non-empty).
-        df["type_or_none"] = df["type"].where(df["type"] != "", None)
+        ops = pd.concat(frames, ignore_index=True)
+        ops["name"] = np.asarray(names, dtype=object)[ops["op"].to_numpy()]
+        ops["type"] = np.asarray(types, dtype=object)[ops["op"].to_numpy()]
+        ops["occurrences"] = 1
+    return _op_db(ops, total_time, op_time)
+
+
+def _op_db(ops, total_time, op_time):
+    """(the host op database, total_time, op_time) from op rows (name, type, occurrences,
+    time_ps, self_time_ps, is_eager; None: no op) in the order ops entered it: keyed by
+    name, the type the first entered row's that has one (XProf keeps the first
+    non-empty), IDLE last (the time no op ran)."""
+    if ops is not None and len(ops):
+        ops = ops.assign(type_or_none=ops["type"].where(ops["type"] != "", None))
         db = (
-            df.groupby("name", sort=False)
+            ops.groupby("name", sort=False)
             .agg(
                 type=("type_or_none", "first"),
-                occurrences=("time_ps", "size"),
+                occurrences=("occurrences", "sum"),
                 time_ps=("time_ps", "sum"),
                 self_time_ps=("self_time_ps", "sum"),
                 is_eager=("is_eager", "any"),
@@ -198,22 +208,8 @@ def host_op_db(spaces, eager=None):
     else:
         db = pd.DataFrame(columns=["name", "type", "occurrences", "time_ps", "self_time_ps", "is_eager"])
     idle = total_time - op_time
-    db = pd.concat(
-        [
-            db,
-            pd.DataFrame(
-                {
-                    "name": [IDLE],
-                    "type": [IDLE],
-                    "occurrences": [0],
-                    "time_ps": [idle],
-                    "self_time_ps": [idle],
-                    "is_eager": [False],
-                }
-            ),
-        ],
-        ignore_index=True,
-    )
+    idle_row = {"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [idle], "self_time_ps": [idle]}
+    db = pd.concat([db, pd.DataFrame({**idle_row, "is_eager": [False]})], ignore_index=True)
     for k in ("flops", "model_flops", "bytes_accessed"):
         db[k] = 0.0
     return db[_DB_COLUMNS], total_time, op_time
@@ -224,32 +220,10 @@ def combine_host_op_dbs(parts):
     without a host thread plane): rows of one op summed, its type the first host's that
     has one, IDLE made again from the summed times."""
     parts = [p for p in parts if p is not None]
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    total_time = sum(t for _, t, _ in parts)
-    op_time = sum(o for _, _, o in parts)
+    if len(parts) <= 1:
+        return parts[0] if parts else None
     ops = pd.concat([db.iloc[:-1] for db, _, _ in parts], ignore_index=True)  # IDLE is last
-    ops["type_or_none"] = ops["type"].where(ops["type"] != "", None)
-    db = (
-        ops.groupby("name", sort=False)
-        .agg(
-            type=("type_or_none", "first"),
-            occurrences=("occurrences", "sum"),
-            time_ps=("time_ps", "sum"),
-            self_time_ps=("self_time_ps", "sum"),
-            is_eager=("is_eager", "any"),
-        )
-        .reset_index()
-    )
-    db["type"] = db["type"].fillna("")
-    idle = total_time - op_time
-    idle_row = {"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [idle], "self_time_ps": [idle]}
-    db = pd.concat([db, pd.DataFrame({**idle_row, "is_eager": [False]})], ignore_index=True)
-    for k in ("flops", "model_flops", "bytes_accessed"):
-        db[k] = 0.0
-    return db[_DB_COLUMNS], total_time, op_time
+    return _op_db(ops, sum(t for _, t, _ in parts), sum(o for _, _, o in parts))
 
 
 def host_part(run):
