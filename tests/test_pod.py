@@ -9,6 +9,7 @@
 """
 
 import json
+import os
 import shutil
 import warnings
 
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
+from xprof_widgets import ProfileError
 from xprof_widgets.analysis import pod
 from xprof_widgets.analysis.framework_op_stats import framework_op_stats
 from xprof_widgets.analysis.input_pipeline import input_pipeline
@@ -292,6 +294,25 @@ def test_copies_on_dask(pod_of_copies):
 
 
 # --- what stays as it was, and what goes wrong -----------------------------------------
+
+
+def _die(path):
+    os._exit(3)  # as a worker killed by the kernel's OOM killer
+
+
+def test_dead_worker_is_a_profile_error(tmp_path):
+    """A pool worker that dies is a ProfileError naming the run folder and what to do, not
+    concurrent.futures' BrokenProcessPool."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from xprof_widgets.analysis.pod import map_hosts
+
+    paths = [str(tmp_path / f"host{i}.xplane.pb") for i in range(3)]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        with pytest.raises(ProfileError, match="worker process of the pool died") as caught:
+            map_hosts(_die, paths, pool)
+    assert caught.value.path == str(tmp_path) and "InProcessExecutor" in caught.value.problem
 
 
 def test_one_host_run_stays_in_process():

@@ -270,14 +270,34 @@ def map_hosts(
         for done in range(1, len(paths) + 1):
             i = arrived.get()
             if on_result is not None:
-                on_result(i, futures[i].result())
+                on_result(i, _result(futures[i], paths[i]))
                 futures[i] = None  # a Dask future let go frees its result on the cluster too
             if progress is not None:
                 progress(done, len(paths))
-        return [] if on_result is not None else [f.result() for f in futures]
+        return [] if on_result is not None else [_result(f, p) for f, p in zip(futures, paths, strict=True)]
     finally:
         if own is not None:
             own.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(future, path):
+    """The future's result; a worker process that died (killed, out of memory) becomes a
+    ProfileError naming the folder of the host files, and what to do (every task of a
+    broken pool fails, not only the one that broke it)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ..errors import ProfileError
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        folder = str(path).rsplit("/", 1)[0]
+        raise ProfileError(
+            folder,
+            "a worker process of the pool died while it read the hosts (killed, or out of memory). "
+            "load_run(..., executor=...) with fewer workers, or analysis.pod.InProcessExecutor() "
+            "to read one host at a time, needs less memory",
+        ) from None
 
 
 def local_pool(tasks: int) -> Any:
