@@ -231,13 +231,13 @@ def host_part(run):
     task): its perf env (`roofline.host_perf_env`), device (type, cores) and host op
     database."""
     from .grouping import eager_events
-    from .overview import _device_type
+    from .overview import _host_device
     from .roofline import host_perf_env
 
     space = run.xspace()
     return {
         "env": host_perf_env(space),
-        "device": _device_type([space]),
+        "device": _host_device(space),
         "host": host_op_db([space], [eager_events(space)]),
     }
 
@@ -415,6 +415,7 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     """
     from .grouping import eager_events
     from .op_stats import device_op_metrics
+    from .overview import combine_devices
     from .roofline import combine_perf_env, perf_env
 
     if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
@@ -422,11 +423,7 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
         # the combined per-host summaries; the driver reads no host file.
         pod = run.pod()
         parts = [p for p in run.map_hosts(host_part) if p is not None]
-        kind, cores = "CPU", 0
-        for p in parts:
-            if p["device"][1]:  # XProf: the last device type seen, cores summed
-                kind, cores = p["device"][0], cores + p["device"][1]
-        env = combine_perf_env([p["env"] for p in parts], (kind, cores))
+        env = combine_perf_env([p["env"] for p in parts], combine_devices(p["device"] for p in parts))
         db = pod.op_metrics if env["hardware"] != "CPU" else None
         dev = device_tf_db(run, db, gpu_tf_ops=pod.gpu_tf_ops) if db is not None else None
         host = combine_host_op_dbs([p["host"] for p in parts])

@@ -155,18 +155,30 @@ def _tensor_core_planes(space):
 
 def _device_type(spaces):
     """XProf's run environment device type and core count over all files."""
+    return combine_devices(_host_device(space) for space in spaces)
+
+
+def _host_device(space):
+    """(device type, cores) of one file: ("CPU", 0) without GPUs or TPUs."""
+    gpu = _device_planes(space, "/device:GPU:")
+    if gpu:
+        # XProf names the model from the first GPU plane's vendor and capability
+        # ("Nvidia GPU (Hopper)", "AMD GPU - gfx942"); without a vendor, "GPU".
+        return gpu_model_name(gpu[0].stats) or "GPU", len(gpu)
+    tpu = _tensor_core_planes(space)
+    if tpu:
+        kind = tpu[0].stats.get("device_type_string")
+        return (None if kind is None else str(kind)), len(tpu)
+    return "CPU", 0
+
+
+def combine_devices(devices):
+    """The run's (device type, cores) from each host's (`_host_device`, in host order), as
+    XProf combines run environments: the last device type seen, cores summed."""
     kind, cores = "CPU", 0
-    for space in spaces:
-        gpu = _device_planes(space, "/device:GPU:")
-        tpu = _tensor_core_planes(space)
-        if gpu:
-            # XProf names the model from the first GPU plane's vendor and capability
-            # ("Nvidia GPU (Hopper)", "AMD GPU - gfx942"); without a vendor, "GPU".
-            kind = gpu_model_name(gpu[0].stats) or "GPU"
-            cores += len(gpu)
-        elif tpu:
-            kind = str(tpu[0].stats.get("device_type_string", kind))
-            cores += len(tpu)
+    for host_kind, host_cores in devices:
+        if host_cores:
+            kind, cores = (kind if host_kind is None else host_kind), cores + host_cores
     return kind, cores
 
 

@@ -61,6 +61,7 @@ from .overview import (
     _device_type,
     _tensor_core_planes,
     assemble_overview,
+    combine_devices,
     gpu_device_ops,
     host_op_metrics,
     latency_table,
@@ -538,10 +539,7 @@ class Combiner:
     def _overview(self, db, ip, gpu_tf) -> OverviewResult:
         """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
         ok = self._ok
-        kind, cores = "CPU", 0
-        for s in ok:
-            if s.device_cores:  # XProf: the last device type seen, cores summed
-                kind, cores = s.device_type, cores + s.device_cores
+        kind, cores = combine_devices((s.device_type, s.device_cores) for s in ok)
         duty_cycle = None
         if any(s.has_tpu for s in ok):
             cycles = [s.duty_cycle_ps for s in ok if s.duty_cycle_ps]

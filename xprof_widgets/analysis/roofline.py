@@ -638,14 +638,14 @@ def host_part(run):
     """One host's part of the roofline model of a many-host run (a `Run.map_hosts` task):
     its perf env (`host_perf_env`), device (type, cores), steps (`_host_steps`) and TPU
     plane and core counts."""
-    from .overview import _device_type
+    from .overview import _host_device
 
     space = run.xspace()
     env = host_perf_env(space)
     tpu_planes = [p for p in space.planes if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name]
     return {
         "env": env,
-        "device": _device_type([space]),
+        "device": _host_device(space),
         "steps": _host_steps(space, env[0]),
         "tpu_planes": len(tpu_planes),
         "tpu_cores": _tpu_core_count(space),
@@ -683,16 +683,13 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
     `in_process` (every host file read here).
     """
     from .op_stats import _device_planes, device_op_metrics
+    from .overview import combine_devices
 
     if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
         # Many hosts: each host's part on the run's executor, the device op database from
         # the combined per-host summaries; the driver reads no host file.
         parts = [p for p in run.map_hosts(host_part) if p is not None]
-        kind, cores = "CPU", 0
-        for p in parts:
-            if p["device"][1]:  # XProf: the last device type seen, cores summed
-                kind, cores = p["device"][0], cores + p["device"][1]
-        env = combine_perf_env([p["env"] for p in parts], (kind, cores))
+        env = combine_perf_env([p["env"] for p in parts], combine_devices(p["device"] for p in parts))
         if env["hardware"] == "CPU":
             return _no_device(env)
         db = run.pod().op_metrics
