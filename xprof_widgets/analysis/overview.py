@@ -434,12 +434,55 @@ def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
 
 
 def _host_ops(spaces, eager):
-    """The host op databases of all files combined: per op name, self time and eager
-    (XProf ORs the eager mark of an op over its executions, threads and hosts)."""
-    host = [host_op_metrics(s, e) for s, e in zip(spaces, eager)]
-    host = pd.concat(host, ignore_index=True) if host else pd.DataFrame(columns=HOST_OP_COLUMNS)
-    return host.groupby("name", sort=False).agg(
-        occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any")
+    """The host op databases of all files combined: per op name (the index), occurrences,
+    self time and eager (XProf ORs the eager mark of an op over its executions, threads
+    and hosts)."""
+    return merge_host_ops([host_op_metrics(s, e) for s, e in zip(spaces, eager)]).set_index("name")
+
+
+def merge_host_ops(frames):
+    """Host op databases (`host_op_metrics`, in file order) as one: name, occurrences and
+    self_time_ps summed, is_eager if any."""
+    columns = ["name", "occurrences", "self_time_ps", "is_eager"]
+    frames = [f[columns] for f in frames if f is not None]
+    host = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return (
+        host.groupby("name", sort=False)
+        .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
+        .reset_index()
+    )
+
+
+def merge_gpu_device_ops(frames, merged=None):
+    """GPU device op databases (`gpu_device_ops`, in file order) as one, after `merged` (a
+    result of this, kept in its order), as XProf's combiner adds files in order, each in
+    its own database order: per (program_id, name), the first order and framework op,
+    occurrences and time summed, eager if any."""
+    frames = [f.sort_values("order", kind="stable") for f in frames if f is not None and not f.empty]
+    frames = [merged, *frames] if merged is not None and not merged.empty else frames
+    if not frames:
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    return (
+        pd.concat(frames, ignore_index=True)
+        .groupby(["program_id", "name"], sort=False)
+        .agg(
+            order=("order", "first"),
+            framework_op=("framework_op", "first"),
+            occurrences=("occurrences", "sum"),
+            time_ps=("time_ps", "sum"),
+            is_eager=("is_eager", "any"),
+        )
+        .reset_index()
+    )
+
+
+def gpu_tf_ops(device_ops):
+    """XProf's TF-op database of (merged) GPU device ops: per framework op (the index), the
+    most occurrences of its device ops, their time, the eager mark of the last."""
+    if device_ops is None or device_ops.empty:
+        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
+    return device_ops.groupby("framework_op", sort=False).agg(
+        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
     )
 
 
@@ -447,20 +490,7 @@ def _gpu_tf_ops(run, spaces, eager):
     """XProf's TF-op database of the GPU ops of all files (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
     device ops combined over files in database order, then per framework op: occurrences
     (the most of its device ops), time_ps, and the eager mark of its last device op."""
-    dev = [gpu_device_ops(run, s, e).assign(file=i) for i, (s, e) in enumerate(zip(spaces, eager))]
-    dev = [d for d in dev if not d.empty]
-    if not dev:
-        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
-    ops = pd.concat(dev, ignore_index=True).sort_values(["file", "order"], kind="stable")
-    ops = ops.groupby(["program_id", "name"], sort=False).agg(
-        framework_op=("framework_op", "first"),
-        occurrences=("occurrences", "sum"),
-        time_ps=("time_ps", "sum"),
-        is_eager=("is_eager", "any"),
-    )
-    return ops.groupby("framework_op", sort=False).agg(
-        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
-    )
+    return gpu_tf_ops(merge_gpu_device_ops([gpu_device_ops(run, s, e) for s, e in zip(spaces, eager)]))
 
 
 def _eager_share(ops, time):

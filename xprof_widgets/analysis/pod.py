@@ -63,8 +63,11 @@ from .overview import (
     assemble_overview,
     combine_devices,
     gpu_device_ops,
+    gpu_tf_ops,
     host_op_metrics,
     latency_table,
+    merge_gpu_device_ops,
+    merge_host_ops,
     tpu_duty_cycle,
 )
 from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
@@ -437,28 +440,9 @@ class Combiner:
             self._input_ops = ops.sum().reset_index()
         elif self._input_ops is None:
             self._input_ops = batch[0].input_ops
-        frames = [f for f in (self._host_ops, *(s.host_ops[HOST_OP_COLUMNS] for s in batch)) if f is not None]
-        self._host_ops = (
-            pd.concat(frames, ignore_index=True)
-            .groupby("name", sort=False)
-            .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
-            .reset_index()
-        )
-        # XProf's device op database: files in order, each by its own order.
-        news = [s.gpu_ops.sort_values("order", kind="stable") for s in batch if not s.gpu_ops.empty]
-        if news:
-            both = pd.concat([f for f in (self._gpu_ops, *news) if f is not None], ignore_index=True)
-            self._gpu_ops = (
-                both.groupby(["program_id", "name"], sort=False)
-                .agg(
-                    order=("order", "first"),
-                    framework_op=("framework_op", "first"),
-                    occurrences=("occurrences", "sum"),
-                    time_ps=("time_ps", "sum"),
-                    is_eager=("is_eager", "any"),
-                )
-                .reset_index()
-            )
+        self._host_ops = merge_host_ops([self._host_ops, *(s.host_ops for s in batch)])
+        if any(not s.gpu_ops.empty for s in batch):
+            self._gpu_ops = merge_gpu_device_ops([s.gpu_ops for s in batch], merged=self._gpu_ops)
         self._module_ms.extend(s.module_ms for s in batch if len(s.module_ms))
 
     def _fold_op_metrics(self, db: DeviceOpMetrics | None) -> None:
@@ -500,7 +484,7 @@ class Combiner:
             raise ValueError("no host summary without an error to combine")
         db = self._op_metrics()
         ip = combine_input_pipeline(ok, self._input_ops if self._input_ops is not None else pd.DataFrame())
-        gpu_tf = _gpu_tf_ops(self._gpu_ops)
+        gpu_tf = gpu_tf_ops(self._gpu_ops)
         return PodSummary(
             op_metrics=db,
             input_pipeline=ip,
@@ -661,16 +645,6 @@ def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | 
             firsts, n = step_intersection(tables)
             steps = steps.iloc[firsts[0] : firsts[0] + n].reset_index(drop=True)
     return analyze_input_pipeline(steps, input_ops)
-
-
-def _gpu_tf_ops(device_ops: pd.DataFrame | None) -> pd.DataFrame:
-    """XProf's TF-op database of the combined GPU device ops: per framework op, the most
-    occurrences of its device ops, their time, the eager mark of the last."""
-    if device_ops is None or device_ops.empty:
-        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
-    return device_ops.groupby("framework_op", sort=False).agg(
-        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
-    )
 
 
 def _module_latency(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
