@@ -85,6 +85,14 @@ LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_m
 HOST_OP_COLUMNS = ["name", "occurrences", "time_ps", "self_time_ps", "is_eager"]
 GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
 
+# One device op (program id, name) from its kernel runs, or from several files' rows.
+_DEVICE_OP_AGG = {
+    "order": ("order", "first"),
+    "framework_op": ("framework_op", "first"),
+    "occurrences": ("occurrences", "sum"),
+    "time_ps": ("time_ps", "sum"),
+    "is_eager": ("is_eager", "any"),
+}
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
 
 
@@ -419,17 +427,7 @@ def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
         provenance[(p, n)] if x else tf_names[t]
         for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])
     ]
-    ops = (
-        runs.groupby(["program_id", "name"], sort=False)
-        .agg(
-            order=("order", "first"),
-            framework_op=("framework_op", "first"),
-            occurrences=("occurrences", "sum"),
-            time_ps=("time_ps", "sum"),
-            is_eager=("is_eager", "any"),
-        )
-        .reset_index()
-    )
+    ops = runs.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
     return ops[GPU_OP_COLUMNS]
 
 
@@ -462,18 +460,8 @@ def merge_gpu_device_ops(frames, merged=None):
     frames = [merged, *frames] if merged is not None and not merged.empty else frames
     if not frames:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    return (
-        pd.concat(frames, ignore_index=True)
-        .groupby(["program_id", "name"], sort=False)
-        .agg(
-            order=("order", "first"),
-            framework_op=("framework_op", "first"),
-            occurrences=("occurrences", "sum"),
-            time_ps=("time_ps", "sum"),
-            is_eager=("is_eager", "any"),
-        )
-        .reset_index()
-    )
+    ops = pd.concat(frames, ignore_index=True)
+    return ops.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
 
 
 def gpu_tf_ops(device_ops):
