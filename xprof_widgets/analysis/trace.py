@@ -591,18 +591,7 @@ class Trace:
         plane = self.space.planes[t.plane]
         line = plane.lines[t.line]
         src = index if t.src is None else int(t.src[index])
-        start, dur = int(t.start[index]), int(t.dur[index])
-        out = {
-            "track": track,
-            "index": index,
-            "section": t.section,
-            "track_name": t.name,
-            "row": self._row_of(track, index),
-            "start_ps": start,
-            "duration_ps": dur,
-            "end_ps": start + dur,
-            "synthetic": src < 0,
-        }
+        out = self._event_place(track, index, synthetic=src < 0)
         if src < 0:  # a threadpool region XProf adds
             # XProf 2.24.2 gives regions no stats (setting their consumer stat is a TODO in its
             # preprocess_xplane.h); which StartRegion opened it is ours: `start_region_c`.
@@ -628,11 +617,26 @@ class Trace:
         out.update(_xla_context(plane, t, line, src, name, stats))
         return out
 
+    def _event_place(self, track, index, synthetic):
+        """Where an event is: the keys of `event()` that every event has."""
+        t = self._tracks[track]
+        start, dur = int(t.start[index]), int(t.dur[index])
+        return {
+            "track": track,
+            "index": index,
+            "section": t.section,
+            "track_name": t.name,
+            "row": self._row_of(track, index),
+            "start_ps": start,
+            "duration_ps": dur,
+            "end_ps": start + dur,
+            "synthetic": synthetic,
+        }
+
     def _derived_event(self, track, index):
         """`event()` for an event of a derived track."""
         t = self._tracks[track]
         d = t.derived
-        start, dur = int(t.start[index]), int(t.dur[index])
         stats = {k: _plain(v[index]) for k, v in d.stats.items() if not _missing(v[index])}
         members = self.derived_from(track, index)
         context = {"hlo_op": None, "program": None, "program_id": None}
@@ -647,15 +651,7 @@ class Trace:
             context = _xla_context(plane, t, line, src, str(d.names[index]), kernel_stats)
             context["hlo_op"] = str(d.names[index])
         return {
-            "track": track,
-            "index": index,
-            "section": t.section,
-            "track_name": t.name,
-            "row": self._row_of(track, index),
-            "start_ps": start,
-            "duration_ps": dur,
-            "end_ps": start + dur,
-            "synthetic": True,
+            **self._event_place(track, index, synthetic=True),
             "name": str(d.names[index]),
             "long_name": str(d.long_names[index] or d.names[index]),
             "stats": stats,
