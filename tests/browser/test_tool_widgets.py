@@ -57,18 +57,25 @@ def _wait_text(page, testid, text, timeout=15_000):
     )
 
 
+def _show_tool(page, jupyter_lab, nb_name, widget_class, run_expr):
+    """Show `widget_class` (a class in xprof_widgets.widgets.<its module>) of the run that the
+    Python expression `run_expr` gives, in a notebook of its own."""
+    module = {
+        "KernelStatsWidget": "kernel_stats",
+        "FrameworkOpStatsWidget": "framework_op_stats",
+        "RooflineWidget": "roofline",
+    }[widget_class]
+    cell = (
+        "import xprof_widgets as xw\n"
+        f"from xprof_widgets.widgets.{module} import {widget_class}\n"
+        f"w = {widget_class}({run_expr})\nw"
+    )
+    return show_widget(page, jupyter_lab, nb_name, cell)
+
+
 def test_kernel_stats_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1400})
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "kernel_stats.ipynb",
-        (
-            "import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
-            "w = KernelStatsWidget(xw.sample_run('gpu'))\nw"
-        ),
-    )
+    widget = _show_tool(page, jupyter_lab, "kernel_stats.ipynb", "KernelStatsWidget", "xw.sample_run('gpu')")
     run = xw.sample_run("gpu")
     stats = run.kernel_stats()
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000  # the bars
@@ -127,17 +134,7 @@ def test_kernel_stats_in_lab(page, jupyter_lab):
 
 
 def test_kernel_stats_of_tensorflow_gpus(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "kernel_stats_tf.ipynb",
-        (
-            "import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.kernel_stats import KernelStatsWidget\n"
-            f"w = KernelStatsWidget({str(MULTIWORKER)!r})\nw\n"
-        ),
-        ready_count=1,
-    )
+    widget = _show_tool(page, jupyter_lab, "kernel_stats_tf.ipynb", "KernelStatsWidget", repr(str(MULTIWORKER)))
     stats = xw.load_run(MULTIWORKER).kernel_stats()
     assert _rows(widget, "kernel-table") == len(stats) == 30
     widget.locator("[data-testid='top-n']").select_option("10")
@@ -173,16 +170,7 @@ def test_kernel_stats_and_roofline_of_a_cpu_run_say_why(page, jupyter_lab):
 
 def test_framework_op_stats_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1300})
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "framework_op_stats.ipynb",
-        (
-            "import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
-            "w = FrameworkOpStatsWidget(xw.sample_run('gpu'))\nw"
-        ),
-    )
+    widget = _show_tool(page, jupyter_lab, "framework_op_stats.ipynb", "FrameworkOpStatsWidget", "xw.sample_run('gpu')")
     stats = xw.sample_run("gpu").framework_op_stats()
     # Two pies (device and host), each with its legend, and XProf's table.
     assert widget.locator("[data-testid='device_types-pie'] canvas").count() >= 1
@@ -224,15 +212,8 @@ def test_framework_op_stats_in_lab(page, jupyter_lab):
 
 
 def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "framework_op_stats_tf.ipynb",
-        (
-            "import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget\n"
-            f"w = FrameworkOpStatsWidget({str(MULTIWORKER)!r})\nw"
-        ),
+    widget = _show_tool(
+        page, jupyter_lab, "framework_op_stats_tf.ipynb", "FrameworkOpStatsWidget", repr(str(MULTIWORKER))
     )
     run = xw.load_run(MULTIWORKER)
     stats = run.framework_op_stats()
@@ -264,12 +245,7 @@ def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
 
 def test_roofline_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1400})
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "roofline.ipynb",
-        (f"from xprof_widgets.widgets.roofline import RooflineWidget\nw = RooflineWidget({str(ELEMENTWISE)!r})\nw"),
-    )
+    widget = _show_tool(page, jupyter_lab, "roofline.ipynb", "RooflineWidget", repr(str(ELEMENTWISE)))
     ref = xw.load_run(ELEMENTWISE).roofline_model()
     total = ref[(ref["step"] == "Total") & ref["include_infeed_outfeed"].astype(bool)]
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
@@ -315,16 +291,7 @@ def test_roofline_in_lab(page, jupyter_lab):
 
 
 def test_roofline_of_the_gpu_sample_counts_what_it_leaves_out(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "roofline_gpu.ipynb",
-        (
-            "import xprof_widgets as xw\n"
-            "from xprof_widgets.widgets.roofline import RooflineWidget\n"
-            "w = RooflineWidget(xw.sample_run('gpu'))\nw"
-        ),
-    )
+    widget = _show_tool(page, jupyter_lab, "roofline_gpu.ipynb", "RooflineWidget", "xw.sample_run('gpu')")
     ref = xw.sample_run("gpu").roofline_model()
     total = ref[(ref["step"] == "Total") & ref["include_infeed_outfeed"].astype(bool)]
     drawn = int(((total["operational_intensity"] > 0) & (total["measured_flop_rate"] > 0)).sum())
@@ -340,12 +307,7 @@ def test_roofline_of_the_gpu_sample_counts_what_it_leaves_out(page, jupyter_lab)
 
 
 def test_roofline_step_filter_on_tpu(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "roofline_tpu.ipynb",
-        (f"from xprof_widgets.widgets.roofline import RooflineWidget\nw = RooflineWidget({str(TPU)!r})\nw"),
-    )
+    widget = _show_tool(page, jupyter_lab, "roofline_tpu.ipynb", "RooflineWidget", repr(str(TPU)))
     assert widget.locator("[data-testid='step']").input_value() == "Total"
     assert _rows(widget, "roofline-table") == 18
     widget.locator("[data-testid='step']").select_option("Average")
