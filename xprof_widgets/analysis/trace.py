@@ -271,7 +271,6 @@ class Trace:
 
         total = sum(len(t) for t in tracks)
         self.start_ps = min((int(t.start[0]) for t in tracks), default=0)
-        self.end_ps = max((int((t.start + t.dur).max()) for t in tracks), default=0)
         # Every event in row-major order: track after track, row after row, by
         # start within a row. Positions are int32: up to 2**31 events.
         self._start = np.empty(total, dtype=np.int64)
@@ -296,6 +295,8 @@ class Trace:
                     row_depth.append(depth)
                     row_off.append(row_off[-1] + count)
             pos += n
+        # Every event's end is in `_end` now: one pass, no start + dur temporary per track.
+        self.end_ps = int(self._end.max()) if total else 0
         self._row_track = np.asarray(row_track, dtype=np.int32)
         self._row_depth = np.asarray(row_depth, dtype=np.int32)
         self._row_off = np.asarray(row_off, dtype=np.int64)  # row r: positions [row_off[r], row_off[r+1])
