@@ -3,6 +3,7 @@ process, give XProf a fresh copy of the file, take medians."""
 
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -15,6 +16,12 @@ def measure(cmd, env=None, cwd=None):
     its folder, else this one's) and return the JSON object on its last output line."""
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=cwd).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def uncached(**extra):
+    """This environment with the column cache off (and `extra`): every repeat decodes the
+    file, as a first open does, and nothing is written into the user's cache folder."""
+    return {**os.environ, "XPROF_WIDGETS_CACHE": "0", **extra}
 
 
 @contextlib.contextmanager

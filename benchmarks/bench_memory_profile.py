@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from _common import fresh_copy, measure, median
+from _common import fresh_copy, measure, median, uncached
 
 OURS = r"""
 import json, resource, sys, time
@@ -53,7 +53,7 @@ def main():
     args = ap.parse_args()
     ours, theirs = [], []
     for _ in range(args.repeat):
-        ours.append(measure([sys.executable, "-c", OURS, args.file]))
+        ours.append(measure([sys.executable, "-c", OURS, args.file], env=uncached()))
         with fresh_copy(args.file) as copy:
             theirs.append(measure([args.xprof_python, "-c", XPROF, str(copy)]))
     print(

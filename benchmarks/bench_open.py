@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import fresh_copy, measure, median
+from _common import fresh_copy, measure, median, uncached
 
 OURS = r"""
 import json, resource, sys, time
@@ -78,7 +78,7 @@ def main():
     for f in args.files:
         ours, theirs = [], []
         for _ in range(args.repeat):
-            ours.append(measure([sys.executable, "-c", OURS, f]))
+            ours.append(measure([sys.executable, "-c", OURS, f], env=uncached()))
             with fresh_copy(f) as copy:
                 theirs.append(measure([args.xprof_python, "-c", XPROF, f, str(copy)]))
         row = {

@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import measure, median
+from _common import measure, median, uncached
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = (
@@ -135,12 +135,7 @@ def main():
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    # Every mode decodes every file: no column cache (io/column_cache.py) from an earlier
-    # repeat, and none written into the user's cache folder.
-    env["XPROF_WIDGETS_CACHE"] = "0"
-    return env
+    return uncached(PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from _common import fresh_copy, measure, median
+from _common import fresh_copy, measure, median, uncached
 
 OURS = r"""
 import json, resource, sys, time
@@ -124,7 +124,11 @@ def main():
     args = ap.parse_args()
     ours, theirs = [], []
     for i in range(args.repeat):
-        ours.append(measure([sys.executable, "-c", OURS, args.file, str(args.queries), str(args.resolution), str(i)]))
+        ours.append(
+            measure(
+                [sys.executable, "-c", OURS, args.file, str(args.queries), str(args.resolution), str(i)], env=uncached()
+            )
+        )
         print("ours", json.dumps(ours[-1]), flush=True)
         if args.no_xprof:
             continue
