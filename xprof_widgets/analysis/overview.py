@@ -560,19 +560,32 @@ def tpu_duty_cycle(space):
 
 def module_latency(spaces) -> pd.DataFrame:
     """Execution time spread of each XLA module over the device "XLA Modules" lines of all files."""
-    names, durations = [], []
-    for space in spaces:
-        for plane in space.planes:
-            if not plane.name.startswith("/device:"):
-                continue
-            for line in plane.lines:
-                if line.name == "XLA Modules" and len(line):
-                    names.append(np.asarray(line.names().astype(object)))
-                    durations.append(line.event_duration_ps)
-    if not names:
+    return executions_latency([module_executions(space) for space in spaces])
+
+
+def executions_latency(frames) -> pd.DataFrame:
+    """`latency_table` of module executions (`module_executions` of several files)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
-    df = pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
+    df = pd.concat(frames, ignore_index=True)
+    df["ms"] = df["ms"].astype(np.float64)
     return latency_table(df)
+
+
+def module_executions(space) -> pd.DataFrame:
+    """Every execution of an XLA module on a device line "XLA Modules" of one file: module, ms."""
+    names, durations = [], []
+    for plane in space.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            if line.name == "XLA Modules" and len(line):
+                names.append(np.asarray(line.names().astype(object)))
+                durations.append(line.event_duration_ps)
+    if not names:
+        return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype=np.float64)})
+    return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
 
 
 def latency_table(df) -> pd.DataFrame:

@@ -55,19 +55,19 @@ from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .overview import (
     GPU_OP_COLUMNS,
     HOST_OP_COLUMNS,
-    LATENCY_COLUMNS,
     OverviewResult,
     _device_planes,
     _device_type,
     _tensor_core_planes,
     assemble_overview,
     combine_devices,
+    executions_latency,
     gpu_device_ops,
     gpu_tf_ops,
     host_op_metrics,
-    latency_table,
     merge_gpu_device_ops,
     merge_host_ops,
+    module_executions,
     tpu_duty_cycle,
 )
 from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
@@ -183,7 +183,7 @@ def summarize(run) -> HostSummary:
         host_ops=host_op_metrics(space, eager),
         gpu_ops=gpu_device_ops(run, space, eager),
         duty_cycle_ps=tpu_duty_cycle(space) if has_tpu else None,
-        module_ms=_module_ms(space),
+        module_ms=module_executions(space),
         input_ops=host_input_ops(space),
         tool_status=tool_status(run),
         modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
@@ -210,21 +210,6 @@ def _host_step_table(space):
         why = "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
         return pd.DataFrame(columns=STEP_COLUMNS), why
     return steps, ""
-
-
-def _module_ms(space) -> pd.DataFrame:
-    """Every execution of an XLA module on a device line "XLA Modules": module, ms."""
-    names, durations = [], []
-    for plane in space.planes:
-        if not plane.name.startswith("/device:"):
-            continue
-        for line in plane.lines:
-            if line.name == "XLA Modules" and len(line):
-                names.append(np.asarray(line.names().astype(object)))
-                durations.append(line.event_duration_ps)
-    if not names:
-        return pd.DataFrame(columns=["module", "ms"])
-    return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
 
 
 # --- the map: summaries from an executor ------------------------------------------------
@@ -537,7 +522,7 @@ class Combiner:
             gpu_ops=gpu_tf,
             duty_cycle=duty_cycle,
             has_gpu=any(s.has_gpu for s in ok),
-            latency=_module_latency(self._module_ms),
+            latency=executions_latency(self._module_ms),
         )
 
 
@@ -645,15 +630,6 @@ def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | 
             firsts, n = step_intersection(tables)
             steps = steps.iloc[firsts[0] : firsts[0] + n].reset_index(drop=True)
     return analyze_input_pipeline(steps, input_ops)
-
-
-def _module_latency(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """`overview.module_latency` from every host's module executions (module, ms)."""
-    if not frames:
-        return pd.DataFrame(columns=LATENCY_COLUMNS)
-    df = pd.concat(frames, ignore_index=True)
-    df["ms"] = df["ms"].astype(np.float64)
-    return latency_table(df)
 
 
 def _per_host_row(s: HostSummary) -> dict:
