@@ -336,21 +336,35 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
     device steps are not reimplemented yet (input ops only, with a `reason`).
     """
     host = run.hosts[0] if host is None else host
-    space = run.xspace(host)
-    parts = [host_input_ops(run.xspace(h)) for h in run.hosts]
-    ops = pd.concat(parts, ignore_index=True) if parts else host_input_ops(space)
-    if len(ops):
-        ops = ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]].sum().reset_index()
+    ops = merge_input_ops([host_input_ops(run.xspace(h)) for h in run.hosts])
+    steps, reason = host_step_table(run.xspace(host))
+    res = analyze_input_pipeline(steps, ops)
+    if reason:
+        res.reason = reason
+    return res
+
+
+def host_step_table(space):
+    """(steps, reason): the steps XProf's input pipeline reads of one file. With a GPU, the
+    device steps; else the host steps of a CPU-only host; a host with a device and no
+    device steps has none, and the reason says why ("" otherwise)."""
     if any(p.name.startswith("/device:GPU") for p in space.planes):
         device_steps = gpu_device_steps(space)  # with a GPU, XProf's steps are the device's
         if len(device_steps):
-            return analyze_input_pipeline(device_steps, ops)
+            return device_steps, ""
     steps = host_steps(space)
-    has_device = any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes)
-    if has_device:
-        res = analyze_input_pipeline(pd.DataFrame(columns=STEP_COLUMNS), ops)
-        res.reason = (
-            "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
-        )
-        return res
-    return analyze_input_pipeline(steps, ops)
+    if any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes):
+        why = "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
+        return pd.DataFrame(columns=STEP_COLUMNS), why
+    return steps, ""
+
+
+def merge_input_ops(frames):
+    """Input op tables (`host_input_ops` of several files, or merged ones) as one: count,
+    time_ps and self_time_ps summed per (op_name, kind), in first-seen order."""
+    frames = [f for f in frames if f is not None]
+    full = [f for f in frames if len(f)]
+    if not full:  # (an empty table keeps its columns)
+        return frames[0] if frames else pd.DataFrame()
+    ops = pd.concat(full, ignore_index=True)
+    return ops.groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]].sum().reset_index()

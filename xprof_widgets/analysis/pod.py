@@ -50,7 +50,13 @@ import numpy as np
 import pandas as pd
 
 from .grouping import eager_events
-from .input_pipeline import InputPipelineResult, analyze_input_pipeline, host_input_ops
+from .input_pipeline import (
+    InputPipelineResult,
+    analyze_input_pipeline,
+    host_input_ops,
+    host_step_table,
+    merge_input_ops,
+)
 from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .overview import (
     GPU_OP_COLUMNS,
@@ -71,7 +77,7 @@ from .overview import (
     tpu_duty_cycle,
 )
 from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
-from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
+from .steps import STEP_COLUMNS
 
 #: `progress(hosts_done, hosts_total)`, called in the calling thread as host summaries arrive.
 HostsProgress = Callable[[int, int], None]
@@ -188,28 +194,11 @@ def summarize(run) -> HostSummary:
         tool_status=tool_status(run),
         modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
     )
-    out.steps, out.steps_reason = _host_step_table(space)
+    out.steps, out.steps_reason = host_step_table(space)
     out.memory = allocator_peaks(run, host)
     out.row = _per_host_row(out)  # on the worker: the driver only collects rows
     out.seconds = out.row["seconds"] = time.perf_counter() - began
     return out
-
-
-def _host_step_table(space):
-    """(steps, reason) as `input_pipeline` picks one host's steps: the GPU device steps,
-    else the host steps of a CPU-only host; a host with a device and no device steps has
-    none, and the reason says why."""
-    from .input_pipeline import NO_STEPS_REASON
-
-    if any(p.name.startswith("/device:GPU") for p in space.planes):
-        device_steps = gpu_device_steps(space)
-        if len(device_steps):
-            return device_steps, ""
-    steps = host_steps(space)
-    if any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes):
-        why = "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON
-        return pd.DataFrame(columns=STEP_COLUMNS), why
-    return steps, ""
 
 
 # --- the map: summaries from an executor ------------------------------------------------
@@ -419,12 +408,7 @@ class Combiner:
             return
         for s in batch:
             self._fold_op_metrics(s.op_metrics)
-        inputs = [f for f in (self._input_ops, *(s.input_ops for s in batch)) if f is not None and len(f)]
-        if inputs:
-            ops = pd.concat(inputs).groupby(["op_name", "kind"], sort=False)[["count", "time_ps", "self_time_ps"]]
-            self._input_ops = ops.sum().reset_index()
-        elif self._input_ops is None:
-            self._input_ops = batch[0].input_ops
+        self._input_ops = merge_input_ops([self._input_ops, *(s.input_ops for s in batch)])
         self._host_ops = merge_host_ops([self._host_ops, *(s.host_ops for s in batch)])
         if any(not s.gpu_ops.empty for s in batch):
             self._gpu_ops = merge_gpu_device_ops([s.gpu_ops for s in batch], merged=self._gpu_ops)
@@ -475,9 +459,7 @@ class Combiner:
             input_pipeline=ip,
             overview=self._overview(db, ip, gpu_tf),
             tool_status=list(self._tool_status or []),
-            per_host=pd.DataFrame(self._rows, columns=PER_HOST_COLUMNS).astype(
-                {"steps": np.int64, "device_cores": np.int64}
-            ),
+            per_host=per_host_table(self._rows),
             module_hosts=dict(self._module_hosts),
             hosts=list(self.hosts),
             gpu_tf_ops=gpu_tf,
@@ -609,11 +591,7 @@ def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | 
     """XProf's input pipeline of the hosts: the first host's steps of the range all
     workers share, the input ops of every host summed (`input_ops`: already summed)."""
     if input_ops is None:
-        parts = [s.input_ops for s in ok if len(s.input_ops)]
-        input_ops = pd.concat(parts, ignore_index=True) if parts else ok[0].input_ops
-        if len(input_ops):
-            cols = ["count", "time_ps", "self_time_ps"]
-            input_ops = input_ops.groupby(["op_name", "kind"], sort=False)[cols].sum().reset_index()
+        input_ops = merge_input_ops([s.input_ops for s in ok])
     first = ok[0]
     if first.steps_reason:
         res = analyze_input_pipeline(pd.DataFrame(columns=STEP_COLUMNS), input_ops)
@@ -658,12 +636,11 @@ def _per_host_row(s: HostSummary) -> dict:
     return row
 
 
-def per_host_table(summaries: Sequence[HostSummary]) -> pd.DataFrame:
+def per_host_table(rows: Sequence[dict]) -> pd.DataFrame:
     """One row a host, to spot a straggler: host, hostname, device_type, device_cores,
     steps (count), step_time_ms and max_step_time_ms (mean and longest of its own steps),
     idle_pct (device time no op ran, %; NaN without a device), input_pct (its own
     input %), memory_peak_bytes (the largest allocator peak, heap + stack) and
     memory_id_at_peak, op_time_ms (device op time), seconds (to summarize it), error.
-    From full summaries (`Combiner` makes the rows as hosts arrive)."""
-    rows = [_per_host_row(s) for s in summaries]
+    From the hosts' rows (`HostSummary.row`, made on each host's worker)."""
     return pd.DataFrame(rows, columns=PER_HOST_COLUMNS).astype({"steps": np.int64, "device_cores": np.int64})
