@@ -173,7 +173,7 @@ def host_summary(path: PathLike) -> HostSummary:
     from .analysis.pod import HostSummary, summarize
 
     try:
-        run = Run(fs.name(_parent(_local(path))), [_local(path)])
+        run = _one_host(path)
     except ProfileError as error:
         return HostSummary(host=host_of(fs.name(_local(path))), path=str(path), error=error.problem)
     return summarize(run)
@@ -183,10 +183,15 @@ def on_host(function: Callable[[Any], Any], path: PathLike) -> Any:
     """`function(run)` of the one-host run of a host file (a `Run.map_hosts` task, run
     where the executor puts it); None when the file cannot be read."""
     try:
-        run = Run(fs.name(_parent(_local(path))), [_local(path)])
+        run = _one_host(path)
     except ProfileError:
         return None
     return function(run)
+
+
+def _one_host(path: PathLike) -> Run:
+    """The run of one host file, in a worker (raises ProfileError)."""
+    return Run(fs.name(_parent(_local(path))), [_local(path)])
 
 
 class Run:
