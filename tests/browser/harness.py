@@ -216,3 +216,22 @@ def save_screenshot(page, name):
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# ProfileWidget's progress label: every text it shows, and whether it was on screen, as
+# [text, visible] pairs in `window.__progress` (set up before a run opens).
+WATCH_PROGRESS_JS = """() => {
+  const root = document.querySelector('.xw-profile').closest('.xprof-widget');
+  window.__progress = [];
+  new MutationObserver(() => {
+    const label = root.querySelector('.xw-profile-progress');
+    if (label) window.__progress.push([label.textContent.trim(), label.offsetParent !== null]);
+  }).observe(root, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def text_is(page, selector, text, timeout=60_000):
+    """Wait until the element `selector` shows exactly `text` (trimmed)."""
+    page.wait_for_function(
+        "([s, t]) => document.querySelector(s)?.innerText.trim() === t", arg=[selector, text], timeout=timeout
+    )

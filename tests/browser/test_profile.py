@@ -13,27 +13,11 @@ from xprof_widgets.widgets.memory_profile import human_bytes
 from xprof_widgets.widgets.profile import TOOLS
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, WATCH_PROGRESS_JS, save_screenshot, show_widget, text_is
 
 TF = PROFILES / "tf_keras_cpu" / "plugins" / "profile"
 NEWER, OLDER = "2026_11_22_03_16_48", "2026_11_22_03_16_08"
 ADDED = "2026_11_23_00_00_00"  # a JAX run, copied in while the widget is open
-
-# Every text the progress label shows, and whether it was on screen (set up before a run opens).
-WATCH_PROGRESS_JS = """() => {
-  const root = document.querySelector('.xw-profile').closest('.xprof-widget');
-  window.__progress = [];
-  new MutationObserver(() => {
-    const label = root.querySelector('.xw-profile-progress');
-    if (label) window.__progress.push([label.textContent.trim(), label.offsetParent !== null]);
-  }).observe(root, {subtree: true, childList: true, characterData: true});
-}"""
-
-
-def _text_is(page, selector, text, timeout=60_000):
-    page.wait_for_function(
-        "([s, t]) => document.querySelector(s)?.innerText.trim() === t", arg=[selector, text], timeout=timeout
-    )
 
 
 def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
@@ -72,7 +56,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     # Memory profile of the newest run: the peak shown is the analysis' peak.
     tool_select.select_option(label="Memory profile")
     peak = ".xw-profile [data-stat='peak_heap_bytes']"
-    _text_is(page, peak, human_bytes(newer.memory_profile().peak_heap_bytes))
+    text_is(page, peak, human_bytes(newer.memory_profile().peak_heap_bytes))
     page.wait_for_selector(".xprof-widget[data-ready='1'] .xw-profile", timeout=30_000)
 
     # The older run: read in the background with the bytes read shown; it has no allocator
@@ -99,7 +83,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     assert f"Memory profile: {status['memory_profile']}" in items
     assert widget.locator(".xw-profile-status").inner_text().startswith("6 tools without data")
     tool_select.select_option(label="Overview")
-    _text_is(page, avg, f"{older.overview().avg_step_time_ms:,.3f} ms")
+    text_is(page, avg, f"{older.overview().avg_step_time_ms:,.3f} ms")
 
     # A run written while the widget is open shows up on Refresh, the newest first.
     jax_run = next((PROFILES / "jax_mlp_cpu" / "plugins" / "profile").iterdir())
@@ -114,7 +98,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     assert run_select.input_value() == OLDER  # the run shown stays selected
     run_select.select_option(ADDED)
     added = xw.load_run(root / ADDED)
-    _text_is(page, avg, f"{added.overview().avg_step_time_ms:,.3f} ms")
+    text_is(page, avg, f"{added.overview().avg_step_time_ms:,.3f} ms")
     page.wait_for_selector(".xprof-widget[data-ready='1'] .xw-profile", timeout=30_000)
     page.wait_for_timeout(500)  # let the charts paint
     widget.scroll_into_view_if_needed()

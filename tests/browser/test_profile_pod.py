@@ -9,26 +9,11 @@ import xprof_widgets as xw
 from xprof_widgets.analysis.pod import InProcessExecutor
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, WATCH_PROGRESS_JS, save_screenshot, show_widget, text_is
 
 TF = PROFILES / "tf_keras_cpu" / "plugins" / "profile"
 FAST, SLOW = "2026_11_22_03_16_48", "2026_11_22_03_16_08"  # mean step 36.7 ms, 55.1 ms
 HOSTS = [f"worker{i}" for i in range(6)]  # the last one is the slow run's host
-
-WATCH_PROGRESS_JS = """() => {
-  const root = document.querySelector('.xw-profile').closest('.xprof-widget');
-  window.__progress = [];
-  new MutationObserver(() => {
-    const label = root.querySelector('.xw-profile-progress');
-    if (label) window.__progress.push(label.textContent.trim());
-  }).observe(root, {subtree: true, childList: true, characterData: true});
-}"""
-
-
-def _text_is(page, selector, text, timeout=60_000):
-    page.wait_for_function(
-        "([s, t]) => document.querySelector(s)?.innerText.trim() === t", arg=[selector, text], timeout=timeout
-    )
 
 
 def test_profile_widget_on_many_hosts(page, jupyter_lab, tmp_path):
@@ -43,7 +28,7 @@ def test_profile_widget_on_many_hosts(page, jupyter_lab, tmp_path):
 
     run = xw.load_run(folder, executor=InProcessExecutor())
     avg = ".xw-profile [data-stat='avg_step_time_ms']"
-    _text_is(page, avg, f"{run.overview().avg_step_time_ms:,.3f} ms")
+    text_is(page, avg, f"{run.overview().avg_step_time_ms:,.3f} ms")
     assert host_select.locator("option").all_inner_texts() == ["All hosts", *HOSTS]
     assert host_select.input_value() == "All hosts"
 
@@ -64,7 +49,7 @@ def test_profile_widget_on_many_hosts(page, jupyter_lab, tmp_path):
 
     # One host on its own.
     host_select.select_option(HOSTS[-1])
-    _text_is(page, avg, f"{run.overview(host=HOSTS[-1]).avg_step_time_ms:,.3f} ms")
+    text_is(page, avg, f"{run.overview(host=HOSTS[-1]).avg_step_time_ms:,.3f} ms")
 
     # A copy of the run written while the widget is open: opening it counts the hosts done.
     page.evaluate(WATCH_PROGRESS_JS)
@@ -78,8 +63,10 @@ def test_profile_widget_on_many_hosts(page, jupyter_lab, tmp_path):
         timeout=30_000,
     )
     run_select.select_option(again)
-    page.wait_for_function("() => window.__progress.some(t => t === 'Summarizing hosts: 6 of 6 done')", timeout=120_000)
-    counts = [t for t in page.evaluate("() => window.__progress") if t.startswith("Summarizing hosts")]
+    page.wait_for_function(
+        "() => window.__progress.some(([t]) => t === 'Summarizing hosts: 6 of 6 done')", timeout=120_000
+    )
+    counts = [t for t, _ in page.evaluate("() => window.__progress") if t.startswith("Summarizing hosts")]
     assert counts[0].startswith("Summarizing hosts: 0 of 6") or "of 6 done" in counts[0], counts
-    _text_is(page, avg, f"{run.overview().avg_step_time_ms:,.3f} ms")
+    text_is(page, avg, f"{run.overview().avg_step_time_ms:,.3f} ms")
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
