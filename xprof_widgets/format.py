@@ -34,6 +34,11 @@ def size_short(n: float | None) -> str:
     return f"{int(n)} B"
 
 
+def number(x: float | None, spec: str, missing: str = "–") -> str:
+    """A number as `spec` formats it (".2f"); `missing` where it is unknown (None, NaN)."""
+    return missing if x is None or _missing(x) else format(x, spec)
+
+
 def mib(n: float) -> str:
     """Bytes in MiB, two decimals: the memory viewer's unit (as XProf's)."""
     return f"{n / MIB:,.2f} MiB"

@@ -35,7 +35,7 @@ import numpy as np
 import traitlets
 
 from ..errors import ProfileError
-from ..format import size
+from ..format import number, size
 from ..io import fs
 from ..io.logdir import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
@@ -73,11 +73,6 @@ def _in_kernel():
 
 def _mb(n):
     return f"{n / 1e6:,.1f}"
-
-
-def _num(x, spec):
-    """A number as `spec` formats it; "–" where it is missing (NaN)."""
-    return "–" if x is None or not np.isfinite(x) else format(x, spec)
 
 
 def _done(value=None):
@@ -406,8 +401,7 @@ class ProfileWidget(HostWidget):
         if run is None:
             run = load_run(self._runs[name], progress=report)
         if run.pooled:  # every host summarized where the run's executor puts it, then combined
-            run.host_summaries(progress=self._host_counter(name))
-            run.pod()
+            run.pod(progress=self._host_counter(name))
             return run
         for host in run.hosts:
             run.xspace(host, progress=report)
@@ -500,19 +494,17 @@ class ProfileWidget(HostWidget):
                 continue
             slow = bool(np.isfinite(t) and median > 0 and t > STRAGGLER_RATIO * median)
             width = 100.0 * t / top if np.isfinite(t) and top > 0 else 0.0
-            bar = (
-                f'<div class="xw-host-bar" style="background:{"#d62728" if slow else "#1f77b4"};'
-                f'height:10px;width:{width:.1f}%"></div>'
-            )
-            mark = ' data-straggler style="color:#d62728;font-weight:bold"' if slow else ""
+            bar = f'<div class="xw-host-bar" style="width:{width:.1f}%"></div>'  # (its length is data)
+            mark = " data-straggler" if slow else ""
             peak = size(r.memory_peak_bytes) if np.isfinite(r.memory_peak_bytes) else "–"
             rows.append(
                 f'<tr data-host="{esc(r.host)}"{mark}>'
                 f"<td>{esc(r.host)}</td><td>{r.steps}</td>"
-                f'<td data-col="step_time_ms">{_num(r.step_time_ms, ".2f")}</td><td style="width:30%">{bar}</td>'
-                f"<td>{_num(r.max_step_time_ms, '.2f')}</td><td>{_num(r.idle_pct, '.1f')}</td>"
-                f"<td>{_num(r.input_pct, '.1f')}</td><td>{esc(peak)}</td>"
-                f"<td>{_num(r.seconds, '.2f')}</td></tr>"
+                f'<td data-col="step_time_ms">{number(r.step_time_ms, ".2f")}</td>'
+                f'<td class="xw-host-bar-cell">{bar}</td>'
+                f"<td>{number(r.max_step_time_ms, '.2f')}</td><td>{number(r.idle_pct, '.1f')}</td>"
+                f"<td>{number(r.input_pct, '.1f')}</td><td>{esc(peak)}</td>"
+                f"<td>{number(r.seconds, '.2f')}</td></tr>"
             )
         slow = int(np.sum(known > STRAGGLER_RATIO * median)) if median > 0 else 0
         summary = f"{len(table)} hosts" + (
@@ -525,7 +517,7 @@ class ProfileWidget(HostWidget):
         )
         return (
             f'<details class="xw-profile-hosts" data-testid="per-host" open><summary>{esc(summary)}</summary>'
-            f'<table class="xw-table" style="font: 12px system-ui; border-collapse: collapse">{head}'
+            f'<table class="xw-table">{head}'
             f"{''.join(rows)}</table></details>"
         )
 
