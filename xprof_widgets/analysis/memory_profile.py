@@ -170,12 +170,7 @@ def _line_events(line):
     of value). `event` holds each one's index on the line, for its group id
     (the step).
     """
-    names = line.names()
-    codes = np.asarray(names.codes)
-    found = _allocator_codes(names)
-    alloc_code, free_code = np.where(found >= 0, found, -2)
-    is_alloc = codes == alloc_code
-    idx = np.flatnonzero(is_alloc | (codes == free_code))
+    idx, is_alloc = _allocator_event_index(line.names())
     if not len(idx):
         return None
     n = len(idx)
@@ -239,11 +234,9 @@ def allocator_peaks(run, host=None):
     plane = space.plane(HOST_PLANE)
     ids, used, free = [], [], []
     for line in [] if plane is None else plane.lines:
-        if not _has_allocator_events(line):
+        idx = _allocator_event_index(line.names())[0] if len(line) else ()
+        if not len(idx):
             continue
-        names = line.names()
-        found = _allocator_codes(names)
-        idx = np.flatnonzero(np.isin(np.asarray(names.codes), found[found >= 0]))
         st = line.stat_table(names=_PEAK_STATS, events=idx)
         ids.append(_memory_id(st, len(idx)))
         used.append(st.int_column("bytes_allocated").astype(np.float64) + st.int_column("bytes_reserved"))
@@ -321,6 +314,16 @@ def _allocator_codes(names):
     """The codes of the allocation and deallocation names in a Categorical of event
     names (-1 where the name is not among its categories)."""
     return names.categories.get_indexer([ALLOCATION, DEALLOCATION])
+
+
+def _allocator_event_index(names):
+    """(index of the allocation and deallocation events, whether each event of the line
+    is an allocation) from a line's Categorical of event names."""
+    codes = np.asarray(names.codes)
+    found = _allocator_codes(names)
+    alloc_code, free_code = np.where(found >= 0, found, -2)
+    is_alloc = codes == alloc_code
+    return np.flatnonzero(is_alloc | (codes == free_code)), is_alloc
 
 
 def _has_allocator_events(line):
