@@ -138,7 +138,7 @@ def host_input_ops(space) -> pd.DataFrame:
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)
-        if id(names.categories) not in per_names:
+        if id(names.categories) not in per_names:  # (the categories are kept: the key is their id)
             per_names[id(names.categories)] = (names.categories, _input_op_kind(cats), _is_tf_op(cats))
         kind, is_tf = per_names[id(names.categories)][1:]
         if not (kind != "").any():

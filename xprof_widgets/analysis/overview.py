@@ -340,7 +340,7 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
             continue
         names = line.names()
         codes = np.asarray(names.codes)
-        if id(names.categories) not in per_names:
+        if id(names.categories) not in per_names:  # (the categories are kept: the key is their id)
             cats = [str(c) for c in names.categories]
             per_names[id(names.categories)] = (
                 names.categories,
@@ -624,10 +624,7 @@ def overview(run, host=None) -> OverviewResult:
 
     db = device_op_metrics(run)
     eager = [eager_events(s) for s in spaces]
-    duty_cycle = None
-    if any(_tensor_core_planes(s) for s in spaces):
-        cycles = [tpu_duty_cycle(s) for s in spaces]
-        duty_cycle = (sum(b for b, _ in cycles), sum(i for _, i in cycles))
+    has_tpu = any(_tensor_core_planes(s) for s in spaces)
     return assemble_overview(
         ip,
         db,
@@ -635,20 +632,20 @@ def overview(run, host=None) -> OverviewResult:
         device=(kind, cores),
         host_ops=_host_ops(spaces, eager),
         gpu_ops=_gpu_tf_ops(run, spaces, eager),
-        duty_cycle=duty_cycle,
+        duty_cycles=[tpu_duty_cycle(s) for s in spaces] if has_tpu else None,
         has_gpu=any(_device_planes(s, "/device:GPU:") for s in spaces),
         latency=module_latency(spaces),
     )
 
 
-def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycle, has_gpu, latency) -> OverviewResult:
+def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency) -> OverviewResult:
     """The overview page from its parts, however they were gathered (one process reading
     every file, or `pod.Combiner` from per-host summaries): the input pipeline result
     `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
     the host op database `host_ops` (by name: occurrences, self_time_ps, is_eager), the
-    GPU TF-op database `gpu_ops` (occurrences, time_ps, is_eager), the TPU duty cycle
-    `(busy_ps, idle_ps)` (None without TPUs), whether any host has GPUs, and the module
-    latency table."""
+    GPU TF-op database `gpu_ops` (occurrences, time_ps, is_eager), each host's TPU duty
+    cycle `(busy_ps, idle_ps)` (None without TPUs), whether any host has GPUs, and the
+    module latency table."""
     on_device = not db.empty and db.source in ("tpu", "gpu")
     top = top_device_ops(db) if on_device else pd.DataFrame(columns=TOP_OP_COLUMNS)
     # Op counts as XProf's: host op database; TPU: HLO ops by framework op; GPU: its TF-op database.
@@ -657,8 +654,8 @@ def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycl
     placement = {"host_percent": _pct(n_host, n_host + n_dev), "device_percent": _pct(n_dev, n_host + n_dev)}
 
     duty = dev_idle = host_idle = None
-    if duty_cycle is not None:
-        busy, idle = duty_cycle
+    if duty_cycles is not None:
+        busy, idle = sum(b for b, _ in duty_cycles), sum(i for _, i in duty_cycles)
         duty = _pct(busy, busy + idle)
         dev_idle = 100.0 * (1 - db.total_op_time_ps / db.total_time_ps) if db.total_time_ps else 0.0
         # XProf's host op database carries no op time: its idle ratio is 1.

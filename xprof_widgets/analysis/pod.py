@@ -491,10 +491,6 @@ class Combiner:
         """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
         ok = self._ok
         kind, cores = combine_devices((s.device_type, s.device_cores) for s in ok)
-        duty_cycle = None
-        if any(s.has_tpu for s in ok):
-            cycles = [s.duty_cycle_ps for s in ok if s.duty_cycle_ps]
-            duty_cycle = (sum(b for b, _ in cycles), sum(i for _, i in cycles))
         return assemble_overview(
             ip,
             db,
@@ -502,7 +498,7 @@ class Combiner:
             device=(kind, cores),
             host_ops=self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame(),
             gpu_ops=gpu_tf,
-            duty_cycle=duty_cycle,
+            duty_cycles=[s.duty_cycle_ps for s in ok if s.duty_cycle_ps] if any(s.has_tpu for s in ok) else None,
             has_gpu=any(s.has_gpu for s in ok),
             latency=executions_latency(self._module_ms),
         )
