@@ -638,16 +638,16 @@ def host_part(run):
     """One host's part of the roofline model of a many-host run (a `Run.map_hosts` task):
     its perf env (`host_perf_env`), device (type, cores), steps (`_host_steps`) and TPU
     plane and core counts."""
+    from .op_stats import _device_planes
     from .overview import _host_device
 
     space = run.xspace()
     env = host_perf_env(space)
-    tpu_planes = [p for p in space.planes if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name]
     return {
         "env": env,
         "device": _host_device(space),
         "steps": _host_steps(space, env[0]),
-        "tpu_planes": len(tpu_planes),
+        "tpu_planes": len(_device_planes(run)),
         "tpu_cores": _tpu_core_count(space),
     }
 
