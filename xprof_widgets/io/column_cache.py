@@ -137,16 +137,13 @@ def load(key):
     """
     try:
         folder = entry_dir(key["path"])
-        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
-        if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in _expected(key).items()):
+        manifest = _manifest(folder, key)
+        if manifest is None:
             return None
-        count = manifest["events"]
-        arrays = {}
-        for name, _ in COLUMNS:
-            array = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-            if array.shape != (count,) or array.dtype.str != manifest["dtypes"][name]:
-                return None
-            arrays[name] = _plain(array)
+        count, dtypes = manifest["events"], manifest["dtypes"]
+        arrays = {name: _array(folder / f"{name}.npy", count, dtypes[name]) for name, _ in COLUMNS}
+        if any(array is None for array in arrays.values()):
+            return None
         shells = _plain(np.load(folder / "shells.npy", mmap_mode="r", allow_pickle=False))
         if shells.dtype != np.uint8 or shells.ndim != 1 or len(shells) != manifest["shell_bytes"]:
             return None
@@ -156,6 +153,24 @@ def load(key):
         return manifest, arrays, shells
     except Exception:  # a cache entry is untrusted: any failure means "decode the file"
         return None
+
+
+def _manifest(folder, key):
+    """The manifest of the entry in `folder` if it is of this format and package version
+    and of the file as `key` describes it, else None (raises if it cannot be read)."""
+    manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+    if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in _expected(key).items()):
+        return None
+    return manifest
+
+
+def _array(path, length, dtype):
+    """The `.npy` at `path`, memory-mapped read-only, if it is a 1-D array of `length`
+    items of the dtype `dtype` (numpy's `dtype.str`), else None."""
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    if array.shape != (length,) or array.dtype.str != dtype:
+        return None
+    return _plain(array)
 
 
 def _plain(array):
@@ -194,11 +209,20 @@ def store_later(space, key):
     for it at exit, so a short script still leaves a whole entry behind)."""
 
     def write():
-        _yield_cpu()
         _wait_for_quiet()
         store(space, key)
 
-    thread = threading.Thread(target=write, name="xprof-widgets column cache", daemon=False)
+    _start_writer("xprof-widgets column cache", write)
+
+
+def _start_writer(name, work):
+    """Run `work` on a writer thread of low priority, waited for at exit (see `_writers`)."""
+
+    def run():
+        _yield_cpu()
+        work()
+
+    thread = threading.Thread(target=run, name=name, daemon=False)
     _writers.append(thread)
     thread.start()
 
@@ -404,15 +428,12 @@ def load_derived(space, name):
         return None
     try:
         folder = entry_dir(key["path"]) / "derived" / name
-        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
-        if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in _expected(key).items()):
+        manifest = _manifest(folder, key)
+        if manifest is None:
             return None
-        arrays = {}
-        for array_name, (dtype, length) in manifest["arrays"].items():
-            array = np.load(folder / f"{array_name}.npy", mmap_mode="r", allow_pickle=False)
-            if array.shape != (length,) or array.dtype.str != dtype:
-                return None
-            arrays[array_name] = _plain(array)
+        arrays = {a: _array(folder / f"{a}.npy", length, dtype) for a, (dtype, length) in manifest["arrays"].items()}
+        if any(array is None for array in arrays.values()):
+            return None
         return manifest["meta"], arrays
     except Exception:  # an untrusted entry: any failure means "build it again"
         return None
@@ -429,7 +450,6 @@ def store_derived_later(space, name, saved):
     earlier = list(_writers)
 
     def write():
-        _yield_cpu()
         for thread in earlier:  # the columns' entry first: the derived data goes inside it
             thread.join()
         _wait_for_quiet()
@@ -439,9 +459,7 @@ def store_derived_later(space, name, saved):
             return
         _store_derived(key, name, meta, arrays)
 
-    thread = threading.Thread(target=write, name="xprof-widgets derived cache", daemon=False)
-    _writers.append(thread)
-    thread.start()
+    _start_writer("xprof-widgets derived cache", write)
 
 
 def _store_derived(key, name, meta, arrays):
@@ -449,8 +467,7 @@ def _store_derived(key, name, meta, arrays):
     parent = entry / "derived"
     tmp = parent / f".tmp-{name}-{uuid.uuid4().hex}"
     try:
-        columns = json.loads((entry / "manifest.json").read_text("utf-8"))
-        if any(columns.get(k) != v for k, v in _expected(key).items()):
+        if _manifest(entry, key) is None:
             return  # the file's entry is another version's (or was not written): not ours to add to
         size = sum(a.nbytes for a in arrays.values())
         parent.mkdir(exist_ok=True)
