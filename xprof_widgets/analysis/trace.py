@@ -822,21 +822,7 @@ def _tracks_frame(space, tracks):
                 [t.name for t in tracks],
                 [None if t.line < 0 else space.planes[t.plane].lines[t.line].id for t in tracks],
             ),
-        },
-        columns=[
-            "section",
-            "name",
-            "plane",
-            "line",
-            "pid",
-            "tid",
-            "events",
-            "file_events",
-            "rows",
-            "nesting_rows",
-            "derived",
-            "label",
-        ],
+        }
     )
     frame.index.name = "track"
     return frame
