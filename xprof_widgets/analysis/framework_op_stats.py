@@ -245,7 +245,7 @@ def host_part(run):
 # --- device: XProf's TF-op database of the device ops ---------------------------------------
 
 
-def device_tf_db(run, db, eager=None, gpu_tf_ops=None):
+def device_tf_db(run, db, gpu_tf_ops=None):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
     (DataFrame with _DB_COLUMNS, IDLE last) or None for a CPU-only run (no device ops in
     XProf). GPU eager marks come from `overview._gpu_tf_ops` (the device op database with
@@ -291,14 +291,9 @@ def device_tf_db(run, db, eager=None, gpu_tf_ops=None):
         )
         tf["is_eager"] = False
         if db.source == "gpu":
-            from .grouping import eager_events
             from .overview import _gpu_tf_ops
 
-            gpu = gpu_tf_ops
-            if gpu is None:
-                spaces = run.xspaces()
-                marks = eager if eager is not None else [eager_events(s) for s in spaces]
-                gpu = _gpu_tf_ops(run, spaces, marks)
+            gpu = gpu_tf_ops if gpu_tf_ops is not None else _gpu_tf_ops(run, run.xspaces())
             tf["is_eager"] = tf["name"].map(gpu["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
     else:
         tf = pd.DataFrame(columns=_DB_COLUMNS)
@@ -432,7 +427,7 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
         env = perf_env(run)
         eager = [eager_events(s) for s in spaces]
         db = device_op_metrics(run) if env["hardware"] != "CPU" else None
-        dev = device_tf_db(run, db, eager) if db is not None else None
+        dev = device_tf_db(run, db) if db is not None else None
         host = host_op_db(spaces, eager)
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 import pandas as pd
 
-from .cache import per_run
+from .cache import derived, per_run
 from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
@@ -430,10 +430,11 @@ def gpu_planes(space):
     return [p for p in space.planes if p.name.startswith(_GPU_PREFIX)]
 
 
-def gpu_kernel_runs(run, space, eager=None):
+def gpu_kernel_runs(run, space):
     """XProf's GPU op database of one file, before aggregation: one row per op entry
     (`ConvertDeviceTraceXPlaneToOpMetricsDb`), in XProf's order, and each GPU plane's
-    busy span.
+    busy span. Computed once per file (the op metrics and the GPU op database of the
+    overview both read it); `is_eager` from `grouping.eager_events`.
 
     Kernel events of the `/device:GPU:*` planes (derived lines left out): an XLA op is
     an event whose `hlo_op` (its last `::` part) names an instruction of its
@@ -444,13 +445,18 @@ def gpu_kernel_runs(run, space, eager=None):
     span from the first event start to the last event end over all lines, read from
     the events' offsets as XProf does.
     """
-    from .grouping import forward_filled_group_ids
+    return derived(space, "gpu_kernel_runs", lambda: _gpu_kernel_runs(run, space))
+
+
+def _gpu_kernel_runs(run, space):
+    from .grouping import eager_events, forward_filled_group_ids
     from .xla_ops import program_modules
 
     planes = gpu_planes(space)
     if not planes:
         return pd.DataFrame(columns=GPU_RUN_COLUMNS), []
     modules = program_modules(run)
+    eager = eager_events(space)
     frames, spans, offset = [], [], 0
     for d, plane in enumerate(planes):
         lines = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
@@ -496,11 +502,7 @@ def gpu_kernel_runs(run, space, eager=None):
                     "event_name": np.asarray(line.names(), dtype=object)[idx],
                     "group": filled[li][idx],
                     "time_ps": line.event_duration_ps[idx].astype(np.int64),
-                    "is_eager": (
-                        eager.get((plane.name, li), np.zeros(n, bool))[idx]
-                        if eager is not None
-                        else np.zeros(len(idx), bool)
-                    ),
+                    "is_eager": eager.get((plane.name, li), np.zeros(n, bool))[idx],
                 }
             )
             # A new entry where the op or step changes (an event without a step compares

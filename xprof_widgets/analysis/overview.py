@@ -354,16 +354,14 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
         key = [op_names[codes[by_name]]]
         marked = [eager.get((HOST_PLANE, li), np.zeros(len(line), bool))[by_name]]
         if has_tf_op_stat:
-            col = line.stat_columns(names=["tf_op"]).get("tf_op")
-            if col is not None:
-                values = np.asarray(col, dtype=object)
-                by_stat = np.flatnonzero(pd.notna(values))
-                by_stat = by_stat[np.array([isinstance(v, str) and v != "" for v in values[by_stat]], dtype=bool)]
-                distinct = {v: parse_tf_op(v)[1] for v in set(values[by_stat])}
-                ev.append(by_stat)
-                sub.append(np.ones(len(by_stat), np.int64))
-                key.append(np.array([distinct[v] for v in values[by_stat]], dtype=object))
-                marked.append(np.zeros(len(by_stat), bool))
+            by_stat, values = line.stat_table(names=["tf_op"]).strings("tf_op")
+            nonempty = values != ""
+            by_stat, values = by_stat[nonempty], values[nonempty]
+            distinct = {v: parse_tf_op(v)[1] for v in set(values)}
+            ev.append(by_stat)
+            sub.append(np.ones(len(by_stat), np.int64))
+            key.append(np.array([distinct[v] for v in values], dtype=object))
+            marked.append(np.zeros(len(by_stat), bool))
         ev, sub = np.concatenate(ev), np.concatenate(sub)
         if not len(ev):
             continue
@@ -397,7 +395,7 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
     )
 
 
-def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
+def gpu_device_ops(run, space) -> pd.DataFrame:
     """XProf's GPU device op database of one file (`op_stats.gpu_kernel_runs`), with
     what the eager share and op placement need: one row per device op, in XProf's
     database order. Columns: order, program_id (0 for TF ops), name, framework_op
@@ -408,11 +406,10 @@ def gpu_device_ops(run, space, eager=None) -> pd.DataFrame:
     """
     if any(p.name.startswith("/device:TPU:") for p in space.planes):
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    if eager is None:
-        eager = eager_events(space)
-    runs, _ = gpu_kernel_runs(run, space, eager)
+    runs, _ = gpu_kernel_runs(run, space)
     if runs.empty:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    runs = runs.copy()  # (kept with the file: its names are rewritten here)
     modules = program_modules(run)
     tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
     provenance = {}
@@ -474,11 +471,11 @@ def gpu_tf_ops(device_ops):
     )
 
 
-def _gpu_tf_ops(run, spaces, eager):
+def _gpu_tf_ops(run, spaces):
     """XProf's TF-op database of the GPU ops of all files (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
     device ops combined over files in database order, then per framework op: occurrences
     (the most of its device ops), time_ps, and the eager mark of its last device op."""
-    return gpu_tf_ops(merge_gpu_device_ops([gpu_device_ops(run, s, e) for s, e in zip(spaces, eager)]))
+    return gpu_tf_ops(merge_gpu_device_ops([gpu_device_ops(run, s) for s in spaces]))
 
 
 def _eager_share(ops, time):
@@ -500,9 +497,7 @@ def eager_percents(run, spaces=None):
     """
     spaces = spaces if spaces is not None else [run.xspace(h) for h in run.hosts]
     eager = [eager_events(s) for s in spaces]
-    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(
-        _gpu_tf_ops(run, spaces, eager), "time_ps"
-    )
+    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(_gpu_tf_ops(run, spaces), "time_ps")
 
 
 def eager_recommendation(host_percent, device_percent):
@@ -631,7 +626,7 @@ def overview(run, host=None) -> OverviewResult:
         hostnames=hostnames,
         device=(kind, cores),
         host_ops=_host_ops(spaces, eager),
-        gpu_ops=_gpu_tf_ops(run, spaces, eager),
+        gpu_ops=_gpu_tf_ops(run, spaces),
         duty_cycles=[tpu_duty_cycle(s) for s in spaces] if has_tpu else None,
         has_gpu=any(_device_planes(s, "/device:GPU:") for s in spaces),
         latency=module_latency(spaces),

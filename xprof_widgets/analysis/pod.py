@@ -167,12 +167,21 @@ class HostSummary:
 def summarize(run) -> HostSummary:
     """The `HostSummary` of a one-host run (the map step). Reads the host's file once;
     what it returns holds no event column."""
-    from ..tools import tool_status
-    from .memory_profile import allocator_peaks
-
     began = time.perf_counter()
     host = run.hosts[0]
     space = run.xspace(host)
+    # The analyses below read the same lines' stats (group ids, eager marks, allocator
+    # stats): each line's are decoded once for all of them.
+    with space.sharing_stats([line for plane in space.planes for line in plane.lines]):
+        out = _summary(run, host, space)
+    out.seconds = out.row["seconds"] = time.perf_counter() - began
+    return out
+
+
+def _summary(run, host, space) -> HostSummary:
+    from ..tools import tool_status
+    from .memory_profile import allocator_peaks
+
     kind, cores = _device_type([space])
     has_gpu = bool(_device_planes(space, "/device:GPU:"))
     has_tpu = bool(_tensor_core_planes(space))
@@ -187,7 +196,7 @@ def summarize(run) -> HostSummary:
         has_tpu=has_tpu,
         op_metrics=device_op_metrics(run),
         host_ops=host_op_metrics(space, eager),
-        gpu_ops=gpu_device_ops(run, space, eager),
+        gpu_ops=gpu_device_ops(run, space),
         duty_cycle_ps=tpu_duty_cycle(space) if has_tpu else None,
         module_ms=module_executions(space),
         input_ops=host_input_ops(space),
@@ -197,7 +206,6 @@ def summarize(run) -> HostSummary:
     out.steps, out.steps_reason = host_step_table(space)
     out.memory = allocator_peaks(run, host)
     out.row = _per_host_row(out)  # on the worker: the driver only collects rows
-    out.seconds = out.row["seconds"] = time.perf_counter() - began
     return out
 
 
