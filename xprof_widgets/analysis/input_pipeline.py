@@ -98,25 +98,21 @@ class InputPipelineResult:
     reason: str = ""
 
 
-def _input_op_kind(names):
-    """Per op name: "Enqueue", "Dataset" or "" (not an input op)."""
-    out = np.full(len(names), "", dtype=object)
-    for i, n in enumerate(names):  # distinct names only
+def _input_op_kinds(names):
+    """For distinct op names: (kind: "Enqueue", "Dataset" or "" (not an input op), True
+    where the name is a TF op XProf's host op database keeps), one pass over the names."""
+    kind = np.full(len(names), "", dtype=object)
+    is_tf = np.zeros(len(names), dtype=bool)
+    for i, n in enumerate(names):
         if n.startswith("Iterator::"):
-            out[i] = "Dataset"
-        elif n.lower().startswith("memcpyhtod") or (
-            _TF_OP.match(n) and n.rsplit(":", 1)[1].startswith("InfeedEnqueue")
-        ):
-            out[i] = "Enqueue"
-    return out
-
-
-def _is_tf_op(names):
-    """True where a name is a TF op XProf's host op database keeps."""
-    return np.array(
-        [n.startswith("Iterator::") or n.lower().startswith("memcpy") or bool(_TF_OP.match(n)) for n in names],
-        dtype=bool,
-    )
+            kind[i], is_tf[i] = "Dataset", True
+            continue
+        lower = n.lower()
+        tf_op = _TF_OP.match(n) is not None
+        is_tf[i] = tf_op or lower.startswith("memcpy")
+        if lower.startswith("memcpyhtod") or (tf_op and n.rsplit(":", 1)[1].startswith("InfeedEnqueue")):
+            kind[i] = "Enqueue"
+    return kind, is_tf
 
 
 def input_op_category(name):
@@ -139,7 +135,7 @@ def host_input_ops(space) -> pd.DataFrame:
         cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)
         if id(names.categories) not in per_names:  # (the categories are kept: the key is their id)
-            per_names[id(names.categories)] = (names.categories, _input_op_kind(cats), _is_tf_op(cats))
+            per_names[id(names.categories)] = (names.categories, *_input_op_kinds(cats))
         kind, is_tf = per_names[id(names.categories)][1:]
         if not (kind != "").any():
             continue

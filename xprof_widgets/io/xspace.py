@@ -26,6 +26,8 @@ from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
 _SPACE_FIELDS = {1: "planes", 2: "errors", 3: "warnings", 4: "hostnames"}
 _PLANE_LINES = 3
+# The plane's metadata maps and stats (fields 4, 5, 6): runs of thousands of entries.
+_PLANE_MAP_TAGS = frozenset((n << 3) | wire.LENGTH for n in (4, 5, 6))
 _LINE_ID, _LINE_NAME, _LINE_TIMESTAMP_NS, _LINE_EVENTS = 1, 2, 3, 4
 _LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
 _EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS, _EVENT_STATS = 1, 2, 3, 4
@@ -249,6 +251,14 @@ class Plane:
         return {k: v.name for k, v in self.message.stat_metadata.items()}
 
     @cached_property
+    def _stat_ids_by_name(self):
+        """{stat name: [its metadata ids]} (a name may have several)."""
+        out: dict = {}
+        for k, v in self.stat_names.items():
+            out.setdefault(v, []).append(k)
+        return out
+
+    @cached_property
     def stats(self):
         """Plane-level stats as {name: value} (e.g. a device's peak FLOPS)."""
         names = self.stat_names
@@ -359,8 +369,8 @@ class Plane:
         """
         if names is None:
             return starts, stops, owner
-        asked = set(names)
-        wanted = [k for k, v in self.stat_names.items() if v in asked]
+        by_name = self._stat_ids_by_name
+        wanted = [i for name in set(names) for i in by_name.get(name, ())]
         first = wire.decode_fields(self.space.data, starts, stops, scalars=(1,)).value(1)
         top = max(self.stat_names, default=0)
         if 0 <= top < 1 << 20:  # ids are small: a lookup table beats np.isin on millions
@@ -1048,10 +1058,16 @@ def _parse_plane(space, buf, start, end):
     # Every field but the lines, as one small XPlane: fields follow one another, so each
     # one's bytes (tag included) run from the previous one's end to its own; runs of
     # neighbouring non-line fields are copied as one slice.
+    # A run of metadata entries is stepped over by `wire.scan_run`'s tight loop, not
+    # field by field through `wire.walk`.
     shell = []
     line_ranges = []
     field_at = run_at = start
-    for number, wt, _, s, e in wire.walk(buf, start, end):
+    while field_at < end:
+        if buf[field_at] in _PLANE_MAP_TAGS:
+            field_at = wire.scan_run(buf, field_at, end, buf[field_at], [])
+            continue
+        number, wt, _, s, e = next(wire.walk(buf, field_at, end))
         if number == _PLANE_LINES and wt == wire.LENGTH:
             line_ranges.append((s, e))
             if run_at < field_at:
