@@ -291,6 +291,13 @@ def test_copies_on_dask(pod_of_copies):
                 run.per_host().drop(columns="seconds"), many.per_host().drop(columns="seconds")
             )
             pd.testing.assert_frame_equal(run.kernel_stats(), many.kernel_stats())  # a second map, on Dask
+            # The run behind an fsspec URL, as gs:// would be: each worker opens its host
+            # file through fsspec itself (fsspec's "local" protocol, which every process sees).
+            pytest.importorskip("fsspec")
+            remote = xw.load_run("local://" + str(folder), executor=client)
+            assert all(str(p).startswith("local://") for p in remote.files.values())
+            _same_overview(remote.overview(), many.overview())
+            _same_op_profile(remote.op_profile(), many.op_profile())
 
 
 # --- what stays as it was, and what goes wrong -----------------------------------------
