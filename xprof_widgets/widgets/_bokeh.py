@@ -46,8 +46,9 @@ import pandas as pd
 import traitlets
 from bokeh.embed import json_item
 from bokeh.model import Model
+from bokeh.models import HoverTool, TapTool
 
-__all__ = ["BokehWidget", "built_without_comm", "encode_columns"]
+__all__ = ["BokehWidget", "built_without_comm", "encode_columns", "hover_and_tap"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,16 @@ _bokeh_bundle: bytes | None = None
 # not called for it.
 _without_comm = contextvars.ContextVar("xprof_widgets_without_comm", default=False)
 _construction = threading.Lock()
+
+
+def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True, **hover: Any) -> None:
+    """Give `fig` a hover with `tooltips` (Bokeh's `(label, "@column")` pairs) on
+    `renderers` (one or a list) and, unless `tap=False`, a tap tool that selects their
+    glyphs (what `selected` reports). `hover`: more HoverTool settings (`mode="vline"`)."""
+    renderers = renderers if isinstance(renderers, list) else [renderers]
+    fig.add_tools(HoverTool(renderers=renderers, tooltips=tooltips, **hover))
+    if tap:
+        fig.add_tools(TapTool(renderers=renderers))
 
 
 @contextlib.contextmanager

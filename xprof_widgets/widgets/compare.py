@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
@@ -24,7 +24,7 @@ from ..analysis.compare import (
 )
 from ..format import change, size_short
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import esc
 
 #: Op rows shown in the table (all are in `result.ops`).
@@ -70,12 +70,12 @@ def breakdown_figure(result: CompareResult):
     bars = fig.vbar_stack(
         used, x="x", width=0.6, source=src, color=colors[: len(used)], legend_label=[STEP_QUANTITIES[q] for q in used]
     )
-    fig.add_tools(
-        HoverTool(
-            renderers=bars,
-            tooltips=[("run", "@run"), ("step time", "@total{0.000} ms")]
-            + [(STEP_QUANTITIES[q], f"@{q}{{0.000}} ms") for q in used],
-        )
+    hover_and_tap(
+        fig,
+        bars,
+        [("run", "@run"), ("step time", "@total{0.000} ms")]
+        + [(STEP_QUANTITIES[q], f"@{q}{{0.000}} ms") for q in used],
+        tap=False,
     )
     fig.xaxis.ticker = [0, 1]
     fig.xaxis.major_label_overrides = {0: "run a", 1: "run b"}  # names are long: in the hover and the header

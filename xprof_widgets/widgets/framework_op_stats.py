@@ -14,12 +14,12 @@ import math
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import esc, notice, options, stat_cards
 from ._table import Column, SortedTable, contains, sort_frame, table_html
 
@@ -240,13 +240,9 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
                 selection_line_width=2,
                 nonselection_fill_alpha=0.5,
             )
-            fig.add_tools(
-                HoverTool(
-                    renderers=[wedges],
-                    tooltips=[("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")],
-                )
+            hover_and_tap(
+                fig, wedges, [("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")]
             )
-            fig.add_tools(TapTool(renderers=[wedges]))
             legend = fig.legend[0]
             legend.location = "center_left"
             legend.label_text_font_size = "11px"

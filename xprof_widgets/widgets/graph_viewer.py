@@ -16,7 +16,7 @@ import logging
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, DataRange1d, HoverTool, TapTool
+from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.palettes import Blues9, YlOrRd9
 from bokeh.plotting import figure
 
@@ -37,7 +37,7 @@ from ..errors import ProfileError
 from ..format import duration
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
@@ -583,22 +583,20 @@ class GraphViewerWidget(BokehWidget):
                     text_baseline=baseline,
                     text_color="#888",
                 )
-        fig.add_tools(TapTool(renderers=[boxes]))
-        fig.add_tools(
-            HoverTool(
-                renderers=[boxes],
-                tooltips=[
-                    ("op", "@id"),
-                    ("opcode", "@opcode"),
-                    ("shape", "@shape"),
-                    ("category", "@category"),
-                    ("device time", "@time"),
-                    ("FLOPs", "@flops"),
-                    ("framework op", "@framework_op"),
-                    ("source", "@source"),
-                    ("computation", "@computation"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            boxes,
+            [
+                ("op", "@id"),
+                ("opcode", "@opcode"),
+                ("shape", "@shape"),
+                ("category", "@category"),
+                ("device time", "@time"),
+                ("FLOPs", "@flops"),
+                ("framework op", "@framework_op"),
+                ("source", "@source"),
+                ("computation", "@computation"),
+            ],
         )
         fig.axis.visible = False
         fig.grid.visible = False

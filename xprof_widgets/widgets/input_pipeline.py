@@ -14,13 +14,13 @@ import re
 
 import numpy as np
 import traitlets
-from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, HoverTool, Range1d, TapTool
+from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from ..analysis.steps import BREAKDOWN_LABELS
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, stat_cards
 
 BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
@@ -74,14 +74,11 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
         legend_label=[BREAKDOWN[c] for c in used],
         nonselection_fill_alpha=0.35,
     )
-    fig.add_tools(
-        HoverTool(
-            renderers=bars,
-            tooltips=[("step", "@name"), ("step time", "@total{0.000} ms")]
-            + [(BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used],
-        )
+    hover_and_tap(
+        fig,
+        bars,
+        [("step", "@name"), ("step time", "@total{0.000} ms")] + [(BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used],
     )
-    fig.add_tools(TapTool(renderers=bars))
     # Ticks only where steps are (named after them): every step when few, whole steps when many.
     fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
     fig.xaxis.major_label_overrides = {i: name for i, name in enumerate(data["name"])}

@@ -17,11 +17,11 @@ import re
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, TapTool
+from bokeh.models import ColumnDataSource, FixedTicker, NumeralTickFormatter, Range1d
 from bokeh.plotting import figure
 
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import Column, SortedTable, contains, sort_frame, table_html
@@ -406,20 +406,18 @@ class KernelStatsWidget(SortedTable, BokehWidget):
         fig.yaxis.major_label_text_font_size = "10px"
         fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
         fig.ygrid.grid_line_color = None
-        fig.add_tools(
-            HoverTool(
-                renderers=[bars],
-                tooltips=[
-                    ("kernel", "@name"),
-                    ("op", "@op"),
-                    ("total", "@total{0,0.000} µs"),
-                    ("launches", "@launches{0,0}"),
-                    ("average", "@avg{0,0.000} µs"),
-                    ("", "@tc"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            bars,
+            [
+                ("kernel", "@name"),
+                ("op", "@op"),
+                ("total", "@total{0,0.000} µs"),
+                ("launches", "@launches{0,0}"),
+                ("average", "@avg{0,0.000} µs"),
+                ("", "@tc"),
+            ],
         )
-        fig.add_tools(TapTool(renderers=[bars]))
         # Bars are longest first: the bottom right corner is free for the key.
         fig.legend.location = "bottom_right"
         fig.legend.label_text_font_size = "11px"

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, LinearAxis, Range1d, Span, TapTool
+from bokeh.models import BasicTickFormatter, ColumnDataSource, LinearAxis, Range1d, Span
 from bokeh.plotting import figure
 
 from ..format import size as human_bytes
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, options, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
@@ -225,20 +225,18 @@ class MemoryProfileWidget(BokehWidget):
             Span(location=r.peak_time_ms, dimension="height", line_color="#e15759", line_width=2, line_dash="dotted")
         )
         fig.scatter([r.peak_time_ms], [r.peak_bytes_in_profile / div], size=9, color="#e15759", legend_label="peak")
-        fig.add_tools(
-            HoverTool(
-                renderers=[columns],
-                tooltips=[
-                    ("time", "@t{0,0.000} ms"),
-                    ("heap", f"@heap{{0,0.000}} {unit}"),
-                    ("stack", f"@stack{{0,0.000}} {unit}"),
-                    ("free", f"@free{{0,0.000}} {unit}"),
-                    ("fragmentation", "@frag{0.0} %"),
-                    ("event", "@activity @op"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            columns,
+            [
+                ("time", "@t{0,0.000} ms"),
+                ("heap", f"@heap{{0,0.000}} {unit}"),
+                ("stack", f"@stack{{0,0.000}} {unit}"),
+                ("free", f"@free{{0,0.000}} {unit}"),
+                ("fragmentation", "@frag{0.0} %"),
+                ("event", "@activity @op"),
+            ],
         )
-        fig.add_tools(TapTool(renderers=[columns]))
         fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
         fig.legend.orientation = "horizontal"
         fig.add_layout(fig.legend[0], "above")  # over the chart, not over the curves

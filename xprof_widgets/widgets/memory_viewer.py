@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
+from bokeh.models import ColumnDataSource, Span
 from bokeh.plotting import figure
 
 from ..analysis.memory_viewer import default_module
 from ..format import mib
 from ..run import as_run
 from ..tools import NO_HLO_MODULES
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import esc, notice, options, stat_cards
 
 MIB = 2**20
@@ -220,17 +220,17 @@ class MemoryViewerWidget(BokehWidget):
         fig.add_layout(
             Span(location=peak_x, dimension="height", line_color="#e15759", line_dash="dotted", line_width=2)
         )
-        fig.add_tools(
-            HoverTool(
-                renderers=[padded],
-                mode="vline",
-                tooltips=[
-                    ("step", "@step"),
-                    ("heap", "@heap{0,0.00} MiB"),
-                    ("unpadded", "@unpadded{0,0.00} MiB"),
-                    ("op", "@op"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            padded,
+            [
+                ("step", "@step"),
+                ("heap", "@heap{0,0.00} MiB"),
+                ("unpadded", "@unpadded{0,0.00} MiB"),
+                ("op", "@op"),
+            ],
+            tap=False,
+            mode="vline",
         )
         fig.y_range.start = 0  # sizes from zero, as XProf draws them: no exaggerated swings
         fig.legend.orientation = "horizontal"
@@ -280,18 +280,16 @@ class MemoryViewerWidget(BokehWidget):
                 selection_line_width=3,
                 nonselection_fill_alpha=0.45,
             )
-            fig.add_tools(
-                HoverTool(
-                    renderers=[bars],
-                    tooltips=[
-                        ("buffer", "@name"),
-                        ("category", "@category"),
-                        ("size", "@size{0,0.000} MiB"),
-                        ("shape", "@shape"),
-                    ],
-                )
+            hover_and_tap(
+                fig,
+                bars,
+                [
+                    ("buffer", "@name"),
+                    ("category", "@category"),
+                    ("size", "@size{0,0.000} MiB"),
+                    ("shape", "@shape"),
+                ],
             )
-            fig.add_tools(TapTool(renderers=[bars]))
             fig.yaxis.visible = False
             fig.ygrid.visible = False
             fig.toolbar.logo = None

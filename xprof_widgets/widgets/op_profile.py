@@ -14,13 +14,13 @@ import math
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, HoverTool, TapTool
+from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category20, RdYlGn11
 from bokeh.plotting import figure
 
 from ..format import percent
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, options, stat_cards
 from .op_details import op_details, op_details_html
 
@@ -275,18 +275,16 @@ class OpProfileWidget(BokehWidget):
             padding=1,
             name="wedge_labels",
         )
-        fig.add_tools(
-            HoverTool(
-                renderers=[wedges],
-                tooltips=[
-                    ("", "@kind @name"),
-                    ("time", "@time{0.00} %"),
-                    ("FLOPS util", "@flops{0.00} %"),
-                    ("HBM util", "@hbm{0.00} %"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            wedges,
+            [
+                ("", "@kind @name"),
+                ("time", "@time{0.00} %"),
+                ("FLOPS util", "@flops{0.00} %"),
+                ("HBM util", "@hbm{0.00} %"),
+            ],
         )
-        fig.add_tools(TapTool(renderers=[wedges]))
         fig.axis.visible = False
         fig.grid.visible = False
         fig.outline_line_color = None

@@ -21,13 +21,13 @@ import re
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import ColumnDataSource, HoverTool, LogTickFormatter, Range1d, TapTool
+from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
 from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
 from ..analysis.roofline import GIBI_IN_GIGA
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import Column, SortedTable, contains, sort_frame, table_html
@@ -383,22 +383,20 @@ class RooflineWidget(SortedTable, BokehWidget):
                 line_color="white",
                 legend_label=str(c),
             )
-        fig.add_tools(
-            HoverTool(
-                renderers=[dots],
-                tooltips=[
-                    ("", "@category @name"),
-                    ("program", "@program"),
-                    ("intensity", "@x{0,0.000} FLOP/byte"),
-                    ("FLOP rate", "@y{0,0.00} GFLOP/s"),
-                    ("time", "@time{0,0.000} µs"),
-                    ("occurrences", "@occurrences{0,0}"),
-                    ("bound by", "@bound_by"),
-                    ("roofline efficiency", "@efficiency{0.00} %"),
-                ],
-            )
+        hover_and_tap(
+            fig,
+            dots,
+            [
+                ("", "@category @name"),
+                ("program", "@program"),
+                ("intensity", "@x{0,0.000} FLOP/byte"),
+                ("FLOP rate", "@y{0,0.00} GFLOP/s"),
+                ("time", "@time{0,0.000} µs"),
+                ("occurrences", "@occurrences{0,0}"),
+                ("bound by", "@bound_by"),
+                ("roofline efficiency", "@efficiency{0.00} %"),
+            ],
         )
-        fig.add_tools(TapTool(renderers=[dots]))
         fig.xaxis.formatter = LogTickFormatter()
         fig.yaxis.formatter = LogTickFormatter()
         legend = fig.legend[0]
