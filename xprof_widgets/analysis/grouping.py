@@ -398,6 +398,25 @@ class _Graph:
 
 # --- eager marking ---------------------------------------------------------------------------
 
+#: Host event types XProf's trace viewer never shows (`IsInternalEvent`, xplane_schema.cc).
+INTERNAL_EVENTS = frozenset(
+    {
+        "MemoryAllocation",
+        "MemoryDeallocation",
+        "PrefetchProduce",
+        "PrefetchConsume",
+        "ParallelInterleaveProduce",
+        "ParallelInterleaveConsume",
+        "ParallelInterleaveInitializeInput",
+        "ParallelMapProduce",
+        "ParallelMapConsume",
+        "MapAndBatchProduce",
+        "MapAndBatchConsume",
+        "ParseExampleProduce",
+        "ParseExampleConsume",
+    }
+)
+
 # Names XProf's `FindHostEventType` gives a type of its own (tsl `xplane_schema.cc`): an event
 # with one of these names is neither a TF op run nor a kernel execution, whatever its stats.
 _HOST_EVENT_TYPE_NAMES = frozenset(
@@ -412,25 +431,13 @@ _HOST_EVENT_TYPE_NAMES = frozenset(
         EAGER_EXECUTE,
         EXECUTOR,
         "ExecutorDoneCallback",
-        "MemoryAllocation",
-        "MemoryDeallocation",
+        *INTERNAL_EVENTS,
         "RemotePerfCounter",
         *TF_DATA_FUNCTIONS,
         *LOOP_OPS,
         *GET_NEXT,
         "Iterator",
         "Iterator::Prefetch::Generator",
-        "PrefetchProduce",
-        "PrefetchConsume",
-        "ParallelInterleaveProduce",
-        "ParallelInterleaveConsume",
-        "ParallelInterleaveInitializeInput",
-        "ParallelMapProduce",
-        "ParallelMapConsume",
-        "MapAndBatchProduce",
-        "MapAndBatchConsume",
-        "ParseExampleProduce",
-        "ParseExampleConsume",
         "ParallelBatchProduce",
         "ParallelBatchConsume",
         *FORCED_ROOT_LEVEL,

@@ -81,6 +81,7 @@ from ..io import column_cache
 from .cache import derived
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
+from .grouping import INTERNAL_EVENTS
 
 HOST_PLANE_PREFIX = "/host:CPU"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -99,24 +100,6 @@ _FIRST_DEVICE_PID, _LAST_DEVICE_PID = 1, 500
 _FIRST_CUSTOM_PID = _LAST_DEVICE_PID + 1
 _HOST_PID = _FIRST_CUSTOM_PID + 200
 
-#: Events XProf's trace viewer never shows (`IsInternalEvent`, xplane_schema.cc).
-INTERNAL_EVENTS = frozenset(
-    {
-        "MemoryAllocation",
-        "MemoryDeallocation",
-        "PrefetchProduce",
-        "PrefetchConsume",
-        "ParallelInterleaveProduce",
-        "ParallelInterleaveConsume",
-        "ParallelInterleaveInitializeInput",
-        "ParallelMapProduce",
-        "ParallelMapConsume",
-        "MapAndBatchProduce",
-        "MapAndBatchConsume",
-        "ParseExampleProduce",
-        "ParseExampleConsume",
-    }
-)
 START_REGION = "ThreadpoolListener::StartRegion"
 STOP_REGION = "ThreadpoolListener::StopRegion"
 REGION = "ThreadpoolListener::Region"
