@@ -84,16 +84,20 @@ def test_plane_stats_and_names(pair):
             assert list(got) == want
 
 
-@pytest.mark.parametrize("chunk", [32, 64, 97, 1000])
+@pytest.mark.parametrize(
+    "chunk, block", [(32, 1 << 12), (64, 1 << 12), (97, 1 << 12), (1000, 1 << 12), (32, 20), (97, 17)]
+)
 @pytest.mark.parametrize("logdir", ["jax_mlp_cpu", "tf_keras_cpu", "tpu_v6e_inference"])
-def test_walkers_agree_with_exact_walk(monkeypatch, logdir, chunk):
+def test_walkers_agree_with_exact_walk(monkeypatch, logdir, chunk, block):
     """Force the parallel walkers on every line (tiny chunks, so records span
-    chunks and walkers start off the chain) and compare with the exact walk."""
+    chunks and walkers start off the chain; small blocks, so a line is walked in
+    many blocks, records spanning them) and compare with the exact walk."""
     path = sorted((PROFILES / logdir).glob("plugins/profile/*/*.xplane.pb"))[0]
-    exact = read_xspace(path)
+    exact = read_xspace(path, cache=False)
     monkeypatch.setattr(wire, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(wire, "BLOCK_CHUNKS", block)
     monkeypatch.setattr(wire, "BLOCK_RECORDS", 1000)
-    walked = read_xspace(path)
+    walked = read_xspace(path, cache=False)
     for a, b in zip(exact.planes, walked.planes):
         for la, lb in zip(a.lines, b.lines):
             np.testing.assert_array_equal(la.record_pos, lb.record_pos)

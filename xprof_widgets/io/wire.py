@@ -110,6 +110,10 @@ def scan_run(buf, i, end, tag_byte, out, limit=None):
 
 
 CHUNK_BYTES = 1 << 12  # bytes of a run each parallel walker starts in
+#: Walkers stepped together: a run is walked 16 MB at a time, so the walkers' tables stay
+#: tens of MB however long the run (all at once, a 600 MB line needed GBs of fresh
+#: memory, and the page faults of fresh memory cost more than the walking).
+BLOCK_CHUNKS = 1 << 12
 
 
 def find_records(buf, data, start, end, tag_byte):
@@ -120,7 +124,8 @@ def find_records(buf, data, start, end, tag_byte):
 
     Finding length-prefixed records is a chain: each one's length says where
     the next starts. Small runs are walked with `scan_run`. Large runs are cut
-    into CHUNK_BYTES chunks and one walker per chunk steps through its chunk,
+    into blocks of BLOCK_CHUNKS chunks of CHUNK_BYTES, walked block after block; in a
+    block, one walker per chunk steps through its chunk,
     all walkers at once in numpy, so the Python loop runs (records / walkers)
     times, not once per record. A walker may start off the true chain (on a
     byte inside a record); when it lands on a byte that is not the tag it
@@ -128,12 +133,25 @@ def find_records(buf, data, start, end, tag_byte):
     The result is checked: chunk j's walk must contain the position where
     chunk j-1's walk left off; chunks where it does not are walked exactly.
     """
-    if end - start < 16 * CHUNK_BYTES:
-        out = array("q")
-        stop = scan_run(buf, start, end, tag_byte, out)
-        return _positions(out), stop
-    bounds = np.arange(start, end, CHUNK_BYTES, dtype=np.int64)
-    limits = np.append(bounds[1:], end)
+    pieces, here = [], start
+    while True:  # a block of BLOCK_CHUNKS chunks at a time, each carrying on from the last
+        limit = min(end, here + BLOCK_CHUNKS * CHUNK_BYTES)
+        if limit - here < 16 * CHUNK_BYTES:
+            out = array("q")
+            here = scan_run(buf, here, end, tag_byte, out, limit=limit)
+            found = _positions(out)
+        else:
+            found, here = _walk_block(buf, data, here, limit, end, tag_byte)
+        pieces.append(found)
+        if here < limit or here >= end or buf[here] != tag_byte:  # the run ended
+            return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), here
+
+
+def _walk_block(buf, data, start, limit, end, tag_byte):
+    """`find_records` for the records that start in `start:limit` (the message ends at
+    `end`): (their positions, the position after the last one)."""
+    bounds = np.arange(start, limit, CHUNK_BYTES, dtype=np.int64)
+    limits = np.append(bounds[1:], limit)
     pos = bounds.copy()
     pos[1:] = _next_tag(data, bounds[1:], limits[1:], tag_byte)
     steps, breaks = [], []
