@@ -300,6 +300,22 @@ def test_copies_on_dask(pod_of_copies):
             _same_op_profile(remote.op_profile(), many.op_profile())
 
 
+@pytest.mark.parametrize("name", ["tf_gpu_multiworker", "tf_keras_cpu", "tpu_v6e_inference"])
+def test_summary_with_and_without_shared_stats(monkeypatch, name):
+    """A host summary is the same whether its lines' stats are decoded once for every
+    analysis (small files) or by each analysis itself (files past SHARED_STATS_BYTES)."""
+    path = _one_host_file(name)
+    shared = xw.run.host_summary(path)
+    monkeypatch.setattr(pod, "SHARED_STATS_BYTES", 0)
+    alone = xw.run.host_summary(path)
+    for field in ("host_ops", "gpu_ops", "input_ops", "steps", "memory", "module_ms"):
+        pd.testing.assert_frame_equal(getattr(shared, field), getattr(alone, field), obj=field)
+    pd.testing.assert_frame_equal(shared.op_metrics.ops, alone.op_metrics.ops)
+    assert {k: v for k, v in shared.row.items() if k != "seconds"} == {
+        k: v for k, v in alone.row.items() if k != "seconds"
+    }
+
+
 # --- what stays as it was, and what goes wrong -----------------------------------------
 
 

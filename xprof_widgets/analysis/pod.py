@@ -164,6 +164,10 @@ class HostSummary:
         return self.has_gpu or self.has_tpu
 
 
+#: A host file up to this size is summarized with its lines' stats decoded once (see `summarize`).
+SHARED_STATS_BYTES = 64 * 2**20
+
+
 def summarize(run) -> HostSummary:
     """The `HostSummary` of a one-host run (the map step). Reads the host's file once;
     what it returns holds no event column."""
@@ -171,8 +175,11 @@ def summarize(run) -> HostSummary:
     host = run.hosts[0]
     space = run.xspace(host)
     # The analyses below read the same lines' stats (group ids, eager marks, allocator
-    # stats): each line's are decoded once for all of them.
-    with space.sharing_stats([line for plane in space.planes for line in plane.lines]):
+    # stats): each line's are decoded once for all of them, and kept until the summary is
+    # done; on a big host they are decoded per reader instead, so that a worker's memory
+    # stays a few times its file.
+    shared = [line for plane in space.planes for line in plane.lines] if space.size <= SHARED_STATS_BYTES else []
+    with space.sharing_stats(shared):
         out = _summary(run, host, space)
     out.seconds = out.row["seconds"] = time.perf_counter() - began
     return out
