@@ -230,6 +230,16 @@ WATCH_PROGRESS_JS = """() => {
 }"""
 
 
+def finish(page, widget, widget_png, page_shot=None):
+    """The end of a widget test: the widget scrolled into view and saved as `widget_png` in
+    ARTIFACTS (and the whole page as `page_shot`, if named); no request left localhost."""
+    widget.scroll_into_view_if_needed()
+    if page_shot is not None:
+        save_screenshot(page, page_shot)
+    widget.screenshot(path=str(ARTIFACTS / widget_png))
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+
+
 def text_is(page, selector, text, timeout=60_000):
     """Wait until the element `selector` shows exactly `text` (trimmed)."""
     page.wait_for_function(

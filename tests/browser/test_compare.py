@@ -6,7 +6,7 @@ from pathlib import Path
 
 import xprof_widgets as xw
 
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import finish, show_widget
 from .test_platform import PAINTED_PIXELS_JS
 
 MLP = Path(__file__).resolve().parents[1] / "data" / "mlp_widths" / "plugins" / "profile"
@@ -42,7 +42,4 @@ def test_compare_widget_in_lab(page, jupyter_lab):
     summary = widget.locator("[data-testid='summary'] li").all_inner_texts()
     assert summary == list(result.summary)
     assert widget.evaluate(PAINTED_PIXELS_JS) > 3000
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "compare-widget")
-    widget.screenshot(path=str(ARTIFACTS / "compare-widget.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "compare-widget.png", "compare-widget")

@@ -5,7 +5,7 @@ derived GPU lines and an XLA op event opens the op's card; screenshots saved."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import finish, show_widget
 from .test_platform import PAINTED_PIXELS_JS
 
 ELEMENTWISE = PROFILES / "amd_jax_elementwise_mi300"
@@ -39,10 +39,7 @@ def test_gpu_op_profile_with_idle(page, jupyter_lab):
     )
     text = widget.locator("[data-op-card]").inner_text()
     assert "457.884 TFLOP/s" in text and "loop fusion" in text and "jit_sin(13)" in text
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "gpu-op-profile")
-    widget.screenshot(path=str(ARTIFACTS / "gpu-op-profile-widget.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "gpu-op-profile-widget.png", "gpu-op-profile")
 
 
 def test_gpu_trace_derived_lines(page, jupyter_lab):
@@ -72,7 +69,4 @@ def test_gpu_trace_derived_lines(page, jupyter_lab):
     assert "XLA Ops - from #16" in details and "made from" in details
     card = widget.locator("[data-op-card]").inner_text()
     assert "gemm_fusion_dot_general.1" in card and "custom fusion" in card and "jit_dot(5)" in card
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "gpu-trace-viewer")
-    widget.screenshot(path=str(ARTIFACTS / "gpu-trace-viewer.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "gpu-trace-viewer.png", "gpu-trace-viewer")

@@ -42,17 +42,20 @@ def _state(widget):
     }
 
 
-def _click_node(page, widget, name):
-    """Click node `name` on the canvas and wait until the graph is centred on it and drawn."""
+def _click_node(page, widget, name, more_nodes=False):
+    """Click node `name` on the canvas and wait until the graph is redrawn, centred on it
+    (`more_nodes`: the centre node clicked again, the same op: until it shows more nodes)."""
     drawn = int(widget.get_attribute("data-figures-drawn"))
+    nodes = _state(widget)["nodes"] if more_nodes else None
     point = page.evaluate(NODE_POINT_JS, name)
     assert point is not None, f"node {name} is not on the page"
     page.mouse.click(point["x"], point["y"])
     page.wait_for_function(
-        "([n, name]) => { const w = document.querySelector('.xprof-widget');"
+        "([n, name, k]) => { const w = document.querySelector('.xprof-widget');"
         " const g = w.querySelector('[data-testid=graph-viewer]');"
-        " return Number(w.dataset.figuresDrawn) > n && w.dataset.ready === '1' && g && g.dataset.op === name; }",
-        arg=[drawn, name],
+        " return Number(w.dataset.figuresDrawn) > n && w.dataset.ready === '1' && g && g.dataset.op === name"
+        " && (k === null || Number(g.dataset.nodes) > k); }",
+        arg=[drawn, name, nodes],
         timeout=30_000,
     )
 
@@ -89,7 +92,7 @@ def test_graph_viewer_recentre_and_open_fusion(page, jupyter_lab):
     widget.screenshot(path=str(ARTIFACTS / "graph-viewer-2-recentred.png"))
 
     # A click on the centre fusion opens its fused computation inside a box.
-    _click_node_same_op(page, widget, "compare_select_fusion.1")
+    _click_node(page, widget, "compare_select_fusion.1", more_nodes=True)
     opened = graph_viewer(run, "compare_select_fusion.1", module=MODULE, radius=2, expand=True)
     assert _state(widget)["nodes"] == len(opened.nodes)
     fused = set(opened.nodes.loc[opened.nodes["fusion"] == "compare_select_fusion.1", "name"])
@@ -120,22 +123,6 @@ def test_graph_viewer_recentre_and_open_fusion(page, jupyter_lab):
         timeout=15_000,
     )
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
-
-
-def _click_node_same_op(page, widget, name):
-    """Click the centre node (same op before and after): wait for a redraw with more nodes."""
-    drawn = int(widget.get_attribute("data-figures-drawn"))
-    nodes = _state(widget)["nodes"]
-    point = page.evaluate(NODE_POINT_JS, name)
-    assert point is not None
-    page.mouse.click(point["x"], point["y"])
-    page.wait_for_function(
-        "([n, k]) => { const w = document.querySelector('.xprof-widget');"
-        " const g = w.querySelector('[data-testid=graph-viewer]');"
-        " return Number(w.dataset.figuresDrawn) > n && w.dataset.ready === '1' && Number(g.dataset.nodes) > k; }",
-        arg=[drawn, nodes],
-        timeout=30_000,
-    )
 
 
 def test_graph_viewer_large_module_and_no_modules(page, jupyter_lab):

@@ -5,7 +5,7 @@ the input-op tree folds; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, click_a_step, save_screenshot, show_widget
+from .harness import click_a_step, finish, save_screenshot, show_widget
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
@@ -31,7 +31,4 @@ def test_input_pipeline_widget_in_lab(page, jupyter_lab):
     page.wait_for_function(
         "() => document.querySelector(\"[data-testid='input-ops']\")?.dataset.rows === '1'", timeout=15_000
     )
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "input-pipeline-2-step-folded")
-    widget.screenshot(path=str(ARTIFACTS / "input-pipeline-widget.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "input-pipeline-widget.png", "input-pipeline-2-step-folded")

@@ -5,7 +5,7 @@ step; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, click_a_step, save_screenshot, show_widget
+from .harness import click_a_step, finish, show_widget
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
@@ -20,10 +20,7 @@ def test_overview_widget_in_lab(page, jupyter_lab):
     assert widget.locator("[data-stat='device_type']").inner_text() == expected.device_type
     chosen = click_a_step(page, widget)
     assert chosen.inner_text().startswith("Selected train ")
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "overview-1")
-    widget.screenshot(path=str(ARTIFACTS / "overview-widget.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "overview-widget.png", "overview-1")
 
 
 def test_overview_without_steps_in_lab(page, jupyter_lab):
@@ -45,6 +42,4 @@ def test_overview_without_steps_in_lab(page, jupyter_lab):
         widget.locator("[data-stat='device_duty_cycle_percent']").inner_text()
         == f"{expected.device_duty_cycle_percent:.1f} %"
     )
-    widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(ARTIFACTS / "overview-tpu-inference.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "overview-tpu-inference.png")

@@ -13,7 +13,7 @@ from xprof_widgets.widgets.memory_profile import human_bytes
 from xprof_widgets.widgets.profile import TOOLS
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, WATCH_PROGRESS_JS, save_screenshot, show_widget, text_is
+from .harness import WATCH_PROGRESS_JS, finish, show_widget, text_is
 
 TF = PROFILES / "tf_keras_cpu" / "plugins" / "profile"
 NEWER, OLDER = "2026_11_22_03_16_48", "2026_11_22_03_16_08"
@@ -101,7 +101,4 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     text_is(page, avg, f"{added.overview().avg_step_time_ms:,.3f} ms")
     page.wait_for_selector(".xprof-widget[data-ready='1'] .xw-profile", timeout=30_000)
     page.wait_for_timeout(500)  # let the charts paint
-    widget.scroll_into_view_if_needed()
-    save_screenshot(page, "profile-widget")
-    widget.screenshot(path=str(ARTIFACTS / "profile-widget-element.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "profile-widget-element.png", "profile-widget")

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ..conftest import PROFILES, TOOLS
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, finish, save_screenshot, show_widget
 
 TOOL = TOOLS / "tile_xplane.py"
 TIMES = int(os.environ.get("XPROF_TRACE_ZOOM_TIMES", "12"))
@@ -154,6 +154,4 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
     )
     widget.locator("[data-testid='op-card']").wait_for(timeout=30_000)
     assert widget.locator("[data-testid='op-card-name']").inner_text().startswith(target["name"])
-    widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(ARTIFACTS / "trace-viewer.png"))
-    assert page.off_host == [], f"requests left localhost: {page.off_host}"
+    finish(page, widget, "trace-viewer.png")
