@@ -498,6 +498,32 @@ def test_rows_of_improperly_nested_events():
     assert len(extra) == (ev["name"] == "train").sum() - (ev.loc[ev["name"] == "train", "row"] < t.nesting_rows).sum()
 
 
+@pytest.mark.parametrize("name", ["jax_mlp_cpu", "tf_keras_cpu"])
+def test_layout_in_small_blocks(monkeypatch, name):
+    """The row-major order is sorted block by block (`_CHUNK` events): with blocks of a
+    few events, rows spread over many blocks and the extra rows, the layout is the same."""
+    whole = T.Trace(corpus_run(name).xspace())
+    monkeypatch.setattr(T, "_CHUNK", 7)
+    blocks = T.Trace(corpus_run(name).xspace())
+    for part in ("_start", "_end", "_name", "_index", "_row_track", "_row_depth", "_row_off"):
+        np.testing.assert_array_equal(getattr(blocks, part), getattr(whole, part), err_msg=part)
+    pd.testing.assert_frame_equal(blocks.tracks, whole.tracks)
+
+
+@pytest.mark.parametrize("setting", [("_INT16_NAMES", 0), ("_INT16_MAX", 3)], ids=["int32", "widened"])
+def test_name_codes_int16_or_int32(monkeypatch, setting):
+    """Name codes are int16 while the names fit, int32 from the start when there are many,
+    and widened to int32 when events add names past int16 (here forced): the same codes."""
+    space = corpus_run("jax_mlp_cpu").xspace()
+    narrow = T.Trace(space)
+    assert narrow._name.dtype == np.int16
+    monkeypatch.setattr(T, *setting)
+    wide = T.Trace(space)
+    assert wide._name.dtype == np.int32
+    np.testing.assert_array_equal(wide._name, narrow._name)
+    assert list(wide.names) == list(narrow.names)
+
+
 def test_open_count_with_ties_and_zero_lengths():
     start = np.array([0, 0, 0, 5, 5, 5, 10, 10], dtype=np.int64)
     dur = np.array([20, 10, 0, 3, 0, 0, 0, 5], dtype=np.int64)

@@ -258,21 +258,25 @@ class Trace:
         # start within a row. Positions are int32: up to 2**31 events.
         self._start = np.empty(total, dtype=np.int64)
         self._end = np.empty(total, dtype=np.int64)
-        self._name = np.empty(total, dtype=np.int32)
+        # Name codes: int16 while the names fit (they usually do), else int32.
+        self._name = np.empty(total, dtype=np.int16 if len(names) < _INT16_NAMES else np.int32)
         self._index = np.empty(total, dtype=np.int32)  # the event's index in its track
         row_track, row_depth, row_off = [], [], [0]
         pos = 0
         for ti, t in enumerate(tracks):
             n = len(t)
             sl = slice(pos, pos + n)
-            order, row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl])
+            order, row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl], self._index[sl])
             t.rows = int(row[-1]) + 1
             t.nesting_rows = t.rows - overflow
-            # mode="clip": `order` is in range, and "raise" would buffer `out` (a copy per call)
-            np.take(_event_codes(self.space, t, plane_codes[t.plane], code_of), order, out=self._name[sl], mode="clip")
-            self._index[sl] = order
+            codes = _event_codes(self.space, t, plane_codes[t.plane], code_of)
+            if self._name.dtype == np.int16 and len(names) > _INT16_MAX:  # names added past int16
+                self._name = self._name.astype(np.int32)
+            _take(codes, order, self._name[sl])
+            del codes
             del order
-            for depth, count in enumerate(np.bincount(row, minlength=t.rows).tolist()):
+            per_row = sum(np.bincount(row[c : c + _CHUNK], minlength=t.rows) for c in range(0, len(row), _CHUNK))
+            for depth, count in enumerate(per_row.tolist()):  # (bincount would copy `row` whole to intp)
                 if count:
                     row_track.append(ti)
                     row_depth.append(depth)
@@ -986,8 +990,14 @@ def _event_codes(space, t, plane_codes, code_of):
     line = space.planes[t.plane].lines[t.line]
     ids, codes = plane_codes
     real = None if t.src is None else t.src >= 0
-    mid = line.metadata_id if t.src is None else line.metadata_id[np.where(real, t.src, 0)]
-    out = _lookup(ids, codes, mid)
+    out = np.empty(len(t), dtype=codes.dtype)
+    for c in range(0, len(t), _CHUNK):  # a chunk at a time: no event-sized temporaries
+        if t.src is None:
+            mid = line.metadata_id[c : c + _CHUNK]
+        else:
+            src = t.src[c : c + _CHUNK]
+            mid = line.metadata_id[np.where(src >= 0, src, 0)]
+        out[c : c + _CHUNK] = _lookup(ids, codes, mid)
     if real is not None and not real.all():
         out[~real] = code_of(REGION)
     if t.name == STEPS_LINE:  # XProf names step events by their step_name
@@ -1018,7 +1028,9 @@ def _open_count(start, dur):
     ends.sort()
     depth = _searchsorted_sorted(ends, start)  # the events ended by i's start
     del ends
-    np.subtract(np.arange(n, dtype=depth.dtype), depth, out=depth)
+    for c in range(0, n, _CHUNK):  # i minus those (no arange of n events beside it)
+        part = depth[c : c + _CHUNK]
+        np.subtract(np.arange(c, c + len(part), dtype=depth.dtype), part, out=part)
     zero = dur == 0
     depth += zero  # i itself was counted as ended
     if zero.any():
@@ -1028,7 +1040,17 @@ def _open_count(start, dur):
             group_end = np.searchsorted(start, start[idx], side="right")
             zeros_before = np.concatenate([[0], np.cumsum(zero, dtype=np.int64)])  # zero-length events in [0, i)
             depth[idx] += zeros_before[group_end] - zeros_before[idx + 1]
-    return depth.astype(np.int32) if n < 2**31 else depth  # half the memory while rows are laid out
+    # Narrow while rows are laid out (a nesting depth is small: int16 unless past 2**14).
+    top = int(depth.max(initial=0))
+    return depth.astype(np.int16 if top < _INT16_DEPTH else np.int32 if n < 2**31 else np.int64)
+
+
+#: Depths below this are kept as int16 (room left for the extra rows `_rows` adds).
+_INT16_DEPTH = 2**14
+#: A trace whose metadata names are fewer than this keeps its name codes as int16 (room
+#: left for the names events add: regions, step names); past _INT16_MAX they become int32.
+_INT16_NAMES = 2**14
+_INT16_MAX = np.iinfo(np.int16).max
 
 
 def _searchsorted_sorted(haystack, needles, chunk=1 << 16):
@@ -1040,14 +1062,14 @@ def _searchsorted_sorted(haystack, needles, chunk=1 << 16):
         return np.searchsorted(haystack, needles, side="right")
     at = np.arange(0, n, chunk)
     bound = np.append(np.searchsorted(haystack, needles[at], side="right"), len(haystack)).tolist()
-    out = np.empty(n, dtype=np.intp)
+    out = np.empty(n, dtype=np.int32 if len(haystack) < 2**31 else np.int64)  # half the memory of intp
     for j, a in enumerate(at.tolist()):
         lo, hi, z = bound[j], bound[j + 1], min(a + chunk, n)
-        np.add(np.searchsorted(haystack[lo:hi], needles[a:z], side="right"), lo, out=out[a:z])
+        np.add(np.searchsorted(haystack[lo:hi], needles[a:z], side="right"), lo, out=out[a:z], casting="unsafe")
     return out
 
 
-def _rows(start, dur, out_start, out_end):
+def _rows(start, dur, out_start, out_end, out_order=None):
     """Rows of a track's events (sorted by start, longer first at equal starts).
 
     Open-count rows. Where two events of a row overlap, the earlier one
@@ -1057,18 +1079,21 @@ def _rows(start, dur, out_start, out_end):
     row has an overlap. The events taken out go to extra rows after the
     nesting rows, first fit. Returns (the events in row-major order, their
     rows in that order, the number of extra rows), and writes their starts
-    and ends in that order to `out_start` and `out_end`.
+    and ends in that order to `out_start` and `out_end`. The order is int32, written
+    to `out_order` when given (the caller's array: no track-sized int64 index array
+    is made; tens of millions of events need hundreds of MB less).
     """
     n = len(start)
+    if out_order is None:
+        out_order = np.empty(n, np.int32 if n < 2**31 else np.int64)
     depth = _open_count(start, dur)
     out = None
     while True:
-        order, od = _by_row(depth, out)
+        order, od = _by_row(depth, out, out_order)
         k = len(order)
         os_, oe = out_start[:k], out_end[:k]
-        # mode="clip": `order` is in range, and "raise" would buffer `out` (a copy per call).
-        np.take(start, order, out=os_, mode="clip")
-        np.take(dur, order, out=oe, mode="clip")
+        _take(start, order, os_)
+        _take(dur, order, oe)
         oe += os_
         bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
         if not len(bad):
@@ -1100,22 +1125,61 @@ def _rows(start, dur, out_start, out_end):
         extra = len(ends)
         tail = idx[np.argsort(depth[idx], kind="stable")]
         k = len(order)
-        order = np.concatenate([order, tail])
+        out_order[k:] = tail
+        order = out_order
         od = np.concatenate([od, depth[tail].astype(od.dtype)])
         out_start[k:] = start[tail]
         out_end[k:] = start[tail] + dur[tail]
     return order, od, extra
 
 
-def _by_row(depth, out=None):
-    """Row-major order of the events not `out`, and their rows (a radix sort of small ints)."""
-    d = depth.astype(np.int16) if depth.max(initial=0) < 2**15 - 1 else depth.astype(np.int32)
-    kept = len(d)
-    if out is not None:
-        d[out] = np.iinfo(d.dtype).max  # last, then cut off
-        kept -= int(out.sum())
-    order = np.argsort(d, kind="stable")[:kept]
-    return order, d[order]
+_CHUNK = 1 << 20  # events per step of the blocked passes below: their temporaries stay a few MB
+
+
+def _take(values, index, out):
+    """`out[:] = values[index]`, a chunk at a time: np.take would first copy an int32
+    `index` whole into an int64 one. `out` may be a narrower type (name codes)."""
+    same = out.dtype == values.dtype
+    for c in range(0, len(index), _CHUNK):
+        # mode="clip": `index` is in range, and "raise" would buffer `out` (a copy per call).
+        if same:
+            np.take(values, index[c : c + _CHUNK], out=out[c : c + _CHUNK], mode="clip")
+        else:
+            out[c : c + _CHUNK] = np.take(values, index[c : c + _CHUNK], mode="clip")
+
+
+def _by_row(depth, out=None, order=None):
+    """Row-major order of the events not `out` (by row, then as they come: stable), and
+    their rows. The order is written to `order` (int32 when events fit) and returned as
+    its first part. A counting sort, block by block: each block's events sorted by row
+    (numpy's radix sort on small ints) and copied to where their rows begin in the
+    whole; rows come from the counts, not from a gather."""
+    n = len(depth)
+    order = np.empty(n, np.int32 if n < 2**31 else np.int64) if order is None else order
+    d = depth
+    top = int(d.max(initial=0)) + 1
+    if out is not None:  # the events taken out: a last row of their own, then cut off
+        d = depth.astype(np.int16 if top < np.iinfo(np.int16).max else np.int32)
+        d[out] = top
+    blocks = range(0, n, _CHUNK)
+    counts = np.zeros((len(blocks), top + 1), np.int64)
+    for b, c in enumerate(blocks):
+        counts[b] = np.bincount(d[c : c + _CHUNK], minlength=top + 1)
+    per_row = counts.sum(axis=0)
+    row_at = np.concatenate([[0], np.cumsum(per_row)[:-1]])  # where each row begins in the order
+    at = row_at + np.cumsum(counts, axis=0) - counts  # where each block's part of each row goes
+    for b, c in enumerate(blocks):
+        local = np.argsort(d[c : c + _CHUNK], kind="stable")
+        first = 0
+        for r in np.flatnonzero(counts[b]).tolist():
+            m = int(counts[b, r])
+            if r < top or out is None:
+                dest = int(at[b, r])
+                np.add(local[first : first + m], c, out=order[dest : dest + m], casting="unsafe")
+            first += m
+    kept = n - (int(per_row[top]) if out is not None else 0)
+    rows = np.repeat(np.arange(top, dtype=depth.dtype), per_row[:top])
+    return order[:kept], rows[:kept]
 
 
 # --- the pyramid -----------------------------------------------------------------------------
