@@ -275,8 +275,9 @@ class Trace:
             _take(codes, order, self._name[sl])
             del codes
             del order
-            per_row = sum(np.bincount(row[c : c + _CHUNK], minlength=t.rows) for c in range(0, len(row), _CHUNK))
-            for depth, count in enumerate(per_row.tolist()):  # (bincount would copy `row` whole to intp)
+            # `row` ascends (row-major); needles of its type, or numpy would copy it to compare
+            per_row = np.diff(np.searchsorted(row, np.arange(t.rows + 1, dtype=row.dtype)))
+            for depth, count in enumerate(per_row.tolist()):
                 if count:
                     row_track.append(ti)
                     row_depth.append(depth)
@@ -1173,13 +1174,12 @@ def _by_row(depth, out=None, order=None):
         first = 0
         for r in np.flatnonzero(counts[b]).tolist():
             m = int(counts[b, r])
-            if r < top or out is None:
+            if r < top:  # (row `top`: the events taken out)
                 dest = int(at[b, r])
                 np.add(local[first : first + m], c, out=order[dest : dest + m], casting="unsafe")
             first += m
-    kept = n - (int(per_row[top]) if out is not None else 0)
-    rows = np.repeat(np.arange(top, dtype=depth.dtype), per_row[:top])
-    return order[:kept], rows[:kept]
+    kept = n - int(per_row[top])
+    return order[:kept], np.repeat(np.arange(top, dtype=depth.dtype), per_row[:top])
 
 
 # --- the pyramid -----------------------------------------------------------------------------
