@@ -158,12 +158,12 @@ def _bad_header(path):
 
 
 def _wrong_type(path):
-    np.save(path, np.load(path).astype(np.int32))
+    np.save(path, np.load(path).astype(np.float64))
 
 
 def _positions_outside(path):
     positions = np.load(path)
-    positions[-1] = 2**40
+    positions[-1] = np.iinfo(positions.dtype).max  # past the end of any file this test writes
     np.save(path, positions)
 
 

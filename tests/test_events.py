@@ -42,8 +42,9 @@ def _same(got, expected):
         assert isinstance(got[column].dtype, pd.CategoricalDtype)
         assert list(got[column].cat.categories) == sorted(set(got[column].dropna()))  # sorted, the used ones
         assert got[column].astype(object).tolist() == expected[column].tolist()
+    assert got["start_ps"].dtype == got["duration_ps"].dtype == np.int64
+    assert got["metadata_id"].dtype == np.int32  # the ids fit: kept narrow (issue 18)
     for column in ("start_ps", "duration_ps", "metadata_id"):
-        assert got[column].dtype == np.int64
         np.testing.assert_array_equal(got[column].to_numpy(), expected[column].to_numpy())
 
 

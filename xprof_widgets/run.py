@@ -440,8 +440,9 @@ class Run:
         )
 
     def events(self, plane: str | None = None, line: str | None = None, host: str | None = None) -> pd.DataFrame:
-        """Events as a DataFrame: host, plane, line, name, start_ps (absolute),
-        duration_ps, metadata_id. `plane`/`line`/`host` filter by name.
+        """Events as a DataFrame: host, plane, line, name (Categoricals), start_ps
+        (absolute) and duration_ps (int64), metadata_id (int32 where every id fits, as
+        in real profiles, else int64). `plane`/`line`/`host` filter by name.
         """
         spaces = self.xspaces() if host is None else [self.xspace(host)]
         return event_frame(spaces, plane=plane, line=line)

@@ -71,7 +71,6 @@ COLUMNS = (
     ("record_pos", "record_pos"),
     ("stats_at", "stats_at"),
 )
-_DTYPES = {"start_ps": "<i8", "duration_ps": "<i8", "metadata_id": "<i8", "record_pos": "<i8"}
 _LINE_FIELDS = ("id", "name", "display_id", "display_name", "timestamp_ns", "duration_ps")
 
 _writers: list[threading.Thread] = []
@@ -302,9 +301,12 @@ def store(space, key):
         if shutil.disk_usage(folder.parent).free < count * 40 + MIN_FREE_BYTES:
             return
         tmp.mkdir()
-        dtypes = dict(_DTYPES)
-        narrow = all(line.stats_at.dtype == np.uint16 for line in lines)
-        dtypes["stats_at"] = "<u2" if narrow else "<i8"
+        # Each column in the narrowest type all its lines hold (metadata ids and record
+        # positions int32, stats offsets uint16 where they fit: see xspace._narrow).
+        dtypes = {
+            name: np.result_type(*(getattr(line, attr).dtype for line in lines)).str if lines else "<i8"
+            for name, attr in COLUMNS
+        }
         for name, attr in COLUMNS:
             _write_npy(tmp / f"{name}.npy", [getattr(line, attr) for line in lines], np.dtype(dtypes[name]), count)
         shells = [plane.message.SerializeToString() for plane in space.planes]

@@ -99,8 +99,9 @@ def _is_object(values):
 class Line:
     """One timeline of a plane, with its events as columns.
 
-    `start_ps` (absolute, ps since the epoch), `duration_ps` and `metadata_id`
-    are int64 arrays in file order (XProf's writers sort each line by start).
+    `start_ps` (absolute, ps since the epoch) and `duration_ps` are int64 arrays in
+    file order (XProf's writers sort each line by start); `metadata_id` is int32 when
+    every id fits (it always has in real profiles), else int64.
     """
 
     plane: Plane
@@ -1131,7 +1132,7 @@ def _parse_line(plane, buf, start, end):
             fields[number] = _signed(value)
         elif wt == wire.LENGTH:
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
-    record_pos = np.concatenate(runs) if runs else np.zeros(0, np.int64)
+    record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs) if runs else np.zeros(0, np.int64)
     ev = wire.decode_head(data, record_pos, (_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end)
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
@@ -1142,6 +1143,8 @@ def _parse_line(plane, buf, start, end):
     duration_ps = ev.value(_EVENT_DURATION_PS)
     _check_times(plane, name, timestamp_ns, start_ps, duration_ps)
     start_ps += timestamp_ns * 1000
+    metadata_id = ev.value(_EVENT_METADATA_ID)
+    del ev
     return Line(
         plane=plane,
         id=int(fields.get(_LINE_ID, 0)),
@@ -1152,10 +1155,23 @@ def _parse_line(plane, buf, start, end):
         duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
         start_ps=start_ps,
         event_duration_ps=duration_ps,
-        metadata_id=ev.value(_EVENT_METADATA_ID),
-        record_pos=record_pos,
+        metadata_id=_narrow(metadata_id),
+        record_pos=_narrow(record_pos, fits=plane.space.size < _INT32_POSITIONS),
         stats_at=stats_at,
     )
+
+
+#: Record positions are kept as int32 in files smaller than this: a position plus its
+#: stats offset (`stats_at`, below 2**16) or a record's few header bytes still fit.
+_INT32_POSITIONS = 2**31 - 2**17
+
+
+def _narrow(values, fits=None):
+    """`values` (int64) as int32 when they fit (`fits`, else checked): event-sized
+    columns of a 50 M event file are 200 MB smaller each."""
+    if fits is None:
+        fits = not len(values) or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31)
+    return values.astype(np.int32) if fits else values
 
 
 def _codes_dtype(n):
