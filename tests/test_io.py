@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.io import schema, wire
+from xprof_widgets.io import schema, sorting, wire
 from xprof_widgets.io.xspace import read_xspace, stat_value
 
 from .conftest import PROFILES, profile_files
@@ -494,3 +494,22 @@ def test_corrupt_stats_name_the_file(tmp_path):
         bad.memory_profile()
     with pytest.raises(xw.ProfileError, match="stats that do not decode"):
         bad.xspace().plane("/host:CPU").lines[space.plane("/host:CPU").lines.index(line)].stats()
+
+
+@pytest.mark.parametrize("block", [7, 1 << 21])
+@pytest.mark.parametrize("dtype", [np.int16, np.uint32])
+def test_order_by_key_is_a_stable_sort(monkeypatch, block, dtype):
+    """The counting sort behind stat tables and trace rows: numpy's stable argsort, with or
+    without positions taken out, in blocks of a few positions or one block."""
+    monkeypatch.setattr(sorting, "BLOCK", block)
+    keys = np.random.default_rng(0).integers(0, 40, 1000).astype(dtype)
+    keys[500:] = 3  # a long run of one key across blocks
+    order, counts = sorting.order_by_key(keys)
+    assert order.dtype == np.int32
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(counts, np.bincount(keys))
+    out = np.flatnonzero(keys % 5 == 0)
+    kept = np.setdiff1d(np.arange(len(keys)), out)
+    order, counts = sorting.order_by_key(keys, taken_out=out)
+    np.testing.assert_array_equal(order, kept[np.argsort(keys[kept], kind="stable")])
+    np.testing.assert_array_equal(counts, np.bincount(keys[kept], minlength=len(counts)))

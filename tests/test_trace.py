@@ -13,7 +13,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.analysis import derived_lines as D
 from xprof_widgets.analysis import trace as T
-from xprof_widgets.io import schema
+from xprof_widgets.io import schema, sorting
 from xprof_widgets.io.xspace import read_xspace
 
 from .conftest import CORPUS_LOGDIRS, REFERENCE, add_stat, corpus_run
@@ -500,10 +500,12 @@ def test_rows_of_improperly_nested_events():
 
 @pytest.mark.parametrize("name", ["jax_mlp_cpu", "tf_keras_cpu"])
 def test_layout_in_small_blocks(monkeypatch, name):
-    """The row-major order is sorted block by block (`_CHUNK` events): with blocks of a
-    few events, rows spread over many blocks and the extra rows, the layout is the same."""
+    """The row-major order is sorted block by block (`sorting.BLOCK` events) and the takes
+    go `_CHUNK` events at a time: with blocks of a few events, rows spread over many
+    blocks and the extra rows, the layout is the same."""
     whole = T.Trace(corpus_run(name).xspace())
     monkeypatch.setattr(T, "_CHUNK", 7)
+    monkeypatch.setattr(sorting, "BLOCK", 7)
     blocks = T.Trace(corpus_run(name).xspace())
     for part in ("_start", "_end", "_name", "_index", "_row_track", "_row_depth", "_row_off"):
         np.testing.assert_array_equal(getattr(blocks, part), getattr(whole, part), err_msg=part)

@@ -78,6 +78,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import column_cache
+from ..io.sorting import order_by_key
 from .cache import derived
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
@@ -1152,34 +1153,9 @@ def _take(values, index, out):
 def _by_row(depth, out=None, order=None):
     """Row-major order of the events not `out` (by row, then as they come: stable), and
     their rows. The order is written to `order` (int32 when events fit) and returned as
-    its first part. A counting sort, block by block: each block's events sorted by row
-    (numpy's radix sort on small ints) and copied to where their rows begin in the
-    whole; rows come from the counts, not from a gather."""
-    n = len(depth)
-    order = np.empty(n, np.int32 if n < 2**31 else np.int64) if order is None else order
-    d = depth
-    top = int(d.max(initial=0)) + 1
-    if out is not None:  # the events taken out: a last row of their own, then cut off
-        d = depth.astype(np.int16 if top < np.iinfo(np.int16).max else np.int32)
-        d[out] = top
-    blocks = range(0, n, _CHUNK)
-    counts = np.zeros((len(blocks), top + 1), np.int64)
-    for b, c in enumerate(blocks):
-        counts[b] = np.bincount(d[c : c + _CHUNK], minlength=top + 1)
-    per_row = counts.sum(axis=0)
-    row_at = np.concatenate([[0], np.cumsum(per_row)[:-1]])  # where each row begins in the order
-    at = row_at + np.cumsum(counts, axis=0) - counts  # where each block's part of each row goes
-    for b, c in enumerate(blocks):
-        local = np.argsort(d[c : c + _CHUNK], kind="stable")
-        first = 0
-        for r in np.flatnonzero(counts[b]).tolist():
-            m = int(counts[b, r])
-            if r < top:  # (row `top`: the events taken out)
-                dest = int(at[b, r])
-                np.add(local[first : first + m], c, out=order[dest : dest + m], casting="unsafe")
-            first += m
-    kept = n - int(per_row[top])
-    return order[:kept], np.repeat(np.arange(top, dtype=depth.dtype), per_row[:top])
+    its first part; rows come from the counts, not from a gather."""
+    order, per_row = order_by_key(depth, out, order)
+    return order, np.repeat(np.arange(len(per_row), dtype=depth.dtype), per_row)
 
 
 # --- the pyramid -----------------------------------------------------------------------------

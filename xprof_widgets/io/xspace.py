@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError
-from . import column_cache, schema, wire
+from . import column_cache, schema, sorting, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
@@ -547,19 +547,17 @@ class StatTable:
         self._raw = records.raw
         self._text = records.text  # string values: (rows, payload starts, payload ends)
         # Rows by stat id: a stable sort keeps each stat's rows in event order.
-        # Ids are small: counting them, and a radix sort on 16 bits, beat sorting millions.
-        small = rows and int(mid.max()) < 1 << 16
-        if small:
-            mid16 = mid.astype(np.uint16)
-            counts = np.bincount(mid16)
+        # Ids are small: a counting sort (int32 rows, no row-sized int64 order) beats
+        # sorting millions.
+        if rows and int(mid.max()) < 1 << 16:
+            order, counts = sorting.order_by_key(mid)
             ids = np.flatnonzero(counts)
             bounds = np.concatenate([[0], np.cumsum(counts[ids])])
-            order = np.argsort(mid16, kind="stable")
         else:
             order = np.argsort(mid, kind="stable")
             ids, first = np.unique(mid[order], return_index=True)
             bounds = np.concatenate([first, [rows]])
-        order = order.astype(np.int32 if rows < 2**31 else np.int64, copy=False)
+            order = order.astype(np.int32 if rows < 2**31 else np.int64, copy=False)
         names_by_id = plane.stat_names
         self._stats = {}  # name -> (rows, events), both ascending
         for i, sid in enumerate(ids):
