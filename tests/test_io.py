@@ -382,7 +382,10 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     data = np.frombuffer(buf, dtype=np.uint8)
     bounds = np.cumsum([0] + [len(p) for p in payloads])
     kinds = dict(scalars=(2, 3, 4, 7), lengths=(5, 6, 8))
-    _check_keyed(data, payloads, wire.decode_keyed(data, bounds[:-1], bounds[1:], **kinds))
+    flat = wire.decode_keyed(data, bounds[:-1], bounds[1:], **kinds)
+    _check_keyed(data, payloads, flat)
+    owner = np.arange(len(payloads)) * 3  # any owners, as the caller gives them
+    _check_by_key(flat, owner, wire.decode_keyed_by_key(data, bounds[:-1], bounds[1:], owner=owner, **kinds))
     # The same records as runs of a repeated field 4 in event-like records (0 to 9 per run),
     # found and decoded in one pass.
     rng.shuffle(payloads)
@@ -396,6 +399,24 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     got = wire.decode_keyed(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds)  # after field 1
     assert got.owner.tolist() == [i for i, run in enumerate(runs) for _ in run]
     _check_keyed(data, [p for run in runs for p in run], got)
+    _check_by_key(got, got.owner, wire.decode_keyed_by_key(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds))
+
+
+def _check_by_key(flat, owner, by_key):
+    """`decode_keyed_by_key` holds the records `decode_keyed` gives, each key's in their order."""
+    text = dict(zip(flat.text[0].tolist(), zip(flat.text[1].tolist(), flat.text[2].tolist())))
+    assert sorted(by_key) == sorted(set(flat.key.tolist()))
+    assert sum(len(r) for r in by_key.values()) == len(flat)
+    for key, got in by_key.items():
+        rows = np.flatnonzero(flat.key == key)
+        assert got.owner.tolist() == np.asarray(owner)[rows].tolist()
+        assert got.number.tolist() == flat.number[rows].tolist()
+        assert got.raw.tolist() == flat.raw[rows].tolist()
+        want = [text.get(r, (0, 0)) for r in rows.tolist()]
+        if got.text_start is None:
+            assert all(w == (0, 0) for w in want)
+        else:
+            assert list(zip(got.text_start.tolist(), got.text_stop.tolist())) == want
 
 
 def _check_keyed(data, payloads, got):

@@ -589,30 +589,8 @@ def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
     another order, extra fields, no value) are read field by field (`walk`);
     where a record sets the value twice, the last one wins, as in protobuf.
     """
-    starts = np.asarray(starts, dtype=np.int64)
-    stops = np.asarray(stops, dtype=np.int64)
-    words = _words(data)
-    kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
-    for n in scalars:
-        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
-    for n in lengths:
-        kinds[(n << 3) | LENGTH] = n
-    step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
+    parts = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, None, lambda *block: block)
     owner_type = np.int32 if len(starts) < 2**31 else np.int64
-
-    def block(c):
-        s, e = starts[c : c + step], stops[c : c + step]
-        owner = None
-        if repeated is not None:
-            found = _repeated_block(data, s, e, repeated, c)
-            if found is None:  # an unusual layout: the general decoder
-                found = decode_fields(data, s, e, lengths=(repeated,)).ranges[repeated]
-                found = (found[0] + c, found[1], found[2])
-            owner, s, e = found
-            owner = owner.astype(owner_type)
-        return (owner, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
-
-    parts = _map_blocks(len(starts), block, step)
     if not parts:
         empty = np.zeros(0, np.int64)
         return KeyedValues(
@@ -632,6 +610,102 @@ def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
         np.concatenate(raws),
         text,
     )
+
+
+class KeyRecords:
+    """The records of one key, from `decode_keyed_by_key`, in the order they came: `owner`
+    (int32, or int64 past 2**31 owners), `number` (int8: the value's field, 0 none), `raw`
+    (uint64: a scalar's bits) and, if any of them has a LENGTH value, `text_start` and
+    `text_stop` (int64 payload ranges, 0 where a record has none); else both None."""
+
+    __slots__ = ("owner", "number", "raw", "text_start", "text_stop")
+
+    def __init__(self, owner, number, raw, text_start=None, text_stop=None):
+        self.owner, self.number, self.raw = owner, number, raw
+        self.text_start, self.text_stop = text_start, text_stop
+
+    def __len__(self):
+        return len(self.owner)
+
+
+def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None):
+    """`decode_keyed`, its records split by key: {key: `KeyRecords`}.
+
+    What a table of stats by name wants, made as the records are decoded: each
+    block of records is sorted by key on the thread pool (small, in cache) and the
+    pieces of a key joined once, so no array of every record (nor an order of them
+    all) is ever made. Without `repeated`, `owner[i]` is record i's owner.
+    """
+    if repeated is None:
+        owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
+        owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
+    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, _split_by_key)
+    out = {}
+    for key in sorted(set().union(*blocks)):
+        pieces = [b.pop(key) for b in blocks if key in b]
+        cols = [np.concatenate(c) for c in zip(*[p[:3] for p in pieces])]
+        if any(p[3] is not None for p in pieces):
+            zeros = lambda p: np.zeros(len(p[0]), np.int64)  # noqa: E731
+            cols += [np.concatenate([zeros(p) if p[3] is None else p[3 + i] for p in pieces]) for i in (0, 1)]
+        out[key] = KeyRecords(*cols)
+    return out
+
+
+def _split_by_key(owner, key, number, raw, text):
+    """One block's records by key: {key: (owner, number, raw, text start or None, text stop or None)}."""
+    n = len(key)
+    if n == 0:
+        return {}
+    small = key.max() < 2**16
+    order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")  # radix sort on 16 bits
+    sorted_key = key[order]
+    first = np.flatnonzero(np.concatenate([[True], sorted_key[1:] != sorted_key[:-1]]))
+    bounds = np.append(first, n).tolist()
+    owner, number, raw = owner[order], number[order], raw[order]
+    rows, text_start, text_stop = text
+    if len(rows):
+        starts_ = np.zeros(n, np.int64)
+        stops_ = np.zeros(n, np.int64)
+        starts_[rows], stops_[rows] = text_start, text_stop
+        has = np.zeros(n, bool)
+        has[rows] = True
+        starts_, stops_, has = starts_[order], stops_[order], has[order]
+    out = {}
+    for k, a, b in zip(sorted_key[first].tolist(), bounds[:-1], bounds[1:]):
+        span = slice(a, b)
+        texts = (starts_[span], stops_[span]) if len(rows) and has[span].any() else (None, None)
+        out[k] = (owner[span], number[span], raw[span], *texts)
+    return out
+
+
+def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, finish):
+    """The blocks of `decode_keyed`, each decoded and passed to `finish(owner, key, number,
+    raw, text)` on the thread pool; their results in order. `owner`: the records' owners
+    (no `repeated`), else None."""
+    starts = np.asarray(starts, dtype=np.int64)
+    stops = np.asarray(stops, dtype=np.int64)
+    words = _words(data)
+    kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
+    for n in scalars:
+        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
+    for n in lengths:
+        kinds[(n << 3) | LENGTH] = n
+    step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
+    owner_type = np.int32 if len(starts) < 2**31 else np.int64
+
+    def block(c):
+        s, e = starts[c : c + step], stops[c : c + step]
+        own = None if owner is None else owner[c : c + step]
+        if repeated is not None:
+            found = _repeated_block(data, s, e, repeated, c)
+            if found is None:  # an unusual layout: the general decoder
+                found = decode_fields(data, s, e, lengths=(repeated,)).ranges[repeated]
+                found = (found[0] + c, found[1], found[2])
+            own, s, e = found
+            own = own.astype(owner_type)
+        return finish(own, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
+
+    return _map_blocks(len(starts), block, step)
 
 
 def _words(data):
@@ -851,7 +925,9 @@ __all__ = [
     "decode_strings",
     "string_codes",
     "decode_keyed",
+    "decode_keyed_by_key",
     "KeyedValues",
+    "KeyRecords",
     "repeated_run",
     "Fields",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError
-from . import column_cache, schema, sorting, wire
+from . import column_cache, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
@@ -168,16 +168,15 @@ class Line:
         return wire.repeated_run(data, *runs, _EVENT_STATS)
 
     def _decoded_stats(self, idx):
-        """Every XStat record of events `idx` (None: all), decoded: a `wire.KeyedValues`."""
+        """Every XStat record of events `idx` (None: all), decoded and split by stat id:
+        {id: `wire.KeyRecords`}, owners counted among `idx`."""
         data = self.plane.space.data
         kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS)
         runs = self._stat_runs(idx)
         if runs is None:
             owner, s, e = self._stat_records(idx)
-            out = wire.decode_keyed(data, s, e, **kinds)
-            out.owner = owner
-            return out
-        return wire.decode_keyed(data, *runs, repeated=_EVENT_STATS, **kinds)
+            return wire.decode_keyed_by_key(data, s, e, owner=owner, **kinds)
+        return wire.decode_keyed_by_key(data, *runs, repeated=_EVENT_STATS, **kinds)
 
     def stat_table(self, names=None, events=None):
         """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.
@@ -530,44 +529,45 @@ class StatTable:
     Events are positions among the events the table was made for. Stats set on
     an event's metadata count for the events that do not set them.
 
-    Storage: one row per XStat record (`_owner` its event, `_kind` the value
-    field, `_raw` the scalar's bits; `_text` the string payloads' ranges), and
-    per stat name its rows and their events (`_stats`), so a table restricted
-    to some names or events (`take`) shares the rows of the one it came from.
+    Storage: per stat name, its XStat records as they were decoded
+    (`wire.decode_keyed_by_key`: the value field, the scalar's bits, the string
+    payloads' ranges) with their events (`_stats`); a table restricted to some
+    names or events (`take`) shares those columns and keeps which rows it has.
     """
 
     def __init__(self, plane, metadata_id, records, names=None):
         self.plane = plane
         self.count = len(metadata_id)
         self._metadata_id = metadata_id
-        mid = records.key
-        rows = len(mid)
-        self._owner = records.owner
-        self._kind = records.number  # the value's field: _STAT_DOUBLE ... _STAT_COMPRESSED, 0 if none
-        self._raw = records.raw
-        self._text = records.text  # string values: (rows, payload starts, payload ends)
-        # Rows by stat id: a stable sort keeps each stat's rows in event order.
-        # Ids are small: a counting sort (int32 rows, no row-sized int64 order) beats
-        # sorting millions.
-        if rows and int(mid.max()) < 1 << 16:
-            order, counts = sorting.order_by_key(mid)
-            ids = np.flatnonzero(counts)
-            bounds = np.concatenate([[0], np.cumsum(counts[ids])])
-        else:
-            order = np.argsort(mid, kind="stable")
-            ids, first = np.unique(mid[order], return_index=True)
-            bounds = np.concatenate([first, [rows]])
-            order = order.astype(np.int32 if rows < 2**31 else np.int64, copy=False)
         names_by_id = plane.stat_names
-        self._stats = {}  # name -> (rows, events), both ascending
-        for i, sid in enumerate(ids):
+        # name -> (events, (kind, raw, text start, text stop), rows): `events` ascending;
+        # `rows` None when the columns are the events' own (aligned with them), else the
+        # positions in them of the events' records (a table `take` cut from another).
+        self._stats = {}
+        by_name = {}
+        for sid in sorted(records):
             name = names_by_id.get(int(sid), str(int(sid)))
-            if names is not None and name not in names:
+            if names is None or name in names:
+                by_name.setdefault(name, []).append(records[sid])
+        for name, parts in by_name.items():
+            if len(parts) == 1:
+                r = parts[0]
+                self._stats[name] = (r.owner, (r.number, r.raw, r.text_start, r.text_stop), None)
                 continue
-            part = order[bounds[i] : bounds[i + 1]]
-            if name in self._stats:  # two ids with one name
-                part = np.sort(np.concatenate([self._stats[name][0], part]))
-            self._stats[name] = (part, self._owner[part])
+            # Two ids with one name: one list, in event order.
+            owner = np.concatenate([r.owner for r in parts])
+            order = np.argsort(owner, kind="stable")
+            cols = [np.concatenate([r.number for r in parts])[order], np.concatenate([r.raw for r in parts])[order]]
+            if any(r.text_start is not None for r in parts):
+                for field in ("text_start", "text_stop"):
+                    cols.append(
+                        np.concatenate(
+                            [np.zeros(len(r), np.int64) if r.text_start is None else getattr(r, field) for r in parts]
+                        )[order]
+                    )
+            else:
+                cols += [None, None]
+            self._stats[name] = (owner[order], tuple(cols), None)
         # Stats on the events' metadata, for events without their own.
         self._from_metadata = {}
         for name, (keys, kind, raw, text) in plane._metadata_stat_records.items():
@@ -576,7 +576,7 @@ class StatTable:
             pos = np.clip(np.searchsorted(keys, metadata_id), 0, len(keys) - 1)
             hit = keys[pos] == metadata_id
             if name in self._stats:
-                hit[self._stats[name][1]] = False
+                hit[self._stats[name][0]] = False
             events = np.flatnonzero(hit)
             if len(events):
                 at = pos[events]
@@ -592,16 +592,20 @@ class StatTable:
             out._from_metadata = {k: v for k, v in self._from_metadata.items() if keep(k)}
             return out
         events = np.asarray(events, dtype=np.int64)
-        new_pos = np.full(self.count, -1, dtype=np.int64)
+        new_pos = np.full(self.count, -1, dtype=np.int32 if len(events) < 2**31 else np.int64)
         new_pos[events] = np.arange(len(events))
         out.count = len(events)
         out._metadata_id = self._metadata_id[events]
         out._stats = {}
-        for name, (rows, ev) in self._stats.items():
+        for name, (ev, cols, rows) in self._stats.items():
             if keep(name):
                 at = new_pos[ev]
                 has = at >= 0
-                out._stats[name] = (rows[has], at[has])
+                if has.all():  # every record of the stat is on a kept event: the same rows
+                    out._stats[name] = (at, cols, rows)
+                    continue
+                sel = np.flatnonzero(has)
+                out._stats[name] = (at[sel], cols, sel if rows is None else rows[sel])
         out._from_metadata = {}
         for name, (ev, *rest) in self._from_metadata.items():
             if keep(name):
@@ -617,10 +621,20 @@ class StatTable:
     def __contains__(self, name):
         return name in self._stats or name in self._from_metadata
 
+    def _own(self, name):
+        """(events, kind, raw, text start, text stop) of the events' own records of a stat
+        (text None where it has no LENGTH values)."""
+        if name not in self._stats:
+            empty = np.zeros(0, np.int64)
+            return empty, np.zeros(0, np.int8), np.zeros(0, np.uint64), None, None
+        events, cols, rows = self._stats[name]
+        if rows is not None:
+            cols = tuple(None if c is None else c[rows] for c in cols)
+        return (events, *cols)
+
     def _values(self, name):
         """(events, kind, raw) of a stat, the events' own entries then their metadata's."""
-        rows, events = self._stats.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-        own = (events, self._kind[rows], self._raw[rows])
+        own = self._own(name)[:3]
         md = self._from_metadata.get(name)
         if md is None:
             return own
@@ -652,19 +666,17 @@ class StatTable:
 
     def _string_parts(self, name):
         """[(events, codes, values)]: the string and ref values of a stat, by kind."""
-        rows, events = self._stats.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-        kind = self._kind[rows]
+        events, kind, raw, text_start, text_stop = self._own(name)
         parts = []
         data = self.plane.space.data
         for k, decode in ((_STAT_STR, _utf8), (_STAT_COMPRESSED, _gunzip_utf8)):
             at = kind == k
             if at.any():
-                i = np.searchsorted(self._text[0], rows[at])
                 with self.plane._corrupt_stats_named(f"the {name!r} stats"):
-                    parts.append((events[at], *wire.string_codes(data, self._text[1][i], self._text[2][i], decode)))
+                    parts.append((events[at], *wire.string_codes(data, text_start[at], text_stop[at], decode)))
         at = kind == _STAT_REF
         if at.any():
-            uniq, inv = np.unique(self._raw[rows[at]], return_inverse=True)
+            uniq, inv = np.unique(raw[at], return_inverse=True)
             names_by_id = self.plane.stat_names
             parts.append((events[at], inv, np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)))
         md = self._from_metadata.get(name)
