@@ -145,6 +145,11 @@ def _prev_enclosing(end):
     return p
 
 
+def _node_dtype(n):
+    """Node ids' type: int32 while `n` nodes (and the contexts added after them) fit."""
+    return np.int32 if n < 2**30 else np.int64
+
+
 class _Stat:
     """One integer stat over all nodes, sparse: the nodes that have it (ascending) and
     its values there (IntOrUintValue, int64)."""
@@ -192,7 +197,12 @@ class _Nodes:
         self.lines = []  # (plane name, line index)
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
-        edges = []
+        # Nesting edges (parent, child), at most one per node: written into their final
+        # place line by line, node ids in `self.dtype` (int32 while they fit). The part
+        # never written is never touched, so it takes no memory.
+        self.dtype = _node_dtype(len(self.start))
+        nesting = np.empty((2, len(self.start)), self.dtype)
+        edge_count = 0
         offset = 0
         for pi, plane in enumerate(space.planes):
             md_names = set(plane.event_metadata["name"]) if len(plane.lines) else set()
@@ -234,7 +244,10 @@ class _Nodes:
                 has = par >= 0
                 parent, child = sync[par[has]], sync[has]
                 has = start[parent] <= start[child]
-                edges.append(np.stack([parent[has] + offset, child[has] + offset]))
+                k = int(has.sum())
+                for row, ids in enumerate((parent, child)):
+                    np.add(ids[has], offset, out=nesting[row, edge_count : edge_count + k], casting="unsafe")
+                edge_count += k
                 offset += m
         sizes = np.asarray(sizes, dtype=np.int64)
         self.n = offset
@@ -254,7 +267,7 @@ class _Nodes:
             k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
             for k, parts in sparse.items()
         }
-        self.nesting = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+        self.nesting = nesting[:, :edge_count]
 
     def event_of(self, nodes_):
         """Index of each node's event on its line."""
@@ -298,14 +311,17 @@ def _context_edges(nodes):
     pid = nodes.pid_of
     own_pid, has_pid = st["_pid"].at(cons)
     # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
-    both = pd.DataFrame(
-        {
-            "t": np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
-            "id": np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
-            "pid": np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
-        }
-    )
-    ctx = both.groupby(["t", "id", "pid"], sort=False).ngroup().to_numpy()
+    # Contexts numbered in order of first appearance (producers, then consumers): each
+    # key column's codes, combined one column at a time and renumbered, so the
+    # combined codes stay below the row count squared.
+    ctx = None
+    for column in (
+        np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
+        np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
+        np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
+    ):
+        codes, uniques = pd.factorize(column)
+        ctx = codes if ctx is None else pd.factorize(ctx * len(uniques) + codes)[0]
     ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod) :]
     count = ctx.max() + 1
     n_prod = np.bincount(ctx_prod, minlength=count)
@@ -349,10 +365,9 @@ class _Graph:
 
     def __init__(self, n, edges):
         src, dst = edges
-        order = np.argsort(src, kind="stable")
-        self.dst = dst[order]
         self.ptr = np.zeros(n + 1, dtype=np.int64)
-        self.ptr[1:] = np.cumsum(np.bincount(src, minlength=n))
+        np.cumsum(np.bincount(src, minlength=n), out=self.ptr[1:])
+        self.dst = dst[np.argsort(src, kind="stable")]
         self.n = n
 
     def out_edges(self, nodes_):
@@ -578,7 +593,7 @@ def _forest(space):
             loop_roots = df.drop_duplicates(["id", "iter"])["node"].to_numpy()
             other = df["node"].to_numpy() != first
             edges.append(np.stack([first[other], df["node"].to_numpy()[other]]))
-    graph = _Graph(n + contexts, np.concatenate(edges, axis=1))
+    graph = _Graph(n + contexts, np.concatenate([e.astype(nodes.dtype, copy=False) for e in edges], axis=1))
     total = graph.n  # events, then one node per producer/consumer context
     eager = _eager_nodes(space, nodes, graph)
 
