@@ -209,6 +209,27 @@ def test_sweep_equals_xprof_boundary_walk():
             assert (g in marked) == any(w[0] == mark for w in want)
 
 
+def test_breakdown_in_chunks_equals_one_sweep(monkeypatch):
+    """Steps swept a few at a time (SWEEP_CHUNK) add up to the same breakdown as one sweep."""
+    rng = np.random.default_rng(11)
+    types = [S.HOST_COMPUTE, S.HOST_TO_HOST, S.HOST_TO_DEVICE, S.HOST_WAIT_INPUT]
+    n = 3000
+    group = rng.choice([3, 5, 8, 13, 21, 34, 55, 89], n)  # 89: no step of its own
+    start = rng.integers(0, 1000, n)
+    ev = {
+        "group": group,
+        "start": start,
+        "end": start + np.where(rng.random(n) < 0.2, 0, rng.integers(1, 50, n)),
+        "type": np.where(rng.random(n) < 0.05, -1, rng.choice(types, n)),
+    }
+    steps = pd.DataFrame({"group_id": [3, 5, 8, 13, 21, 34, 55], "begin_ps": 100, "end_ps": 900})
+    whole = S._breakdown(ev, steps)
+    assert whole["well_formed"].any() and len(whole.columns) > 3
+    for chunk in (1, 100, 500):
+        monkeypatch.setattr(S, "SWEEP_CHUNK", chunk)
+        pd.testing.assert_frame_equal(S._breakdown(ev, steps), whole)
+
+
 def test_jax_transformer_host_compute_per_step():
     """The steps where pool work shows as host compute are those where the zero-length StartRegion
     of the worker that ran the step's program falls after the step's last Python op."""

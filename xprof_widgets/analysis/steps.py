@@ -49,6 +49,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..io.sorting import order_by_key
 from .grouping import HOST_PLANE, group_ids, step_events
 
 # XProf's `EventType` priorities (higher wins where events overlap).
@@ -161,7 +162,7 @@ def _host_events(space, roots):
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)[idx]
-        ev_type = host_event_type(cats)[codes]
+        ev_type = host_event_type(cats).astype(np.int16)[codes]  # types < 2**15: a narrow column
         marker = is_step_marker_name(cats)[codes]
         # The root carries the step name: an implicit marker.
         r_event = roots["event"][roots["line"] == li].to_numpy(np.int64) if len(roots) else np.zeros(0, np.int64)
@@ -173,7 +174,8 @@ def _host_events(space, roots):
         cols["group"].append(gid[idx])
         cols["start"].append(start)
         cols["end"].append(start + line.event_duration_ps[idx])
-        cols["type"].append(np.where(marker, -1, ev_type))
+        ev_type[marker] = -1
+        cols["type"].append(ev_type)
         cols["marker"].append(marker)
     return {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
 
@@ -315,6 +317,12 @@ def _sweep(group, start, end, types, mark_type):
     return spans, t_group[group_first][marked]
 
 
+#: Events per sweep: `_sweep` makes some thirty temporaries of twice this length, which
+#: stay a few MB each (reused by the allocator, not fresh pages) instead of the whole
+#: run's hundreds of MB each.
+SWEEP_CHUNK = 1 << 20
+
+
 def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     """Time per event type per step (ps): DataFrame indexed by group id.
 
@@ -324,32 +332,62 @@ def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     unknown time. `well_formed`: some boundary of the step is labelled
     `well_formed_type` (host compute for a CPU-only host; XProf's test is
     the type's presence in the breakdown, empty spans included).
+
+    Steps are independent, so they are swept a few at a time (whole steps, about
+    `SWEEP_CHUNK` events), the per-step sums added up as they come.
     """
     span = steps.set_index("group_id")[["begin_ps", "end_ps"]].sort_index()
     ids = span.index.to_numpy(np.int64)
-    keep = (ev["type"] >= 0) & np.isin(ev["group"], ids)
-    spans, marked = _sweep(
-        *(np.asarray(ev[k][keep], dtype=np.int64) for k in ("group", "start", "end", "type")), well_formed_type
-    )
-    row = np.searchsorted(ids, spans["group"])
-    lo = span["begin_ps"].to_numpy(np.int64)[row]
-    hi = span["end_ps"].to_numpy(np.int64)[row]
-    ps = np.clip(np.minimum(spans["end"], hi) - np.maximum(spans["begin"], lo), 0, None)
-    kinds = np.flatnonzero(np.bincount(spans["label"]))  # labels are small type numbers
-    rank = np.zeros(kinds[-1] + 1 if len(kinds) else 1, np.int64)
+    lo_all = span["begin_ps"].to_numpy(np.int64)
+    hi_all = span["end_ps"].to_numpy(np.int64)
+    # Each kept event's step (its row in `ids`), and the steps cut into chunks.
+    row = np.searchsorted(ids, ev["group"])
+    keep = ev["type"] >= 0
+    keep &= row < len(ids)
+    keep[keep] = ids[row[keep]] == ev["group"][keep]
+    pos = np.flatnonzero(keep)
+    row = row[pos]
+    # A step goes to the chunk where its first event falls (chunks of about
+    # SWEEP_CHUNK events, a step never split); positions stay ascending in each chunk.
+    per_row = np.bincount(row, minlength=len(ids))
+    chunk_of_row = (np.cumsum(per_row) - per_row) // SWEEP_CHUNK
+    if not len(ids) or chunk_of_row[-1] == 0:
+        chunks = [slice(None)]
+    else:
+        order, counts = order_by_key(chunk_of_row[row])
+        bounds = np.cumsum(counts)
+        chunks = [order[b - c : b] for b, c in zip(bounds.tolist(), counts.tolist(), strict=True) if c]
+    # Span labels are the events' types or unknown time: one column each.
+    present = np.bincount(ev["type"][pos], minlength=UNKNOWN_TIME + 1) > 0
+    present[UNKNOWN_TIME] = True
+    kinds = np.flatnonzero(present)
+    rank = np.zeros(int(kinds[-1]) + 1, np.int64)
     rank[kinds] = np.arange(len(kinds))
-    key = row * len(kinds) + rank[spans["label"]]
     size = len(ids) * len(kinds)
-    # Two exact float sums (each under 2**53) rather than one of int64 ps.
-    high = np.bincount(key, weights=ps >> 32, minlength=size).astype(np.int64)
-    low = np.bincount(key, weights=ps & 0xFFFFFFFF, minlength=size).astype(np.int64)
-    per = ((high << 32) + low).reshape(len(ids), len(kinds))
+    per = np.zeros(size, np.int64)  # (step, kind) ps, added up chunk by chunk
+    marked = np.zeros(len(ids), bool)
+    for chunk in chunks:
+        taken = pos[chunk]
+        spans, marked_rows = _sweep(
+            row[chunk],
+            *(np.asarray(ev[k][taken], dtype=np.int64) for k in ("start", "end", "type")),
+            well_formed_type,
+        )
+        marked[marked_rows] = True
+        r = spans["group"]
+        ps = np.clip(np.minimum(spans["end"], hi_all[r]) - np.maximum(spans["begin"], lo_all[r]), 0, None)
+        key = r * len(kinds) + rank[spans["label"]]
+        # Two exact float sums (each under 2**53) rather than one of int64 ps.
+        high = np.bincount(key, weights=ps >> 32, minlength=size).astype(np.int64)
+        low = np.bincount(key, weights=ps & 0xFFFFFFFF, minlength=size).astype(np.int64)
+        per += (high << 32) + low
+    per = per.reshape(len(ids), len(kinds))
     out = pd.DataFrame(index=span.index)
-    for k, ty in enumerate(kinds):
+    for k, ty in enumerate(kinds.tolist()):
         if ty != UNKNOWN_TIME and per[:, k].any():
             out[int(ty)] = per[:, k]
-    out[UNKNOWN_TIME] = (span["end_ps"] - span["begin_ps"]).to_numpy(np.int64) - out.sum(axis=1).to_numpy(np.int64)
-    out["well_formed"] = np.isin(ids, marked)
+    out[UNKNOWN_TIME] = (hi_all - lo_all) - out.sum(axis=1).to_numpy(np.int64)
+    out["well_formed"] = marked
     return out
 
 
