@@ -603,7 +603,8 @@ class Run:
 
         if self.pooled:
             return (self.pod() if host is None else self.pod_host(host)).overview
-        return overview(self, host=host)
+        # Once per host: widgets ask again (ProfileWidget, OverviewWidget, compare).
+        return derived(self, ("overview", host), lambda: overview(self, host=host))
 
     def input_pipeline(self, host: str | None = None) -> InputPipelineResult:
         """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
@@ -617,7 +618,7 @@ class Run:
 
         if self.pooled:
             return (self.pod() if host is None else self.pod_host(host)).input_pipeline
-        return input_pipeline(self, host=host)
+        return derived(self, ("input_pipeline", host), lambda: input_pipeline(self, host=host))
 
     def memory_profile(self, memory_id: str | None = None, host: str | None = None) -> MemoryProfileResult:
         """XProf's memory profile: allocator timeline, summary and breakdown at peak.

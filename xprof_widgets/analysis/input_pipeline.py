@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .cache import derived
 from .grouping import HOST_PLANE
 from .op_stats import _children_time
 from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
@@ -343,7 +344,16 @@ def input_pipeline(run, host=None) -> InputPipelineResult:
 def host_step_table(space):
     """(steps, reason): the steps XProf's input pipeline reads of one file. With a GPU, the
     device steps; else the host steps of a CPU-only host; a host with a device and no
-    device steps has none, and the reason says why ("" otherwise)."""
+    device steps has none, and the reason says why ("" otherwise).
+
+    Computed once per file (the overview and the input pipeline both read it; on millions
+    of events it takes seconds); each call gets its own copy of the small table.
+    """
+    steps, reason = derived(space, "host_step_table", lambda: _host_step_table(space))
+    return steps.copy(), reason
+
+
+def _host_step_table(space):
     if any(p.name.startswith("/device:GPU") for p in space.planes):
         device_steps = gpu_device_steps(space)  # with a GPU, XProf's steps are the device's
         if len(device_steps):
