@@ -10,50 +10,15 @@ a fresh copy of the file. Make a big input with `tile_xplane.py
 jax_transformer_cpu/.../vm.xplane.pb OUT --times 12` (9.7 M events, 185 MB).
 """
 
-import argparse
-import sys
 from pathlib import Path
 
-from _common import fresh_copy, measure, median, uncached
+from _common import median, ours_against_xprof, ours_tool_script
 
-OURS = r"""
-import json, resource, sys, time
-import xprof_widgets as xw
-from xprof_widgets.widgets.overview import OverviewWidget
-t0 = time.perf_counter()
-run = xw.load_run(sys.argv[1])
-t_open = time.perf_counter() - t0
-result = run.overview()
-t_analysis = time.perf_counter() - t0
-OverviewWidget(run)
-t_widget = time.perf_counter() - t0
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"open_s": t_open, "analysis_s": t_analysis, "widget_s": t_widget,
-                  "steps": len(result.steps), "peak_rss_bytes": rss}))
-"""
-
-XPROF = r"""
-import json, resource, sys, time
-from xprof.convert import raw_to_tool_data as r
-t0 = time.perf_counter()
-data, _ = r.xspace_to_tool_data([sys.argv[1]], "overview_page", {"use_saved_result": False})
-t = time.perf_counter() - t0
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": t, "bytes": len(data or b""), "peak_rss_bytes": rss}))
-"""
+OURS = ours_tool_script("overview", "OverviewWidget", "overview", '{"steps": len(result.steps)}')
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--xprof-python", default=sys.executable)
-    args = ap.parse_args()
-    ours, theirs = [], []
-    for _ in range(args.repeat):
-        ours.append(measure([sys.executable, "-c", OURS, args.file], env=uncached()))
-        with fresh_copy(args.file) as copy:
-            theirs.append(measure([args.xprof_python, "-c", XPROF, str(copy)]))
+    args, ours, theirs = ours_against_xprof(__doc__, OURS, "overview_page")
     print(
         f"{Path(args.file).name} ({Path(args.file).stat().st_size / 1e6:.1f} MB), {ours[0]['steps']} steps, "
         f"median of {args.repeat}:\n"
