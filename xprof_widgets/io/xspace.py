@@ -317,11 +317,34 @@ class Plane:
         categories, codes = np.unique(md["name"].to_numpy(dtype=object), return_inverse=True)
         return md["id"].to_numpy(), codes, pd.Index(categories, dtype=object)
 
+    @cached_property
+    def _name_code_table(self):
+        """Small ids (the usual case): the category code of every id up to the largest
+        (-1 where no metadata), in the narrowest type; else None."""
+        ids, codes, categories = self._name_lookup
+        if not len(ids) or ids[0] < 0 or ids[-1] >= 1 << 22:
+            return None
+        dtype = np.int8 if len(categories) < 2**7 else np.int16 if len(categories) < 2**15 else np.int32
+        table = np.full(int(ids[-1]) + 1, -1, dtype)
+        table[ids] = codes
+        return table
+
     def names_for(self, metadata_id):
         """Names for an array of metadata ids, as a pandas Categorical (NaN if unknown)."""
         ids, codes, categories = self._name_lookup
         if len(ids) == 0:
             return pd.Categorical.from_codes(np.full(len(metadata_id), -1), categories=[])
+        metadata_id = np.asarray(metadata_id)
+        table = self._name_code_table
+        if table is not None and len(metadata_id):
+            # A lookup in a table by id, one narrow array: on tens of millions of events
+            # a binary search per event and its int64 temporaries cost seconds.
+            if 0 <= metadata_id.min() and metadata_id.max() < len(table):
+                found = table[metadata_id]
+            else:
+                inside = (metadata_id >= 0) & (metadata_id < len(table))
+                found = np.where(inside, table[np.where(inside, metadata_id, 0)], -1).astype(table.dtype)
+            return pd.Categorical.from_codes(found, categories=categories, validate=False)
         pos = np.clip(np.searchsorted(ids, metadata_id), 0, len(ids) - 1)
         hit = ids[pos] == metadata_id
         return pd.Categorical.from_codes(np.where(hit, codes[pos], -1), categories=categories)
