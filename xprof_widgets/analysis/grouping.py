@@ -116,7 +116,6 @@ _STATS = [
     "correlation_id",
     "graph_type",
 ]
-_NONE = np.iinfo(np.int64).max
 
 
 def _prev_enclosing(end):
@@ -392,9 +391,9 @@ class _Graph:
         return src, self.dst[pos]
 
     def min_label(self, label):
-        """Propagates the smallest label along edges until nothing changes."""
-        label = label.copy()
-        frontier = np.flatnonzero(label != _NONE)
+        """Propagates the smallest label along edges until nothing changes, in place;
+        the largest value of `label`'s type stands for "no label"."""
+        frontier = np.flatnonzero(label != np.iinfo(label.dtype).max)
         while len(frontier):
             src, dst = self.out_edges(frontier)
             cand = label[src]
@@ -623,10 +622,11 @@ def _forest(space):
 
     if len(loop_roots):
         roots = loop_roots  # every iteration takes an id, grouped or not
-        label = np.full(total, _NONE)
+        label = np.full(total, np.iinfo(nodes.dtype).max, nodes.dtype)  # (no label)
         label[roots] = np.arange(len(roots))
         label = graph.min_label(label)[:n]
-        group = np.where(label == _NONE, -1, label)
+        group = label.astype(np.int64)
+        group[label == np.iinfo(nodes.dtype).max] = -1
         steps = pd.DataFrame({"group_id": np.arange(len(roots)), "node": roots, "root_level": level[roots]})
         return nodes, group, steps, eager
 
@@ -641,14 +641,15 @@ def _forest(space):
         below[at] = reach[roots[at]]
     roots = roots[~below]
     roots = roots[np.lexsort((roots, nodes.start[roots], -level[roots]))]
-    label = np.full(total, _NONE)
+    # Labels in the node ids' type (int32 while they fit), the type's largest: no label.
+    label = np.full(total, np.iinfo(nodes.dtype).max, nodes.dtype)
     label[roots] = np.arange(len(roots))
     label = graph.min_label(label)[:n]
     # A root reached by an earlier root is already grouped: it takes no id.
     own = label[roots] == np.arange(len(roots))
     ids = np.full(len(roots) + 1, -1, np.int64)
     ids[np.flatnonzero(own)] = np.arange(own.sum())
-    group = np.where(label == _NONE, -1, ids[np.minimum(label, len(roots))])
+    group = ids[np.minimum(label, len(roots), out=label)]  # no label: ids[len(roots)], -1
     steps = pd.DataFrame({"group_id": np.arange(own.sum()), "node": roots[own], "root_level": level[roots[own]]})
     return nodes, group, steps, eager
 
