@@ -213,7 +213,7 @@ def _kernel_events(plane):
         frames.append(
             pd.DataFrame(
                 {
-                    "name": np.asarray(line.names(), dtype=object)[keep].astype(str),
+                    "name": np.asarray(line.names()[keep], dtype=object).astype(str),
                     "duration_ns": dur_ns[keep],
                     "details": details[keep],
                     "tf_op": st.str_column("tf_op")[keep],

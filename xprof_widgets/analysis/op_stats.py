@@ -141,8 +141,9 @@ def _breakdown_columns(values) -> pd.DataFrame:
 
 
 def _column_at(st, idx, name):
-    """Stat `name` of events `idx` of a line's stats frame (None where the line lacks it)."""
-    return st[name].to_numpy()[idx] if name in st else np.full(len(idx), None)
+    """Stat `name` of events `idx` of a line's stat columns (`Line.stat_columns`; None where
+    the line lacks it)."""
+    return np.asarray(st[name][idx], dtype=object) if name in st else np.full(len(idx), None)
 
 
 def _children_time(begin, end):
@@ -499,7 +500,7 @@ def _gpu_kernel_runs(run, space):
                     "name": names,
                     "program_id": pids,
                     "tf_op": tf_op[idx],
-                    "event_name": np.asarray(line.names(), dtype=object)[idx],
+                    "event_name": np.asarray(line.names()[idx], dtype=object),
                     "group": filled[li][idx],
                     "time_ps": line.event_duration_ps[idx].astype(np.int64),
                     "is_eager": eager.get((plane.name, li), np.zeros(n, bool))[idx],
@@ -702,10 +703,11 @@ def _hlo_event_op_metrics(run, planes, source):
         for line in plane.lines:
             if is_derived_line(line) or len(line) == 0:
                 continue
-            st = line.stats(names=["hlo_op", "hlo_module", "program_id"])
+            # Columns, not a DataFrame: a few thousand thunks among millions of events.
+            st = line.stat_columns(names=["hlo_op", "hlo_module", "program_id"])
             if "hlo_op" not in st:
                 continue
-            idx = np.flatnonzero(st["hlo_op"].notna().to_numpy())
+            idx = np.flatnonzero(~pd.isna(st["hlo_op"]))
             if len(idx) == 0:
                 continue
             begin = line.start_ps[idx].astype(np.int64)
@@ -717,7 +719,7 @@ def _hlo_event_op_metrics(run, planes, source):
                         "name": col("hlo_op").astype(str),
                         "hlo_module": col("hlo_module"),
                         "program_id": pd.to_numeric(pd.Series(col("program_id")), errors="coerce").to_numpy(),
-                        "event_name": np.asarray(line.names(), dtype=object)[idx],
+                        "event_name": np.asarray(line.names()[idx], dtype=object),
                         "kernels": 1,
                         "time_ps": dur,
                         "children_time_ps": _children_time(begin, begin + dur),

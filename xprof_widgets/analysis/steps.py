@@ -516,7 +516,7 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 ok = (st["group_id"].notna() & st["correlation_id"].notna()).to_numpy()
                 if not ok.any():
                     continue
-                names = np.asarray(line.names(), dtype=object)[ok]
+                names = np.asarray(line.names()[ok], dtype=object)
                 shapes = (
                     st["shape"][ok].astype(str).to_numpy(object)
                     if "shape" in st
