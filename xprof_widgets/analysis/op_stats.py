@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived, per_run
+from .grouping import _prev_enclosing
 from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
@@ -148,26 +149,18 @@ def _column_at(st, idx, name):
 
 def _children_time(begin, end):
     """Time of direct nested children per event (ps), events as in XProf's
-    ancestor stack: a parent includes a child when it starts no later and ends
-    no earlier. Vectorised by peeling one nesting level per pass."""
+    ancestor stack: sorted by start (longer first at one start), each event's
+    parent is the nearest earlier one still open, i.e. the last earlier event that
+    ends no earlier (`grouping._prev_enclosing`, no pass per nesting level: a chain
+    of identical events in a damaged file stays linear)."""
     n = len(begin)
     children = np.zeros(n, dtype=np.int64)
     if n == 0:
         return children
     order = np.lexsort((-end, begin))
-    b, e = begin[order], end[order]
-    remaining = np.arange(n)
-    parent_level = None
-    while len(remaining):
-        ee = e[remaining]
-        prev_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], ee[:-1]]))
-        top = ee > prev_max  # not included in an earlier event of this set
-        level = remaining[top]
-        if parent_level is not None and len(level):
-            p = parent_level[np.searchsorted(parent_level, level, side="right") - 1]
-            np.add.at(children, order[p], (e[level] - b[level]))
-        parent_level = level
-        remaining = remaining[~top]
+    parent = _prev_enclosing(end[order])
+    has = parent >= 0
+    np.add.at(children, order[parent[has]], (end - begin)[order[has]])
     return children
 
 
