@@ -144,25 +144,31 @@ def test_negative_metadata_ids(tmp_path):
     _assert_handled(_write(tmp_path, space))
 
 
+TPU = REPO / "tests/data/profiles/tpu_v6e_inference/plugins/profile/2025_tpu_inference/tpu_host.xplane.pb"
+
+
+@pytest.mark.parametrize("profile", [GPU, TPU], ids=["gpu", "tpu"])
 @pytest.mark.parametrize("kind", ["str", "int", "bytes", "ref", "compressed", "double"])
-def test_stats_of_the_wrong_kind(tmp_path, kind):
-    space = _space()
+def test_stats_of_the_wrong_kind(tmp_path, kind, profile):
+    """Every stat of the events and of their metadata. (TPU, bytes: the duty cycle turned
+    the metadata's `hlo_category` into str, a fuzz finding; TPU, int: a huge negative
+    device offset made the op self times loop forever.)"""
+    space = _space(profile)
     for plane in space.planes:
-        for line in plane.lines:
-            for e in line.events:
-                for st in e.stats:
-                    if kind == "str":
-                        st.str_value = "\x00\ufffd not a number"
-                    elif kind == "int":
-                        st.int64_value = -(2**62)
-                    elif kind == "bytes":
-                        st.bytes_value = b"\xff\xfe\x00garbage"
-                    elif kind == "ref":
-                        st.ref_value = 2**63 + 7
-                    elif kind == "compressed":
-                        st.compressed_str_value = b"\x1f\x8b\x08\x00broken"
-                    else:
-                        st.double_value = float("nan")
+        owners = [e for line in plane.lines for e in line.events] + list(plane.event_metadata.values())
+        for st in (st for owner in owners for st in owner.stats):
+            if kind == "str":
+                st.str_value = "\x00\ufffd not a number"
+            elif kind == "int":
+                st.int64_value = -(2**62)
+            elif kind == "bytes":
+                st.bytes_value = b"\xff\xfe\x00garbage"
+            elif kind == "ref":
+                st.ref_value = 2**63 + 7
+            elif kind == "compressed":
+                st.compressed_str_value = b"\x1f\x8b\x08\x00broken"
+            else:
+                st.double_value = float("nan")
     _assert_handled(_write(tmp_path, space))
 
 

@@ -412,10 +412,13 @@ def libstdcxx_sort_order(keys):
 
 
 def _strings(col, n):
-    """A stat column as an object array of str, "" where missing."""
+    """A stat column as an object array of str, "" where missing or not a string (XProf
+    reads these stats with StrOrRefValue: a number or bytes in a damaged file reads "")."""
     if col is None:
         return np.full(n, "", dtype=object)
     col = np.asarray(col, dtype=object)
+    if pd.api.types.infer_dtype(col, skipna=True) not in ("string", "empty"):
+        col = np.array([v if isinstance(v, str) else "" for v in col.tolist()], dtype=object)
     missing = pd.isna(col)
     if missing.any():
         col = col.copy()

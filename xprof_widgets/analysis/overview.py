@@ -536,11 +536,9 @@ def tpu_duty_cycle(space):
             hi = end.max() if hi is None else max(hi, end.max())
             if line.name == "XLA Ops":
                 cat = line.stats(names=["hlo_category"]).get("hlo_category")
-                off = (
-                    np.isin(cat.astype(str).to_numpy(), list(_OFF_DUTY))
-                    if cat is not None
-                    else np.zeros(len(line), bool)
-                )
+                # Compared as they are: a bytes value (a damaged file) is no category,
+                # where turning it into str would fail to decode.
+                off = cat.isin(list(_OFF_DUTY)).to_numpy() if cat is not None else np.zeros(len(line), bool)
                 parts.append((start[~off], end[~off]))
         if lo is None:
             continue
