@@ -382,12 +382,11 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     data = np.frombuffer(buf, dtype=np.uint8)
     bounds = np.cumsum([0] + [len(p) for p in payloads])
     kinds = dict(scalars=(2, 3, 4, 7), lengths=(5, 6, 8))
-    flat = wire.decode_keyed(data, bounds[:-1], bounds[1:], **kinds)
-    _check_keyed(data, payloads, flat)
     owner = np.arange(len(payloads)) * 3  # any owners, as the caller gives them
-    _check_by_key(flat, owner, wire.decode_keyed_by_key(data, bounds[:-1], bounds[1:], owner=owner, **kinds))
+    got = wire.decode_keyed_by_key(data, bounds[:-1], bounds[1:], owner=owner, **kinds)
+    _check_by_key(data, list(zip(owner.tolist(), payloads)), got)
     # The same records as runs of a repeated field 4 in event-like records (0 to 9 per run),
-    # found and decoded in one pass.
+    # found and decoded in one pass; a record's owner is its run.
     rng.shuffle(payloads)
     cuts = np.cumsum([0] + [int(rng.integers(0, 10)) for _ in range(len(payloads) // 4)])
     runs = [payloads[a:b] for a, b in zip(cuts[:-1], cuts[1:])] + [payloads[cuts[-1] :]]
@@ -396,45 +395,35 @@ def test_decode_keyed_equals_protobuf(monkeypatch, block):
     buf, _ = wire.padded(b"".join(events))
     data = np.frombuffer(buf, dtype=np.uint8)
     bounds = np.cumsum([0] + [len(r) for r in events])
-    got = wire.decode_keyed(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds)  # after field 1
-    assert got.owner.tolist() == [i for i, run in enumerate(runs) for _ in run]
-    _check_keyed(data, [p for run in runs for p in run], got)
-    _check_by_key(got, got.owner, wire.decode_keyed_by_key(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds))
+    got = wire.decode_keyed_by_key(data, bounds[:-1] + 2, bounds[1:], repeated=4, **kinds)  # after field 1
+    _check_by_key(data, [(i, p) for i, run in enumerate(runs) for p in run], got)
 
 
-def _check_by_key(flat, owner, by_key):
-    """`decode_keyed_by_key` holds the records `decode_keyed` gives, each key's in their order."""
-    text = dict(zip(flat.text[0].tolist(), zip(flat.text[1].tolist(), flat.text[2].tolist())))
-    assert sorted(by_key) == sorted(set(flat.key.tolist()))
-    assert sum(len(r) for r in by_key.values()) == len(flat)
-    for key, got in by_key.items():
-        rows = np.flatnonzero(flat.key == key)
-        assert got.owner.tolist() == np.asarray(owner)[rows].tolist()
-        assert got.number.tolist() == flat.number[rows].tolist()
-        assert got.raw.tolist() == flat.raw[rows].tolist()
-        want = [text.get(r, (0, 0)) for r in rows.tolist()]
-        if got.text_start is None:
-            assert all(w == (0, 0) for w in want)
-        else:
-            assert list(zip(got.text_start.tolist(), got.text_stop.tolist())) == want
-
-
-def _check_keyed(data, payloads, got):
-    text = {int(r): (a, b) for r, a, b in zip(*got.text)}
-    assert len(got) == len(payloads)
-    for i, payload in enumerate(payloads):
+def _check_by_key(data, records, by_key):
+    """`decode_keyed_by_key` holds every record [(owner, XStat bytes)] as protobuf parses it,
+    under its key, each key's records in their order: owner, value field, and the value
+    (a scalar's bits, a LENGTH value's bytes)."""
+    want = {}
+    for owner, payload in records:
         stat = schema.XStat.FromString(payload)
         kind = stat.WhichOneof("value")
-        assert int(got.key[i]) == stat.metadata_id & 0xFFFFFFFFFFFFFFFF, i
-        assert got.number[i] == (_ONEOF[kind] if kind else 0), i
-        assert (i in text) == (kind in ("str_value", "bytes_value", "compressed_str_value")), i
-        if i in text:
-            value = bytes(data[text[i][0] : text[i][1]])
-            assert value == (stat.str_value.encode() if kind == "str_value" else getattr(stat, kind)), i
+        if kind in ("str_value", "bytes_value", "compressed_str_value"):
+            value = stat.str_value.encode() if kind == "str_value" else getattr(stat, kind)
         elif kind == "double_value":
-            assert got.raw[i].view(np.float64) == stat.double_value, i
-        elif kind:
-            assert int(got.raw[i]) == getattr(stat, kind) & 0xFFFFFFFFFFFFFFFF, i
+            value = int(np.float64(stat.double_value).view(np.uint64))
+        else:
+            value = getattr(stat, kind) & 0xFFFFFFFFFFFFFFFF if kind else 0
+        key = stat.metadata_id & 0xFFFFFFFFFFFFFFFF
+        want.setdefault(key, []).append((owner, _ONEOF[kind] if kind else 0, value))
+    got = {}
+    for key, r in by_key.items():
+        texts = [None] * len(r) if r.text_start is None else zip(r.text_start.tolist(), r.text_stop.tolist())
+        for owner, number, raw, text in zip(r.owner.tolist(), r.number.tolist(), r.raw.tolist(), texts):
+            value = bytes(data[text[0] : text[1]]) if number in (5, 6, 8) else raw
+            if text is not None and number not in (5, 6, 8):
+                assert text == (0, 0), (key, owner)  # no payload range on a record without one
+            got.setdefault(int(key), []).append((owner, number, value))
+    assert got == want
 
 
 def test_stat_table_equals_protobuf(pair):

@@ -554,64 +554,6 @@ def _repeated_block(data, starts, stops, number, offset):
     return owner, start, stop
 
 
-class KeyedValues:
-    """Records made of a key (varint field 1) and one value field, decoded: see `decode_keyed`.
-
-    One entry per record: `key` (uint32, or uint64 if a key needs it),
-    `number` (the value's field number, int8; 0: none), `raw` (a scalar
-    value's bits, uint64; 0 for a LENGTH value) and, with `repeated`, `owner`
-    (the run each record came from; int32, or int64 past 2**31 runs). LENGTH
-    values: `text` = (record indices, payload starts, payload ends).
-    """
-
-    def __init__(self, owner, key, number, raw, text):
-        self.owner, self.key, self.number, self.raw, self.text = owner, key, number, raw, text
-
-    def __len__(self):
-        return len(self.key)
-
-
-def decode_keyed(data, starts, stops, scalars, lengths, repeated=None):
-    """Decode records that hold a key (varint field 1) and one value, one of several
-    fields (a protobuf `oneof`, e.g. XStat's metadata id and value).
-
-    `scalars` are the value field numbers of VARINT or FIXED64 type, `lengths`
-    those of LENGTH type (all below 16). `starts[i]:stops[i]` bound record i;
-    with `repeated` (a field number), they bound a run of that repeated LENGTH
-    field instead (what `repeated_run` reads), and its elements are the records,
-    found and decoded block by block so their positions never make a full-size
-    array. Returns a `KeyedValues`.
-
-    Writers put field 1 first and the value last, so a value's varint ends at
-    the record's end: its length is known, and its bytes are read eight at a
-    time (one unaligned 64-bit load) and their 7-bit groups packed with a few
-    shifts, instead of byte by byte. Records in another layout (fields in
-    another order, extra fields, no value) are read field by field (`walk`);
-    where a record sets the value twice, the last one wins, as in protobuf.
-    """
-    parts = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, None, lambda *block: block)
-    owner_type = np.int32 if len(starts) < 2**31 else np.int64
-    if not parts:
-        empty = np.zeros(0, np.int64)
-        return KeyedValues(
-            np.zeros(0, owner_type) if repeated is not None else None,
-            np.zeros(0, np.uint32),
-            np.zeros(0, np.int8),
-            np.zeros(0, np.uint64),
-            (empty, empty, empty),
-        )
-    owners, keys, numbers, raws, texts = zip(*parts)
-    offsets = np.cumsum([0] + [len(k) for k in keys])
-    text = tuple(np.concatenate(x) for x in zip(*[(r + o, a, b) for (r, a, b), o in zip(texts, offsets)]))
-    return KeyedValues(
-        None if repeated is None else np.concatenate(owners),
-        np.concatenate(keys),
-        np.concatenate(numbers),
-        np.concatenate(raws),
-        text,
-    )
-
-
 class KeyRecords:
     """The records of one key, from `decode_keyed_by_key`, in the order they came: `owner`
     (int32, or int64 past 2**31 owners), `number` (int8: the value's field, 0 none), `raw`
@@ -629,17 +571,32 @@ class KeyRecords:
 
 
 def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None):
-    """`decode_keyed`, its records split by key: {key: `KeyRecords`}.
+    """Decode records that hold a key (varint field 1) and one value, one of several
+    fields (a protobuf `oneof`, e.g. XStat's metadata id and value), split by key:
+    {key: `KeyRecords`}.
+
+    `scalars` are the value field numbers of VARINT or FIXED64 type, `lengths`
+    those of LENGTH type (all below 16). `starts[i]:stops[i]` bound record i, owned
+    by `owner[i]` (default i); with `repeated` (a field number), they bound a run of
+    that repeated LENGTH field instead (what `repeated_run` reads), its elements are
+    the records and the run's index their owner.
+
+    Writers put field 1 first and the value last, so a value's varint ends at
+    the record's end: its length is known, and its bytes are read eight at a
+    time (one unaligned 64-bit load) and their 7-bit groups packed with a few
+    shifts, instead of byte by byte. Records in another layout (fields in
+    another order, extra fields, no value) are read field by field (`walk`);
+    where a record sets the value twice, the last one wins, as in protobuf.
 
     What a table of stats by name wants, made as the records are decoded: each
-    block of records is sorted by key on the thread pool (small, in cache) and the
-    pieces of a key joined once, so no array of every record (nor an order of them
-    all) is ever made. Without `repeated`, `owner[i]` is record i's owner.
+    block of records is decoded and sorted by key on the thread pool (small, in
+    cache) and the pieces of a key joined once, so no array of every record (nor
+    an order of them all) is ever made.
     """
     if repeated is None:
         owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
         owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
-    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, _split_by_key)
+    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner)
     out = {}
     for key in sorted(set().union(*blocks)):
         pieces = [b.pop(key) for b in blocks if key in b]
@@ -678,10 +635,10 @@ def _split_by_key(owner, key, number, raw, text):
     return out
 
 
-def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, finish):
-    """The blocks of `decode_keyed`, each decoded and passed to `finish(owner, key, number,
-    raw, text)` on the thread pool; their results in order. `owner`: the records' owners
-    (no `repeated`), else None."""
+def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner):
+    """The blocks of `decode_keyed_by_key`, each decoded and split by key (`_split_by_key`)
+    on the thread pool; their results in order. `owner`: the records' owners (no
+    `repeated`), else None."""
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
     words = _words(data)
@@ -703,7 +660,7 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, finish
                 found = (found[0] + c, found[1], found[2])
             own, s, e = found
             own = own.astype(owner_type)
-        return finish(own, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
+        return _split_by_key(own, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
 
     return _map_blocks(len(starts), block, step)
 
@@ -727,7 +684,8 @@ def _pack7(w):
 
 
 def _keyed_block(data, words, kinds, s, e, scalars, lengths):
-    """`decode_keyed` on one block of records: (key, number, raw, text)."""
+    """One block of records decoded: (key, number, raw, text), text = (record indices,
+    payload starts, payload ends) of the LENGTH values."""
     head = words[s]  # bytes: 0x08, key..., tag
     head_ok = (head & np.uint64(0xFF)) == 0x08
     ok = head_ok.copy()
@@ -924,9 +882,7 @@ __all__ = [
     "decode_head",
     "decode_strings",
     "string_codes",
-    "decode_keyed",
     "decode_keyed_by_key",
-    "KeyedValues",
     "KeyRecords",
     "repeated_run",
     "Fields",
