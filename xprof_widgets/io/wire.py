@@ -569,6 +569,22 @@ class KeyRecords:
     def __len__(self):
         return len(self.owner)
 
+    @classmethod
+    def joined(cls, parts):
+        """`parts` (KeyRecords) end to end, as one (the part itself when there is one); a
+        part without LENGTH values gets 0 ranges where another has some."""
+        if len(parts) == 1:
+            return parts[0]
+        cols = [np.concatenate([getattr(p, f) for p in parts]) for f in ("owner", "number", "raw")]
+        if any(p.text_start is not None for p in parts):
+            for f in ("text_start", "text_stop"):
+                cols.append(
+                    np.concatenate(
+                        [np.zeros(len(p), np.int64) if p.text_start is None else getattr(p, f) for p in parts]
+                    )
+                )
+        return cls(*cols)
+
 
 def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None):
     """Decode records that hold a key (varint field 1) and one value, one of several
@@ -597,19 +613,11 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
         owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
         owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
     blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner)
-    out = {}
-    for key in sorted(set().union(*blocks)):
-        pieces = [b.pop(key) for b in blocks if key in b]
-        cols = [np.concatenate(c) for c in zip(*[p[:3] for p in pieces])]
-        if any(p[3] is not None for p in pieces):
-            zeros = lambda p: np.zeros(len(p[0]), np.int64)  # noqa: E731
-            cols += [np.concatenate([zeros(p) if p[3] is None else p[3 + i] for p in pieces]) for i in (0, 1)]
-        out[key] = KeyRecords(*cols)
-    return out
+    return {key: KeyRecords.joined([b.pop(key) for b in blocks if key in b]) for key in sorted(set().union(*blocks))}
 
 
 def _split_by_key(owner, key, number, raw, text):
-    """One block's records by key: {key: (owner, number, raw, text start or None, text stop or None)}."""
+    """One block's records by key: {key: `KeyRecords`}."""
     n = len(key)
     if n == 0:
         return {}
@@ -631,7 +639,7 @@ def _split_by_key(owner, key, number, raw, text):
     for k, a, b in zip(sorted_key[first].tolist(), bounds[:-1], bounds[1:]):
         span = slice(a, b)
         texts = (starts_[span], stops_[span]) if len(rows) and has[span].any() else (None, None)
-        out[k] = (owner[span], number[span], raw[span], *texts)
+        out[k] = KeyRecords(owner[span], number[span], raw[span], *texts)
     return out
 
 

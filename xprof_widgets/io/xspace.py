@@ -573,24 +573,13 @@ class StatTable:
             if names is None or name in names:
                 by_name.setdefault(name, []).append(records[sid])
         for name, parts in by_name.items():
-            if len(parts) == 1:
-                r = parts[0]
-                self._stats[name] = (r.owner, (r.number, r.raw, r.text_start, r.text_stop), None)
-                continue
-            # Two ids with one name: one list, in event order.
-            owner = np.concatenate([r.owner for r in parts])
-            order = np.argsort(owner, kind="stable")
-            cols = [np.concatenate([r.number for r in parts])[order], np.concatenate([r.raw for r in parts])[order]]
-            if any(r.text_start is not None for r in parts):
-                for field in ("text_start", "text_stop"):
-                    cols.append(
-                        np.concatenate(
-                            [np.zeros(len(r), np.int64) if r.text_start is None else getattr(r, field) for r in parts]
-                        )[order]
-                    )
-            else:
-                cols += [None, None]
-            self._stats[name] = (owner[order], tuple(cols), None)
+            r = wire.KeyRecords.joined(parts)
+            if len(parts) > 1:  # two ids with one name: one list, in event order
+                order = np.argsort(r.owner, kind="stable")
+                r = wire.KeyRecords(
+                    *(None if c is None else c[order] for c in (r.owner, r.number, r.raw, r.text_start, r.text_stop))
+                )
+            self._stats[name] = (r.owner, (r.number, r.raw, r.text_start, r.text_stop), None)
         # Stats on the events' metadata, for events without their own.
         self._from_metadata = {}
         for name, (keys, kind, raw, text) in plane._metadata_stat_records.items():
