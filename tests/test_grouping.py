@@ -184,6 +184,20 @@ def test_prev_enclosing():
     assert len(start)  # start only documents the example
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 499])
+def test_prev_enclosing_in_pieces(chunk):
+    """Piece by piece (and the events left over, recursively) == one piece, on nested,
+    overlapping, tied, ascending and descending ends."""
+    rng = np.random.default_rng(chunk)
+    for case in range(60):
+        end = rng.integers(-5, int(rng.integers(2, 300)), int(rng.integers(1, 2000)))
+        if case % 4 == 1:
+            end = np.sort(end)
+        elif case % 4 == 2:
+            end = np.sort(end)[::-1].copy()
+        assert G._prev_enclosing(end, chunk).tolist() == G._prev_enclosing_in(end).tolist()
+
+
 @pytest.mark.parametrize("name", ["tf_keras_cpu", "jax_mlp_cpu"])
 def test_every_event_against_xprof_trace_viewer(name, tmp_path):
     """Per event: our group id == the `group_id` XProf's trace viewer shows (needs XProf 2.24.2)."""

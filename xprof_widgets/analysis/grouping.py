@@ -118,12 +118,55 @@ _STATS = [
 ]
 
 
-def _prev_enclosing(end):
+#: Events per piece of `_prev_enclosing`: its walk gathers at random within a piece,
+#: which then stays in the cache (2**18 ends and pointers: 3 MB).
+ENCLOSING_CHUNK = 1 << 18
+
+
+def _prev_enclosing(end, chunk=ENCLOSING_CHUNK):
     """For each position i, the largest j < i with end[j] >= end[i] (-1 if none; int32
     positions while they fit).
 
     On a line sorted by start this is the parent XProf's stack walk finds: an
     earlier event that ends before event i ends has been popped by then.
+
+    Piece by piece (`chunk` events): within a piece most events find theirs
+    (`_prev_enclosing_in`, all its gathers in cache). The ones that do not end
+    after every earlier event of their piece; their answer lies in an earlier
+    piece, and there it is a *suffix maximum* (no later event of its piece ends
+    as late: one that did would be a later answer). So the same rule, run over
+    just those events and every piece's suffix maxima (in position order), gives
+    theirs; that set is small (about the nesting depth per piece) unless the
+    events barely nest, when it is run whole.
+    """
+    n = len(end)
+    if n <= chunk:
+        return _prev_enclosing_in(end)
+    dtype = np.int32 if n < 2**31 else np.int64
+    p = np.empty(n, dtype)
+    queries, maxima = [], []
+    for a in range(0, n, chunk):
+        part = end[a : a + chunk]
+        local = _prev_enclosing_in(part)
+        open_ = np.flatnonzero(local < 0)
+        np.add(local, a, out=p[a : a + len(part)], casting="unsafe")
+        p[a + open_] = -1
+        if a:
+            queries.append(open_ + a)
+        later = np.maximum.accumulate(part[::-1])[::-1]  # max(part[j:])
+        maxima.append(np.append(np.flatnonzero(part[:-1] > later[1:]), len(part) - 1) + a)
+    q = np.concatenate(queries)
+    rest = np.union1d(q, np.concatenate(maxima))
+    if len(rest) * 2 > n:  # little nesting: no smaller problem to hand on
+        return _prev_enclosing_in(end)
+    found = _prev_enclosing(end[rest], chunk)[np.searchsorted(rest, q)]
+    p[q] = np.where(found >= 0, rest[np.maximum(found, 0)], -1)
+    return p
+
+
+def _prev_enclosing_in(end):
+    """`_prev_enclosing` in one piece.
+
     Events that end after every earlier one have none (a running maximum
     finds them: on most lines, nearly all of them). The others follow
     pointers: every event strictly between p[j] and j ends before end[j], so
