@@ -356,3 +356,22 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
         # The zero-length StartRegion markers of pool workers join the step that scheduled them.
         starts = m[m["name"] == T.START_REGION]
         assert (starts["g_ref"] >= 0).any() and (starts["g_ref"] == starts["g_ours"]).all()
+
+
+def test_row_codes_number_distinct_rows_in_order_of_first_appearance():
+    """Small-range columns combined directly, wide ones hashed, and the combination re-hashed
+    when it would overflow: the same numbering as distinct rows in first-seen order."""
+    rng = np.random.default_rng(3)
+    for case in range(20):
+        n = int(rng.integers(1, 3000))
+        columns = [
+            rng.integers(-3, 4, n),  # small range
+            rng.integers(0, 2**62, n) % int(rng.integers(1, 50)) * 2**40,  # wide range, few values
+            rng.integers(0, 2**63 - 1, n) if case % 2 else rng.integers(0, 5, n),  # all distinct or small
+        ]
+        if case % 3 == 0:  # four ranges just under 2**20: their product overflows
+            columns += [rng.choice([0, 2**20 - 2], n) for _ in range(4)]
+        rows = list(zip(*(c.tolist() for c in columns)))
+        first = {}
+        want = [first.setdefault(r, len(first)) for r in rows]
+        assert G._row_codes(*columns).tolist() == want

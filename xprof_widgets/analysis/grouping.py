@@ -145,14 +145,15 @@ def _prev_enclosing(end, chunk=ENCLOSING_CHUNK):
     dtype = np.int32 if n < 2**31 else np.int64
     p = np.empty(n, dtype)
     queries, maxima = [], []
+    reach = np.iinfo(end.dtype).min  # max(end[:a])
     for a in range(0, n, chunk):
         part = end[a : a + chunk]
         local = _prev_enclosing_in(part)
         open_ = np.flatnonzero(local < 0)
         np.add(local, a, out=p[a : a + len(part)], casting="unsafe")
         p[a + open_] = -1
-        if a:
-            queries.append(open_ + a)
+        queries.append(open_[part[open_] <= reach] + a)  # the others have none
+        reach = max(reach, part.max())
         later = np.maximum.accumulate(part[::-1])[::-1]  # max(part[j:])
         maxima.append(np.append(np.flatnonzero(part[:-1] > later[1:]), len(part) - 1) + a)
     q = np.concatenate(queries)
@@ -359,24 +360,19 @@ def _context_edges(nodes):
     profile whose ids repeat, e.g. one tiled in time, would have millions).
     """
     st = nodes.stat
-    prod, p_at, pt_at = np.intersect1d(st["_p"].events, st["_pt"].events, assume_unique=True, return_indices=True)
-    cons, c_at, ct_at = np.intersect1d(st["_c"].events, st["_ct"].events, assume_unique=True, return_indices=True)
+    prod, p_at, pt_at = _with_both(st["_p"], st["_pt"])
+    cons, c_at, ct_at = _with_both(st["_c"], st["_ct"])
     if len(prod) == 0 or len(cons) == 0:
         return np.zeros((2, 0), np.int64), 0
     pid = nodes.pid_of
     own_pid, has_pid = st["_pid"].at(cons)
     # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
-    # Contexts numbered in order of first appearance (producers, then consumers): each
-    # key column's codes, combined one column at a time and renumbered, so the
-    # combined codes stay below the row count squared.
-    ctx = None
-    for column in (
-        np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
+    # Contexts numbered in order of first appearance (producers, then consumers).
+    ctx = _row_codes(
         np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
+        np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
         np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
-    ):
-        codes, uniques = pd.factorize(column)
-        ctx = codes if ctx is None else pd.factorize(ctx * len(uniques) + codes)[0]
+    )
     ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod) :]
     count = ctx.max() + 1
     n_prod = np.bincount(ctx_prod, minlength=count)
@@ -391,6 +387,38 @@ def _context_edges(nodes):
         axis=1,
     )
     return edges, int(count)
+
+
+def _with_both(a, b):
+    """The nodes that have both `_Stat`s a and b: (nodes, their index in a, in b). Usually
+    the two are set on the same events (a context's type and id): no search then."""
+    if len(a.events) == len(b.events) and np.array_equal(a.events, b.events):
+        at = np.arange(len(a.events))
+        return a.events, at, at
+    return np.intersect1d(a.events, b.events, assume_unique=True, return_indices=True)
+
+
+def _row_codes(*columns):
+    """Each row's number among the distinct rows of these integer columns, in order of
+    first appearance. Columns with a small range (a context's type, a process id) are
+    their own codes, offset; all combined into one integer while that fits, so one
+    hash pass numbers the rows (else one pass per column)."""
+    codes, size = None, 1
+    for column in columns:
+        lo, hi = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+        if hi - lo < 2**20:
+            col, width = column - lo, hi - lo + 1
+        else:
+            col, uniques = pd.factorize(column)
+            width = len(uniques)
+        if codes is None:
+            codes, size = col, width
+        elif size * width < 2**62:
+            codes, size = codes * width + col, size * width
+        else:
+            codes, seen = pd.factorize(codes)  # renumbered: below the row count
+            codes, size = codes * width + col, len(seen) * width
+    return pd.factorize(codes)[0]
 
 
 def _join_edges(nodes, parents, children, keys):
