@@ -291,18 +291,29 @@ class _Nodes:
                     ev, v = table.strings("graph_type")
                     self.graph_type.update(zip((ev + offset).tolist(), v.tolist()))
                 # Nesting, async events left out (they neither nest nor pop).
-                is_async = np.zeros(m, bool)
+                async_ = np.zeros(0, np.int64)
                 if "_a" in table:
                     ev, v = table.ints("_a")
-                    is_async[ev[v != 0]] = True
-                sync = np.flatnonzero(~is_async)
-                par = _prev_enclosing(end[sync])
-                has = par >= 0
-                parent, child = sync[par[has]], sync[has]
-                has = start[parent] <= start[child]
-                k = int(has.sum())
+                    async_ = ev[v != 0]
+                if len(async_):
+                    is_async = np.zeros(m, bool)
+                    is_async[async_] = True
+                    sync = np.flatnonzero(~is_async)
+                    par = _prev_enclosing(end[sync])
+                    child = np.flatnonzero(par >= 0)
+                    parent, child = sync[par[child]], sync[child]
+                else:  # every event: positions are node offsets already
+                    par = _prev_enclosing(end)
+                    child = np.flatnonzero(par >= 0)
+                    parent = par[child]
+                if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+                    # Out of start order (files are sorted; this keeps the rule defined):
+                    # a parent must not start after its child.
+                    keep = start[parent] <= start[child]
+                    parent, child = parent[keep], child[keep]
+                k = len(child)
                 for row, ids in enumerate((parent, child)):
-                    np.add(ids[has], offset, out=nesting[row, edge_count : edge_count + k], casting="unsafe")
+                    np.add(ids, offset, out=nesting[row, edge_count : edge_count + k], casting="unsafe")
                 edge_count += k
                 offset += m
         sizes = np.asarray(sizes, dtype=np.int64)
@@ -477,7 +488,11 @@ class _Graph:
         return label
 
     def distinct(self, nodes_):
-        """Sorted distinct node ids: a mask over all nodes beats hashing millions."""
+        """Distinct node ids (in no set order: a frontier's order does not matter). A mask
+        over all nodes beats hashing millions; hashing beats clearing and scanning a mask
+        of every node for a few."""
+        if len(nodes_) * 8 < self.n:
+            return pd.unique(nodes_)
         mask = np.zeros(self.n, dtype=bool)
         mask[nodes_] = True
         return np.flatnonzero(mask)
