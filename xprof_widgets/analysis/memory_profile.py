@@ -273,8 +273,10 @@ def _allocator_events(run, space, host):
         # once for both (the decoding is most of the time here). Two threads, numpy
         # releasing the GIL: the grouping walks the lines from the first, this thread
         # decodes them from the last (each line by whichever reaches it first), then
-        # builds the allocator columns while the grouping finishes.
-        shared = [ln for ln in plane.lines if _has_allocator_events(ln)]
+        # builds the allocator columns while the grouping finishes. Lines without
+        # allocator events too: else the grouping decodes them itself, after waiting
+        # for the lines this thread holds.
+        shared = [ln for ln in plane.lines if len(ln)]
         with space.sharing_stats(shared):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space)
