@@ -586,7 +586,7 @@ class KeyRecords:
         return cls(*cols)
 
 
-def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None):
+def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None, keys=None):
     """Decode records that hold a key (varint field 1) and one value, one of several
     fields (a protobuf `oneof`, e.g. XStat's metadata id and value), split by key:
     {key: `KeyRecords`}.
@@ -603,6 +603,9 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     shifts, instead of byte by byte. Records in another layout (fields in
     another order, extra fields, no value) are read field by field (`walk`);
     where a record sets the value twice, the last one wins, as in protobuf.
+    `keys` (a bool array indexed by key), where given, names the keys wanted:
+    the others' values are not decoded (their records may still come back when
+    their layout is not the usual one; a caller that filters drops them).
 
     What a table of stats by name wants, made as the records are decoded: each
     block of records is decoded and sorted by key on the thread pool (small, in
@@ -612,7 +615,7 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     if repeated is None:
         owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
         owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
-    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner)
+    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys)
     return {key: KeyRecords.joined([b.pop(key) for b in blocks if key in b]) for key in sorted(set().union(*blocks))}
 
 
@@ -643,10 +646,10 @@ def _split_by_key(owner, key, number, raw, text):
     return out
 
 
-def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner):
+def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=None):
     """The blocks of `decode_keyed_by_key`, each decoded and split by key (`_split_by_key`)
     on the thread pool; their results in order. `owner`: the records' owners (no
-    `repeated`), else None."""
+    `repeated`), else None; `keys`: see `decode_keyed_by_key`."""
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
     words = _words(data)
@@ -668,9 +671,26 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner):
                 found = (found[0] + c, found[1], found[2])
             own, s, e = found
             own = own.astype(owner_type)
+        if keys is not None:
+            keep = _wanted(data, words, s, e, keys)
+            own, s, e = own[keep], s[keep], e[keep]
         return _split_by_key(own, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
 
     return _map_blocks(len(starts), block, step)
+
+
+def _wanted(data, words, s, e, keys):
+    """Which records (payloads `s[i]:e[i]`) to decode: those whose key (field 1, first in
+    the usual layout) is marked in `keys`, and every record in another layout."""
+    head = words[s]
+    usual = ((head & np.uint64(0xFF)) == 0x08) & (e - s >= 2)
+    key = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.int64)
+    long = np.flatnonzero(usual & (key >= 0x80))
+    if len(long):  # keys of two bytes or more
+        value, width = varints(data, s[long] + 1)
+        key[long] = np.minimum(value, len(keys)).astype(np.int64)
+        usual[long] = s[long] + 1 + width <= e[long]
+    return ~usual | (keys[np.clip(key, 0, len(keys) - 1)] & (key < len(keys)))
 
 
 def _words(data):

@@ -167,11 +167,12 @@ class Line:
             return wire.decode_records(data, pos, lengths=(_EVENT_STATS,)).ranges[_EVENT_STATS]
         return wire.repeated_run(data, *runs, _EVENT_STATS)
 
-    def _decoded_stats(self, idx):
-        """Every XStat record of events `idx` (None: all), decoded and split by stat id:
-        {id: `wire.KeyRecords`}, owners counted among `idx`."""
+    def _decoded_stats(self, idx, names=None):
+        """The XStat records of events `idx` (None: all), decoded and split by stat id:
+        {id: `wire.KeyRecords`}, owners counted among `idx`. `names`: only these stats'
+        values are decoded (None: all; records of others may come back)."""
         data = self.plane.space.data
-        kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS)
+        kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS, keys=self.plane._stat_keys(names))
         runs = self._stat_runs(idx)
         if runs is None:
             owner, s, e = self._stat_records(idx)
@@ -196,7 +197,10 @@ class Line:
                 return slot["table"].take(names, events)
             idx = None if events is None else np.asarray(events, dtype=np.int64)
             return StatTable(
-                self.plane, self.metadata_id if idx is None else self.metadata_id[idx], self._decoded_stats(idx), names
+                self.plane,
+                self.metadata_id if idx is None else self.metadata_id[idx],
+                self._decoded_stats(idx, names),
+                names,
             )
 
     @contextmanager
@@ -214,11 +218,13 @@ class Line:
         """`stats()` as a dict of columns (numpy or pandas arrays), without the DataFrame.
 
         `metadata=False` reads the events' own stats only (XProf's GPU event stats do).
+        Read from `stat_table` (so decoded once inside `XSpaceFile.sharing_stats`), each
+        column as `StatTable.stat_column` makes it.
         """
         idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
         with self._corrupt_stats_named():
-            owner, s, e = self._stat_records(None if events is None else idx)
-            columns = self.plane.decode_stats(s, e, owner, len(idx), names)
+            table = self.stat_table(names=names, events=events)
+            columns = {name: table.stat_column(name) for name in table.own_names}
         if not metadata:
             return columns
         from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
@@ -257,6 +263,19 @@ class Plane:
         for k, v in self.stat_names.items():
             out.setdefault(v, []).append(k)
         return out
+
+    def _stat_keys(self, names):
+        """A bool table by stat id marking the ids of `names` (None: all ids, or ids too
+        large for a table), for `wire.decode_keyed_by_key`'s `keys`."""
+        if names is None:
+            return None
+        top = max(self.stat_names, default=0)
+        if not 0 <= top < 1 << 20:
+            return None
+        table = np.zeros(top + 1, dtype=bool)
+        by_name = self._stat_ids_by_name
+        table[[i for name in set(names) for i in by_name.get(name, ())]] = True
+        return table
 
     @cached_property
     def stats(self):
@@ -384,26 +403,6 @@ class Plane:
             out[name] = col
         return out
 
-    def _select_stats(self, starts, stops, owner, names=None):
-        """The XStat records (payload ranges, owners) whose stat is one of `names` (all if None).
-
-        Field 1 (the stat's metadata id) comes first: only it is read here, so the
-        records not asked for are never decoded in full.
-        """
-        if names is None:
-            return starts, stops, owner
-        by_name = self._stat_ids_by_name
-        wanted = [i for name in set(names) for i in by_name.get(name, ())]
-        first = wire.decode_fields(self.space.data, starts, stops, scalars=(1,)).value(1)
-        top = max(self.stat_names, default=0)
-        if 0 <= top < 1 << 20:  # ids are small: a lookup table beats np.isin on millions
-            table = np.zeros(top + 2, dtype=bool)
-            table[np.asarray(wanted, dtype=np.int64)] = True
-            keep = table[np.minimum(first, top + 1)]
-        else:
-            keep = np.isin(first, np.asarray(wanted, dtype=np.uint64))
-        return np.asarray(starts)[keep], np.asarray(stops)[keep], np.asarray(owner)[keep]
-
     @cached_property
     def _metadata_stat_records(self):
         """`_metadata_stat_table` as StatTable rows: {name: (sorted ids, kind, raw, text)}."""
@@ -427,96 +426,6 @@ class Plane:
             has = kind != 0
             out[name] = (keys[has], kind[has], raw[has], text[has])
         return out
-
-    def decode_stats(self, starts, stops, owner, count, names=None):
-        """Columns from XStat records (payload ranges) owned by `count` events."""
-        data = self.space.data
-        starts, stops, owner = self._select_stats(starts, stops, owner, names)
-        st = wire.decode_fields(
-            data,
-            starts,
-            stops,
-            scalars=(1, _STAT_DOUBLE, _STAT_UINT64, _STAT_INT64, _STAT_REF),
-            lengths=(_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED),
-        )
-        mid = st.value(1)
-        # For each string-like field: which of its payload ranges belongs to each stat (-1: none).
-        st.range_of = {}
-        for n in (_STAT_STR, _STAT_BYTES, _STAT_COMPRESSED):
-            at = np.full(len(mid), -1, dtype=np.int64)
-            at[st.ranges[n][0]] = np.arange(len(st.ranges[n][0]))
-            st.range_of[n] = at
-        names_by_id = self.stat_names
-        columns = {}
-        # Ids are small: counting them beats sorting millions (np.unique).
-        small = len(mid) and int(mid.max()) < 1 << 20
-        sids = np.flatnonzero(np.bincount(mid.astype(np.intp))) if small else np.unique(mid)
-        for sid in sids:
-            name = names_by_id.get(int(sid), str(int(sid)))
-            if names is not None and name not in names:
-                continue
-            rows = np.flatnonzero(mid == sid)
-            columns[name] = self._stat_column(st, rows, owner, count, data, binary=name in BINARY_STATS)
-        return columns
-
-    def _stat_column(self, st, rows, owner, count, data, binary=False):
-        """One stat's values spread over `count` events.
-
-        All doubles: float64 (NaN where missing). All integers: int64, or a
-        nullable Int64 where some events lack it. Otherwise (strings, refs,
-        bytes, mixed kinds): an object array with None where missing.
-        """
-        target = owner[rows]
-        dbl = st.present[_STAT_DOUBLE][rows]
-        i64 = st.present[_STAT_INT64][rows]
-        u64 = st.present[_STAT_UINT64][rows]
-        ref = st.present[_STAT_REF][rows]
-        doubles = st.value(_STAT_DOUBLE, np.float64)[rows]
-        ints = np.where(i64, st.value(_STAT_INT64)[rows], st.value(_STAT_UINT64)[rows].astype(np.int64))
-        if dbl.all():
-            col = np.full(count, np.nan)
-            col[target] = doubles
-            return col
-        one_int_dtype = (i64 | u64).all()
-        if one_int_dtype:
-            unsigned = st.value(_STAT_UINT64, np.uint64)[rows]
-            if u64.all() or (ints[i64] >= 0).all():  # ids, addresses: keep values past 2**63
-                ints = np.where(i64, ints.astype(np.uint64), unsigned)
-            elif (unsigned[u64] >= 2**63).any():  # negative int64 beside huge uint64
-                one_int_dtype = False
-        if one_int_dtype:
-            # Owners come in file order: strictly increasing means one value per event.
-            if len(target) == count and (count < 2 or (np.diff(target) > 0).all()):
-                col = np.zeros(count, dtype=ints.dtype)
-                col[target] = ints
-                return col
-            col = pd.array(np.zeros(count, dtype=ints.dtype), dtype="UInt64" if ints.dtype == np.uint64 else "Int64")
-            mask = np.ones(count, dtype=bool)
-            mask[target] = False
-            col[target] = ints
-            col[mask] = pd.NA
-            return col
-        values = np.full(len(rows), None, dtype=object)
-        values[dbl] = doubles[dbl]
-        values[i64] = st.value(_STAT_INT64)[rows][i64]
-        values[u64] = st.value(_STAT_UINT64, np.uint64)[rows][u64]
-        if ref.any():
-            uniq, inv = np.unique(st.value(_STAT_REF)[rows][ref], return_inverse=True)
-            names_by_id = self.stat_names
-            values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
-        for n, decode in (
-            (_STAT_STR, _utf8),
-            (_STAT_BYTES, (lambda b: b) if binary else _utf8),  # text unless the stat is a known binary one
-            (_STAT_COMPRESSED, _gunzip_utf8),
-        ):
-            at = st.range_of[n][rows]
-            has = at >= 0
-            if has.any():
-                _, s, e = st.ranges[n]
-                values[has] = wire.decode_strings(data, s[at[has]], e[at[has]], decode)
-        col = np.full(count, None, dtype=object)
-        col[target] = values
-        return col
 
     def line(self, name):
         """The first line whose name or display name is `name` (None if none)."""
@@ -629,6 +538,63 @@ class StatTable:
     @property
     def names(self):
         return set(self._stats) | set(self._from_metadata)
+
+    @property
+    def own_names(self):
+        """The stats the events set themselves (not through their metadata), in id order."""
+        return list(self._stats)
+
+    def stat_column(self, name):
+        """The events' own values of a stat as one column (`Line.stats()`'s): all doubles:
+        float64, NaN where missing; all integers: int64 (uint64 when none is negative, so
+        ids and addresses past 2**63 keep their value), a nullable Int64/UInt64 where some
+        events lack it; else (strings, refs, bytes, mixed kinds) an object array, None
+        where missing. Bytes are text (UTF-8) unless the stat is in BINARY_STATS."""
+        events, kind, raw, text_start, text_stop = self._own(name)
+        count = self.count
+        dbl, i64, u64 = kind == _STAT_DOUBLE, kind == _STAT_INT64, kind == _STAT_UINT64
+        if dbl.all():
+            col = np.full(count, np.nan)
+            col[events] = raw.view(np.float64)
+            return col
+        ints = raw.view(np.int64)
+        one_int_dtype = (i64 | u64).all()
+        if one_int_dtype:
+            if u64.all() or (ints[i64] >= 0).all():
+                ints = raw
+            elif (raw[u64] >= 2**63).any():  # negative int64 beside huge uint64
+                one_int_dtype = False
+        if one_int_dtype:
+            # Owners come in order: strictly increasing means one value per event.
+            if len(events) == count and (count < 2 or (np.diff(events) > 0).all()):
+                return ints.copy()
+            col = pd.array(np.zeros(count, dtype=ints.dtype), dtype="UInt64" if ints.dtype == np.uint64 else "Int64")
+            mask = np.ones(count, dtype=bool)
+            mask[events] = False
+            col[events] = ints
+            col[mask] = pd.NA
+            return col
+        values = np.full(len(kind), None, dtype=object)
+        values[dbl] = raw[dbl].view(np.float64)
+        values[i64] = ints[i64]
+        values[u64] = raw[u64]
+        ref = kind == _STAT_REF
+        if ref.any():
+            uniq, inv = np.unique(raw[ref], return_inverse=True)
+            names_by_id = self.plane.stat_names
+            values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
+        data = self.plane.space.data
+        for k, decode in (
+            (_STAT_STR, _utf8),
+            (_STAT_BYTES, (lambda b: b) if name in BINARY_STATS else _utf8),
+            (_STAT_COMPRESSED, _gunzip_utf8),
+        ):
+            has = kind == k
+            if has.any():
+                values[has] = wire.decode_strings(data, text_start[has], text_stop[has], decode)
+        col = np.full(count, None, dtype=object)
+        col[events] = values
+        return col
 
     def __contains__(self, name):
         return name in self._stats or name in self._from_metadata
