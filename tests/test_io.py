@@ -496,6 +496,19 @@ def test_decode_head_equals_the_general_decoder(monkeypatch, block):
     assert got.rest.tolist() == want.rest.tolist()
 
 
+def test_record_ends_equal_record_payloads():
+    """Where each LENGTH record ends, lengths of one to five varint bytes mixed."""
+    rng = np.random.default_rng(5)
+    records = [
+        b"\x22" + varint(n) + b"x" * n for n in rng.choice([0, 1, 127, 128, 300, 16383, 16384, 70000], 400).tolist()
+    ]
+    buf, _ = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(r) for r in records])[:-1]
+    assert wire.record_ends(data, pos).tolist() == wire.record_payloads(data, pos)[1].tolist()
+    assert wire.record_ends(data, pos).tolist() == (pos + [len(r) for r in records]).tolist()
+
+
 def test_corrupt_stats_name_the_file(tmp_path):
     """Stats decode after the file opened: a stat whose bytes do not decode (here a varint that
     never ends) is a ProfileError naming the file and the line, for the bulk reader (memory

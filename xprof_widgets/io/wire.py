@@ -317,6 +317,20 @@ def record_payloads(data, record_pos, end=None):
     return start, stop
 
 
+def record_ends(data, record_pos):
+    """The end of each LENGTH record given its tag position (`record_payloads`' second
+    half, with less work for the usual one-byte lengths: one pass over all, the varint
+    walk only for the longer ones)."""
+    record_pos = np.asarray(record_pos, dtype=np.int64)
+    first = data[record_pos + 1]
+    stops = record_pos + 2 + first
+    long = np.flatnonzero(first >= 0x80)
+    if len(long):
+        length, width = varints(data, record_pos[long] + 1)
+        stops[long] = record_pos[long] + 1 + width + length.astype(np.int64)
+    return stops
+
+
 class Fields:
     """Decoded fields of many records of one message type.
 
@@ -904,6 +918,7 @@ __all__ = [
     "scan_run",
     "varints",
     "fixed",
+    "record_ends",
     "record_payloads",
     "decode_fields",
     "decode_records",
