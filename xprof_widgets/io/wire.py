@@ -559,9 +559,11 @@ def _repeated_block(data, starts, stops, number, offset):
     # Element k of record r goes to first[r] + k: the output is in (owner, file) order, no sort.
     first = np.cumsum(count) - count
     total = int(count.sum())
-    owner = np.empty(total, dtype=np.int64)
-    start = np.empty(total, dtype=np.int64)
-    stop = np.empty(total, dtype=np.int64)
+    # Positions as int32 where the data allows (half the bytes scattered and read after).
+    pos_type = np.int32 if len(data) < 2**31 - 2**17 else np.int64
+    owner = np.empty(total, dtype=np.int32 if offset + len(starts) < 2**31 else np.int64)
+    start = np.empty(total, dtype=pos_type)
+    stop = np.empty(total, dtype=pos_type)
     for k, (owners, body, end) in enumerate(steps):
         at = first[owners] + k
         owner[at], start[at], stop[at] = owners + offset, body, end
@@ -753,10 +755,16 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths):
     ok &= (number != 0) & ((is_var & (size >= 1) & (size <= 8) & ended) | fixed64 | (wire_type == LENGTH))
     raw = np.where(is_var, _pack7(w & low), np.where(fixed64, w, np.uint64(0)))
     long = np.flatnonzero(is_var & (size > 8) & (size <= 10) & (number != 0))
-    if len(long):  # 9 or 10 bytes (ids, negative int64): the general reader
-        value, width = varints(data, v0[long])
-        raw[long] = value
-        ok[long] = head_ok[long] & (width == size[long])
+    if len(long):  # 9 or 10 bytes (ids, negative int64): the 8 in `w`, then one or two more
+        wl, ten, after = w[long], size[long] == 10, v0[long] + 8
+        b8, b9 = data[after], data[after + 1]
+        ended = np.where(ten, (b8 >= 0x80) & (b9 < 0x80), b8 < 0x80)
+        raw[long] = (
+            _pack7(wl)
+            | ((b8 & 0x7F).astype(np.uint64) << np.uint64(56))
+            | np.where(ten, (b9 & 0x01).astype(np.uint64) << np.uint64(63), np.uint64(0))
+        )
+        ok[long] = head_ok[long] & ((wl & _HIGH_BITS) == _HIGH_BITS) & ended
     text_rows = np.flatnonzero(ok & (wire_type == LENGTH))
     length, width = varints(data, v0[text_rows])
     text_start = v0[text_rows] + width
