@@ -687,26 +687,10 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
                 found = (found[0] + c, found[1], found[2])
             own, s, e = found
             own = own.astype(owner_type)
-        if keys is not None:
-            keep = _wanted(data, words, s, e, keys)
-            own, s, e = own[keep], s[keep], e[keep]
-        return _split_by_key(own, *_keyed_block(data, words, kinds, s, e, scalars, lengths))
+        kept, *decoded = _keyed_block(data, words, kinds, s, e, scalars, lengths, keys)
+        return _split_by_key(own if kept is None else own[kept], *decoded)
 
     return _map_blocks(len(starts), block, step)
-
-
-def _wanted(data, words, s, e, keys):
-    """Which records (payloads `s[i]:e[i]`) to decode: those whose key (field 1, first in
-    the usual layout) is marked in `keys`, and every record in another layout."""
-    head = words[s]
-    usual = ((head & np.uint64(0xFF)) == 0x08) & (e - s >= 2)
-    key = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.int64)
-    long = np.flatnonzero(usual & (key >= 0x80))
-    if len(long):  # keys of two bytes or more
-        value, width = varints(data, s[long] + 1)
-        key[long] = np.minimum(value, len(keys)).astype(np.int64)
-        usual[long] = s[long] + 1 + width <= e[long]
-    return ~usual | (keys[np.clip(key, 0, len(keys) - 1)] & (key < len(keys)))
 
 
 def _words(data):
@@ -727,12 +711,14 @@ def _pack7(w):
     return (w & np.uint64(0x000000000FFFFFFF)) | ((w & np.uint64(0x0FFFFFFF00000000)) >> np.uint64(4))
 
 
-def _keyed_block(data, words, kinds, s, e, scalars, lengths):
-    """One block of records decoded: (key, number, raw, text), text = (record indices,
-    payload starts, payload ends) of the LENGTH values."""
+def _keyed_block(data, words, kinds, s, e, scalars, lengths, keys=None):
+    """One block of records decoded: (kept, key, number, raw, text), text = (record
+    indices, payload starts, payload ends) of the LENGTH values. With `keys` (see
+    `decode_keyed_by_key`) only the records of wanted keys, and those in another layout
+    (their key is known once walked), are decoded: `kept` holds their indices in the
+    block (None: all were)."""
     head = words[s]  # bytes: 0x08, key..., tag
     head_ok = (head & np.uint64(0xFF)) == 0x08
-    ok = head_ok.copy()
     key_byte = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.uint8)
     if (key_byte < 0x80).all():  # one-byte keys (ids below 128): no varint walk
         key = key_byte.astype(np.uint32)
@@ -742,6 +728,14 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths):
         key, width = varints(data, s + 1)
         tag = data[s + 1 + width]
         v0 = s + 2 + width
+    kept = None
+    if keys is not None:
+        usual = head_ok & (v0 <= e)  # the key read above is the record's
+        wanted = ~usual | (keys[np.minimum(key, len(keys) - 1)] & (key < len(keys)))
+        if not wanted.all():
+            kept = np.flatnonzero(wanted)
+            s, e, head_ok, key, tag, v0 = (x[kept] for x in (s, e, head_ok, key, tag, v0))
+    ok = head_ok.copy()
     number = kinds[tag]
     wire_type = tag & 7
     size = e - v0
@@ -785,7 +779,7 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths):
         text_rows, text_start, text_stop = text_rows[order], text_start[order], text_stop[order]
     if key.dtype != np.uint32 and key.max(initial=0) < 2**32:
         key = key.astype(np.uint32)
-    return key, number, raw, (text_rows, text_start, text_stop)
+    return kept, key, number, raw, (text_rows, text_start, text_stop)
 
 
 def _walk_keyed(data, s, e, scalars, lengths):
