@@ -221,13 +221,13 @@ class Line:
         Read from `stat_table` (so decoded once inside `XSpaceFile.sharing_stats`), each
         column as `StatTable.stat_column` makes it.
         """
-        idx = np.arange(len(self)) if events is None else np.asarray(events, dtype=np.int64)
         with self._corrupt_stats_named():
             table = self.stat_table(names=names, events=events)
             columns = {name: table.stat_column(name) for name in table.own_names}
         if not metadata:
             return columns
-        from_metadata = self.plane.metadata_stats(self.metadata_id[idx], names)
+        ids = self.metadata_id if events is None else self.metadata_id[np.asarray(events, dtype=np.int64)]
+        from_metadata = self.plane.metadata_stats(ids, names)
         for name, values in from_metadata.items():
             if name in columns:
                 own = columns[name]
@@ -565,8 +565,7 @@ class StatTable:
             elif (raw[u64] >= 2**63).any():  # negative int64 beside huge uint64
                 one_int_dtype = False
         if one_int_dtype:
-            # Owners come in order: strictly increasing means one value per event.
-            if len(events) == count and (count < 2 or (np.diff(events) > 0).all()):
+            if self._one_each(events):
                 return ints.copy()
             col = pd.array(np.zeros(count, dtype=ints.dtype), dtype="UInt64" if ints.dtype == np.uint64 else "Int64")
             mask = np.ones(count, dtype=bool)
@@ -580,9 +579,8 @@ class StatTable:
         values[u64] = raw[u64]
         ref = kind == _STAT_REF
         if ref.any():
-            uniq, inv = np.unique(raw[ref], return_inverse=True)
-            names_by_id = self.plane.stat_names
-            values[ref] = np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)[inv]
+            codes, names = self._ref_names(raw[ref])
+            values[ref] = names[codes]
         data = self.plane.space.data
         for k, decode in (
             (_STAT_STR, _utf8),
@@ -598,6 +596,18 @@ class StatTable:
 
     def __contains__(self, name):
         return name in self._stats or name in self._from_metadata
+
+    def _one_each(self, events):
+        """Whether `events` (a stat's, ascending) hold every event once: its values are
+        then a column as they are. Owners come in order, so strictly increasing is that."""
+        return len(events) == self.count and (self.count < 2 or bool((np.diff(events) > 0).all()))
+
+    def _ref_names(self, raw):
+        """Ref values (stat ids) as (codes, names): raw[i] is the stat named names[codes[i]]
+        ("" for an id without metadata); each distinct id looked up once."""
+        uniq, codes = np.unique(raw, return_inverse=True)
+        names_by_id = self.plane.stat_names
+        return codes, np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)
 
     def _own(self, name):
         """(events, kind, raw, text start, text stop) of the events' own records of a stat
@@ -630,7 +640,7 @@ class StatTable:
     def int_column(self, name, dtype=np.int64):
         """int64 (uint64 with `dtype`: addresses past 2**63 stay positive), 0 where missing."""
         events, values = self.ints(name)
-        if len(events) == self.count and (self.count < 2 or (np.diff(events) > 0).all()):
+        if self._one_each(events):
             return values.view(dtype)  # one entry per event, in order: no scatter
         out = np.zeros(self.count, np.int64)
         out[events] = values
@@ -654,9 +664,7 @@ class StatTable:
                     parts.append((events[at], *wire.string_codes(data, text_start[at], text_stop[at], decode)))
         at = kind == _STAT_REF
         if at.any():
-            uniq, inv = np.unique(raw[at], return_inverse=True)
-            names_by_id = self.plane.stat_names
-            parts.append((events[at], inv, np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)))
+            parts.append((events[at], *self._ref_names(raw[at])))
         md = self._from_metadata.get(name)
         if md is not None:
             is_str = md[1] == _STAT_STR
