@@ -496,17 +496,18 @@ def test_decode_head_equals_the_general_decoder(monkeypatch, block):
     assert got.rest.tolist() == want.rest.tolist()
 
 
-def test_record_ends_equal_record_payloads():
-    """Where each LENGTH record ends, lengths of one to five varint bytes mixed."""
+def test_record_payloads_of_long_and_short_lengths():
+    """Where each LENGTH record's payload starts and ends, lengths of one to three varint
+    bytes mixed (one-byte ones read in one pass, the others walked)."""
     rng = np.random.default_rng(5)
-    records = [
-        b"\x22" + varint(n) + b"x" * n for n in rng.choice([0, 1, 127, 128, 300, 16383, 16384, 70000], 400).tolist()
-    ]
+    sizes = rng.choice([0, 1, 127, 128, 300, 16383, 16384, 70000], 400).tolist()
+    records = [b"\x22" + varint(n) + b"x" * n for n in sizes]
     buf, _ = wire.padded(b"".join(records))
     data = np.frombuffer(buf, dtype=np.uint8)
     pos = np.cumsum([0] + [len(r) for r in records])[:-1]
-    assert wire.record_ends(data, pos).tolist() == wire.record_payloads(data, pos)[1].tolist()
-    assert wire.record_ends(data, pos).tolist() == (pos + [len(r) for r in records]).tolist()
+    start, stop = wire.record_payloads(data, pos)
+    assert start.tolist() == (pos + [1 + len(varint(n)) for n in sizes]).tolist()
+    assert stop.tolist() == (pos + [len(r) for r in records]).tolist()
 
 
 def test_corrupt_stats_name_the_file(tmp_path):

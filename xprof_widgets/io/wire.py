@@ -307,28 +307,22 @@ def fixed(data, pos, width):
 
 
 def record_payloads(data, record_pos, end=None):
-    """(payload start, payload end) of LENGTH records given their tag positions."""
-    record_pos = np.asarray(record_pos, dtype=np.int64)
-    length, width = varints(data, record_pos + 1)
-    start = record_pos + 1 + width
-    stop = start + length.astype(np.int64)
-    if end is not None and len(stop) and stop.max() > end:
-        raise WireError(f"truncated: a record runs past byte {end}")
-    return start, stop
+    """(payload start, payload end) of LENGTH records given their tag positions.
 
-
-def record_ends(data, record_pos):
-    """The end of each LENGTH record given its tag position (`record_payloads`' second
-    half, with less work for the usual one-byte lengths: one pass over all, the varint
-    walk only for the longer ones)."""
+    One pass over the first length byte of all (the usual one-byte lengths), the varint
+    walk only for the longer ones."""
     record_pos = np.asarray(record_pos, dtype=np.int64)
     first = data[record_pos + 1]
-    stops = record_pos + 2 + first
+    start = record_pos + 2
+    stop = start + first
     long = np.flatnonzero(first >= 0x80)
     if len(long):
         length, width = varints(data, record_pos[long] + 1)
-        stops[long] = record_pos[long] + 1 + width + length.astype(np.int64)
-    return stops
+        start[long] = record_pos[long] + 1 + width
+        stop[long] = start[long] + length.astype(np.int64)
+    if end is not None and len(stop) and stop.max() > end:
+        raise WireError(f"truncated: a record runs past byte {end}")
+    return start, stop
 
 
 class Fields:
@@ -920,7 +914,6 @@ __all__ = [
     "scan_run",
     "varints",
     "fixed",
-    "record_ends",
     "record_payloads",
     "decode_fields",
     "decode_records",

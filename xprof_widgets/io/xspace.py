@@ -155,7 +155,7 @@ class Line:
         if self.stats_at is None:
             return None
         pos = self.record_pos if idx is None else self.record_pos[idx]
-        stops = wire.record_ends(self.plane.space.data, pos)
+        _, stops = wire.record_payloads(self.plane.space.data, pos)
         return pos + (self.stats_at if idx is None else self.stats_at[idx]), stops
 
     def _stat_records(self, idx):
