@@ -1,5 +1,7 @@
 """Installing the package: the sdist carries the built front end, so installing from it
-needs no Node.js; a git checkout without Node.js says in one line what to do."""
+needs no Node.js; a git checkout without Node.js says in one line what to do. The sdist
+carries the C source of the reading loops: installing compiles it where a compiler is
+found, and installs without it (numpy reads the profiles) where none is."""
 
 import os
 import shutil
@@ -66,6 +68,8 @@ def test_sdist_carries_the_front_end_and_the_samples(sdist):
     assert "xprof_widgets/data/sample_gpu/plugins/profile/2026_02_20_13_54_10/tw003.xplane.pb.gz" in names
     assert "LICENSE" in names and "xprof_widgets/data/README.md" in names  # the licences travel too
     assert not any(n.startswith(("js/node_modules/", "tests/artifacts/")) for n in names)
+    assert "xprof_widgets/io/_wire.c" in names
+    assert not any("libxwwire" in n for n in names)  # built where it is installed, not shipped
 
 
 def test_sdist_installs_without_node(sdist, tmp_path):
@@ -81,6 +85,37 @@ def test_sdist_installs_without_node(sdist, tmp_path):
     for f in STATIC:
         assert (target / f).read_bytes() == (REPO / f).read_bytes()
     assert (target / "xprof_widgets" / "data" / "quickstart.ipynb").is_file()  # what `demo` opens
+    # No compiler on that PATH either: installed without the compiled loops, and they say why.
+    assert _native_in(target, env) == "False libxwwire.so was not built (no C compiler when the package was installed)"
+
+
+def _native_in(target, env):
+    """What `xprof_widgets.io.native` says in the package installed at `target`."""
+    said = subprocess.run(
+        [sys.executable, "-c", "from xprof_widgets.io import native; print(native.available(), native.why_not())"],
+        capture_output=True,
+        text=True,
+        env=dict(env, PYTHONPATH=str(target)),
+        cwd=target,
+    )
+    assert said.returncode == 0, said.stderr[-3000:]
+    return said.stdout.strip()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the loops are compiled with a Unix C compiler")
+def test_sdist_install_compiles_the_reading_loops(sdist, tmp_path):
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI has no C compiler: the compiled reading loops go untested")
+        pytest.skip("no C compiler here")
+    target = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(sdist)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _native_in(target, os.environ) == "True"
 
 
 def test_checkout_without_node_says_what_to_do(tmp_path):

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import native
+
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 PADDING = 16  # zero bytes after the data: a 10-byte varint read never runs off
 
@@ -133,6 +135,10 @@ def find_records(buf, data, start, end, tag_byte):
     The result is checked: chunk j's walk must contain the position where
     chunk j-1's walk left off; chunks where it does not are walked exactly.
     """
+    if native.available():
+        found = native.find_records(data, start, end, tag_byte)
+        if found is not None:
+            return found
     pieces, here = [], start
     while True:  # a block of BLOCK_CHUNKS chunks at a time, each carrying on from the last
         limit = min(end, here + BLOCK_CHUNKS * CHUNK_BYTES)
@@ -436,6 +442,18 @@ def decode_head(data, record_pos, numbers, end=None):
 
     def block(c):
         part = slice(c, c + BLOCK_RECORDS)
+        if native.available():
+            got = native.decode_head(data, record_pos[part], numbers, len(data) if end is None else end)
+            if got is not None:
+                values, present, rest, ok = got
+                for k, n in enumerate(numbers):
+                    out.scalar[n][part], out.present[n][part] = values[k], present[k]
+                out.rest[part] = rest
+                odd = np.flatnonzero(~ok)
+                if len(odd):
+                    s, e = record_payloads(data, record_pos[part][odd], end)
+                    _decode_odd(c + odd, s, e)
+                return
         s, e = record_payloads(data, record_pos[part], end)
         p = s.copy()
         ok = np.ones(len(s), bool)
@@ -454,16 +472,18 @@ def decode_head(data, record_pos, numbers, end=None):
         out.rest[part] = np.minimum(p, e) - record_pos[part]
         odd = np.flatnonzero(~ok)
         if len(odd):  # the general decoder for these
-            tmp = Fields(len(odd))
-            for n in numbers:
-                tmp.scalar[n] = np.zeros(len(odd), dtype=np.uint64)
-                tmp.present[n] = np.zeros(len(odd), dtype=bool)
-            tmp.rest = np.zeros(len(odd), dtype=np.int64)
-            _decode_block(data, s[odd], e[odd], numbers, (), tmp, 0)
-            rows = c + odd
-            for n in numbers:
-                out.scalar[n][rows], out.present[n][rows] = tmp.scalar[n], tmp.present[n]
-            out.rest[rows] = tmp.rest - record_pos[rows]
+            _decode_odd(c + odd, s[odd], e[odd])
+
+    def _decode_odd(rows, s, e):
+        tmp = Fields(len(rows))
+        for n in numbers:
+            tmp.scalar[n] = np.zeros(len(rows), dtype=np.uint64)
+            tmp.present[n] = np.zeros(len(rows), dtype=bool)
+        tmp.rest = np.zeros(len(rows), dtype=np.int64)
+        _decode_block(data, s, e, numbers, (), tmp, 0)
+        for n in numbers:
+            out.scalar[n][rows], out.present[n][rows] = tmp.scalar[n], tmp.present[n]
+        out.rest[rows] = tmp.rest - record_pos[rows]
 
     _map_blocks(count, block)
     return out

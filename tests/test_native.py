@@ -1,0 +1,181 @@
+"""The compiled reading loops (`xprof_widgets/io/_wire.c`) give what the numpy code gives.
+
+Both are run on the same bytes: well-formed runs and records of every layout, runs cut
+short, and a few hundred mutants of the shipped samples (every byte the walk can meet:
+lengths, tags, varints). Where the bytes are bad, both raise the same WireError.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.io import native, wire
+from xprof_widgets.io.xspace import read_xspace
+
+from .fuzz import varint
+
+pytestmark = pytest.mark.skipif(
+    not native.available() and os.environ.get("CI") != "true",
+    reason=f"the compiled reader is not built here: {native.why_not()}",
+)
+
+
+def test_built_where_ci_runs():
+    """CI has a C compiler: there the install must have built and loaded the library."""
+    assert native.available(), native.why_not()
+    assert native.why_not() == ""
+
+
+def _both(monkeypatch, call):
+    """`call()` with the library, then with numpy alone: (result or error text) each."""
+    out = []
+    for lib in (native._LIB, None):
+        monkeypatch.setattr(native, "_LIB", lib)
+        try:
+            out.append(call())
+        except wire.WireError as error:
+            out.append(f"WireError: {error}")
+    return out
+
+
+def _run_of(lengths, tail=b""):
+    records = [b"\x22" + varint(n) + bytes([0x08]) * n for n in lengths]
+    buf, size = wire.padded(b"".join(records) + tail)
+    return buf, np.frombuffer(buf, dtype=np.uint8), size
+
+
+@pytest.mark.parametrize(
+    "lengths, tail",
+    [
+        ([0, 1, 127, 128, 300, 16384, 5], b""),
+        ([3] * 5000, b""),  # more records than the first output buffer holds
+        ([0] * 70000, b"\x2a\x00"),  # two-byte records, then another tag ends the run
+        (np.random.default_rng(1).integers(0, 400, 3000).tolist(), b"\x10\x01"),
+    ],
+)
+def test_find_records_equals_numpy(monkeypatch, lengths, tail):
+    buf, data, size = _run_of(lengths, tail)
+    ours, theirs = _both(monkeypatch, lambda: wire.find_records(buf, data, 0, size, 0x22))
+    assert ours[0].tolist() == theirs[0].tolist() and ours[1] == theirs[1]
+    assert len(ours[0]) == len(lengths)
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        b"\x22\x05\x08",  # a length past the end
+        b"\x22",  # a tag with no length
+        b"\x22\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # a varint of 11 bytes
+        b"\x22\x80\x80\x80\x80\x80\x80\x80\x80\x01",  # a length of 2**63
+    ],
+)
+def test_find_records_of_a_cut_run_raise_as_numpy_does(monkeypatch, cut):
+    buf, data, size = _run_of([4, 200, 0], cut)
+    ours, theirs = _both(monkeypatch, lambda: wire.find_records(buf, data, 0, size, 0x22))
+    assert isinstance(ours, str) and ours.startswith("WireError")
+    assert ours == theirs
+
+
+def _events(rng, count):
+    """Event records: fields 1-3 of every varint length, some absent, negative offsets,
+    stats after them, and layouts writers never produce (out of order, repeated, other types)."""
+    sizes = [0, 1, 127, 128, 1 << 20, (1 << 49) - 1, 1 << 49, (1 << 56) - 1, 1 << 56, (1 << 63) - 1]
+    events = []
+    for _ in range(count):
+        fields = b""
+        for number in (1, 2, 3):
+            if rng.random() < 0.8:
+                value = sizes[int(rng.integers(len(sizes)))]
+                if number == 2 and rng.random() < 0.1:
+                    value = (1 << 64) - 5
+                fields += bytes([number << 3]) + varint(value)
+        fields += b"".join(b"\x22\x02\x08\x01" for _ in range(int(rng.integers(0, 3))))
+        events.append(fields)
+    events += [b"\x10\x05\x08\x07", b"\x08\x01\x08\x02\x18\x03", b"\x08\x01\x12\x01\x00", b"\x18\x01\x10\x02", b""]
+    events += [b"\x18\x01\x18\x02", b"\x20\x01", b"\x08" + varint(1 << 62)]  # 3 twice, field 4, 9 bytes
+    return [b"\x22" + varint(len(e)) + e for e in events]
+
+
+@pytest.mark.parametrize("block", [7, 1 << 16])
+def test_decode_head_equals_numpy(monkeypatch, block):
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
+    records = _events(np.random.default_rng(4), 2000)
+    buf, size = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(r) for r in records])[:-1]
+
+    def head():
+        got = wire.decode_head(data, pos, (1, 2, 3), end=size)
+        return (
+            [got.scalar[n].tolist() for n in (1, 2, 3)]
+            + [got.present[n].tolist() for n in (1, 2, 3)]
+            + [got.rest.tolist()]
+        )
+
+    ours, theirs = _both(monkeypatch, head)
+    assert ours == theirs
+    # and both as the general decoder reads them
+    want = wire.decode_records(data, pos, scalars=(1, 2, 3), end=size, rest=True)
+    assert ours[:3] == [want.scalar[n].tolist() for n in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("cut", [None, b"\x08\x81", b"\x08\x01\x10"])  # the line's end; varints cut
+def test_decode_head_of_bad_records_raises_as_numpy_does(monkeypatch, cut):
+    records = _events(np.random.default_rng(5), 50)
+    if cut is not None:
+        records.insert(20, b"\x22" + varint(len(cut)) + cut)
+    buf, size = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(r) for r in records])[:-1]
+    end = size - 3 if cut is None else size
+    ours, theirs = _both(monkeypatch, lambda: wire.decode_head(data, pos, (1, 2, 3), end=end))
+    assert isinstance(ours, str) and ours == theirs
+
+
+def _columns(path):
+    """A hash of every event column the open reads, or the error it raised."""
+    try:
+        space = read_xspace(path, cache=False)
+    except xw.ProfileError as error:
+        return f"ProfileError: {error}"
+    h = hashlib.sha256()
+    for plane in space.planes:
+        for line in plane.lines:
+            for a in (line.start_ps, line.event_duration_ps, line.metadata_id, line.record_pos, line.stats_at):
+                h.update(str(a.dtype).encode() + np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _samples():
+    for kind in ("cpu", "gpu"):
+        for path in sorted(Path(xw.sample_run(kind).path).glob("*.xplane.pb*")):
+            data = path.read_bytes()
+            yield gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def test_mutants_open_alike(monkeypatch, tmp_path):
+    """Mutants of the shipped samples (bytes overwritten where the events lie, runs cut):
+    the same columns, or the same error, with the library and without."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "m.xplane.pb"
+    seen = {"opened": 0, "error": 0}
+    for data in _samples():
+        for k in range(60):
+            bad = bytearray(data)
+            if k % 6 == 5:
+                bad = bad[: int(rng.integers(len(bad) // 2, len(bad)))]
+            else:
+                for at in rng.integers(len(bad) // 4, len(bad), int(rng.integers(1, 8))).tolist():
+                    bad[at] = int(rng.choice([0x00, 0x22, 0x80, 0xFF, int(rng.integers(256))]))
+            path.write_bytes(bytes(bad))
+            ours, theirs = _both(monkeypatch, lambda: _columns(path))
+            assert ours == theirs, k
+            seen["error" if ours.startswith("ProfileError") else "opened"] += 1
+    assert seen["opened"] > 10 and seen["error"] > 10, seen

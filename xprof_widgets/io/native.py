@@ -1,0 +1,143 @@
+"""The compiled loops of `_wire.c`, when the install built them; None otherwise.
+
+`hatch_build.py` compiles `_wire.c` into a shared library beside this file when a C
+compiler is at hand (`pip install` from a checkout or an sdist, or a platform wheel).
+It holds no Python API, so it is loaded with ctypes and needs no Python headers. Where it
+is missing, or `XPROF_WIDGETS_NATIVE=0` is set, `wire.py`'s numpy code does the work
+with the same results, only slower (at 50 M events, seconds rather than a fraction of
+one). `available()` says which is used, and `why_not()` why not the compiled one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
+#: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
+ABI = 1
+
+LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
+LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
+
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_u8p = ctypes.POINTER(ctypes.c_uint8)
+_i32p = ctypes.POINTER(ctypes.c_int32)
+
+
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    if os.environ.get(ENV_ENABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None, f"{ENV_ENABLE} is off"
+    if not LIBRARY.is_file():
+        return None, f"{LIBRARY_NAME} was not built (no C compiler when the package was installed)"
+    try:
+        lib = ctypes.CDLL(str(LIBRARY))
+        lib.xw_abi.restype = ctypes.c_int32
+        abi = lib.xw_abi()
+    except (OSError, AttributeError) as error:
+        return None, f"{LIBRARY_NAME} does not load ({error})"
+    if abi != ABI:
+        return None, f"{LIBRARY_NAME} is from another version (ABI {abi}, wanted {ABI}): reinstall the package"
+    lib.xw_find_records.restype = ctypes.c_int64
+    lib.xw_find_records.argtypes = [
+        _u8p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_uint8,
+        _i64p,
+        ctypes.c_int64,
+        _i64p,
+    ]
+    lib.xw_decode_head.restype = ctypes.c_int64
+    lib.xw_decode_head.argtypes = [
+        _u8p,
+        ctypes.c_int64,
+        _i64p,
+        ctypes.c_int64,
+        _i32p,
+        ctypes.c_int32,
+        ctypes.c_int64,
+        _u64p,
+        _u8p,
+        _i64p,
+        _u8p,
+    ]
+    return lib, ""
+
+
+_LIB, _WHY = _load()
+
+
+def available() -> bool:
+    """Whether the compiled loops are used."""
+    return _LIB is not None
+
+
+def why_not() -> str:
+    """Why the numpy code is used instead ("" when it is not)."""
+    return _WHY
+
+
+def _ptr(array: np.ndarray, kind: type) -> object:
+    return array.ctypes.data_as(kind)
+
+
+def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple[np.ndarray, int] | None:
+    """`wire.find_records`'s (positions, end of the run), or None where the bytes need the
+    numpy code's look (it raises the error they deserve)."""
+    assert _LIB is not None
+    pieces = []
+    stop = ctypes.c_int64(0)
+    here = start
+    # Room for a record every 8 bytes at first: a run of tiny records asks again.
+    cap = max(1024, min((end - start) // 8 + 1, 1 << 22))
+    while True:
+        out = np.empty(cap, dtype=np.int64)
+        got = _LIB.xw_find_records(
+            _ptr(data, _u8p), len(data), here, end, tag_byte, _ptr(out, _i64p), cap, ctypes.byref(stop)
+        )
+        if got < 0:
+            return None
+        pieces.append(out[:got])
+        here = stop.value
+        if got < cap:
+            break
+    found = pieces[0].copy() if len(pieces) == 1 else np.concatenate(pieces)
+    return found, here
+
+
+def decode_head(
+    data: np.ndarray, record_pos: np.ndarray, numbers: tuple[int, ...], end: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(values, present, rest, ok) of `wire.decode_head`'s fast layout for records at
+    `record_pos` (int64): values/present are (fields, records); `ok` False marks the records
+    the general decoder must read. None where the bytes need the numpy code's look."""
+    assert _LIB is not None
+    n = len(record_pos)
+    values = np.empty((len(numbers), n), dtype=np.uint64)
+    present = np.empty((len(numbers), n), dtype=np.uint8)
+    rest = np.empty(n, dtype=np.int64)
+    ok = np.empty(n, dtype=np.uint8)
+    nums = np.asarray(numbers, dtype=np.int32)
+    got = _LIB.xw_decode_head(
+        _ptr(data, _u8p),
+        len(data),
+        _ptr(record_pos, _i64p),
+        n,
+        _ptr(nums, _i32p),
+        len(numbers),
+        end,
+        _ptr(values, _u64p),
+        _ptr(present, _u8p),
+        _ptr(rest, _i64p),
+        _ptr(ok, _u8p),
+    )
+    if got < 0:
+        return None
+    return values, present.view(bool), rest, ok.view(bool)
