@@ -179,3 +179,85 @@ def test_mutants_open_alike(monkeypatch, tmp_path):
             assert ours == theirs, k
             seen["error" if ours.startswith("ProfileError") else "opened"] += 1
     assert seen["opened"] > 10 and seen["error"] > 10, seen
+
+
+def _stat(rng):
+    """One XStat record: key first and one value last (the usual layout) or another layout."""
+    key = int(rng.choice([0, 1, 5, 127, 128, 300, 70000, 1 << 33]))
+    kind = int(rng.integers(9))
+    head = b"\x08" + varint(key)
+    if kind == 0:  # a double
+        return head + b"\x11" + rng.bytes(8)
+    if kind == 1:  # a string
+        return head + b"\x2a" + varint(n := int(rng.integers(0, 200))) + b"s" * n
+    if kind == 2:  # uint64 / int64 / ref of every varint length, negative ones included
+        value = int(rng.choice([0, 1, 127, 128, 1 << 35, (1 << 56) - 1, 1 << 56, (1 << 63) - 1, (1 << 64) - 3]))
+        return head + bytes([int(rng.choice([0x18, 0x20, 0x38]))]) + varint(value)
+    if kind == 3:  # bytes
+        return head + b"\x32\x03abc"
+    if kind == 4:  # value first, then the key
+        return b"\x20\x07" + head
+    if kind == 5:  # the key alone, or nothing
+        return head if rng.random() < 0.5 else b""
+    if kind == 6:  # a FIXED32, a field no XStat has, two values
+        return head + bytes([int(rng.choice([0x15, 0x48, 0x18]))]) + b"\x01\x02\x03\x04"
+    if kind == 7:  # a LENGTH value whose length is off, a double cut short
+        return head + (b"\x2a\x05ab" if rng.random() < 0.5 else b"\x11\x01\x02")
+    return head + b"\x20" + varint(int(rng.integers(1 << 20)))
+
+
+def _events_with_stats(rng, count, tail=b""):
+    events = []
+    for _ in range(count):
+        stats = b"".join(b"\x22" + varint(len(s)) + s for s in (_stat(rng) for _ in range(int(rng.integers(0, 6)))))
+        events.append(b"\x08\x01\x10\x02" + stats + (tail if rng.random() < 0.1 else b""))
+    return events
+
+
+@pytest.mark.parametrize("tail", [b"", b"\x2a\x00"])  # a later field after the stats (not in XEvent: kept short)
+@pytest.mark.parametrize("keys", [None, [1, 128, 300]])
+def test_keyed_stats_equal_numpy(monkeypatch, tail, keys):
+    """Events' stats split by key as the numpy code splits them: values of every kind and
+    layout, keys of every length, a wanted-keys filter, runs ended by a later field."""
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", 64)
+    events = _events_with_stats(np.random.default_rng(7), 3000, tail)
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    starts = np.cumsum([0] + [len(e) for e in events])[:-1] + 4  # the stats start after fields 1 and 2
+    stops = np.cumsum([len(e) for e in events])
+    mask = None if keys is None else np.isin(np.arange(400), keys)
+
+    def split():
+        got = wire.decode_keyed_by_key(data, starts, stops, (2, 3, 4, 7), (5, 6), repeated=4, keys=mask)
+        return {
+            k: [
+                None if a is None else (str(a.dtype), a.tolist())
+                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
+            ]
+            for k, r in got.items()
+        }
+
+    ours, theirs = _both(monkeypatch, split)
+    assert ours == theirs
+    assert len(ours) > 3
+
+
+@pytest.mark.parametrize(
+    "bad", [b"\x1a\x00", b"\x22\x09\x08\x01", b"\x22\x02\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"]
+)
+def test_keyed_stats_of_other_layouts_and_bad_bytes_as_numpy(monkeypatch, bad):
+    """A run met by field 3 (a layout only the numpy code reads), a stat past its event, a
+    key that never ends: the same result or the same error."""
+    events = _events_with_stats(np.random.default_rng(8), 200)
+    events[77] += bad
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    starts = np.cumsum([0] + [len(e) for e in events])[:-1] + 4
+    stops = np.cumsum([len(e) for e in events])
+
+    def split():
+        got = wire.decode_keyed_by_key(data, starts, stops, (2, 3, 4, 7), (5, 6), repeated=4)
+        return {k: [r.owner.tolist(), r.number.tolist(), r.raw.tolist()] for k, r in got.items()}
+
+    ours, theirs = _both(monkeypatch, split)
+    assert ours == theirs

@@ -22,7 +22,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 1; }
+int32_t xw_abi(void) { return 2; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -125,4 +125,100 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
         odd += !good;
     }
     return odd;
+}
+
+/* A run of a repeated LENGTH field met a field numbered at or below it: the numpy code
+ * reads such a layout (protobuf allows it; writers do not produce it). */
+#define XW_UNUSUAL (-2)
+
+/* The element of a repeated LENGTH field at data[p] (p < stop): 1 with its payload in
+ * [*body, *end); 0 when a later field ends the run; XW_UNUSUAL; XW_BAD. */
+static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag_byte, int64_t *body, int64_t *end) {
+    uint8_t tag = data[p];
+    if (tag != tag_byte) return (tag >= 0x80 || (tag >> 3) > (tag_byte >> 3)) ? 0 : XW_UNUSUAL;
+    uint64_t length;
+    int64_t b = varint(data, p + 1, stop, &length);
+    if (b < 0 || length > (uint64_t)(stop - b)) return XW_BAD;
+    *body = b;
+    *end = b + (int64_t)length;
+    return 1;
+}
+
+/* `wire.repeated_run` and `wire._keyed_block` in one pass, for the stats of events.
+ *
+ * Record i's rest, data[starts[i]:stops[i]), opens with a run of the repeated LENGTH
+ * field whose tag is `tag_byte` (an event's stats); each element is a keyed record
+ * (XStat: key in field 1, then one value field), owned by owner_offset + i. With
+ * `owner` NULL, returns how many elements there are (nothing decoded). Else decodes at
+ * most `cap` of them, in (owner, file) order, and returns how many it wrote:
+ * owner, key, the element's payload [rec_start, rec_stop), and where its layout is the
+ * usual one (ok: key first, then the value, which ends the record: a VARINT, a FIXED64
+ * of 8 bytes or a LENGTH whose bytes end the record), the value's field number (kinds[tag];
+ * 0 when not ok), its raw bits and, for LENGTH, where its bytes start (text_start). An
+ * element in the usual layout whose key is not wanted (keys[key] == 0, or key >= nkeys;
+ * keys NULL: all wanted) is not written. Returns XW_BAD or XW_UNUSUAL where the numpy
+ * code must look. */
+int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts, const int64_t *stops, int64_t n,
+                       uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds, const uint8_t *keys,
+                       int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
+                       int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok) {
+    int64_t out = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = starts[i], stop = stops[i], s, e;
+        if (stop > size - 16) return XW_BAD; /* the padding past the message stays unread */
+        while (p < stop) {
+            int r = run_element(data, p, stop, tag_byte, &s, &e);
+            if (r < 0) return r;
+            if (r == 0) break;
+            p = e;
+            if (owner == NULL) {
+                out++;
+                continue;
+            }
+            /* The head: 0x08, the key's varint, the value's tag; read as the numpy code
+             * reads it, past the element's end when the element is short. */
+            uint64_t k;
+            int64_t v0 = varint(data, s + 1, size, &k);
+            if (v0 < 0) return XW_BAD;
+            v0 += 1; /* past the value's tag */
+            int head_ok = data[s] == 0x08;
+            if (keys != NULL && head_ok && v0 <= e && !(k < (uint64_t)nkeys && keys[k])) continue;
+            if (out == cap) return XW_BAD;
+            uint8_t tag = data[v0 - 1];
+            int8_t num = kinds[tag];
+            int64_t sz = e - v0;
+            int good = 0;
+            uint64_t bits = 0;
+            int64_t text = 0;
+            if (head_ok && num != 0) {
+                if ((tag & 7) == 0 && sz >= 1 && sz <= 10) { /* VARINT: its last byte ends the record */
+                    good = 1;
+                    for (int64_t j = 0; j < sz; j++) {
+                        uint8_t b = data[v0 + j];
+                        bits |= (uint64_t)(b & 0x7F) << (7 * j);
+                        if ((b < 0x80) != (j == sz - 1)) good = 0;
+                    }
+                } else if ((tag & 7) == 1 && sz == 8) { /* FIXED64 */
+                    memcpy(&bits, data + v0, 8); /* little-endian hosts (x86, ARM) */
+                    good = 1;
+                } else if ((tag & 7) == 2) { /* LENGTH: its bytes end the record */
+                    uint64_t length;
+                    int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &length);
+                    if (t < 0) return XW_BAD;
+                    good = e >= t && length == (uint64_t)(e - t);
+                    text = t;
+                }
+            }
+            owner[out] = owner_offset + i;
+            key[out] = k;
+            number[out] = good ? num : 0;
+            raw[out] = good ? bits : 0;
+            rec_start[out] = s;
+            rec_stop[out] = e;
+            text_start[out] = good ? text : 0;
+            ok[out] = (uint8_t)good;
+            out++;
+        }
+    }
+    return out;
 }

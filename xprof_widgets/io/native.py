@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 1
+ABI = 2
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -28,6 +28,7 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
 _i32p = ctypes.POINTER(ctypes.c_int32)
+_i8p = ctypes.POINTER(ctypes.c_int8)
 
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
@@ -68,6 +69,28 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
         _i64p,
         _u8p,
     ]
+    lib.xw_keyed_stats.restype = ctypes.c_int64
+    lib.xw_keyed_stats.argtypes = [
+        _u8p,
+        ctypes.c_int64,
+        _i64p,
+        _i64p,
+        ctypes.c_int64,
+        ctypes.c_uint8,
+        ctypes.c_int64,
+        _i8p,
+        _u8p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        _i64p,
+        _u64p,
+        _i8p,
+        _u64p,
+        _i64p,
+        _i64p,
+        _i64p,
+        _u8p,
+    ]
     return lib, ""
 
 
@@ -95,8 +118,9 @@ def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple
     pieces = []
     stop = ctypes.c_int64(0)
     here = start
-    # Room for a record every 8 bytes at first: a run of tiny records asks again.
-    cap = max(1024, min((end - start) // 8 + 1, 1 << 22))
+    # Room for a record every 16 bytes (events are longer): only the pages written to are
+    # ever touched, so the room not used costs nothing. A run of tinier records asks again.
+    cap = (end - start) // 16 + 1024
     while True:
         out = np.empty(cap, dtype=np.int64)
         got = _LIB.xw_find_records(
@@ -108,8 +132,7 @@ def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple
         here = stop.value
         if got < cap:
             break
-    found = pieces[0].copy() if len(pieces) == 1 else np.concatenate(pieces)
-    return found, here
+    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), here
 
 
 def decode_head(
@@ -141,3 +164,36 @@ def decode_head(
     if got < 0:
         return None
     return values, present.view(bool), rest, ok.view(bool)
+
+
+def keyed_stats(
+    data: np.ndarray,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    tag_byte: int,
+    offset: int,
+    kinds: np.ndarray,
+    keys: np.ndarray | None,
+) -> tuple[np.ndarray, ...] | None:
+    """The keyed records in the runs of repeated field `tag_byte` that open each
+    `starts[i]:stops[i]` (int64): (owner, key, number, raw, rec_start, rec_stop, text_start,
+    ok), see `xw_keyed_stats` in _wire.c; None where the numpy code must look."""
+    assert _LIB is not None
+    n = len(starts)
+    no_i64, no_u64, no_i8, no_u8 = _i64p(), _u64p(), _i8p(), _u8p()  # NULL pointers
+    args = (_ptr(data, _u8p), len(data), _ptr(starts, _i64p), _ptr(stops, _i64p), n, tag_byte, offset)
+    mask = (no_u8, 0) if keys is None else (_ptr(keys, _u8p), len(keys))
+    count = _LIB.xw_keyed_stats(*args, _ptr(kinds, _i8p), *mask, 0, no_i64, no_u64, no_i8, no_u64, no_i64, no_i64,
+                                no_i64, no_u8)  # fmt: skip
+    if count < 0:
+        return None
+    owner, rec_start, rec_stop, text_start = (np.empty(count, np.int64) for _ in range(4))
+    key, raw = np.empty(count, np.uint64), np.empty(count, np.uint64)
+    number, ok = np.empty(count, np.int8), np.empty(count, np.uint8)
+    got = _LIB.xw_keyed_stats(*args, _ptr(kinds, _i8p), *mask, count, _ptr(owner, _i64p), _ptr(key, _u64p),
+                              _ptr(number, _i8p), _ptr(raw, _u64p), _ptr(rec_start, _i64p), _ptr(rec_stop, _i64p),
+                              _ptr(text_start, _i64p), _ptr(ok, _u8p))  # fmt: skip
+    if got < 0:
+        return None
+    # Fewer than counted where wanted keys were asked for.
+    return tuple(a[:got] for a in (owner, key, number, raw, rec_start, rec_stop, text_start, ok.view(bool)))

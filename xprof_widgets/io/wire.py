@@ -690,10 +690,15 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
         kinds[(n << 3) | LENGTH] = n
     step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
     owner_type = np.int32 if len(starts) < 2**31 else np.int64
+    wanted = None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
 
     def block(c):
         s, e = starts[c : c + step], stops[c : c + step]
         own = None if owner is None else owner[c : c + step]
+        if repeated is not None and native.available():
+            got = native.keyed_stats(data, s, e, (repeated << 3) | LENGTH, c, kinds, wanted)
+            if got is not None:
+                return _split_by_key(*_native_keyed(data, got, scalars, lengths, owner_type))
         if repeated is not None:
             found = _repeated_block(data, s, e, repeated, c)
             if found is None:  # an unusual layout: the general decoder
@@ -779,21 +784,38 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths, keys=None):
     text_stop = e[text_rows]  # a LENGTH value ends its record
     ok[text_rows] &= text_start + length.astype(np.int64) == text_stop
     number = np.where(ok, number, 0).astype(np.int8)
+    fine = ok[text_rows]
+    text = (text_rows[fine], text_start[fine], text_stop[fine])
+    return (kept, *_walk_odd(data, s, e, key, number, raw, ok, text, scalars, lengths))
+
+
+def _walk_odd(data, s, e, key, number, raw, ok, text, scalars, lengths):
+    """(key, number, raw, text) of a decoded block, its records not `ok` (another layout)
+    read field by field; `text` (record indices, starts, ends) of the LENGTH values read."""
     odd = np.flatnonzero(~ok)
     if len(odd):  # rare: read field by field
         key = key.astype(np.uint64)
-        fine = ok[text_rows]
-        text = [(text_rows[fine], text_start[fine], text_stop[fine])]
+        parts = [text]
         for i in odd.tolist():
             key[i], number[i], raw[i], a, b = _walk_keyed(data, int(s[i]), int(e[i]), scalars, lengths)
             if number[i] in lengths:
-                text.append(([i], [a], [b]))
-        text_rows, text_start, text_stop = (np.concatenate(x).astype(np.int64) for x in zip(*text))
+                parts.append(([i], [a], [b]))
+        text_rows, text_start, text_stop = (np.concatenate(x).astype(np.int64) for x in zip(*parts))
         order = np.argsort(text_rows, kind="stable")
-        text_rows, text_start, text_stop = text_rows[order], text_start[order], text_stop[order]
+        text = (text_rows[order], text_start[order], text_stop[order])
     if key.dtype != np.uint32 and key.max(initial=0) < 2**32:
         key = key.astype(np.uint32)
-    return kept, key, number, raw, (text_rows, text_start, text_stop)
+    return key, number, raw, text
+
+
+def _native_keyed(data, got, scalars, lengths, owner_type):
+    """`native.keyed_stats`' records as `_split_by_key` takes them (what `_repeated_block`
+    and `_keyed_block` make of the same bytes)."""
+    owner, key, number, raw, rec_start, rec_stop, text_start, ok = got
+    text_rows = np.flatnonzero(text_start)  # set for the LENGTH values read, 0 elsewhere
+    text = (text_rows, text_start[text_rows], rec_stop[text_rows])
+    decoded = _walk_odd(data, rec_start, rec_stop, key, number, raw, ok, text, scalars, lengths)
+    return (owner.astype(owner_type), *decoded)
 
 
 def _walk_keyed(data, s, e, scalars, lengths):
