@@ -261,3 +261,50 @@ def test_keyed_stats_of_other_layouts_and_bad_bytes_as_numpy(monkeypatch, bad):
 
     ours, theirs = _both(monkeypatch, split)
     assert ours == theirs
+
+
+def _track(rng, n):
+    """A track's events sorted by start (longer first at equal starts): nested ones,
+    overlapping ones (improperly nested), ties and zero lengths."""
+    start = np.sort(rng.integers(0, n * 4, n)).astype(np.int64)
+    dur = rng.choice([0, 1, 3, 10, 40, 400, 5000], n).astype(np.int64)
+    order = np.lexsort((-dur, start))
+    return start[order], dur[order]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_equal_numpy(monkeypatch, seed):
+    """The trace viewer's rows (open counts, row-major layout, overlapping events taken out
+    to extra rows) are the same with the compiled loops."""
+    from xprof_widgets.analysis import trace as T
+
+    rng = np.random.default_rng(seed)
+    start, dur = _track(rng, int(rng.integers(1, 3000)))
+
+    def rows():
+        out_s, out_e = np.empty(len(start), np.int64), np.empty(len(start), np.int64)
+        depth = T._open_count(start, dur)
+        order, per_row, extra = T._rows(start, dur, out_s, out_e)
+        return [
+            str(depth.dtype),
+            depth.tolist(),
+            order.tolist(),
+            per_row.tolist(),
+            extra,
+            out_s.tolist(),
+            out_e.tolist(),
+        ]
+
+    ours, theirs = _both(monkeypatch, rows)
+    assert ours == theirs
+
+
+def test_open_count_past_int16_equals_numpy(monkeypatch):
+    """A track nested deeper than int16 rows allow: the wider types, both ways."""
+    from xprof_widgets.analysis import trace as T
+
+    n = T._INT16_DEPTH + 10
+    start, dur = np.arange(n, dtype=np.int64), np.full(n, 10 * n, dtype=np.int64)  # each inside the last
+    ours, theirs = _both(monkeypatch, lambda: T._open_count(start, dur))
+    assert ours.dtype == theirs.dtype == np.int32
+    assert ours.tolist() == theirs.tolist() == list(range(n))

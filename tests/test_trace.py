@@ -532,9 +532,9 @@ def test_open_count_with_ties_and_zero_lengths():
     order = np.lexsort((-dur, start))
     start, dur = start[order], dur[order]
     out_s, out_e = np.empty(8, np.int64), np.empty(8, np.int64)
-    order, row, extra = T._rows(start, dur, out_s, out_e)
+    order, per_row, extra = T._rows(start, dur, out_s, out_e)
     rows = np.empty(8, np.int64)
-    rows[order] = row
+    rows[order] = np.repeat(np.arange(len(per_row)), per_row)
     np.testing.assert_array_equal(rows, _packed_rows(start, start + dur))
     assert extra == 0
 

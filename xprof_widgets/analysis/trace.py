@@ -77,7 +77,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ..io import column_cache
+from ..io import column_cache, native
 from ..io.sorting import order_by_key
 from .cache import derived
 from .derived_lines import DerivedLine, derive_lines, derives_lines
@@ -267,8 +267,8 @@ class Trace:
         for ti, t in enumerate(tracks):
             n = len(t)
             sl = slice(pos, pos + n)
-            order, row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl], self._index[sl])
-            t.rows = int(row[-1]) + 1
+            order, per_row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl], self._index[sl])
+            t.rows = len(per_row)
             t.nesting_rows = t.rows - overflow
             codes = _event_codes(self.space, t, plane_codes[t.plane], code_of)
             if self._name.dtype == np.int16 and len(names) > _INT16_MAX:  # names added past int16
@@ -276,8 +276,6 @@ class Trace:
             _take(codes, order, self._name[sl])
             del codes
             del order
-            # `row` ascends (row-major); needles of its type, or numpy would copy it to compare
-            per_row = np.diff(np.searchsorted(row, np.arange(t.rows + 1, dtype=row.dtype)))
             for depth, count in enumerate(per_row.tolist()):
                 if count:
                     row_track.append(ti)
@@ -1025,6 +1023,10 @@ def _open_count(start, dur):
     start that come at or after i.
     """
     n = len(start)
+    if native.available() and n and start.flags.c_contiguous and dur.flags.c_contiguous:
+        depth = native.open_count(start, dur, _INT16_DEPTH)
+        if depth is not None:  # else a depth past int16's: the wider types below
+            return depth
     # Few temporaries of n events: fresh memory costs its first touch, and adds to the peak.
     ends = start + dur
     ends.sort()
@@ -1079,8 +1081,8 @@ def _rows(start, dur, out_start, out_end, out_order=None):
     event open at its start than the later one): it is taken out, the rows of
     the events that start inside it move up one, and this repeats until no
     row has an overlap. The events taken out go to extra rows after the
-    nesting rows, first fit. Returns (the events in row-major order, their
-    rows in that order, the number of extra rows), and writes their starts
+    nesting rows, first fit. Returns (the events in row-major order, how many
+    events each row holds, the number of extra rows), and writes their starts
     and ends in that order to `out_start` and `out_end`. The order is int32, written
     to `out_order` when given (the caller's array: no track-sized int64 index array
     is made; tens of millions of events need hundreds of MB less).
@@ -1091,16 +1093,9 @@ def _rows(start, dur, out_start, out_end, out_order=None):
     depth = _open_count(start, dur)
     out = None
     while True:
-        order, od = _by_row(depth, out, out_order)
-        k = len(order)
-        os_, oe = out_start[:k], out_end[:k]
-        _take(start, order, os_)
-        _take(dur, order, oe)
-        oe += os_
-        bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
+        order, per_row, bad = _row_major(depth, out, start, dur, out_order, out_start, out_end)
         if not len(bad):
             break
-        del order, od  # before the next layout's: not both at once
         if out is None:
             out = np.zeros(n, dtype=bool)
         out[bad] = True
@@ -1114,7 +1109,7 @@ def _rows(start, dur, out_start, out_end, out_order=None):
             depth += np.cumsum(delta[:n])
     extra = 0
     if out is not None and out.any():  # first fit, in start order; these are few
-        nest = int(od[-1]) + 1 if len(od) else 0
+        nest = len(per_row)
         idx = np.flatnonzero(out)
         idx_end = start[idx] + dur[idx]
         ends = []
@@ -1129,10 +1124,10 @@ def _rows(start, dur, out_start, out_end, out_order=None):
         k = len(order)
         out_order[k:] = tail
         order = out_order
-        od = np.concatenate([od, depth[tail].astype(od.dtype)])
+        per_row = np.concatenate([per_row, np.bincount(depth[tail] - nest, minlength=extra)])
         out_start[k:] = start[tail]
         out_end[k:] = start[tail] + dur[tail]
-    return order, od, extra
+    return order, per_row, extra
 
 
 _CHUNK = 1 << 20  # events per step of the blocked passes below: their temporaries stay a few MB
@@ -1150,12 +1145,23 @@ def _take(values, index, out):
             out[c : c + _CHUNK] = np.take(values, index[c : c + _CHUNK], mode="clip")
 
 
-def _by_row(depth, out=None, order=None):
-    """Row-major order of the events not `out` (by row, then as they come: stable), and
-    their rows. The order is written to `order` (int32 when events fit) and returned as
-    its first part; rows come from the counts, not from a gather."""
+def _row_major(depth, out, start, dur, order, out_start, out_end):
+    """One layout of `_rows`: (order, per_row, bad): the events not `out` in row-major
+    order (written to `order`, their starts and ends to `out_start` / `out_end`), how many
+    each row holds (up to the last row holding any), and the earlier event of each two
+    neighbours of a row that overlap."""
+    usual = depth.dtype == np.int16 and order.dtype == np.int32 and start.flags.c_contiguous
+    if native.available() and usual and dur.flags.c_contiguous:
+        k, per_row, bad = native.row_major(depth, out, start, dur, order, out_start, out_end)
+        return order[:k], np.trim_zeros(per_row, "b"), bad
     order, per_row = order_by_key(depth, out, order)
-    return order, np.repeat(np.arange(len(per_row), dtype=depth.dtype), per_row)
+    k = len(order)
+    os_, oe = out_start[:k], out_end[:k]
+    _take(start, order, os_)
+    _take(dur, order, oe)
+    oe += os_
+    od = np.repeat(np.arange(len(per_row), dtype=depth.dtype), per_row)
+    return order, np.trim_zeros(per_row, "b"), order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
 
 
 # --- the pyramid -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 2; }
+int32_t xw_abi(void) { return 3; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -221,4 +221,74 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
         }
     }
     return out;
+}
+
+/* --- the trace viewer's rows (analysis/trace.py `_open_count`, `_rows`) --- */
+
+/* For each event of a track sorted by start, how many earlier events are still open at
+ * its start: #{j < i : start[j] + dur[j] > start[i]}. The ends of the open events are
+ * kept in a min-heap (`heap`: room for n; only as much as are open at once is touched).
+ * Writes int16 depths; returns the deepest, or XW_BAD when one reaches `limit` (the
+ * caller uses wider types then). */
+int64_t xw_open_count(const int64_t *start, const int64_t *dur, int64_t n, int64_t *heap, int16_t *depth,
+                      int64_t limit) {
+    int64_t size = 0, top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = start[i];
+        while (size > 0 && heap[0] <= s) { /* pop the earliest end */
+            int64_t last = heap[--size], at = 0;
+            for (;;) {
+                int64_t child = 2 * at + 1;
+                if (child >= size) break;
+                if (child + 1 < size && heap[child + 1] < heap[child]) child++;
+                if (heap[child] >= last) break;
+                heap[at] = heap[child];
+                at = child;
+            }
+            heap[at] = last;
+        }
+        if (size >= limit) return XW_BAD;
+        depth[i] = (int16_t)size;
+        if (size > top) top = size;
+        int64_t e = s + dur[i], at = size++; /* push this event's end */
+        while (at > 0 && heap[(at - 1) / 2] > e) {
+            heap[at] = heap[(at - 1) / 2];
+            at = (at - 1) / 2;
+        }
+        heap[at] = e;
+    }
+    return top;
+}
+
+/* Row-major layout of a track's events: the events not `taken` (NULL: none), by row
+ * (`row[i]` < rows), then as they come. Writes their positions to `order`, their starts
+ * and ends (start + dur) to out_start / out_end, and, for every two neighbours of a row
+ * that overlap, the earlier one's position to `bad`. `counts` (rows zeros) is scratch.
+ * Returns the number of overlaps; *placed receives how many events were laid out. */
+int64_t xw_row_major(const int16_t *row, int64_t n, const uint8_t *taken, int64_t rows, int64_t *counts,
+                     const int64_t *start, const int64_t *dur, int32_t *order, int64_t *out_start, int64_t *out_end,
+                     int32_t *bad, int64_t *placed) {
+    for (int64_t i = 0; i < n; i++)
+        if (taken == NULL || !taken[i]) counts[row[i]]++;
+    int64_t at = 0;
+    for (int64_t r = 0; r < rows; r++) { /* where each row begins */
+        int64_t c = counts[r];
+        counts[r] = at;
+        at += c;
+    }
+    *placed = at;
+    for (int64_t i = 0; i < n; i++) {
+        if (taken != NULL && taken[i]) continue;
+        int64_t p = counts[row[i]]++;
+        order[p] = (int32_t)i;
+        out_start[p] = start[i];
+        out_end[p] = start[i] + dur[i];
+    }
+    int64_t found = 0, begin = 0;
+    for (int64_t r = 0; r < rows; r++) { /* counts[r] is now where row r ends */
+        for (int64_t p = begin + 1; p < counts[r]; p++)
+            if (out_start[p] < out_end[p - 1]) bad[found++] = order[p - 1];
+        begin = counts[r];
+    }
+    return found;
 }

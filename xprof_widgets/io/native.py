@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 2
+ABI = 3
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -29,6 +29,7 @@ _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
 _i32p = ctypes.POINTER(ctypes.c_int32)
 _i8p = ctypes.POINTER(ctypes.c_int8)
+_i16p = ctypes.POINTER(ctypes.c_int16)
 
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
@@ -90,6 +91,23 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
         _i64p,
         _i64p,
         _u8p,
+    ]
+    lib.xw_open_count.restype = ctypes.c_int64
+    lib.xw_open_count.argtypes = [_i64p, _i64p, ctypes.c_int64, _i64p, _i16p, ctypes.c_int64]
+    lib.xw_row_major.restype = ctypes.c_int64
+    lib.xw_row_major.argtypes = [
+        _i16p,
+        ctypes.c_int64,
+        _u8p,
+        ctypes.c_int64,
+        _i64p,
+        _i64p,
+        _i64p,
+        _i32p,
+        _i64p,
+        _i64p,
+        _i32p,
+        _i64p,
     ]
     return lib, ""
 
@@ -183,17 +201,77 @@ def keyed_stats(
     no_i64, no_u64, no_i8, no_u8 = _i64p(), _u64p(), _i8p(), _u8p()  # NULL pointers
     args = (_ptr(data, _u8p), len(data), _ptr(starts, _i64p), _ptr(stops, _i64p), n, tag_byte, offset)
     mask = (no_u8, 0) if keys is None else (_ptr(keys, _u8p), len(keys))
-    count = _LIB.xw_keyed_stats(*args, _ptr(kinds, _i8p), *mask, 0, no_i64, no_u64, no_i8, no_u64, no_i64, no_i64,
-                                no_i64, no_u8)  # fmt: skip
+    count = _LIB.xw_keyed_stats(
+        *args, _ptr(kinds, _i8p), *mask, 0, no_i64, no_u64, no_i8, no_u64, no_i64, no_i64, no_i64, no_u8
+    )
     if count < 0:
         return None
     owner, rec_start, rec_stop, text_start = (np.empty(count, np.int64) for _ in range(4))
     key, raw = np.empty(count, np.uint64), np.empty(count, np.uint64)
     number, ok = np.empty(count, np.int8), np.empty(count, np.uint8)
-    got = _LIB.xw_keyed_stats(*args, _ptr(kinds, _i8p), *mask, count, _ptr(owner, _i64p), _ptr(key, _u64p),
-                              _ptr(number, _i8p), _ptr(raw, _u64p), _ptr(rec_start, _i64p), _ptr(rec_stop, _i64p),
-                              _ptr(text_start, _i64p), _ptr(ok, _u8p))  # fmt: skip
+    got = _LIB.xw_keyed_stats(
+        *args,
+        _ptr(kinds, _i8p),
+        *mask,
+        count,
+        _ptr(owner, _i64p),
+        _ptr(key, _u64p),
+        _ptr(number, _i8p),
+        _ptr(raw, _u64p),
+        _ptr(rec_start, _i64p),
+        _ptr(rec_stop, _i64p),
+        _ptr(text_start, _i64p),
+        _ptr(ok, _u8p),
+    )
     if got < 0:
         return None
     # Fewer than counted where wanted keys were asked for.
     return tuple(a[:got] for a in (owner, key, number, raw, rec_start, rec_stop, text_start, ok.view(bool)))
+
+
+def open_count(start: np.ndarray, dur: np.ndarray, limit: int) -> np.ndarray | None:
+    """int16 open counts of a track's events (see `trace._open_count`), None when one
+    reaches `limit` (<= 2**15)."""
+    assert _LIB is not None
+    n = len(start)
+    heap = np.empty(n, np.int64)  # pages touched: only as many as events open at once
+    depth = np.empty(n, np.int16)
+    top = _LIB.xw_open_count(_ptr(start, _i64p), _ptr(dur, _i64p), n, _ptr(heap, _i64p), _ptr(depth, _i16p), limit)
+    return None if top < 0 else depth
+
+
+def row_major(
+    row: np.ndarray,
+    taken: np.ndarray | None,
+    start: np.ndarray,
+    dur: np.ndarray,
+    order: np.ndarray,
+    out_start: np.ndarray,
+    out_end: np.ndarray,
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Lay out the events not `taken` (bool) by their int16 `row`: their positions into
+    `order` (int32), starts and ends into out_start / out_end (see `xw_row_major`).
+    Returns (how many were laid out, events per row, the earlier of each two neighbours
+    of a row that overlap)."""
+    assert _LIB is not None
+    n = len(row)
+    rows = int(row.max(initial=-1)) + 1
+    ends = np.zeros(rows, np.int64)
+    bad = np.empty(n, np.int32)  # pages touched: only as many as overlaps
+    placed = ctypes.c_int64(0)
+    mask = _u8p() if taken is None else _ptr(taken.view(np.uint8), _u8p)
+    found = _LIB.xw_row_major(
+        _ptr(row, _i16p),
+        n,
+        mask,
+        rows,
+        _ptr(ends, _i64p),
+        _ptr(start, _i64p),
+        _ptr(dur, _i64p),
+        _ptr(order, _i32p),
+        _ptr(out_start, _i64p),
+        _ptr(out_end, _i64p),
+        _ptr(bad, _i32p),
+        ctypes.byref(placed),
+    )
+    return placed.value, np.diff(ends, prepend=0), bad[:found]
