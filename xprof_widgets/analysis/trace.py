@@ -1150,9 +1150,10 @@ def _row_major(depth, out, start, dur, order, out_start, out_end):
     order (written to `order`, their starts and ends to `out_start` / `out_end`), how many
     each row holds (up to the last row holding any), and the earlier event of each two
     neighbours of a row that overlap."""
-    usual = depth.dtype == np.int16 and order.dtype == np.int32 and start.flags.c_contiguous
-    if native.available() and usual and dur.flags.c_contiguous:
-        k, per_row, bad = native.row_major(depth, out, start, dur, order, out_start, out_end)
+    usual = depth.dtype == np.int16 and order.dtype == np.int32 and start.flags.c_contiguous and dur.flags.c_contiguous
+    laid = native.row_major(depth, out, start, dur, order, out_start, out_end) if native.available() and usual else None
+    if laid is not None:
+        k, per_row, bad = laid
         return order[:k], np.trim_zeros(per_row, "b"), bad
     order, per_row = order_by_key(depth, out, order)
     k = len(order)

@@ -79,8 +79,8 @@ int64_t xw_find_records(const uint8_t *data, int64_t size, int64_t start, int64_
 int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, int64_t n, const int32_t *numbers,
                        int32_t count, int64_t end, uint64_t *values, uint8_t *present, int64_t *rest, uint8_t *ok) {
     int64_t odd = 0;
+    if (count < 1 || end > size) return XW_BAD;
     int32_t last = numbers[count - 1];
-    if (end > size) return XW_BAD;
     for (int64_t r = 0; r < n; r++) {
         int64_t at = pos[r];
         if (at < 0 || at + 1 >= end) return XW_BAD;
@@ -165,7 +165,7 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
     int64_t out = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t p = starts[i], stop = stops[i], s, e;
-        if (stop > size - 16) return XW_BAD; /* the padding past the message stays unread */
+        if (p < 0 || stop > size - 16) return XW_BAD; /* the padding past the message stays unread */
         while (p < stop) {
             int r = run_element(data, p, stop, tag_byte, &s, &e);
             if (r < 0) return r;
@@ -179,7 +179,7 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
              * reads it, past the element's end when the element is short. */
             uint64_t k;
             int64_t v0 = varint(data, s + 1, size, &k);
-            if (v0 < 0) return XW_BAD;
+            if (v0 < 0 || v0 >= size) return XW_BAD;
             v0 += 1; /* past the value's tag */
             int head_ok = data[s] == 0x08;
             if (keys != NULL && head_ok && v0 <= e && !(k < (uint64_t)nkeys && keys[k])) continue;
@@ -264,10 +264,13 @@ int64_t xw_open_count(const int64_t *start, const int64_t *dur, int64_t n, int64
  * (`row[i]` < rows), then as they come. Writes their positions to `order`, their starts
  * and ends (start + dur) to out_start / out_end, and, for every two neighbours of a row
  * that overlap, the earlier one's position to `bad`. `counts` (rows zeros) is scratch.
- * Returns the number of overlaps; *placed receives how many events were laid out. */
+ * Returns the number of overlaps (XW_BAD for a row outside 0..rows); *placed receives how
+ * many events were laid out. */
 int64_t xw_row_major(const int16_t *row, int64_t n, const uint8_t *taken, int64_t rows, int64_t *counts,
                      const int64_t *start, const int64_t *dur, int32_t *order, int64_t *out_start, int64_t *out_end,
                      int32_t *bad, int64_t *placed) {
+    for (int64_t i = 0; i < n; i++)
+        if (row[i] < 0 || row[i] >= rows) return XW_BAD;
     for (int64_t i = 0; i < n; i++)
         if (taken == NULL || !taken[i]) counts[row[i]]++;
     int64_t at = 0;

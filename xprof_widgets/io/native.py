@@ -30,6 +30,7 @@ _u8p = ctypes.POINTER(ctypes.c_uint8)
 _i32p = ctypes.POINTER(ctypes.c_int32)
 _i8p = ctypes.POINTER(ctypes.c_int8)
 _i16p = ctypes.POINTER(ctypes.c_int16)
+_KINDS = {_u8p: ("u1", "b1"), _i8p: ("i1",), _i16p: ("i2",), _i32p: ("i4",), _i64p: ("i8",), _u64p: ("u8",)}
 
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
@@ -126,6 +127,10 @@ def why_not() -> str:
 
 
 def _ptr(array: np.ndarray, kind: type) -> object:
+    """A pointer to `array`'s data for the C side, which reads it as one run of `kind`'s
+    items: anything else (a strided view, another type) is a bug here, never passed on."""
+    if not array.flags.c_contiguous or array.dtype.str[1:] not in _KINDS[kind]:
+        raise TypeError(f"{array.dtype} array (contiguous: {array.flags.c_contiguous}) passed as {kind.__name__}")
     return array.ctypes.data_as(kind)
 
 
@@ -160,6 +165,7 @@ def decode_head(
     `record_pos` (int64): values/present are (fields, records); `ok` False marks the records
     the general decoder must read. None where the bytes need the numpy code's look."""
     assert _LIB is not None
+    record_pos = np.ascontiguousarray(record_pos, dtype=np.int64)
     n = len(record_pos)
     values = np.empty((len(numbers), n), dtype=np.uint64)
     present = np.empty((len(numbers), n), dtype=np.uint8)
@@ -197,6 +203,7 @@ def keyed_stats(
     `starts[i]:stops[i]` (int64): (owner, key, number, raw, rec_start, rec_stop, text_start,
     ok), see `xw_keyed_stats` in _wire.c; None where the numpy code must look."""
     assert _LIB is not None
+    starts, stops = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(stops, dtype=np.int64)
     n = len(starts)
     no_i64, no_u64, no_i8, no_u8 = _i64p(), _u64p(), _i8p(), _u8p()  # NULL pointers
     args = (_ptr(data, _u8p), len(data), _ptr(starts, _i64p), _ptr(stops, _i64p), n, tag_byte, offset)
@@ -233,6 +240,7 @@ def open_count(start: np.ndarray, dur: np.ndarray, limit: int) -> np.ndarray | N
     """int16 open counts of a track's events (see `trace._open_count`), None when one
     reaches `limit` (<= 2**15)."""
     assert _LIB is not None
+    start, dur = np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(dur, dtype=np.int64)
     n = len(start)
     heap = np.empty(n, np.int64)  # pages touched: only as many as events open at once
     depth = np.empty(n, np.int16)
@@ -248,11 +256,11 @@ def row_major(
     order: np.ndarray,
     out_start: np.ndarray,
     out_end: np.ndarray,
-) -> tuple[int, np.ndarray, np.ndarray]:
+) -> tuple[int, np.ndarray, np.ndarray] | None:
     """Lay out the events not `taken` (bool) by their int16 `row`: their positions into
     `order` (int32), starts and ends into out_start / out_end (see `xw_row_major`).
     Returns (how many were laid out, events per row, the earlier of each two neighbours
-    of a row that overlap)."""
+    of a row that overlap); None for a negative row (the numpy code says what it makes of it)."""
     assert _LIB is not None
     n = len(row)
     rows = int(row.max(initial=-1)) + 1
@@ -274,4 +282,6 @@ def row_major(
         _ptr(bad, _i32p),
         ctypes.byref(placed),
     )
+    if found < 0:
+        return None
     return placed.value, np.diff(ends, prepend=0), bad[:found]
