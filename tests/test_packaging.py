@@ -4,9 +4,11 @@ carries the C source of the reading loops: installing compiles it where a compil
 found, and installs without it (numpy reads the profiles) where none is."""
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 from pathlib import Path
 
@@ -102,11 +104,27 @@ def _native_in(target, env):
     return said.stdout.strip()
 
 
+def _compiler():
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shutil.which(shlex.split(cc)[0])
+
+
+def test_this_install_built_the_reading_loops():
+    """Where the install found a C compiler (`pip install -e .` of this checkout), the
+    library was built and is used; elsewhere numpy reads the profiles, and says why."""
+    from xprof_widgets.io import native
+
+    if os.environ.get(native.ENV_ENABLE, "1") == "0":
+        pytest.skip(f"{native.ENV_ENABLE}=0")
+    if _compiler() is None:
+        assert "no C compiler" in native.why_not() or native.available()
+        pytest.skip("no C compiler here: profiles are read with numpy alone")
+    assert native.available(), native.why_not()
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the loops are compiled with a Unix C compiler")
 def test_sdist_install_compiles_the_reading_loops(sdist, tmp_path):
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI has no C compiler: the compiled reading loops go untested")
+    if _compiler() is None:
         pytest.skip("no C compiler here")
     target = tmp_path / "site"
     done = subprocess.run(
