@@ -300,3 +300,15 @@ def test_open_count_past_int16_equals_numpy(monkeypatch):
     ours, theirs = _both(monkeypatch, lambda: T._open_count(start, dur))
     assert ours.dtype == theirs.dtype == np.int32
     assert ours.tolist() == theirs.tolist() == list(range(n))
+
+
+def test_arrays_of_another_type_or_layout_are_refused():
+    """The C side reads a pointer as one run of its type: a strided view or another dtype
+    is a TypeError here, never memory read as something it is not."""
+    start = np.arange(20, dtype=np.int64)
+    with pytest.raises(TypeError, match="xw_open_count"):
+        native._call("xw_open_count", start[::2], start[::2], 10, np.empty(10, np.int64), np.empty(10, np.int16), 99)
+    with pytest.raises(TypeError, match="int32 passed as i64"):
+        native._call(
+            "xw_open_count", start.astype(np.int32), start, 20, np.empty(20, np.int64), np.empty(20, np.int16), 99
+        )
