@@ -312,3 +312,20 @@ def test_arrays_of_another_type_or_layout_are_refused():
         native._call(
             "xw_open_count", start.astype(np.int32), start, 20, np.empty(20, np.int64), np.empty(20, np.int16), 99
         )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nesting_parents_equal_numpy(monkeypatch, seed):
+    """Each event's nesting parent (the last earlier event ending no earlier) is the same
+    with the compiled loop: nested, tied, ascending and descending ends, pieces or not."""
+    from xprof_widgets.analysis import grouping as G
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    end = [rng.integers(0, 50, n), np.arange(n), np.arange(n)[::-1], np.full(n, 7)][seed % 4].astype(np.int64)
+    if seed >= 4:
+        start, dur = _track(rng, n)
+        end = start + dur
+    ours, theirs = _both(monkeypatch, lambda: G._prev_enclosing(end, chunk=97).tolist())
+    assert ours == theirs
+    assert ours == [max([j for j in range(i) if end[j] >= end[i]], default=-1) for i in range(min(n, 300))] + ours[300:]

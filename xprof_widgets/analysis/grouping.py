@@ -73,6 +73,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..io import native
 from .cache import derived
 
 HOST_PLANE = "/host:CPU"
@@ -140,6 +141,10 @@ def _prev_enclosing(end, chunk=ENCLOSING_CHUNK):
     events barely nest, when it is run whole.
     """
     n = len(end)
+    if native.available() and end.dtype == np.int64:
+        found = native.prev_enclosing(end)
+        if found is not None:  # else past 2**31 events
+            return found
     if n <= chunk:
         return _prev_enclosing_in(end)
     dtype = np.int32 if n < 2**31 else np.int64

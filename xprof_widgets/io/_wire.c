@@ -22,7 +22,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 3; }
+int32_t xw_abi(void) { return 4; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -294,4 +294,21 @@ int64_t xw_row_major(const int16_t *row, int64_t n, const uint8_t *taken, int64_
         begin = counts[r];
     }
     return found;
+}
+
+/* --- nesting (analysis/grouping.py `_prev_enclosing`) --- */
+
+/* For each i, the largest j < i with end[j] >= end[i], or -1: on a line sorted by start,
+ * the parent XProf's stack walk finds. A stack of the events whose end no later event
+ * has reached yet (`stack`: room for n; only as deep as it grows is touched). */
+int64_t xw_prev_enclosing(const int64_t *end, int64_t n, int32_t *stack, int32_t *parent) {
+    int64_t size = 0;
+    if (n >= INT32_MAX) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t e = end[i];
+        while (size > 0 && end[stack[size - 1]] < e) size--;
+        parent[i] = size > 0 ? stack[size - 1] : -1;
+        stack[size++] = (int32_t)i;
+    }
+    return 0;
 }

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 3
+ABI = 4
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -43,6 +43,7 @@ _SIGNATURES = {
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
+    "xw_prev_enclosing": "i64* i64 i32* i32*",
 }
 
 
@@ -208,3 +209,13 @@ def row_major(
     placed = np.zeros(1, np.int64)
     found = _call("xw_row_major", row, n, taken, rows, ends, start, dur, order, out_start, out_end, bad, placed)
     return None if found < 0 else (int(placed[0]), np.diff(ends, prepend=0), bad[:found])
+
+
+def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
+    """`grouping._prev_enclosing`: for each i the largest j < i with end[j] >= end[i], or
+    -1 (int32); None past 2**31 events."""
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    n = len(end)
+    stack = np.empty(n, np.int32)  # pages touched: only as deep as the nesting
+    parent = np.empty(n, np.int32)
+    return None if _call("xw_prev_enclosing", end, n, stack, parent) < 0 else parent
