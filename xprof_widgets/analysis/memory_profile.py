@@ -375,19 +375,16 @@ def _copy_allocation_metadata(tl):
     first allocation after the previous deallocation at its address, if any.
     """
     is_free = ~tl["is_alloc"].to_numpy()
-    addr = tl["address"].to_numpy()
-    order = np.arange(len(tl))
-    df = pd.DataFrame({"addr": addr, "free": is_free, "i": order})
-    # Segment per address: the events up to and including a deallocation.
-    df["seg"] = df.groupby("addr", sort=False)["free"].cumsum() - df["free"]
-    allocs = df[~df["free"]]
-    first_alloc = allocs.groupby(["addr", "seg"], sort=False)["i"].min()
-    frees = df[df["free"]]
-    key = pd.MultiIndex.from_arrays([frees["addr"], frees["seg"]])
-    src = first_alloc.reindex(key).to_numpy()
-    has = ~pd.isna(src)
-    dst = frees["i"].to_numpy()[has]
-    src = src[has].astype(np.int64)
+    addr, _ = pd.factorize(tl["address"].to_numpy())
+    # Segment per address: the events up to and including a deallocation, numbered by the
+    # deallocations before them at that address; one int64 key per (address, segment).
+    seg = pd.Series(is_free).groupby(addr, sort=False).cumsum().to_numpy() - is_free
+    key = addr.astype(np.int64) * (int(seg.max(initial=0)) + 1) + seg
+    allocs, frees = np.flatnonzero(~is_free), np.flatnonzero(is_free)
+    first = ~pd.Index(key[allocs]).duplicated()  # allocations in time order: the first of each segment
+    at = pd.Index(key[allocs][first]).get_indexer(key[frees])
+    has = at >= 0
+    dst, src = frees[has], allocs[first][at[has]]
     for col in ("op_name", "region_type", "data_type", "shape"):
         values = tl[col].array  # a Categorical (see allocator_events): move codes, not strings
         codes = values.codes.copy()

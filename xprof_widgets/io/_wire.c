@@ -1,9 +1,11 @@
-/* The two loops of reading a profile that numpy cannot make fast, as plain C.
+/* The per-record loops that numpy cannot make fast, as plain C: finding and reading the
+ * events of a profile and their stats (io/wire.py), laying out the trace viewer's rows
+ * (analysis/trace.py) and finding each event's nesting parent (analysis/grouping.py).
  *
  * Optional: `hatch_build.py` compiles this file into a shared library when a C
  * compiler is at hand, and `xprof_widgets/io/native.py` loads it with ctypes.
- * Without it, `wire.py`'s numpy code does the same work, and gives the same
- * results (tests/test_native.py compares them). No Python API is used: the
+ * Without it, the numpy code each function names does the same work, and gives the
+ * same results (tests/test_native.py compares them). No Python API is used: the
  * functions read and write caller-owned numpy arrays, and ctypes releases the
  * GIL while they run.
  *

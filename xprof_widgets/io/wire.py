@@ -14,6 +14,10 @@ events are read straight from the bytes instead:
 
 Positions are byte offsets into one `uint8` array holding the whole file,
 padded with zeros so that vectorised reads may run a few bytes past a record.
+
+Where the install compiled `_wire.c` (`native.available()`), `find_records`,
+`decode_head` and the events' stats of `decode_keyed_by_key` run its C loops for
+the usual layouts and hand everything else back to the code here (docs/reading.md).
 """
 
 import os
