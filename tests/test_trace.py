@@ -667,6 +667,27 @@ def test_query_bounded_by_pixels_not_events():
         )
 
 
+@pytest.mark.parametrize("name", SMALL)
+def test_levels_built_from_finer_ones_equal_those_from_the_events(name):
+    """After the first view's level (from the events), a zoom in builds a level ZOOM_AHEAD
+    finer from the events and those between from it: each level equals the one built
+    from the events directly."""
+    tr = _trace(name)
+    pyramid = T._Pyramid(tr._start, tr._end, tr._row_off, tr.start_ps)
+    if pyramid.finest is None:
+        pytest.skip("no events")
+    pyramid.level(pyramid.coarsest)  # the first view: that level alone
+    assert list(pyramid._built) == [pyramid.coarsest]
+    middle = (pyramid.finest + pyramid.coarsest) // 2
+    pyramid.level(middle)  # a zoom in: the level ZOOM_AHEAD finer and those up to `middle`
+    base = max(pyramid.finest, middle - T.ZOOM_AHEAD)  # small profiles: few buckets a level
+    assert sorted(pyramid._built) == sorted({*range(base, middle + 1), pyramid.coarsest})
+    for shift in range(pyramid.finest, pyramid.coarsest + 1):
+        got, want = pyramid.level(shift), pyramid._from_events(shift)
+        for part in ("first", "long", "top"):
+            np.testing.assert_array_equal(getattr(got, part), getattr(want, part), err_msg=f"{shift} {part}")
+
+
 def test_query_tracks_and_empty_windows():
     tr = _trace("tpu_v6e_inference")
     q = tr.query(tracks=[0, 1])

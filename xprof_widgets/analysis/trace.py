@@ -110,6 +110,11 @@ REGION = "ThreadpoolListener::Region"
 RAW_LIMIT = 50_000
 #: The finest pyramid level aims at this many events per bucket, were they even.
 EVENTS_PER_BUCKET = 16
+#: A zoom in to a level with no finer one built builds, from the events, a level up to
+#: this many steps (factors of 2) finer, and the ones between from it (`_zoom_base`)...
+ZOOM_AHEAD = 4
+#: ... while those levels are expected to hold at most this many buckets each.
+_COARSEN_BUCKETS = 1 << 20
 
 #: `Trace.event` lists at most this many of the events a derived event was made from.
 DERIVED_FROM_SHOWN = 100
@@ -1178,7 +1183,9 @@ class _Pyramid:
     the events, or from a finer level already built (a factor 2 at a time). The finest
     levels whose buckets are more than half the events are not used (too sparse to save
     anything over the events). A whole-profile first view so builds one level from the
-    events; no time goes into levels nobody looks at.
+    events; no time goes into levels nobody looks at. A zoom in to a level with no finer
+    one built builds a few levels finer from the events and the ones between from that
+    (`_zoom_base`), so that the next steps in read levels already built.
     """
 
     def __init__(self, g_start, g_end, row_off, t0, built=None, shifts=None):
@@ -1218,14 +1225,31 @@ class _Pyramid:
         with self._lock:
             if shift not in self._built:
                 finer = [s for s in self._built if s < shift]
-                if finer:  # from the closest finer level, keeping the ones between
+                if not finer:
+                    base = self._zoom_base(shift)
+                    self._built[base] = self._from_events(base)
+                    finer = [base]
+                if shift not in self._built:  # from the closest finer level, keeping the ones between
                     level, head = self._built[max(finer)], self._row_head()
                     while level.shift < shift:
                         level = _coarser(level, self._start, self._end, head, self._t0)
                         self._built[level.shift] = level
-                else:
-                    self._built[shift] = self._from_events(shift)
             return self._built[shift]
+
+    def _zoom_base(self, shift):
+        """The level to build from the events when `shift` has no finer level built: itself
+        for the first view; on a zoom in, up to ZOOM_AHEAD levels finer (the next steps in
+        then read levels already built), as long as those levels, each about twice the
+        buckets of the next coarser, stay under _COARSEN_BUCKETS: a level from the events
+        costs a pass over every event (0.6 s at 49 M), one from a finer level a gather per
+        bucket (0.2 s for 1.9 M buckets, 1.5 s for 5.8 M)."""
+        if not self._built:
+            return shift
+        known = self._built[min(self._built)]  # coarser than `shift`: none is finer
+        base, lowest = shift, max(self.finest, shift - ZOOM_AHEAD)
+        while base > lowest and len(known.first) << (known.shift - base + 1) <= _COARSEN_BUCKETS:
+            base -= 1
+        return base
 
     def built(self):
         """The levels built so far, finest first."""
