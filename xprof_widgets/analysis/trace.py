@@ -1028,7 +1028,7 @@ def _open_count(start, dur):
     start that come at or after i.
     """
     n = len(start)
-    if native.available() and n and start.flags.c_contiguous and dur.flags.c_contiguous:
+    if native.available() and n:
         depth = native.open_count(start, dur, _INT16_DEPTH)
         if depth is not None:  # else a depth past int16's: the wider types below
             return depth
@@ -1155,19 +1155,21 @@ def _row_major(depth, out, start, dur, order, out_start, out_end):
     order (written to `order`, their starts and ends to `out_start` / `out_end`), how many
     each row holds (up to the last row holding any), and the earlier event of each two
     neighbours of a row that overlap."""
-    usual = depth.dtype == np.int16 and order.dtype == np.int32 and start.flags.c_contiguous and dur.flags.c_contiguous
+    usual = depth.dtype == np.int16 and order.dtype == np.int32  # the compiled loop's types
     laid = native.row_major(depth, out, start, dur, order, out_start, out_end) if native.available() and usual else None
     if laid is not None:
         k, per_row, bad = laid
-        return order[:k], np.trim_zeros(per_row, "b"), bad
-    order, per_row = order_by_key(depth, out, order)
-    k = len(order)
-    os_, oe = out_start[:k], out_end[:k]
-    _take(start, order, os_)
-    _take(dur, order, oe)
-    oe += os_
-    od = np.repeat(np.arange(len(per_row), dtype=depth.dtype), per_row)
-    return order, np.trim_zeros(per_row, "b"), order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
+        order = order[:k]
+    else:
+        order, per_row = order_by_key(depth, out, order)
+        k = len(order)
+        os_, oe = out_start[:k], out_end[:k]
+        _take(start, order, os_)
+        _take(dur, order, oe)
+        oe += os_
+        od = np.repeat(np.arange(len(per_row), dtype=depth.dtype), per_row)
+        bad = order[:-1][(od[1:] == od[:-1]) & (os_[1:] < oe[:-1])]
+    return order, np.trim_zeros(per_row, "b"), bad
 
 
 # --- the pyramid -----------------------------------------------------------------------------

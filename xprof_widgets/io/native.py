@@ -202,6 +202,7 @@ def row_major(
     `order` (int32), starts and ends into out_start / out_end (see `xw_row_major`).
     Returns (how many were laid out, events per row, the earlier of each two neighbours
     of a row that overlap); None for a negative row (the numpy code says what it makes of it)."""
+    start, dur = np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(dur, dtype=np.int64)
     n = len(row)
     rows = int(row.max(initial=-1)) + 1
     ends = np.zeros(rows, np.int64)
