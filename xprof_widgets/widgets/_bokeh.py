@@ -48,7 +48,15 @@ from bokeh.embed import json_item
 from bokeh.model import Model
 from bokeh.models import HoverTool, TapTool
 
-__all__ = ["BokehWidget", "built_without_comm", "encode_columns", "hover_and_tap"]
+__all__ = [
+    "LABEL_TEXT",
+    "BokehWidget",
+    "built_without_comm",
+    "encode_columns",
+    "hover_and_tap",
+    "selection_look",
+    "strip_chrome",
+]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +103,24 @@ def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True,
     fig.add_tools(HoverTool(renderers=renderers, tooltips=tooltips, **hover))
     if tap:
         fig.add_tools(TapTool(renderers=renderers))
+
+
+def selection_look(fade: float = 0.45) -> dict[str, Any]:
+    """Glyph settings for how a tapped glyph looks in every chart: outlined, the
+    others' fill faded to `fade`."""
+    return {"selection_line_color": "#222", "selection_line_width": 2.5, "nonselection_fill_alpha": fade}
+
+
+# Glyph settings for text drawn on a chart (labels inside bars, boxes and wedges).
+LABEL_TEXT = {"text_font_size": "10px", "text_baseline": "middle", "text_color": "#111"}
+
+
+def strip_chrome(fig: Any, axes: str = "xy") -> None:
+    """No Bokeh logo on `fig`, and no axis or grid lines for the dimensions in `axes`."""
+    fig.toolbar.logo = None
+    for dim in axes:
+        getattr(fig, f"{dim}axis").visible = False
+        getattr(fig, f"{dim}grid").visible = False
 
 
 @contextlib.contextmanager
@@ -203,8 +229,8 @@ class BokehWidget(anywidget.AnyWidget):
     trait). The HTML places each figure with an element
     ``<div data-figure="NAME"></div>``; figures without one are appended in
     order. Escaping text inside ``html`` is the subclass's job
-    (``html.escape``). Override :meth:`on_request` and :meth:`on_hover` to
-    answer the browser.
+    (``html.escape``). Override :meth:`on_request`, :meth:`on_hover` and
+    :meth:`on_tap` (or set ``tap_source``) to answer the browser.
     """
 
     _esm = WIDGET_JS if WIDGET_JS.is_file() else _MISSING_FRONT_END_ESM
@@ -288,6 +314,29 @@ class BokehWidget(anywidget.AnyWidget):
 
     def on_hover(self, source: str, id: Any, figure: str) -> None:
         """Called when the hovered glyph of the named ``source`` changes (``id`` None: none). Override."""
+
+    # The named source whose tapped glyph selects one row (see on_tap).
+    tap_source: str | None = None
+
+    @traitlets.observe("selected")
+    def _selected_changed(self, change: Any) -> None:
+        self.on_tap(change["new"] or {})
+
+    def on_tap(self, sel: dict) -> None:
+        """Called when a glyph is tapped (``sel``: what ``selected`` holds) or the
+        selection is cleared (``{}``). By default a tap on a glyph of ``tap_source``
+        calls :meth:`select_tapped` with its id, a tap on nothing :meth:`clear_tapped`.
+        Override for more."""
+        if self.tap_source is not None and sel.get("source") == self.tap_source and sel.get("id") is not None:
+            self.select_tapped(int(sel["id"]))
+        elif not sel:
+            self.clear_tapped()
+
+    def select_tapped(self, id: int) -> None:
+        """Select the row `id` of ``tap_source`` (tapped in a chart). Override."""
+
+    def clear_tapped(self) -> None:
+        """Drop the selection (a tap on no glyph). Override."""
 
     # ---- static export -----------------------------------------------------
 

@@ -19,7 +19,7 @@ from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import esc, notice, options, stat_cards
 from ._table import Column, SortedTable, contains, sort_frame, table_html
 
@@ -119,9 +119,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         if self._ready and not self._quiet and not self.stats.empty:
             self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
+    def on_tap(self, sel):
         wedges = self._wedges.get(sel.get("source"))
         if wedges is None or sel.get("id") is None or not 0 <= int(sel["id"]) < len(wedges):
             return
@@ -236,9 +234,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
                 fill_color="color",
                 line_color="white",
                 legend_field="label",
-                selection_line_color="#222",
-                selection_line_width=2,
-                nonselection_fill_alpha=0.5,
+                **selection_look(fade=0.5),
             )
             hover_and_tap(
                 fig, wedges, [("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")]
@@ -251,8 +247,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
             legend.spacing = 1
             legend.border_line_color = None
             fig.add_layout(legend, "right")  # beside the pie, not over it
-            fig.axis.visible = False
-            fig.grid.visible = False
+            strip_chrome(fig)
             fig.outline_line_color = None
             figures[name] = fig
         return figures

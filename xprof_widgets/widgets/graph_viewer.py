@@ -37,7 +37,7 @@ from ..errors import ProfileError
 from ..format import duration
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, strip_chrome
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
@@ -336,9 +336,7 @@ class GraphViewerWidget(BokehWidget):
         """Fusions to keep open when centring on `op`: those the user opened, in the same module."""
         return list(self._opened) if self.view is not None and self._find_module(op) == self.view.module else False
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
+    def on_tap(self, sel):
         if sel.get("source") != "nodes" or sel.get("id") is None or self.view is None:
             return
         self.centre_on(str(sel["id"]))
@@ -560,10 +558,8 @@ class GraphViewerWidget(BokehWidget):
             y="y",
             text="label",
             source=src,
-            text_font_size="10px",
+            **{**LABEL_TEXT, "text_color": "text_color"},
             text_align="center",
-            text_baseline="middle",
-            text_color="text_color",
             text_line_height=1.15,
         )
         # Neighbours left out: "+N" over the box (operands) or under it (users).
@@ -598,9 +594,7 @@ class GraphViewerWidget(BokehWidget):
                 ("computation", "@computation"),
             ],
         )
-        fig.axis.visible = False
-        fig.grid.visible = False
-        fig.toolbar.logo = None
+        strip_chrome(fig)
         fig.title.text_font_size = "12px"
         fig.title.text_font_style = "normal"
         return fig

@@ -138,9 +138,7 @@ class InputPipelineWidget(BokehWidget):
     def _redraw(self, change):
         self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
+    def on_tap(self, sel):
         if sel.get("source") != "steps" or sel.get("id") is None:
             self.selected_step = {}
         else:

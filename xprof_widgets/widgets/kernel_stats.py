@@ -21,7 +21,7 @@ from bokeh.models import ColumnDataSource, FixedTicker, NumeralTickFormatter, Ra
 from bokeh.plotting import figure
 
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import BokehWidget, hover_and_tap, selection_look
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import Column, SortedTable, contains, sort_frame, table_html
@@ -238,12 +238,13 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             self._redraw_chart()
             self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
-        if sel.get("source") == "kernels" and sel.get("id") is not None:
-            self.select_kernel(int(sel["id"]))
-        elif not sel and self.selected_kernel:
+    tap_source = "kernels"
+
+    def select_tapped(self, id):
+        self.select_kernel(id)
+
+    def clear_tapped(self):
+        if self.selected_kernel:
             self.selected_kernel = {}
             self.selected_op = {}
             self._kernels_of_op = pd.DataFrame()
@@ -395,9 +396,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             line_color=None,
             legend_field="tc",
             selection_fill_color="color",
-            selection_line_color="#222",
-            selection_line_width=2,
-            nonselection_fill_alpha=0.45,
+            **selection_look(),
         )
         fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
         fig.yaxis.major_label_overrides = {

@@ -114,13 +114,13 @@ class MemoryProfileWidget(BokehWidget):
         if self._ready and self.result is not None and not self.result.reason:
             self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
-        if sel.get("source") == "moments" and sel.get("id") is not None:
-            self.moment_ps = int(self._samples["time_ps"].iloc[int(sel["id"])])
-        elif not sel and self.moment_ps != -1:
-            self.moment_ps = -1
+    tap_source = "moments"
+
+    def select_tapped(self, id):
+        self.moment_ps = int(self._samples["time_ps"].iloc[id])
+
+    def clear_tapped(self):
+        self.moment_ps = -1
 
     @property
     def breakdown(self):

@@ -20,7 +20,7 @@ from ..analysis.memory_viewer import default_module
 from ..format import mib
 from ..run import as_run
 from ..tools import NO_HLO_MODULES
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import esc, notice, options, stat_cards
 
 MIB = 2**20
@@ -77,9 +77,7 @@ class MemoryViewerWidget(BokehWidget):
         self.selected = {}
         self._render()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
+    def on_tap(self, sel):
         if sel.get("source") not in BUFFER_SOURCES or sel.get("id") is None:
             if self.selected_buffer:
                 self.selected_buffer = {}
@@ -235,7 +233,7 @@ class MemoryViewerWidget(BokehWidget):
         fig.y_range.start = 0  # sizes from zero, as XProf draws them: no exaggerated swings
         fig.legend.orientation = "horizontal"
         fig.add_layout(fig.legend[0], "above")  # not over the heap curve
-        fig.toolbar.logo = None
+        strip_chrome(fig, "")
         return fig
 
     def _buffer_figures(self):
@@ -276,9 +274,7 @@ class MemoryViewerWidget(BokehWidget):
                 source=src,
                 fill_color="color",
                 line_color="white",
-                selection_line_color="black",
-                selection_line_width=3,
-                nonselection_fill_alpha=0.45,
+                **selection_look(),
             )
             hover_and_tap(
                 fig,
@@ -290,9 +286,7 @@ class MemoryViewerWidget(BokehWidget):
                     ("shape", "@shape"),
                 ],
             )
-            fig.yaxis.visible = False
-            fig.ygrid.visible = False
-            fig.toolbar.logo = None
+            strip_chrome(fig, "y")
             figs.append(fig)
         return column(*figs, sizing_mode="stretch_width")
 

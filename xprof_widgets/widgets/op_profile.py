@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from ..format import percent
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, stat_cards
 from .op_details import op_details, op_details_html
 
@@ -107,12 +107,13 @@ class OpProfileWidget(BokehWidget):
         if self._ready and self.profile is not None and not self.profile.empty:
             self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
-        if sel.get("source") == "wedges" and sel.get("id") is not None:
-            self._select_index(int(sel["id"]))
-        elif not sel and self.selected_op:
+    tap_source = "wedges"
+
+    def select_tapped(self, id):
+        self._select_index(id)
+
+    def clear_tapped(self):
+        if self.selected_op:
             self.selected_op = {}
             self.html = self._html()
 
@@ -247,9 +248,7 @@ class OpProfileWidget(BokehWidget):
             source=src,
             fill_color="color",
             line_color="white",
-            selection_line_color="black",
-            selection_line_width=3,
-            nonselection_fill_alpha=0.6,
+            **selection_look(fade=0.6),
         )
         # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
         hovered = ColumnDataSource({"inner": [], "outer": [], "start": [], "end": []}, name="hover_wedge")
@@ -266,10 +265,8 @@ class OpProfileWidget(BokehWidget):
             y=ys,
             text=texts,
             angle=angles,
-            text_font_size="9px",
+            **{**LABEL_TEXT, "text_font_size": "9px"},
             text_align="center",
-            text_baseline="middle",
-            text_color="#111",
             background_fill_color="white",
             background_fill_alpha=0.65,
             padding=1,
@@ -285,8 +282,7 @@ class OpProfileWidget(BokehWidget):
                 ("HBM util", "@hbm{0.00} %"),
             ],
         )
-        fig.axis.visible = False
-        fig.grid.visible = False
+        strip_chrome(fig)
         fig.outline_line_color = None
         fig.toolbar_location = None
         return fig
@@ -296,14 +292,14 @@ class OpProfileWidget(BokehWidget):
         if self._key is None:
             stops = ", ".join(UTILIZATION_COLORS)
             return (
-                '<div class="xw-key" data-testid="colour-key">Colour: max(FLOPS, HBM bandwidth) utilisation'
+                '<div class="xw-legend" data-testid="colour-key">Colour: max(FLOPS, HBM bandwidth) utilisation'
                 f'<div class="xw-ramp" style="background: linear-gradient(to right, {stops})"></div>'
                 '<div class="xw-ramp-ticks"><span>0 %</span><span>50 %</span><span>100 %</span></div></div>'
             )
         key = ({"(program)": NEUTRAL} if self.group_by == "program" else {}) | self._key
         swatches = "".join(f'<span><i style="background:{c}"></i>{esc(name)}</span>' for name, c in key.items())
         return (
-            '<div class="xw-key" data-testid="colour-key">Colour: category (no known peak on this '
+            '<div class="xw-legend" data-testid="colour-key">Colour: category (no known peak on this '
             f"device, so no utilisation)<div>{swatches}</div></div>"
         )
 

@@ -42,9 +42,7 @@ class OverviewWidget(BokehWidget):
             self.set_figures({"steps": steps_figure(self.result.steps, "Step-time graph (ms), by XProf's breakdown")})
         self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
+    def on_tap(self, sel):
         ok = sel.get("source") == "steps" and sel.get("id") is not None
         self.selected_step = step_range(self.result.steps, sel["id"]) if ok else {}
         self.html = self._html()

@@ -27,7 +27,7 @@ from bokeh.plotting import figure
 
 from ..analysis.roofline import GIBI_IN_GIGA
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import Column, SortedTable, contains, sort_frame, table_html
@@ -184,12 +184,13 @@ class RooflineWidget(SortedTable, BokehWidget):
         if self._ready and not self._quiet and not self.model.empty:
             self.html = self._html()
 
-    @traitlets.observe("selected")
-    def _on_tap(self, change):
-        sel = change["new"] or {}
-        if sel.get("source") == "ops" and sel.get("id") is not None:
-            self.select_row(int(sel["id"]))
-        elif not sel and self.selected_op:
+    tap_source = "ops"
+
+    def select_tapped(self, id):
+        self.select_row(id)
+
+    def clear_tapped(self):
+        if self.selected_op:
             self.selected_op = {}
             self.html = self._html()
 
@@ -366,10 +367,8 @@ class RooflineWidget(SortedTable, BokehWidget):
             fill_color="color",
             fill_alpha=0.75,
             line_color="white",
-            selection_line_color="#000",
-            selection_line_width=2.5,
             selection_fill_alpha=1.0,
-            nonselection_fill_alpha=0.35,
+            **selection_look(fade=0.35),
         )
         # The key of the categories: glyphs of one size at no place (the points' own sizes vary).
         order = list(self._colors)
@@ -408,7 +407,7 @@ class RooflineWidget(SortedTable, BokehWidget):
         legend.ncols = 3
         legend.location = "top_left"
         fig.add_layout(legend, "below")  # under the chart: never over the points, the frame keeps its width
-        fig.toolbar.logo = None
+        strip_chrome(fig, "")
         return fig
 
     def _roof_cards(self):

@@ -42,7 +42,7 @@ from bokeh.plotting import figure
 
 from ..format import duration
 from ..run import as_run
-from ._bokeh import BokehWidget
+from ._bokeh import LABEL_TEXT, BokehWidget, selection_look
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
@@ -168,20 +168,9 @@ class TraceViewerWidget(BokehWidget):
             fill_alpha=0.9,
             line_color="#d62728",
             line_width="lw",
-            selection_line_color="black",
-            selection_line_width=2,
-            nonselection_fill_alpha=0.9,
+            **selection_look(fade=0.9),
         )
-        p.text(
-            x="x",
-            y="y",
-            text="text",
-            source=texts,
-            text_font_size="10px",
-            text_baseline="middle",
-            text_color="#111",
-            x_offset=2,
-        )
+        p.text(x="x", y="y", text="text", source=texts, x_offset=2, **LABEL_TEXT)
         wheel = WheelZoomTool(dimensions="width")
         pan = PanTool(dimensions="both")
         p.add_tools(
