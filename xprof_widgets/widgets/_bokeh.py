@@ -315,8 +315,10 @@ class BokehWidget(anywidget.AnyWidget):
     def on_hover(self, source: str, id: Any, figure: str) -> None:
         """Called when the hovered glyph of the named ``source`` changes (``id`` None: none). Override."""
 
-    # The named source whose tapped glyph selects one row (see on_tap).
+    # The named source whose tapped glyph selects one row, and the trait that holds the
+    # selected row's details ({} when none); see on_tap.
     tap_source: str | None = None
+    tap_selection: str | None = None
 
     @traitlets.observe("selected")
     def _selected_changed(self, change: Any) -> None:
@@ -336,7 +338,11 @@ class BokehWidget(anywidget.AnyWidget):
         """Select the row `id` of ``tap_source`` (tapped in a chart). Override."""
 
     def clear_tapped(self) -> None:
-        """Drop the selection (a tap on no glyph). Override."""
+        """Drop the selection (a tap on no glyph): by default empty the ``tap_selection``
+        trait and draw the HTML again (``_html()``)."""
+        if self.tap_selection and getattr(self, self.tap_selection):
+            setattr(self, self.tap_selection, {})
+            self.html = self._html()  # type: ignore[attr-defined]
 
     # ---- static export -----------------------------------------------------
 

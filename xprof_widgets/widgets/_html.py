@@ -43,3 +43,26 @@ def stat_cards(stats):
         for key, label, text in stats
     )
     return f'<div class="xw-stats">{cards}</div>'
+
+
+def sortable_headers(labels, sort_by):
+    """`<th>`s that ask for a sort on their column when clicked (a "sort" request with
+    `{"column": key}`); `labels`: column key -> header text; `sort_by` is underlined."""
+    return "".join(
+        f'<th data-request="sort" data-params="{data_json({"column": key})}"'
+        f"{' class=sorted' if key == sort_by else ''}>{esc(label)}</th>"
+        for key, label in labels.items()
+    )
+
+
+def plain_table(testid, headers, rows, count=None, *, scroll=True):
+    """A plain `<table>` (the look: common.css): `headers` a list of header texts, or the
+    `<th>`s already built; `rows` the `<tr>`s (their cells escaped by the caller);
+    `data-rows` says `count` (default: how many rows). In a scroll box unless `scroll=False`."""
+    rows = list(rows)
+    head = headers if isinstance(headers, str) else "".join(f"<th>{esc(h)}</th>" for h in headers)
+    table = (
+        f'<table data-testid="{esc(testid)}" data-rows="{len(rows) if count is None else count}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    return f'<div class="xw-scroll">{table}</div>' if scroll else table

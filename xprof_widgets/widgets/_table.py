@@ -87,8 +87,23 @@ class SortedTable(traitlets.HasTraits):
     """
 
     columns: ClassVar[Sequence[Column]] = ()
+    # Requests that set the text trait of the same name to the page control's value.
+    text_requests: ClassVar[tuple[str, ...]] = ()
     top_n = traitlets.Int(100, min=1, help="Table rows shown (all are in `table`).").tag(sync=True)
     _quiet = False
+
+    def table_request(self, kind: str, params: dict) -> bool:
+        """Answer a request every table widget takes: "sort" (a header clicked), "top_n",
+        or one of `text_requests`. False for any other kind (the widget's own)."""
+        if kind == "sort":
+            self.sort_on(str(params["column"]))
+        elif kind == "top_n":
+            self.top_n = int(params["value"])
+        elif kind in self.text_requests:
+            setattr(self, kind, str(params.get("value", "")))
+        else:
+            return False
+        return True
 
     @contextlib.contextmanager
     def quietly(self) -> Iterator[None]:

@@ -25,7 +25,7 @@ from ..analysis.compare import (
 from ..format import change, size_short
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
-from ._html import esc
+from ._html import esc, plain_table
 
 #: Op rows shown in the table (all are in `result.ops`).
 OP_ROWS = 30
@@ -104,16 +104,14 @@ class CompareWidget(BokehWidget):
 
     def _steps_html(self):
         r = self.result
-        rows = "".join(
+        rows = (
             f"<tr><td>{esc(x.label)}</td><td class=num>{_num(x.a_ms, ',.3f')}</td>"
             f"<td class=num>{_num(x.b_ms, ',.3f')}</td>"
             f"<td{_cls(x.delta_ms)}>{_num(x.delta_ms, '+,.3f')}</td><td class=num>{_pct(x.ratio)}</td></tr>"
             for x in r.steps.itertuples(index=False)
         )
-        table = (
-            f'<table data-testid="steps" data-rows="{len(r.steps)}"><thead><tr><th>Average per step (ms)</th>'
-            f"<th>a</th><th>b</th><th>b - a</th><th>change</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
+        headers = ["Average per step (ms)", "a", "b", "b - a", "change"]
+        table = plain_table("steps", headers, rows, scroll=False)
         counts = f"<div>Steps: {r.step_count_a} in a, {r.step_count_b} in b.</div>"
         return table + counts + self._note(r.steps_reason, "steps-reason")
 
@@ -128,7 +126,7 @@ class CompareWidget(BokehWidget):
         shown = r.ops.head(self.max_ops)
         # Utilisation needs the chip's peaks; XLA:CPU has none, so no empty columns.
         has_util = shown[["flops_utilization_a", "flops_utilization_b"]].notna().to_numpy().any()
-        rows = "".join(
+        rows = (
             f'<tr data-present="{esc(x.present)}"><td>{esc(x.hlo_op_name)}</td><td>{esc(x.program)}</td>'
             f"<td>{esc(x.category)}</td><td>{esc(x.present)}</td>"
             f"<td class=num>{x.total_time_a_ps / 1e9:,.3f}</td><td class=num>{x.total_time_b_ps / 1e9:,.3f}</td>"
@@ -147,20 +145,15 @@ class CompareWidget(BokehWidget):
             else ""
         )
         only = f"<div>{len(r.ops_only_a)} op(s) ran only in a, {len(r.ops_only_b)} only in b.</div>"
-        return (
-            f'<div class="xw-scroll"><table data-testid="ops" data-rows="{len(r.ops)}"><thead><tr>'
-            "<th>Op</th><th>Program</th><th>Category</th><th>In</th><th>Total a (ms)</th><th>Total b (ms)</th>"
-            "<th>b - a (ms)</th><th>change</th>"
-            + ("<th>FLOPS util. a</th><th>FLOPS util. b</th>" if has_util else "")
-            + "</tr></thead>"
-            f"<tbody>{rows}</tbody></table></div>{more}{only}" + self._note(r.ops_reason, "ops-reason")
-        )
+        headers = ["Op", "Program", "Category", "In", "Total a (ms)", "Total b (ms)", "b - a (ms)", "change"]
+        headers += ["FLOPS util. a", "FLOPS util. b"] if has_util else []
+        return plain_table("ops", headers, rows, len(r.ops)) + more + only + self._note(r.ops_reason, "ops-reason")
 
     def _memory_html(self):
         r = self.result
         parts = []
         if len(r.modules):
-            rows = "".join(
+            rows = (
                 f"<tr><td>{esc(x.name)}</td><td>{esc(x.module_a if isinstance(x.module_a, str) else '')}</td>"
                 f"<td>{esc(x.module_b if isinstance(x.module_b, str) else '')}</td>"
                 f"<td class=num>{esc(size_short(x.peak_heap_a_bytes))}</td>"
@@ -169,24 +162,18 @@ class CompareWidget(BokehWidget):
                 f"<td>{esc(x.matched_by)}</td></tr>"
                 for x in r.modules.itertuples(index=False)
             )
-            parts.append(
-                f'<div class="xw-scroll"><table data-testid="modules" data-rows="{len(r.modules)}"><thead><tr>'
-                "<th>Module</th><th>a</th><th>b</th><th>Peak heap a</th><th>Peak heap b</th><th>b - a</th>"
-                f"<th>change</th><th>Matched by</th></tr></thead><tbody>{rows}</tbody></table></div>"
-            )
+            headers = ["Module", "a", "b", "Peak heap a", "Peak heap b", "b - a", "change", "Matched by"]
+            parts.append(plain_table("modules", headers, rows))
         parts.append(self._note(r.modules_reason, "modules-reason"))
         if len(r.allocators):
-            rows = "".join(
+            rows = (
                 f"<tr><td>{esc(x.memory_id)}</td><td class=num>{esc(size_short(x.peak_bytes_in_use_a))}</td>"
                 f"<td class=num>{esc(size_short(x.peak_bytes_in_use_b))}</td>"
                 f"<td{_cls(x.delta_bytes)}>{esc(size_short(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td></tr>"
                 for x in r.allocators.itertuples(index=False)
             )
-            parts.append(
-                f'<table data-testid="allocators" data-rows="{len(r.allocators)}"><thead><tr><th>Memory id</th>'
-                "<th>Peak in use a</th><th>Peak in use b</th><th>b - a</th><th>change</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table>"
-            )
+            headers = ["Memory id", "Peak in use a", "Peak in use b", "b - a", "change"]
+            parts.append(plain_table("allocators", headers, rows, scroll=False))
         parts.append(self._note(r.allocators_reason, "allocators-reason"))
         return "".join(parts)
 

@@ -143,22 +143,18 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
 
     # --- browser messages ----------------------------------------------------------
 
+    text_requests = ("place", "type_filter", "name_filter")
+
     def on_request(self, kind, params):
-        if kind == "sort":
-            self.sort_on(str(params["column"]))
-        elif kind == "exclude_idle":
+        if kind == "exclude_idle":
             # The checkbox says "include IDLE".
             self.exclude_idle = not bool(params.get("value"))
-        elif kind in ("place", "type_filter", "name_filter"):
-            setattr(self, kind, str(params.get("value", "")))
-        elif kind == "top_n":
-            self.top_n = int(params["value"])
         elif kind == "clear":
             with self.quietly():
                 self.place, self.type_filter, self.name_filter = "All", "", ""
                 self.selected = {}
             self._redraw()
-        else:
+        elif not self.table_request(kind, params):
             raise ValueError(f"unknown request {kind!r}")
         return {"ok": True}, None
 

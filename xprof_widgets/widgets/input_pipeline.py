@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from ..analysis.steps import BREAKDOWN_LABELS
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
-from ._html import data_json, esc, notice, stat_cards
+from ._html import data_json, esc, notice, plain_table, sortable_headers, stat_cards
 
 BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
 HOST = {
@@ -223,11 +223,7 @@ class InputPipelineWidget(BokehWidget):
             f"</td></tr>"
             for k, label in HOST.items()
         )
-        head = "".join(
-            f'<th data-request="sort" data-params="{data_json({"column": c})}"'
-            f"{' class=sorted' if c == self.sort_by else ''}>{esc(label)}</th>"
-            for c, label in OP_COLUMNS.items()
-        )
+        head = sortable_headers(OP_COLUMNS, self.sort_by)
         body = []
         for op, depth, has_children in self._op_rows():
             name = op["op_name"]
@@ -247,8 +243,7 @@ class InputPipelineWidget(BokehWidget):
                 f"<td class=num>{op['self_time_percent']:.1f}</td><td>{esc(op['category'])}</td></tr>"
             )
         ops_html = (
-            f'<div class="xw-scroll"><table data-testid="input-ops" data-rows="{len(body)}"><thead><tr>{head}'
-            f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+            plain_table("input-ops", head, body)
             if body
             else '<div class="xw-note">No tf.data input ops in this profile.</div>'
         )

@@ -336,16 +336,10 @@ class KernelStatsWidget(SortedTable, BokehWidget):
 
     # --- browser messages ----------------------------------------------------------
 
+    text_requests = ("name_filter", "op_filter")
+
     def on_request(self, kind, params):
-        if kind == "sort":
-            self.sort_on(str(params["column"]))
-        elif kind == "name_filter":
-            self.name_filter = str(params.get("value", ""))
-        elif kind == "op_filter":
-            self.op_filter = str(params.get("value", ""))
-        elif kind == "top_n":
-            self.top_n = int(params["value"])
-        else:
+        if not self.table_request(kind, params):
             raise ValueError(f"unknown request {kind!r}")
         return {"ok": True}, None
 

@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 from ..format import size as human_bytes
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
-from ._html import data_json, esc, notice, options, stat_cards
+from ._html import esc, notice, options, plain_table, sortable_headers, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
 SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
@@ -285,11 +285,7 @@ class MemoryProfileWidget(BokehWidget):
             moment_ms = (self.moment_ps - (r.peak_time_abs_ps - r.peak_time_ps)) / 1e9
             title = f"Allocations live at {moment_ms:,.3f} ms (all steps)."
             back = ' <button data-request="peak" data-testid="back-to-peak">back to the peak</button>'
-        head = "".join(
-            f'<th data-request="sort" data-params="{data_json({"column": c})}"'
-            f"{' class=sorted' if c == self.sort_by else ''}>{HEADERS[c]}</th>"
-            for c in SORTABLE
-        )
+        head = sortable_headers({c: HEADERS[c] for c in SORTABLE}, self.sort_by)
         rows = []
         for row in table.head(TABLE_ROWS).itertuples(index=False):
             rows.append(
@@ -304,9 +300,8 @@ class MemoryProfileWidget(BokehWidget):
         )
         return (
             f'<div data-testid="breakdown-title">{esc(title)}{back}</div>'
-            f'<div class="xw-scroll"><table data-testid="breakdown" data-rows="{len(table)}">'
-            f"<thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>{more}"
+            + plain_table("breakdown", head, rows, len(table))
+            + more
         )
 
 

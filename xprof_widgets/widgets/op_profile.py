@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from ..format import percent
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, selection_look, strip_chrome
-from ._html import data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, notice, options, plain_table, stat_cards
 from .op_details import op_details, op_details_html
 
 MAX_DEPTH = 4  # rings: program, category, op, fused op
@@ -108,14 +108,10 @@ class OpProfileWidget(BokehWidget):
             self.html = self._html()
 
     tap_source = "wedges"
+    tap_selection = "selected_op"
 
     def select_tapped(self, id):
         self._select_index(id)
-
-    def clear_tapped(self):
-        if self.selected_op:
-            self.selected_op = {}
-            self.html = self._html()
 
     def _select_index(self, i):
         node, _, _, program = self.nodes[i]
@@ -368,9 +364,7 @@ class OpProfileWidget(BokehWidget):
   {self._notes_html()}
   <div class="xw-body">
     <div class="xw-sun"><div data-figure="sunburst"></div>{self._key_html()}</div>
-    <div class="xw-scroll"><table data-testid="op-table" data-rows="{len(body)}"><thead><tr><th>Name</th>
-      <th>Time</th><th>ms</th><th>FLOPS util</th><th>HBM util</th><th>Wasted</th></tr></thead>
-      <tbody>{"".join(body)}</tbody></table></div>
+    {plain_table("op-table", ["Name", "Time", "ms", "FLOPS util", "HBM util", "Wasted"], body)}
   </div>
   {op_details_html(self.selected_op, show_graph=self.hosted)}
 </div>"""

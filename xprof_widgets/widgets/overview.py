@@ -16,7 +16,7 @@ import traitlets
 from ..format import ms
 from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import esc, stat_cards
+from ._html import esc, plain_table, stat_cards
 from .input_pipeline import step_range, steps_figure
 
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
@@ -97,31 +97,29 @@ class OverviewWidget(BokehWidget):
                 f"{self.selected_step['step_time_ms']:,.3f} ms</div>"
             )
         )
-        rows = "".join(
+        rows = [
             f"<tr><td>{esc(op.operation)}</td><td>{esc(op.category)}</td><td class=num>{ms(op.self_time_ps)}</td>"
             f"<td class=num>{100 * op.self_time_fraction:.1f} %</td>"
             f"<td class=num>{100 * op.cumulative_time_fraction:.1f} %</td>"
             f"<td class=num>{op.occurrences:,}</td><td class=num>{op.flop_rate_gflops:,.2f}</td></tr>"
             for op in r.top_ops.itertuples(index=False)
-        )
+        ]
+        headers = ["Operation", "Category", "Self time", "Self %", "Cumulative %", "Occurrences", "GFLOP/s"]
         top = (
-            f'<div class="xw-scroll"><table data-testid="top-ops" data-rows="{len(r.top_ops)}"><thead><tr>'
-            f"<th>Operation</th><th>Category</th><th>Self time</th><th>Self %</th><th>Cumulative %</th>"
-            f"<th>Occurrences</th><th>GFLOP/s</th></tr></thead><tbody>{rows}</tbody></table></div>"
+            plain_table("top-ops", headers, rows)
             if rows
             else f'<div class="xw-note" data-testid="no-top-ops">{esc(self._no_top_ops())}</div>'
         )
-        lat_rows = "".join(
+        lat_rows = [
             f"<tr><td>{esc(m.module)}</td><td class=num>{m.executions:,}</td><td class=num>{m.mean_ms:,.3f}</td>"
             f"<td class=num>{m.p50_ms:,.3f}</td><td class=num>{m.p90_ms:,.3f}</td><td class=num>{m.p99_ms:,.3f}</td>"
             f"<td class=num>{m.max_ms:,.3f}</td></tr>"
             for m in r.module_latency.head(LATENCY_ROWS).itertuples(index=False)
-        )
+        ]
+        headers = ["Module", "Executions", "Mean", "p50", "p90", "p99", "Max"]
         latency = (
-            f"<h4>XLA module latency (ms, per execution on a device core)</h4>"
-            f'<div class="xw-scroll"><table data-testid="module-latency" data-rows="{len(r.module_latency)}"><thead>'
-            f"<tr><th>Module</th><th>Executions</th><th>Mean</th><th>p50</th><th>p90</th><th>p99</th><th>Max</th>"
-            f"</tr></thead><tbody>{lat_rows}</tbody></table></div>"
+            "<h4>XLA module latency (ms, per execution on a device core)</h4>"
+            + plain_table("module-latency", headers, lat_rows, len(r.module_latency))
             if lat_rows
             else ""
         )

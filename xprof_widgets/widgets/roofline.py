@@ -185,14 +185,10 @@ class RooflineWidget(SortedTable, BokehWidget):
             self.html = self._html()
 
     tap_source = "ops"
+    tap_selection = "selected_op"
 
     def select_tapped(self, id):
         self.select_row(id)
-
-    def clear_tapped(self):
-        if self.selected_op:
-            self.selected_op = {}
-            self.html = self._html()
 
     def _step_rows(self):
         m = self.model
@@ -260,16 +256,12 @@ class RooflineWidget(SortedTable, BokehWidget):
 
     # --- browser messages ----------------------------------------------------------
 
+    text_requests = ("step", "category", "name_filter")
+
     def on_request(self, kind, params):
-        if kind == "sort":
-            self.sort_on(str(params["column"]))
-        elif kind in ("step", "category", "name_filter"):
-            setattr(self, kind, str(params.get("value", "")))
-        elif kind == "include_infeed_outfeed":
+        if kind == "include_infeed_outfeed":
             self.include_infeed_outfeed = bool(params.get("value"))
-        elif kind == "top_n":
-            self.top_n = int(params["value"])
-        else:
+        elif not self.table_request(kind, params):
             raise ValueError(f"unknown request {kind!r}")
         return {"ok": True}, None
 
