@@ -50,31 +50,15 @@ def _(mo, ops):
 
 @app.cell
 def _(mo, run, xw):
-    mo.vstack([mo.md("## Overview"), xw.OverviewWidget(run)])
-    return
-
-
-@app.cell
-def _(mo, run, xw):
-    mo.vstack([mo.md("## Trace viewer"), xw.TraceViewerWidget(run)])
-    return
-
-
-@app.cell
-def _(mo, run, xw):
-    mo.vstack([mo.md("## Memory profile"), xw.MemoryProfileWidget(run)])
-    return
-
-
-@app.cell
-def _(mo, run, xw):
-    mo.vstack([mo.md("## Memory viewer"), xw.MemoryViewerWidget(run)])
-    return
-
-
-@app.cell
-def _(mo, run, xw):
-    mo.vstack([mo.md("## Input pipeline"), xw.InputPipelineWidget(run)])
+    # The other tools, one section each.
+    _tools = {
+        "Overview": xw.OverviewWidget,
+        "Trace viewer": xw.TraceViewerWidget,
+        "Memory profile": xw.MemoryProfileWidget,
+        "Memory viewer": xw.MemoryViewerWidget,
+        "Input pipeline": xw.InputPipelineWidget,
+    }
+    mo.vstack([part for title, tool in _tools.items() for part in (mo.md(f"## {title}"), tool(run))])
     return
 
 

@@ -155,16 +155,20 @@ def _s_dangling_metadata(rng, space):
             event.metadata_id = rng.choice([-5, 2**40, 987654])
 
 
+def negate_metadata_id(plane, key):
+    """Move event metadata `key` of `plane` to the id -key - 1, its events with it."""
+    plane.event_metadata[-key - 1].CopyFrom(plane.event_metadata[key])
+    plane.event_metadata[-key - 1].id = -key - 1
+    for line in plane.lines:
+        for event in line.events:
+            if event.metadata_id == key:
+                event.metadata_id = -key - 1
+
+
 def _s_negative_ids(rng, space):
     plane = _pick(rng, [p for p in space.planes if p.event_metadata])
     if plane is not None:
-        key = _pick(rng, plane.event_metadata.keys())
-        plane.event_metadata[-key - 1].CopyFrom(plane.event_metadata[key])
-        plane.event_metadata[-key - 1].id = -key - 1
-        for line in plane.lines:
-            for event in line.events:
-                if event.metadata_id == key:
-                    event.metadata_id = -key - 1
+        negate_metadata_id(plane, _pick(rng, plane.event_metadata.keys()))
 
 
 def _stats(space):

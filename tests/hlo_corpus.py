@@ -38,22 +38,10 @@ ELEMENTWISE_UNARY_F = [
 ]
 ELEMENTWISE_BINARY_F = ["add", "atan2", "divide", "maximum", "minimum", "multiply", "power", "remainder", "subtract"]
 ELEMENTWISE_UNARY_I = ["abs", "negate", "not", "sign", "popcnt", "count-leading-zeros"]
-ELEMENTWISE_BINARY_I = [
-    "add",
-    "divide",
-    "maximum",
-    "minimum",
-    "multiply",
-    "remainder",
-    "subtract",
-    "and",
-    "or",
-    "xor",
-    "shift-left",
-    "shift-right-arithmetic",
-    "shift-right-logical",
-    "power",
-]
+ELEMENTWISE_BINARY_I = (
+    "add divide maximum minimum multiply remainder subtract and or xor shift-left "
+    "shift-right-arithmetic shift-right-logical power"
+).split()
 
 
 def _elementwise_module(dt):

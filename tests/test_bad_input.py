@@ -20,7 +20,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.io import schema
 
-from .fuzz import exercise, varint
+from .fuzz import exercise, negate_metadata_id, varint
 
 GPU = next(Path(xw.sample_run("gpu").path).glob("*.xplane.pb.gz"))
 REPO = Path(__file__).resolve().parents[1]
@@ -135,12 +135,7 @@ def test_negative_metadata_ids(tmp_path):
     space = _space()
     plane = _plane(space, "/device:GPU")
     for key in list(plane.event_metadata)[:5]:
-        plane.event_metadata[-key - 1].CopyFrom(plane.event_metadata[key])
-        plane.event_metadata[-key - 1].id = -key - 1
-        for line in plane.lines:
-            for e in line.events:
-                if e.metadata_id == key:
-                    e.metadata_id = -key - 1
+        negate_metadata_id(plane, key)
     _assert_handled(_write(tmp_path, space))
 
 

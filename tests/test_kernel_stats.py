@@ -56,14 +56,9 @@ def test_amd_kernels_and_their_ops():
 
 
 def test_rules_by_hand():
-    assert parse_kernel_details("regs:40 static_shared:16 dynamic_shared:32 grid:2,3,4 block:5,6,7 occ_pct:37.5") == {
-        "registers_per_thread": 40,
-        "static_shmem_bytes": 16,
-        "dynamic_shmem_bytes": 32,
-        "block": (5, 6, 7),
-        "grid": (2, 3, 4),
-        "occupancy_pct": 37.5,
-    }
+    got = parse_kernel_details("regs:40 static_shared:16 dynamic_shared:32 grid:2,3,4 block:5,6,7 occ_pct:37.5")
+    assert len(got) == 6 and (got["block"], got["grid"], got["occupancy_pct"]) == ((5, 6, 7), (2, 3, 4), 37.5)
+    assert [got[k] for k in ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")] == [40, 16, 32]
     # Old CUPTI profiles write `shm:` (not read), malformed dims stay 1,1,1.
     got = parse_kernel_details("regs:38 shm:0 grid:160,1 block:-1,1,1")
     assert got["registers_per_thread"] == 38 and got["static_shmem_bytes"] == 0

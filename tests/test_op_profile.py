@@ -37,20 +37,13 @@ def _ref_nodes(node, path=()):
         yield from _ref_nodes(c, path)
 
 
-def _our_nodes(node, path=()):
-    path = path + (node.name,)
-    yield path, node
-    for c in node.children:
-        yield from _our_nodes(c, path)
-
-
 @pytest.mark.parametrize("key,exclude_idle", [("byProgram", False), ("byProgramExcludeIdle", True)])
 def test_op_profile_matches_xprof(op_run, key, exclude_idle):
     """Every node of XProf's tree, every metric: times, occurrences, children, FLOPs,
     utilisations, HBM bytes, expression, category, provenance (GPU: from the cost model)."""
     run, ref_dir = op_run
     ref = json.loads((ref_dir / "op_profile.json").read_text())[key]
-    ours = dict(_our_nodes(op_profile(run, "program", exclude_idle=exclude_idle).root))
+    ours = dict(op_profile(run, "program", exclude_idle=exclude_idle).root.paths())
     refs = list(_ref_nodes(ref))
     assert len(refs) == len(ours)
     for path, r in refs:

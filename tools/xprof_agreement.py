@@ -39,18 +39,11 @@ def _nodes(node, path=()):
         yield from _nodes(c, path)
 
 
-def _ours(node, path=()):
-    path = path + (node.name,)
-    yield path, node
-    for c in node.children:
-        yield from _ours(c, path)
-
-
 def op_profile_counts(run, ref):
     ok = total = 0
     for key, exclude in (("byProgram", False), ("byProgramExcludeIdle", True)):
         try:
-            ours = dict(_ours(run.op_profile(exclude_idle=exclude).root))
+            ours = dict(run.op_profile(exclude_idle=exclude).root.paths())
         except Exception:
             ours = {}
         for path, r in _nodes(ref[key]):

@@ -101,6 +101,11 @@ def run_notebook_in_lab(page, url, token, nb_name, ready_count=1, timeout_ms=60_
     )
 
 
+def tool_cell(widget_class, path):
+    """A notebook cell that shows `xw.<widget_class>(path)` as `w`."""
+    return f"import xprof_widgets as xw\nw = xw.{widget_class}({str(path)!r})\nw"
+
+
 def show_widget(page, jupyter_lab, nb_name, source, ready_count=1, timeout_ms=None):
     """Write a notebook whose cell `source` displays a widget, run it in JupyterLab,
     and return the first widget's locator, scrolled into view (`timeout_ms`: how long the

@@ -5,7 +5,7 @@ derived GPU lines and an XLA op event opens the op's card; screenshots saved."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import finish, show_widget
+from .harness import finish, show_widget, tool_cell
 from .test_platform import PAINTED_PIXELS_JS
 
 ELEMENTWISE = PROFILES / "amd_jax_elementwise_mi300"
@@ -13,12 +13,7 @@ GEMM = PROFILES / "amd_jax_gemm_mi300"
 
 
 def test_gpu_op_profile_with_idle(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "gpu_op_profile.ipynb",
-        f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(ELEMENTWISE)!r})\nw",
-    )
+    widget = show_widget(page, jupyter_lab, "gpu_op_profile.ipynb", tool_cell("OpProfileWidget", ELEMENTWISE))
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     ref = xw.OpProfileWidget(ELEMENTWISE)
     root = ref.profile.root
@@ -43,9 +38,7 @@ def test_gpu_op_profile_with_idle(page, jupyter_lab):
 
 
 def test_gpu_trace_derived_lines(page, jupyter_lab):
-    widget = show_widget(
-        page, jupyter_lab, "gpu_trace.ipynb", f"import xprof_widgets as xw\nw = xw.TraceViewerWidget({str(GEMM)!r})\nw"
-    )
+    widget = show_widget(page, jupyter_lab, "gpu_trace.ipynb", tool_cell("TraceViewerWidget", GEMM))
     tr = xw.load_run(GEMM).trace()
     assert {
         "XLA Modules - from #16",

@@ -6,19 +6,14 @@ import xprof_widgets as xw
 from xprof_widgets.widgets.memory_profile import human_bytes
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, save_screenshot, show_widget, tool_cell
 from .test_platform import PAINTED_PIXELS_JS
 
 LOGDIR = PROFILES / "tpu_v6e_inference"
 
 
 def test_memory_profile_widget_in_lab(page, jupyter_lab):
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "memory_profile.ipynb",
-        f"import xprof_widgets as xw\nw = xw.MemoryProfileWidget({str(LOGDIR)!r})\nw",
-    )
+    widget = show_widget(page, jupyter_lab, "memory_profile.ipynb", tool_cell("MemoryProfileWidget", LOGDIR))
     run = xw.load_run(LOGDIR)
     first = run.memory_profile()
     assert widget.locator("[data-testid='memory-id']").input_value() == first.memory_id

@@ -7,16 +7,14 @@ import math
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import ARTIFACTS, save_screenshot, show_widget
+from .harness import ARTIFACTS, save_screenshot, show_widget, tool_cell
 from .test_platform import PAINTED_PIXELS_JS
 
 LOGDIR = PROFILES / "tpu_v6e_inference"
 
 
 def test_op_profile_widget_in_lab(page, jupyter_lab):
-    widget = show_widget(
-        page, jupyter_lab, "op_profile.ipynb", f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(LOGDIR)!r})\nw"
-    )
+    widget = show_widget(page, jupyter_lab, "op_profile.ipynb", tool_cell("OpProfileWidget", LOGDIR))
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     ref = xw.OpProfileWidget(LOGDIR)  # the same tree, to know where each wedge is
     root = ref.profile.root

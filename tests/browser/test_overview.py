@@ -5,15 +5,13 @@ step; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import click_a_step, finish, show_widget
+from .harness import click_a_step, finish, show_widget, tool_cell
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
 
 def test_overview_widget_in_lab(page, jupyter_lab):
-    widget = show_widget(
-        page, jupyter_lab, "overview.ipynb", f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(LOGDIR)!r})\nw"
-    )
+    widget = show_widget(page, jupyter_lab, "overview.ipynb", tool_cell("OverviewWidget", LOGDIR))
     expected = xw.load_run(LOGDIR).overview()
     assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
     assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
@@ -26,12 +24,7 @@ def test_overview_widget_in_lab(page, jupyter_lab):
 def test_overview_without_steps_in_lab(page, jupyter_lab):
     """The TPU inference run has no step markers: the page says how to add them and shows module latency."""
     logdir = PROFILES / "tpu_v6e_inference"
-    widget = show_widget(
-        page,
-        jupyter_lab,
-        "overview-tpu.ipynb",
-        f"import xprof_widgets as xw\nw = xw.OverviewWidget({str(logdir)!r})\nw",
-    )
+    widget = show_widget(page, jupyter_lab, "overview-tpu.ipynb", tool_cell("OverviewWidget", logdir))
     expected = xw.load_run(logdir).overview()
     assert "StepTraceAnnotation" in widget.locator("[data-testid='no-steps']").inner_text()
     table = widget.locator("[data-testid='module-latency']")

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ..conftest import PROFILES, TOOLS
-from .harness import ARTIFACTS, finish, save_screenshot, show_widget
+from .harness import ARTIFACTS, finish, save_screenshot, show_widget, tool_cell
 
 TOOL = TOOLS / "tile_xplane.py"
 TIMES = int(os.environ.get("XPROF_TRACE_ZOOM_TIMES", "12"))
@@ -71,7 +71,7 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
         page,
         jupyter_lab,
         "trace.ipynb",
-        f"import xprof_widgets as xw\nw = xw.TraceViewerWidget({str(path)!r})\nw",
+        tool_cell("TraceViewerWidget", path),
         timeout_ms=max(120_000, 4_000 * times),
     )
     count = widget.locator("[data-testid='event-count']").inner_text()

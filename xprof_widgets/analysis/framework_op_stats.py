@@ -42,28 +42,13 @@ IDLE = "IDLE"
 #: XProf shows at most this many ops per part (op_stats_to_tf_stats.cc kMaxNumOfOps).
 MAX_OPS = 500
 HOST_PLANE = "/host:CPU"
-COLUMNS = [
-    "rank",
-    "host_or_device",
-    "type",
-    "operation",
-    "occurrences",
-    "total_time",
-    "avg_time",
-    "total_self_time",
-    "avg_self_time",
-    "device_total_self_time_percent",
-    "device_cumulative_total_self_time_percent",
-    "host_total_self_time_percent",
-    "host_cumulative_total_self_time_percent",
-    "measured_flop_rate",
-    "model_flop_rate",
-    "measured_memory_bw",
-    "operational_intensity",
-    "gpu_tensorcore_utilization",
-    "bound_by",
-    "eager",
-]
+COLUMNS = (
+    "rank host_or_device type operation occurrences total_time avg_time total_self_time avg_self_time "
+    "device_total_self_time_percent device_cumulative_total_self_time_percent "
+    "host_total_self_time_percent host_cumulative_total_self_time_percent measured_flop_rate "
+    "model_flop_rate measured_memory_bw operational_intensity gpu_tensorcore_utilization bound_by "
+    "eager"
+).split()
 _DB_COLUMNS = [
     "name",
     "type",

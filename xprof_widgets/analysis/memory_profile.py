@@ -116,35 +116,12 @@ _STATS = [
     "shape",
 ]
 
-TIMELINE_COLUMNS = [
-    "time_ps",
-    "time_offset_ps",
-    "time_ms",
-    "heap_bytes",
-    "stack_bytes",
-    "free_bytes",
-    "fragmentation",
-    "peak_bytes_in_use",
-    "activity",
-    "op_name",
-    "requested_bytes",
-    "allocation_bytes",
-    "address",
-    "region_type",
-    "data_type",
-    "shape",
-    "step_id",
-]
+TIMELINE_COLUMNS = (
+    "time_ps time_offset_ps time_ms heap_bytes stack_bytes free_bytes fragmentation peak_bytes_in_use "
+    "activity op_name requested_bytes allocation_bytes address region_type data_type shape step_id"
+).split()
 _ROW_COLUMNS = ["op_name", "allocation_bytes", "requested_bytes", "region_type", "data_type", "shape"]
-BREAKDOWN_COLUMNS = [
-    "op_name",
-    "allocation_bytes",
-    "requested_bytes",
-    "occurrences",
-    "region_type",
-    "data_type",
-    "shape",
-]
+BREAKDOWN_COLUMNS = "op_name allocation_bytes requested_bytes occurrences region_type data_type shape".split()
 
 
 def data_type_name(number):

@@ -85,6 +85,13 @@ class OpNode:
         for c in self.children:
             yield from c.walk(depth + 1, self)
 
+    def paths(self, path=()):
+        """Yields (the names from the root down to a node, the node), depth-first."""
+        path = path + (self.name,)
+        yield path, self
+        for c in self.children:
+            yield from c.paths(path)
+
 
 class OpProfile:
     """An op profile of one run: `.root` (OpNode), `.group_by`,

@@ -45,19 +45,10 @@ MAX_RECORDS = 1000
 
 # XProf's roofline columns (roofline_model.json): the same head and tail on GPU and TPU,
 # the rates and intensities between them per memory the device has.
-_HEAD = [
-    "step",
-    "rank",
-    "category",
-    "operation",
-    "occurrences",
-    "total_time",
-    "avg_time",
-    "total_self_time",
-    "avg_self_time",
-    "total_self_time_percent",
-    "cumulative_total_self_time_percent",
-]
+_HEAD = (
+    "step rank category operation occurrences total_time avg_time total_self_time avg_self_time "
+    "total_self_time_percent cumulative_total_self_time_percent"
+).split()
 _TAIL = [
     "bottleneck_operational_intensity",
     "bound_by",

@@ -426,64 +426,11 @@ def hlo_module(data, label="HloModule") -> HloModule:
 
 # Opcodes XLA treats as elementwise (HloInstruction::IsOpElementwise).
 ELEMENTWISE_OPCODES = frozenset(
-    {
-        "abs",
-        "acos",
-        "acosh",
-        "asin",
-        "asinh",
-        "atanh",
-        "round-nearest-afz",
-        "round-nearest-even",
-        "ceil",
-        "count-leading-zeros",
-        "convert",
-        "bitcast-convert",
-        "copy",
-        "cosine",
-        "cosh",
-        "erf",
-        "exponential",
-        "exponential-minus-one",
-        "floor",
-        "imag",
-        "is-finite",
-        "log",
-        "log-plus-one",
-        "not",
-        "negate",
-        "popcnt",
-        "real",
-        "reduce-precision",
-        "rsqrt",
-        "logistic",
-        "sign",
-        "sine",
-        "sinh",
-        "sqrt",
-        "cbrt",
-        "tan",
-        "tanh",
-        "add",
-        "atan2",
-        "compare",
-        "complex",
-        "divide",
-        "maximum",
-        "minimum",
-        "multiply",
-        "mulhi",
-        "power",
-        "remainder",
-        "subtract",
-        "and",
-        "or",
-        "xor",
-        "shift-left",
-        "shift-right-arithmetic",
-        "shift-right-logical",
-        "stochastic-convert",
-        "select",
-        "clamp",
-    }
+    (
+        "abs acos acosh asin asinh atanh round-nearest-afz round-nearest-even ceil count-leading-zeros "
+        "convert bitcast-convert copy cosine cosh erf exponential exponential-minus-one floor imag is-finite "
+        "log log-plus-one not negate popcnt real reduce-precision rsqrt logistic sign sine sinh sqrt cbrt tan "
+        "tanh add atan2 compare complex divide maximum minimum multiply mulhi power remainder subtract and or "
+        "xor shift-left shift-right-arithmetic shift-right-logical stochastic-convert select clamp"
+    ).split()
 )
