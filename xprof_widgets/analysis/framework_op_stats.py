@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .kernel_stats import is_derived_id
+from .op_stats import device_framework_ops
 from .tf_op import _JAX_OP_TYPE, _TF_OP_NAME, _TF_OP_TYPE, name_scopes, parse_tf_op
 
 IDLE = "IDLE"
@@ -239,41 +240,7 @@ def device_tf_db(run, db, gpu_tf_ops=None):
         return None
     ops = db.ops
     if len(ops):
-        pairs = pd.DataFrame({"provenance": ops["provenance"].fillna("").astype(str), "hlo": ops["name"].astype(str)})
-        distinct = pairs.drop_duplicates()
-        keyed = {}
-        for prov, hlo in distinct.itertuples(index=False):  # distinct ops, never events
-            if not prov:
-                keyed[(prov, hlo)] = (hlo, "Unknown")
-            else:
-                _, name, kind = parse_tf_op(prov)
-                keyed[(prov, hlo)] = (name, kind or "Unknown")
-        key = [keyed[p] for p in zip(pairs["provenance"], pairs["hlo"])]
-        df = pd.DataFrame(
-            {
-                "name": [k[0] for k in key],
-                "type": [k[1] for k in key],
-                "occurrences": ops["occurrences"].to_numpy(np.int64),
-                "time_ps": ops["time_ps"].to_numpy(np.int64),
-                "self_time_ps": ops["self_time_ps"].to_numpy(np.int64),
-                "flops": ops["flops"].to_numpy(np.float64),
-                "model_flops": ops["model_flops"].to_numpy(np.float64),
-                "bytes_accessed": ops["bytes_accessed"].to_numpy(np.float64),
-            }
-        )
-        tf = (
-            df.groupby("name", sort=False)
-            .agg(
-                type=("type", "first"),
-                occurrences=("occurrences", "max"),
-                time_ps=("time_ps", "sum"),
-                self_time_ps=("self_time_ps", "sum"),
-                flops=("flops", "sum"),
-                model_flops=("model_flops", "sum"),
-                bytes_accessed=("bytes_accessed", "sum"),
-            )
-            .reset_index()
-        )
+        tf = device_framework_ops(ops)
         tf["is_eager"] = False
         if db.source == "gpu":
             from .overview import _gpu_tf_ops

@@ -324,6 +324,36 @@ def _program_names(run):
     return names
 
 
+def framework_op(provenance, hlo_name):
+    """(name, category) of the framework op an HLO op comes from, as XProf's TF-op
+    database keys it (`CreateTfMetricsDbFromDeviceOpMetricsDb`): the parsed provenance's
+    name and type ("Unknown" without a type); no provenance: (HLO name, "Unknown").
+    Vectorised over distinct values by the caller. Arguments are str.
+    """
+    if not provenance:
+        return hlo_name, "Unknown"
+    _, name, kind = parse_tf_op(provenance)
+    return name, kind or "Unknown"
+
+
+def device_framework_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """XProf's database of the framework ops that ran on the device
+    (`CreateTfMetricsDbFromDeviceOpMetricsDb`), from HLO op rows (`DeviceOpMetrics.ops`):
+    a row per framework op (`framework_op`), in the order first seen; its type is its
+    first HLO op's, its occurrences the most of any of its HLO ops', its times, FLOPs and
+    bytes summed. Columns: name, type, occurrences, time_ps, self_time_ps, flops,
+    model_flops, bytes_accessed."""
+    pairs = pd.Series(list(zip(ops["provenance"].astype(str), ops["name"].astype(str))), dtype=object)
+    mapped = {p: framework_op(*p) for p in pairs.drop_duplicates()}  # over distinct ops, never events
+    key = [mapped[p] for p in pairs]
+    counts = {c: ops[c].to_numpy(np.int64) for c in ("occurrences", "time_ps", "self_time_ps")}
+    amounts = {c: ops[c].to_numpy(np.float64) for c in ("flops", "model_flops", "bytes_accessed")}
+    df = pd.DataFrame({"name": [k[0] for k in key], "type": [k[1] for k in key], **counts, **amounts})
+    sums = {c: (c, "sum") for c in ("time_ps", "self_time_ps", *amounts)}
+    tf = df.groupby("name", sort=False).agg(type=("type", "first"), occurrences=("occurrences", "max"), **sums)
+    return tf.reset_index()
+
+
 @per_run
 def device_op_metrics(run) -> DeviceOpMetrics:
     """Per-HLO-op metrics of `run` (see DeviceOpMetrics): over all TPU cores

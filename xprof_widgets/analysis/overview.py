@@ -59,7 +59,7 @@ import pandas as pd
 from .gpu_device import gpu_model_name
 from .grouping import HOST_PLANE, _prev_enclosing, eager_events
 from .input_pipeline import input_pipeline
-from .op_stats import device_op_metrics, gpu_kernel_runs, is_derived_line
+from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs, is_derived_line
 from .tf_op import parse_tf_op
 from .xla_ops import program_modules
 
@@ -190,47 +190,13 @@ def combine_devices(devices):
     return kind, cores
 
 
-def framework_op(provenance, hlo_name):
-    """(name, category) of the framework op an HLO op comes from, as XProf's TF-op
-    database keys it (`CreateTfMetricsDbFromDeviceOpMetricsDb`): the parsed provenance's
-    name and type ("Unknown" without a type); no provenance: (HLO name, "Unknown").
-    Vectorised over distinct values by the caller. Arguments are str.
-    """
-    if not provenance:
-        return hlo_name, "Unknown"
-    _, name, kind = parse_tf_op(provenance)
-    return name, kind or "Unknown"
-
-
 def top_device_ops(db, n=TOP_OPS_SHOWN) -> pd.DataFrame:
     """The top `n` framework ops by device self time (see `OverviewResult`)
     from a `op_stats.DeviceOpMetrics`."""
     ops = db.ops[db.ops["occurrences"] > 0]
     if ops.empty:
         return pd.DataFrame(columns=TOP_OP_COLUMNS)
-    pairs = pd.Series(list(zip(ops["provenance"].astype(str), ops["name"].astype(str))))
-    distinct = pairs.drop_duplicates()
-    mapped = {p: framework_op(*p) for p in distinct}  # over distinct ops, not events
-    key = [mapped[p] for p in pairs]
-    df = pd.DataFrame(
-        {
-            "operation": [k[0] for k in key],
-            "category": [k[1] for k in key],
-            "self_time_ps": ops["self_time_ps"].to_numpy(np.int64),
-            "time_ps": ops["time_ps"].to_numpy(np.int64),
-            "flops": ops["flops"].to_numpy(np.float64),
-            "occurrences": ops["occurrences"].to_numpy(np.int64),
-        }
-    )
-    # A framework op's category is its first HLO op's; its count the largest.
-    g = df.groupby("operation", sort=False)
-    tf = g.agg(
-        category=("category", "first"),
-        self_time_ps=("self_time_ps", "sum"),
-        time_ps=("time_ps", "sum"),
-        flops=("flops", "sum"),
-        occurrences=("occurrences", "max"),
-    ).reset_index()
+    tf = device_framework_ops(ops).rename(columns={"name": "operation", "type": "category"})
     total = float(db.total_op_time_ps) or float(tf["self_time_ps"].sum())
     order = np.lexsort((np.arange(len(tf)), -tf["self_time_ps"].to_numpy()))
     tf = tf.iloc[order[:n]].reset_index(drop=True)
