@@ -510,18 +510,9 @@ def _introsort_order(keys) -> list:
     def median_to_first(result, a, b, c):
         A, B, C = items[a], items[b], items[c]
         if before(A, B):
-            if before(B, C):
-                pick = b
-            elif before(A, C):
-                pick = c
-            else:
-                pick = a
-        elif before(A, C):
-            pick = a
-        elif before(B, C):
-            pick = c
+            pick = b if before(B, C) else c if before(A, C) else a
         else:
-            pick = b
+            pick = a if before(A, C) else c if before(B, C) else b
         items[result], items[pick] = items[pick], items[result]
 
     def partition(lo, hi, pivot):

@@ -93,19 +93,19 @@ class OpNode:
             yield from c.paths(path)
 
 
+@dataclass(eq=False, repr=False)
 class OpProfile:
     """An op profile of one run: `.root` (OpNode), `.group_by`,
     `.exclude_idle`, `.reason` (why the tree is empty, else ""), `.source`
     ("tpu", "gpu" or "cpu", see `device_op_metrics`), `.notes` (what is
     estimated or unknown for GPU/CPU ops, else "")."""
 
-    def __init__(self, root, group_by, exclude_idle, reason="", source="tpu", notes=""):
-        self.root = root
-        self.group_by = group_by
-        self.exclude_idle = exclude_idle
-        self.reason = reason
-        self.source = source
-        self.notes = notes
+    root: OpNode
+    group_by: str
+    exclude_idle: bool
+    reason: str = ""
+    source: str = "tpu"
+    notes: str = ""
 
     @property
     def empty(self):

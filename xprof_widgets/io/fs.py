@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import ProfileError
+from ..errors import ProfileError, os_errors
 
 
 def is_url(path: object) -> bool:
@@ -66,14 +66,8 @@ def listdir(path: Path | str) -> tuple[list[Any], list[Any]]:
     """(folders, files) directly inside `path`, each sorted, as paths of the same kind.
     Raises ProfileError when `path` is no folder (any more: runs come and go)."""
     if not is_url(path):
-        try:
+        with os_errors(path, "listed", "no such folder (removed while it was read?)", "is not a folder"):
             entries = sorted(Path(path).iterdir())
-        except FileNotFoundError:
-            raise ProfileError(path, "no such folder (removed while it was read?)") from None
-        except NotADirectoryError:
-            raise ProfileError(path, "is not a folder") from None
-        except OSError as e:
-            raise ProfileError(path, f"cannot be listed ({e.strerror or e})") from None
         return [p for p in entries if p.is_dir()], [p for p in entries if p.is_file()]
     fs = _fs(str(path))
     proto = _protocol(str(path))
@@ -86,31 +80,17 @@ def listdir(path: Path | str) -> tuple[list[Any], list[Any]]:
 
 
 def size(path: Path | str) -> int:
-    try:
+    with os_errors(path, missing="no such file (removed while it was read?)"):
         return _fs(str(path)).size(path) if is_url(path) else Path(path).stat().st_size
-    except FileNotFoundError:
-        raise ProfileError(path, "no such file (removed while it was read?)") from None
 
 
 def read_bytes(path: str) -> bytes:
     """All bytes of a file at a URL (local files are read by xspace.read_padded)."""
-    try:
+    with os_errors(path):
         return _fs(str(path)).cat_file(path)
-    except FileNotFoundError:
-        raise ProfileError(path, "no such file") from None
-    except OSError as e:
-        raise ProfileError(path, f"cannot be read ({e})") from None
 
 
 def read_head(path: Path | str, n: int = 2) -> bytes:
     """The first `n` bytes of a file."""
-    try:
-        if is_url(path):
-            with _fs(str(path)).open(path, "rb") as f:
-                return f.read(n)
-        with open(path, "rb") as f:
-            return f.read(n)
-    except FileNotFoundError:
-        raise ProfileError(path, "no such file") from None
-    except OSError as e:
-        raise ProfileError(path, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    with os_errors(path), _fs(str(path)).open(path, "rb") if is_url(path) else open(path, "rb") as f:
+        return f.read(n)

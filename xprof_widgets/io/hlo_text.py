@@ -283,28 +283,13 @@ def _extra_attributes(instr):
             if v:
                 attrs.append(f"{label}=" + _dims(v))
         _precision(p, attrs)
-    elif op == "gather":
-        attrs.append(
-            _dimension_numbers(
-                p.gather_dimension_numbers,
-                ["offset_dims", "collapsed_slice_dims", "start_index_map"],
-                ["operand_batching_dims", "start_indices_batching_dims"],
-            )
-        )
-        attrs.append("slice_sizes=" + _dims(p.gather_slice_sizes))
+    elif op in _INDEXED_DIMS:
+        attrs.append(_dimension_numbers(p, *_INDEXED_DIMS[op]))
+        if op == "gather":
+            attrs.append("slice_sizes=" + _dims(p.gather_slice_sizes))
         if p.indices_are_sorted:
             attrs.append("indices_are_sorted=true")
-    elif op == "scatter":
-        attrs.append(
-            _dimension_numbers(
-                p.scatter_dimension_numbers,
-                ["update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"],
-                ["input_batching_dims", "scatter_indices_batching_dims"],
-            )
-        )
-        if p.indices_are_sorted:
-            attrs.append("indices_are_sorted=true")
-        if p.unique_indices:
+        if op == "scatter" and p.unique_indices:
             attrs.append("unique_indices=true")
     elif op in ("reduce-window", "select-and-scatter"):
         attrs.append("window={" + _window_text(p.window) + "}")
@@ -348,9 +333,26 @@ def _extra_attributes(instr):
     return attrs
 
 
-def _dimension_numbers(d, always, if_set) -> str:
-    """Gather / scatter dimension numbers: the fields XLA always prints, the batching ones
-    when set, then index_vector_dim."""
+# Gather and scatter: the proto field of their dimension numbers, the fields XLA always
+# prints, and the batching ones it prints when set.
+_INDEXED_DIMS = {
+    "gather": (
+        "gather_dimension_numbers",
+        "offset_dims collapsed_slice_dims start_index_map".split(),
+        "operand_batching_dims start_indices_batching_dims".split(),
+    ),
+    "scatter": (
+        "scatter_dimension_numbers",
+        "update_window_dims inserted_window_dims scatter_dims_to_operand_dims".split(),
+        "input_batching_dims scatter_indices_batching_dims".split(),
+    ),
+}
+
+
+def _dimension_numbers(p, field, always, if_set) -> str:
+    """Gather / scatter dimension numbers (`field` of instruction `p`): the fields XLA
+    always prints, the batching ones when set, then index_vector_dim."""
+    d = getattr(p, field)
     parts = [f"{k}={_dims(getattr(d, k))}" for k in always]
     parts += [f"{k}={_dims(getattr(d, k))}" for k in if_set if getattr(d, k)]
     parts.append(f"index_vector_dim={d.index_vector_dim}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, os_errors
 from . import column_cache, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
@@ -749,10 +749,8 @@ class XSpaceFile:
 
     def _read_data(self):
         key = self._source_key
-        try:
+        with os_errors(self.path):
             now = column_cache.source_key(self.path)
-        except OSError as e:
-            raise ProfileError(self.path, f"cannot be read ({e.strerror or e})") from None
         if key is not None and any(now[k] != key[k] for k in ("size", "mtime_ns", "inode")):
             raise ProfileError(self.path, "changed on disk since it was opened: open it again")
         buf, size = read_padded(self.path)
@@ -853,26 +851,18 @@ def read_padded(path, progress=None):
     (`READ_CHUNK_BYTES`); for a gzip file these are compressed bytes, and the
     decompression follows the last call. Raises ProfileError.
     """
-    p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            size = os.fstat(f.fileno()).st_size
-            if str(path).endswith(".gz") or head == b"\x1f\x8b":
-                packed = bytearray(size)
-                got = _read_chunks(f, memoryview(packed), progress)
-                return wire.padded(inflate(memoryview(packed)[:got], path))
-            _check_fits(path, size)
-            buf = bytearray(size + wire.PADDING)
-            got = _read_chunks(f, memoryview(buf)[:size], progress)
-            return buf, got
-    except FileNotFoundError:
-        raise ProfileError(path, "no such file") from None
-    except IsADirectoryError:
-        raise ProfileError(path, "is a directory, not a .xplane.pb file") from None
-    except OSError as e:
-        raise ProfileError(path, f"cannot be read ({e.strerror or e})") from None
+    with os_errors(path, wrong_kind="is a directory, not a .xplane.pb file"), open(Path(path), "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        size = os.fstat(f.fileno()).st_size
+        if str(path).endswith(".gz") or head == b"\x1f\x8b":
+            packed = bytearray(size)
+            got = _read_chunks(f, memoryview(packed), progress)
+            return wire.padded(inflate(memoryview(packed)[:got], path))
+        _check_fits(path, size)
+        buf = bytearray(size + wire.PADDING)
+        got = _read_chunks(f, memoryview(buf)[:size], progress)
+        return buf, got
 
 
 #: A .gz profile may inflate to at most this many times its size (real ones: 5-20x), and

@@ -54,6 +54,7 @@ __all__ = [
     "built_without_comm",
     "encode_columns",
     "hover_and_tap",
+    "one_of",
     "selection_look",
     "strip_chrome",
 ]
@@ -103,6 +104,14 @@ def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True,
     fig.add_tools(HoverTool(renderers=renderers, tooltips=tooltips, **hover))
     if tap:
         fig.add_tools(TapTool(renderers=renderers))
+
+
+def one_of(value: Any, choices: Any, what: str) -> Any:
+    """`value`, if it is one of `choices`; else a TraitError that lists them (`what`:
+    "host", "module", ...). For trait validators."""
+    if value not in choices:
+        raise traitlets.TraitError(f"no {what} {value!r}; {what}s: {list(choices)}")
+    return value
 
 
 def selection_look(fade: float = 0.45) -> dict[str, Any]:

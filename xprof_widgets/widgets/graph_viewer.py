@@ -37,7 +37,7 @@ from ..errors import ProfileError
 from ..format import duration
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
-from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, strip_chrome
+from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, one_of, strip_chrome
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
@@ -301,9 +301,7 @@ class GraphViewerWidget(BokehWidget):
 
     @traitlets.validate("module")
     def _check_module(self, proposal):
-        if proposal["value"] not in self._modules.protos:
-            raise traitlets.TraitError(f"no module {proposal['value']!r}; modules: {sorted(self._modules.protos)}")
-        return proposal["value"]
+        return one_of(proposal["value"], sorted(self._modules.protos), "module")
 
     @traitlets.observe("op")
     def _op_changed(self, change):

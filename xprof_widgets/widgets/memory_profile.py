@@ -17,7 +17,7 @@ from bokeh.plotting import figure
 
 from ..format import size as human_bytes
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap
+from ._bokeh import BokehWidget, hover_and_tap, one_of
 from ._html import esc, notice, options, plain_table, sortable_headers, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
@@ -74,16 +74,12 @@ class MemoryProfileWidget(BokehWidget):
 
     @traitlets.validate("host")
     def _check_host(self, proposal):
-        if proposal["value"] not in self.run.hosts:
-            raise traitlets.TraitError(f"no host {proposal['value']!r}; hosts: {self.run.hosts}")
-        return proposal["value"]
+        return one_of(proposal["value"], self.run.hosts, "host")
 
     @traitlets.validate("memory_id")
     def _check_memory_id(self, proposal):
-        ids = self._memory_ids(self.host)
-        if proposal["value"] and proposal["value"] not in ids:
-            raise traitlets.TraitError(f"no memory id {proposal['value']!r}; memory ids: {ids}")
-        return proposal["value"]
+        value = proposal["value"]
+        return one_of(value, self._memory_ids(self.host), "memory id") if value else value
 
     @traitlets.observe("host", "memory_id")
     def _recompute(self, change=None):

@@ -20,7 +20,7 @@ from ..analysis.memory_viewer import default_module
 from ..format import mib
 from ..run import as_run
 from ..tools import NO_HLO_MODULES
-from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
+from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome
 from ._html import esc, notice, options, stat_cards
 
 MIB = 2**20
@@ -64,9 +64,7 @@ class MemoryViewerWidget(BokehWidget):
 
     @traitlets.validate("module")
     def _check_module(self, proposal):
-        if proposal["value"] not in self.run.hlo_protos:
-            raise traitlets.TraitError(f"no module {proposal['value']!r}; modules: {sorted(self.run.hlo_protos)}")
-        return proposal["value"]
+        return one_of(proposal["value"], sorted(self.run.hlo_protos), "module")
 
     @traitlets.observe("module", "memory_space")
     def _recompute(self, change=None):

@@ -27,7 +27,7 @@ from bokeh.plotting import figure
 
 from ..analysis.roofline import GIBI_IN_GIGA
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
+from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import Column, SortedTable, contains, sort_frame, table_html
@@ -171,9 +171,7 @@ class RooflineWidget(SortedTable, BokehWidget):
 
     @traitlets.validate("step")
     def _check_step(self, proposal):
-        if self._ready and len(self.model) and proposal["value"] not in self.steps:
-            raise traitlets.TraitError(f"no step {proposal['value']!r}; steps: {self.steps}")
-        return proposal["value"]
+        return one_of(proposal["value"], self.steps, "step") if self._ready and len(self.model) else proposal["value"]
 
     @traitlets.observe("step", "category", "include_infeed_outfeed", "name_filter")
     def _refilter(self, change):
