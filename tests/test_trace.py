@@ -228,13 +228,15 @@ def test_derived_lines_merge_rule_by_hand():
     assert (tracks.loc[tracks["derived"], "line"] == -1).all()
     assert list(tracks["tid"][3:]) == [0xDEADBEEF + 2, 0xDEADBEEF + 3, 0xDEADBEEF + 7, 0xDEADBEEF + 8, 0xDEADBEEF + 9]
     ops_track, ops = _derived_events(tr, "Framework Ops")
-    assert ops == [
-        ("dot", 0, 0, 20_000),
-        ("add", 0, 20_000, 30_000),
-        ("add", 0, 30_000, 100_000),
-        ("add", 0, 200_000, 210_000),
-        ("x", 0, 400_000, 403_000),
-        ("x", 0, 410_000, 411_000),
+    # Framework ops do not nest (all in row 0): (name, start, end).
+    assert {row for _, row, _, _ in ops} == {0}
+    assert [(name, start, end) for name, _, start, end in ops] == [
+        ("dot", 0, 20_000),
+        ("add", 20_000, 30_000),
+        ("add", 30_000, 100_000),
+        ("add", 200_000, 210_000),
+        ("x", 400_000, 403_000),
+        ("x", 410_000, 411_000),
     ]
     _, scopes = _derived_events(tr, "Framework Name Scope")
     assert scopes == [

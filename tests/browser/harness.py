@@ -15,6 +15,8 @@ import urllib.request
 import nbformat
 import pytest
 
+import xprof_widgets as xw
+
 CHROMIUM = "/usr/bin/chromium"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
@@ -117,6 +119,17 @@ def show_widget(page, jupyter_lab, nb_name, source, ready_count=1, timeout_ms=No
     widget = page.locator(".xprof-widget").first
     widget.scroll_into_view_if_needed()
     return widget
+
+
+def show_step_page(page, jupyter_lab, widget_class, logdir, analysis):
+    """Show `xw.<widget_class>(logdir)`, a page with a step-time graph (overview, input
+    pipeline), and check its average step time and recommendation against the run's
+    `analysis` ("overview", "input_pipeline"): (the widget's locator, that result)."""
+    widget = show_widget(page, jupyter_lab, f"{analysis}.ipynb", tool_cell(widget_class, logdir))
+    expected = getattr(xw.load_run(logdir), analysis)()
+    assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
+    assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
+    return widget, expected
 
 
 def click_a_step(page, widget):

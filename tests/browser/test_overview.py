@@ -5,16 +5,13 @@ step; nothing fetched from off this machine."""
 import xprof_widgets as xw
 
 from ..conftest import PROFILES
-from .harness import click_a_step, finish, show_widget, tool_cell
+from .harness import click_a_step, finish, show_step_page, show_widget, tool_cell
 
 LOGDIR = PROFILES / "tf_keras_cpu"
 
 
 def test_overview_widget_in_lab(page, jupyter_lab):
-    widget = show_widget(page, jupyter_lab, "overview.ipynb", tool_cell("OverviewWidget", LOGDIR))
-    expected = xw.load_run(LOGDIR).overview()
-    assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
-    assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
+    widget, expected = show_step_page(page, jupyter_lab, "OverviewWidget", LOGDIR, "overview")
     assert widget.locator("[data-stat='device_type']").inner_text() == expected.device_type
     chosen = click_a_step(page, widget)
     assert chosen.inner_text().startswith("Selected train ")

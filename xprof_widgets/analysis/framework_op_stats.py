@@ -91,7 +91,7 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat):
             events, values = st.strings("tf_op")
             nonempty = values != ""
             events, values = events[nonempty], values[nonempty]
-            distinct, inverse = np.unique(values.astype(str), return_inverse=True)
+            inverse, distinct = pd.factorize(values.astype(str))  # hashed: no sort of the strings
             ids = np.array([parsed.setdefault(v, len(parsed)) for v in distinct], dtype=np.int64)
             ev.append(events)
             sub.append(np.ones(len(events), np.int64))
@@ -165,10 +165,21 @@ def host_op_db(spaces, eager=None):
         types.append(kind)
     ops = None
     if frames:
-        ops = pd.concat(frames, ignore_index=True)
+        # Summed per op string first (integer keys), in the order they entered; _op_db then
+        # keys them by name (several strings may name one op).
+        ops = (
+            pd.concat(frames, ignore_index=True)
+            .groupby("op", sort=False)
+            .agg(
+                occurrences=("time_ps", "size"),
+                time_ps=("time_ps", "sum"),
+                self_time_ps=("self_time_ps", "sum"),
+                is_eager=("is_eager", "any"),
+            )
+            .reset_index()
+        )
         ops["name"] = np.asarray(names, dtype=object)[ops["op"].to_numpy()]
         ops["type"] = np.asarray(types, dtype=object)[ops["op"].to_numpy()]
-        ops["occurrences"] = 1
     return _op_db(ops, total_time, op_time)
 
 

@@ -56,10 +56,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .framework_op_stats import host_op_db
 from .gpu_device import gpu_model_name
-from .grouping import HOST_PLANE, _prev_enclosing, eager_events
+from .grouping import _prev_enclosing, eager_events
 from .input_pipeline import input_pipeline
-from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs, is_derived_line
+from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs
 from .tf_op import parse_tf_op
 from .xla_ops import program_modules
 
@@ -283,7 +284,8 @@ def _stack_self_time(begin, end):
 
 
 def host_op_metrics(space, eager=None) -> pd.DataFrame:
-    """XProf's host op database of one file (`ConvertHostThreadsXPlaneToOpMetricsDb`).
+    """XProf's host op database of one file (`ConvertHostThreadsXPlaneToOpMetricsDb`:
+    `framework_op_stats.host_op_db`, without IDLE).
 
     One row per framework op: name (the op name of `ParseTfOpFullname`),
     occurrences, time_ps, self_time_ps (less the time of framework ops nested in
@@ -293,72 +295,10 @@ def host_op_metrics(space, eager=None) -> pd.DataFrame:
     or pass `eager`), and the events with a non-empty `tf_op` stat (never eager).
     Not reimplemented: input pipeline stage ids (`_ipl_stage_id`).
     """
-    plane = space.plane(HOST_PLANE)
-    if plane is None or not len(plane.lines):
+    db = host_op_db([space], None if eager is None else [eager])
+    if db is None:
         return pd.DataFrame(columns=HOST_OP_COLUMNS)
-    if eager is None:
-        eager = eager_events(space)
-    has_tf_op_stat = "tf_op" in plane.stat_names.values()
-    per_names = {}  # the lines of a plane share its name table: parse each name once
-    frames = []
-    for li, line in enumerate(plane.lines):
-        if not len(line) or is_derived_line(line):
-            continue
-        names = line.names()
-        codes = np.asarray(names.codes)
-        if id(names.categories) not in per_names:  # (the categories are kept: the key is their id)
-            cats = [str(c) for c in names.categories]
-            per_names[id(names.categories)] = (
-                names.categories,
-                np.array([parse_tf_op(c)[1] for c in cats] + [""], dtype=object),
-                np.array([parse_tf_op(c)[0] != "unknown" and c != "" for c in cats] + [False], dtype=bool),
-            )
-        op_names, known = per_names[id(names.categories)][1:]
-        by_name = np.flatnonzero(known[codes])
-        ev = [by_name]
-        sub = [np.zeros(len(by_name), np.int64)]
-        key = [op_names[codes[by_name]]]
-        marked = [eager.get((HOST_PLANE, li), np.zeros(len(line), bool))[by_name]]
-        if has_tf_op_stat:
-            by_stat, values = line.stat_table(names=["tf_op"]).strings("tf_op")
-            nonempty = values != ""
-            by_stat, values = by_stat[nonempty], values[nonempty]
-            distinct = {v: parse_tf_op(v)[1] for v in set(values)}
-            ev.append(by_stat)
-            sub.append(np.ones(len(by_stat), np.int64))
-            key.append(np.array([distinct[v] for v in values], dtype=object))
-            marked.append(np.zeros(len(by_stat), bool))
-        ev, sub = np.concatenate(ev), np.concatenate(sub)
-        if not len(ev):
-            continue
-        order = np.lexsort((sub, ev))  # XProf's push order: by event, the name's op first
-        ev = ev[order]
-        begin = line.start_ps[ev].astype(np.int64)
-        end = begin + line.event_duration_ps[ev].astype(np.int64)
-        counted, self_ps = _stack_self_time(begin, end)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "name": np.concatenate(key)[order][counted],
-                    "time_ps": (end - begin)[counted],
-                    "self_time_ps": self_ps[counted],
-                    "is_eager": np.concatenate(marked)[order][counted],
-                }
-            )
-        )
-    if not frames:
-        return pd.DataFrame(columns=HOST_OP_COLUMNS)
-    df = pd.concat(frames, ignore_index=True)
-    return (
-        df.groupby("name", sort=False)
-        .agg(
-            occurrences=("time_ps", "size"),
-            time_ps=("time_ps", "sum"),
-            self_time_ps=("self_time_ps", "sum"),
-            is_eager=("is_eager", "any"),
-        )
-        .reset_index()[HOST_OP_COLUMNS]
-    )
+    return db[0].iloc[:-1][HOST_OP_COLUMNS].reset_index(drop=True)  # IDLE is last
 
 
 def gpu_device_ops(run, space) -> pd.DataFrame:
