@@ -46,6 +46,23 @@ def _cls(delta):
     return ' class="num up"' if delta > 0 else ' class="num down"'
 
 
+def _ms(x, signed=False):
+    return _num(x, "+,.3f" if signed else ",.3f")
+
+
+def _size(x, signed=False):
+    return size_short(x)
+
+
+def _diff_cells(a, b, delta, ratio, text):
+    """The cells of one quantity: in run a, in run b, b - a (coloured) and the change;
+    `text(value, signed)` writes a value."""
+    return (
+        f"<td class=num>{esc(text(a))}</td><td class=num>{esc(text(b))}</td>"
+        f"<td{_cls(delta)}>{esc(text(delta, True))}</td><td class=num>{_pct(ratio)}</td>"
+    )
+
+
 def breakdown_figure(result: CompareResult):
     """One stacked bar per run: its average step, by XProf's breakdown (ms)."""
     steps = result.steps.set_index("quantity")
@@ -105,9 +122,7 @@ class CompareWidget(BokehWidget):
     def _steps_html(self):
         r = self.result
         rows = (
-            f"<tr><td>{esc(x.label)}</td><td class=num>{_num(x.a_ms, ',.3f')}</td>"
-            f"<td class=num>{_num(x.b_ms, ',.3f')}</td>"
-            f"<td{_cls(x.delta_ms)}>{_num(x.delta_ms, '+,.3f')}</td><td class=num>{_pct(x.ratio)}</td></tr>"
+            f"<tr><td>{esc(x.label)}</td>{_diff_cells(x.a_ms, x.b_ms, x.delta_ms, x.ratio, _ms)}</tr>"
             for x in r.steps.itertuples(index=False)
         )
         headers = ["Average per step (ms)", "a", "b", "b - a", "change"]
@@ -129,8 +144,7 @@ class CompareWidget(BokehWidget):
         rows = (
             f'<tr data-present="{esc(x.present)}"><td>{esc(x.hlo_op_name)}</td><td>{esc(x.program)}</td>'
             f"<td>{esc(x.category)}</td><td>{esc(x.present)}</td>"
-            f"<td class=num>{x.total_time_a_ps / 1e9:,.3f}</td><td class=num>{x.total_time_b_ps / 1e9:,.3f}</td>"
-            f"<td{_cls(x.delta_ps)}>{x.delta_ps / 1e9:+,.3f}</td><td class=num>{_pct(x.ratio)}</td>"
+            + _diff_cells(x.total_time_a_ps / 1e9, x.total_time_b_ps / 1e9, x.delta_ps / 1e9, x.ratio, _ms)
             + (
                 f"<td class=num>{util(x.flops_utilization_a)}</td><td class=num>{util(x.flops_utilization_b)}</td>"
                 if has_util
@@ -156,10 +170,8 @@ class CompareWidget(BokehWidget):
             rows = (
                 f"<tr><td>{esc(x.name)}</td><td>{esc(x.module_a if isinstance(x.module_a, str) else '')}</td>"
                 f"<td>{esc(x.module_b if isinstance(x.module_b, str) else '')}</td>"
-                f"<td class=num>{esc(size_short(x.peak_heap_a_bytes))}</td>"
-                f"<td class=num>{esc(size_short(x.peak_heap_b_bytes))}</td>"
-                f"<td{_cls(x.delta_bytes)}>{esc(size_short(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td>"
-                f"<td>{esc(x.matched_by)}</td></tr>"
+                + _diff_cells(x.peak_heap_a_bytes, x.peak_heap_b_bytes, x.delta_bytes, x.ratio, _size)
+                + f"<td>{esc(x.matched_by)}</td></tr>"
                 for x in r.modules.itertuples(index=False)
             )
             headers = ["Module", "a", "b", "Peak heap a", "Peak heap b", "b - a", "change", "Matched by"]
@@ -167,9 +179,9 @@ class CompareWidget(BokehWidget):
         parts.append(self._note(r.modules_reason, "modules-reason"))
         if len(r.allocators):
             rows = (
-                f"<tr><td>{esc(x.memory_id)}</td><td class=num>{esc(size_short(x.peak_bytes_in_use_a))}</td>"
-                f"<td class=num>{esc(size_short(x.peak_bytes_in_use_b))}</td>"
-                f"<td{_cls(x.delta_bytes)}>{esc(size_short(x.delta_bytes))}</td><td class=num>{_pct(x.ratio)}</td></tr>"
+                f"<tr><td>{esc(x.memory_id)}</td>"
+                + _diff_cells(x.peak_bytes_in_use_a, x.peak_bytes_in_use_b, x.delta_bytes, x.ratio, _size)
+                + "</tr>"
                 for x in r.allocators.itertuples(index=False)
             )
             headers = ["Memory id", "Peak in use a", "Peak in use b", "b - a", "change"]
