@@ -22,17 +22,13 @@ from ..analysis.compare import (
     CompareResult,
     compare,
 )
-from ..format import change, size_short
+from ..format import change, number, percent, size_short
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
 from ._html import esc, plain_table
 
 #: Op rows shown in the table (all are in `result.ops`).
 OP_ROWS = 30
-
-
-def _num(x, fmt):
-    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
 
 
 def _pct(ratio):
@@ -47,7 +43,7 @@ def _cls(delta):
 
 
 def _ms(x, signed=False):
-    return _num(x, "+,.3f" if signed else ",.3f")
+    return number(x, "+,.3f" if signed else ",.3f", missing="")
 
 
 def _size(x, signed=False):
@@ -136,7 +132,7 @@ class CompareWidget(BokehWidget):
             return self._note(r.ops_reason or "No HLO ops in either run.", "ops-reason")
 
         def util(x):
-            return f"{_num(100 * x, '.1f')} %" if x is not None and math.isfinite(x) else ""
+            return percent(x, digits=1) if x is not None and math.isfinite(x) else ""
 
         shown = r.ops.head(self.max_ops)
         # Utilisation needs the chip's peaks; XLA:CPU has none, so no empty columns.
