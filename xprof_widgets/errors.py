@@ -13,16 +13,18 @@ class ProfileError(Exception):
         super().__init__(f"{self.path}: {problem}")
 
 
+NO_SUCH_FILE = {FileNotFoundError: "no such file"}
+
+
 @contextlib.contextmanager
-def os_errors(path: object, action: str = "read", missing: str = "no such file", wrong_kind: str = "") -> Iterator:
-    """OSErrors raised inside become a ProfileError naming `path`: `missing` when it is
-    not there, `wrong_kind` (if given) when it is a folder where a file was wanted or the
-    other way round, else "cannot be <action> (the system's reason)"."""
+def os_errors(path: object, action: str = "read", problems: dict = NO_SUCH_FILE) -> Iterator:
+    """OSErrors raised inside become a ProfileError naming `path`: the problem `problems`
+    gives for the error's kind (an OSError subclass -> words), else "cannot be <action>
+    (the system's reason)"."""
     try:
         yield
-    except FileNotFoundError:
-        raise ProfileError(path, missing) from None
     except OSError as e:
-        if wrong_kind and isinstance(e, (IsADirectoryError, NotADirectoryError)):
-            raise ProfileError(path, wrong_kind) from None
+        for kind, problem in problems.items():
+            if isinstance(e, kind):
+                raise ProfileError(path, problem) from None
         raise ProfileError(path, f"cannot be {action} ({getattr(e, 'strerror', None) or e})") from None

@@ -66,7 +66,8 @@ def listdir(path: Path | str) -> tuple[list[Any], list[Any]]:
     """(folders, files) directly inside `path`, each sorted, as paths of the same kind.
     Raises ProfileError when `path` is no folder (any more: runs come and go)."""
     if not is_url(path):
-        with os_errors(path, "listed", "no such folder (removed while it was read?)", "is not a folder"):
+        gone = {FileNotFoundError: "no such folder (removed while it was read?)", NotADirectoryError: "is not a folder"}
+        with os_errors(path, "listed", gone):
             entries = sorted(Path(path).iterdir())
         return [p for p in entries if p.is_dir()], [p for p in entries if p.is_file()]
     fs = _fs(str(path))
@@ -80,7 +81,7 @@ def listdir(path: Path | str) -> tuple[list[Any], list[Any]]:
 
 
 def size(path: Path | str) -> int:
-    with os_errors(path, missing="no such file (removed while it was read?)"):
+    with os_errors(path, problems={FileNotFoundError: "no such file (removed while it was read?)"}):
         return _fs(str(path)).size(path) if is_url(path) else Path(path).stat().st_size
 
 
