@@ -9,11 +9,11 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis import grouping as G
+from xprof_widgets.analysis.framework_op_stats import _stack_self_time
 from xprof_widgets.analysis.op_stats import framework_op
 from xprof_widgets.analysis.overview import (
     EAGER_REPORT_PERCENT,
     TOP_OPS_SHOWN,
-    _stack_self_time,
     eager_recommendation,
     host_op_metrics,
     overview,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .grouping import _prev_enclosing, eager_events
 from .kernel_stats import is_derived_id
 from .op_stats import device_framework_ops
 from .tf_op import _JAX_OP_TYPE, _TF_OP_NAME, _TF_OP_TYPE, name_scopes, parse_tf_op
@@ -109,12 +110,67 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat):
     )
 
 
+def _stack_self_time(begin, end):
+    """(counted, self time) of nested activities on one thread, as XProf's op stack has them.
+
+    XProf (`ProcessTfActivities`) sorts the begins and ends of the activities by
+    time, stable (each activity's begin, then its end, in line order), pushes on a
+    begin and, on an end, pops down to that activity: one that was popped over is
+    dropped, and so is one whose end finds it gone. A counted activity adds its
+    duration to the children time of the one below it. Properly nested activities
+    (the usual case) are done with arrays; otherwise a loop over the sorted ends.
+    """
+    n = len(begin)
+    dur = end - begin
+    if n == 0:
+        return np.zeros(0, bool), dur
+    ts = np.concatenate([begin, end])
+    closing = np.repeat([False, True], n)
+    act = np.tile(np.arange(n), 2)
+    order = np.lexsort((2 * act + closing, ts))
+    closing, act = closing[order], act[order]
+    depth = np.cumsum(np.where(closing, -1, 1))
+    level = depth + closing  # an open's level after its push, a close's before its pop
+    by_level = np.lexsort((np.arange(2 * n), level))
+    prev = np.roll(by_level, 1)
+    close_at = np.flatnonzero(closing[by_level])
+    matched = (
+        (level[prev[close_at]] == level[by_level[close_at]])
+        & ~closing[prev[close_at]]
+        & (act[prev[close_at]] == act[by_level[close_at]])
+    )
+    if matched.all():  # every end finds its activity on top
+        pos = np.empty(2 * n, np.int64)
+        pos[order] = np.arange(2 * n)
+        open_pos, close_pos = pos[:n], pos[n:]
+        by_open = np.argsort(open_pos)
+        parent = _prev_enclosing(close_pos[by_open])
+        has = parent >= 0
+        children = np.zeros(n, np.int64)
+        np.add.at(children, by_open[parent[has]], dur[by_open[has]])
+        return np.ones(n, bool), dur - children
+    counted = np.zeros(n, bool)
+    children = np.zeros(n, np.int64)
+    stack = []
+    for a, is_close in zip(act.tolist(), closing.tolist()):
+        if not is_close:
+            stack.append(a)
+            continue
+        if a not in stack:
+            continue
+        while stack[-1] != a:
+            stack.pop()
+        stack.pop()
+        counted[a] = True
+        if stack:
+            children[stack[-1]] += dur[a]
+    return counted, dur - children
+
+
 def host_op_db(spaces, eager=None):
     """XProf's host op database over the files `spaces`, combined: (DataFrame with
     _DB_COLUMNS, one row per framework op, IDLE last; total_time_ps; total_op_time_ps),
     or None when no file has a host thread plane."""
-    from .grouping import eager_events
-    from .overview import _stack_self_time
 
     frames, total_time, op_time, any_line = [], 0, 0, False
     names, types = [], []  # op ids: name and type of each distinct framework op string
@@ -227,7 +283,6 @@ def host_part(run):
     """One host's part of the framework op stats of a many-host run (a `Run.map_hosts`
     task): its perf env (`roofline.host_perf_env`), device (type, cores) and host op
     database."""
-    from .grouping import eager_events
     from .overview import _host_device
     from .roofline import host_perf_env
 
@@ -371,7 +426,6 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     read here). `attrs`: reason (why the frame is empty), device_type, task_type
     ("Training"/"Inference") and architecture_type, as XProf's table properties.
     """
-    from .grouping import eager_events
     from .op_stats import device_op_metrics
     from .overview import combine_devices
     from .roofline import combine_perf_env, perf_env

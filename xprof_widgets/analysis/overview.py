@@ -58,7 +58,7 @@ import pandas as pd
 
 from .framework_op_stats import host_op_db
 from .gpu_device import gpu_model_name
-from .grouping import _prev_enclosing, eager_events
+from .grouping import eager_events
 from .input_pipeline import input_pipeline
 from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs
 from .tf_op import parse_tf_op
@@ -224,63 +224,6 @@ def host_framework_op_count(space) -> int:
     """Executions of framework ops on the host threads of one file, as XProf's
     host op database counts them (`host_op_metrics`)."""
     return int(host_op_metrics(space)["occurrences"].sum())
-
-
-def _stack_self_time(begin, end):
-    """(counted, self time) of nested activities on one thread, as XProf's op stack has them.
-
-    XProf (`ProcessTfActivities`) sorts the begins and ends of the activities by
-    time, stable (each activity's begin, then its end, in line order), pushes on a
-    begin and, on an end, pops down to that activity: one that was popped over is
-    dropped, and so is one whose end finds it gone. A counted activity adds its
-    duration to the children time of the one below it. Properly nested activities
-    (the usual case) are done with arrays; otherwise a loop over the sorted ends.
-    """
-    n = len(begin)
-    dur = end - begin
-    if n == 0:
-        return np.zeros(0, bool), dur
-    ts = np.concatenate([begin, end])
-    closing = np.repeat([False, True], n)
-    act = np.tile(np.arange(n), 2)
-    order = np.lexsort((2 * act + closing, ts))
-    closing, act = closing[order], act[order]
-    depth = np.cumsum(np.where(closing, -1, 1))
-    level = depth + closing  # an open's level after its push, a close's before its pop
-    by_level = np.lexsort((np.arange(2 * n), level))
-    prev = np.roll(by_level, 1)
-    close_at = np.flatnonzero(closing[by_level])
-    matched = (
-        (level[prev[close_at]] == level[by_level[close_at]])
-        & ~closing[prev[close_at]]
-        & (act[prev[close_at]] == act[by_level[close_at]])
-    )
-    if matched.all():  # every end finds its activity on top
-        pos = np.empty(2 * n, np.int64)
-        pos[order] = np.arange(2 * n)
-        open_pos, close_pos = pos[:n], pos[n:]
-        by_open = np.argsort(open_pos)
-        parent = _prev_enclosing(close_pos[by_open])
-        has = parent >= 0
-        children = np.zeros(n, np.int64)
-        np.add.at(children, by_open[parent[has]], dur[by_open[has]])
-        return np.ones(n, bool), dur - children
-    counted = np.zeros(n, bool)
-    children = np.zeros(n, np.int64)
-    stack = []
-    for a, is_close in zip(act.tolist(), closing.tolist()):
-        if not is_close:
-            stack.append(a)
-            continue
-        if a not in stack:
-            continue
-        while stack[-1] != a:
-            stack.pop()
-        stack.pop()
-        counted[a] = True
-        if stack:
-            children[stack[-1]] += dur[a]
-    return counted, dur - children
 
 
 def host_op_metrics(space, eager=None) -> pd.DataFrame:
