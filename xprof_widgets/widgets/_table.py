@@ -11,9 +11,12 @@ Their look: js/src/styles/table.css.
 from __future__ import annotations
 
 import contextlib
+import csv
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import ClassVar
 
 import numpy as np
@@ -76,6 +79,32 @@ def natural_descending(columns, key) -> bool:
     raise KeyError(key)
 
 
+@cache
+def _column_table() -> dict[str, list[Column]]:
+    table: dict[str, list[Column]] = {}
+    with (resources.files(__package__) / "table_columns.csv").open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            look = dict(word.partition("=")[::2] for word in row["look"].split())
+            column = Column(
+                row["key"],
+                row["header"],
+                row["kind"],
+                int(row["digits"] or 2),
+                wrap="wrap" in look,
+                descending_first=True if "descending" in look else False if "ascending" in look else None,
+                clamp=int(look.get("clamp", 0)),
+            )
+            table.setdefault(row["tool"], []).append(column)
+    return table
+
+
+def table_columns(tool: str) -> tuple[Column, ...]:
+    """The columns of a table tool (XProf's name, e.g. "kernel_stats"), in order, as
+    `table_columns.csv` beside this module lists them: key, XProf's header, kind, digits
+    and look ("wrap", "ascending" or "descending" for the first click, "clamp=N")."""
+    return tuple(_column_table()[tool])
+
+
 class SortedTable(traitlets.HasTraits):
     """How a widget's table is sorted and how long it is, as the user changes it.
 
@@ -83,7 +112,8 @@ class SortedTable(traitlets.HasTraits):
     the column keys) and `sort_descending` (the natural direction of its default
     column), and redraws its table in `_redraw_table`. A new column starts in its
     natural direction (`natural_descending`); a click on the sorted column's header
-    flips it (`sort_on`). Inside `quietly()` trait changes redraw nothing.
+    flips it (`sort_on`). Inside `quietly()` trait changes redraw nothing, nor do they
+    before the widget sets `_ready` (in its constructor, once its data is in place).
     """
 
     columns: ClassVar[Sequence[Column]] = ()
@@ -91,6 +121,7 @@ class SortedTable(traitlets.HasTraits):
     text_requests: ClassVar[tuple[str, ...]] = ()
     top_n = traitlets.Int(100, min=1, help="Table rows shown (all are in `table`).").tag(sync=True)
     _quiet = False
+    _ready = False  # the widget sets it once its data is in place: no redraw before
 
     def table_request(self, kind: str, params: dict) -> bool:
         """Answer a request every table widget takes: "sort" (a header clicked), "top_n",
@@ -135,6 +166,43 @@ class SortedTable(traitlets.HasTraits):
     def _redraw_table(self) -> None:
         raise NotImplementedError
 
+    def sorted(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """`frame` in the table's order (`sort_frame` on `sort_by`, text case-insensitively)."""
+        text = any(c.key == self.sort_by and c.kind in _TEXT_KINDS for c in self.columns)
+        return sort_frame(frame, self.sort_by, self.sort_descending, text)
+
+    def table_html(self, frame, testid, *, columns=None, total_rows=None, select_in=None, selected=None) -> str:
+        """The `<table>` of `frame` (already filtered, sorted and cut) over `columns` (the
+        widget's by default): a header per column that sorts on click (arrow on the sorted
+        one), a row per frame row. `select_in` = (figure, source): a click on a row
+        selects its id (the frame's index) in that source of that figure; `selected` is
+        the id drawn as selected. `data-rows` is `total_rows` (the rows that matched),
+        `data-shown` the rows drawn."""
+        columns = self.columns if columns is None else columns
+        head = []
+        for c in columns:
+            on = c.key == self.sort_by
+            arrow = f' <span class="xw-arrow">{"▼" if self.sort_descending else "▲"}</span>' if on else ""
+            head.append(
+                f'<th data-request="sort" data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"'
+                f'{" class=sorted" if on else ""}><span class="xw-th">{esc(c.header)}{arrow}</span></th>'
+            )
+        body = []
+        records = frame[[c.key for c in columns]].itertuples(index=True, name=None)
+        for rid, *values in records:
+            extra = ""
+            if select_in is not None:
+                figure, source = select_in
+                extra = f' data-select="{data_json({"figure": figure, "source": source, "id": int(rid)})}"'
+            cls = ' class="sel"' if selected is not None and rid == selected else ""
+            cells = "".join(c.cell(v) for c, v in zip(columns, values))
+            body.append(f'<tr data-row="{esc(rid)}"{cls}{extra}>{cells}</tr>')
+        total = len(frame) if total_rows is None else total_rows
+        return (
+            f'<table class="xw-table" data-testid="{esc(testid)}" data-rows="{total}" data-shown="{len(frame)}">'
+            f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
+
 
 def sort_frame(frame: pd.DataFrame, key: str, descending: bool, text: bool) -> pd.DataFrame:
     """`frame` sorted on `key`, ties kept in their order (stable); text case-insensitively."""
@@ -156,31 +224,3 @@ def contains(values: pd.Series, needle: str) -> np.ndarray:
     if not needle:
         return np.ones(len(values), bool)
     return values.astype(str).str.contains(needle, case=False, regex=False).to_numpy(bool)
-
-
-def table_html(frame, columns, sort_by, descending, testid, total_rows=None, row_attrs=None, selected=None):
-    """The `<table>` of `frame` (already filtered, sorted and cut): a header per column that
-    sorts on click (arrow on the sorted one), a row per frame row. `row_attrs(id)` gives
-    extra attributes of a row (its id is the frame's index); `selected` is the id
-    drawn as selected. `data-rows` is `total_rows` (the rows that matched), `data-shown`
-    the rows drawn."""
-    head = []
-    for c in columns:
-        on = c.key == sort_by
-        arrow = f' <span class="xw-arrow">{"▼" if descending else "▲"}</span>' if on else ""
-        head.append(
-            f'<th data-request="sort" data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"'
-            f'{" class=sorted" if on else ""}><span class="xw-th">{esc(c.header)}{arrow}</span></th>'
-        )
-    body = []
-    records = frame[[c.key for c in columns]].itertuples(index=True, name=None)
-    for rid, *values in records:
-        extra = row_attrs(rid) if row_attrs is not None else ""
-        cls = ' class="sel"' if selected is not None and rid == selected else ""
-        cells = "".join(c.cell(v) for c, v in zip(columns, values))
-        body.append(f'<tr data-row="{esc(rid)}"{cls}{extra}>{cells}</tr>')
-    total = len(frame) if total_rows is None else total_rows
-    return (
-        f'<table class="xw-table" data-testid="{esc(testid)}" data-rows="{total}" data-shown="{len(frame)}">'
-        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )

@@ -21,37 +21,15 @@ from bokeh.plotting import figure
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import esc, notice, options, stat_cards
-from ._table import Column, SortedTable, contains, sort_frame, table_html
+from ._table import SortedTable, contains, table_columns
 
 PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
 TOP_N_CHOICES = (25, 100, 500, 1000)
 IDLE_COLOR = "#bab0ac"
 OTHER_COLOR = "#d9d9d9"
 PLACES = ("All", "Device", "Host")
-COLUMNS = [
-    Column("rank", "Rank", "int", descending_first=False),
-    Column("host_or_device", "Host/device", "text"),
-    Column("type", "Operation type", "text"),
-    Column("operation", "Operation name", "text", wrap=True),
-    Column("occurrences", "#Occurrences", "int"),
-    Column("total_time", "Total time (µs)", "float", 3),
-    Column("avg_time", "Avg. time (µs)", "float", 3),
-    Column("total_self_time", "Total self-time (µs)", "float", 3),
-    Column("avg_self_time", "Avg. self-time (µs)", "float", 3),
-    Column("device_total_self_time_percent", "Total self-time on device (%)", "pct", 1),
-    Column("device_cumulative_total_self_time_percent", "Cumulative total self-time on device (%)", "pct", 1),
-    Column("host_total_self_time_percent", "Total self-time on host (%)", "pct", 1),
-    Column("host_cumulative_total_self_time_percent", "Cumulative total self-time on host (%)", "pct", 1),
-    Column("measured_flop_rate", "Normalized FLOP rate (GFLOP/s)", "float", 2),
-    Column("model_flop_rate", "Model FLOP rate (GFLOP/s)", "float", 2),
-    Column("measured_memory_bw", "Measured memory BW (GiB/s)", "float", 2),
-    Column("operational_intensity", "Operational intensity (FLOP/byte)", "float", 2),
-    Column("gpu_tensorcore_utilization", "GPU TensorCore utilization", "pct", 1),
-    Column("bound_by", "Bound by", "text"),
-    Column("eager", "Execution mode", "text"),
-]
+COLUMNS = table_columns("framework_op_stats")  # XProf's headers: table_columns.csv
 SORTABLE = tuple(c.key for c in COLUMNS)
-_TEXT_COLUMNS = tuple(c.key for c in COLUMNS if c.kind == "text")
 
 
 def _us(us):
@@ -83,8 +61,6 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
 
     def __init__(self, run, exclude_idle=False, **kwargs):
         self.run = as_run(run)
-        self._ready = False
-        self._quiet = False
         self._wedges = {}  # pie source name -> [(place, type or None for "Other")]
         super().__init__(**kwargs)
         self.exclude_idle = exclude_idle
@@ -136,7 +112,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         keep = contains(s["type"], self.type_filter) & contains(s["operation"], self.name_filter)
         if self.place != "All":
             keep &= (s["host_or_device"] == self.place).to_numpy(bool)
-        return sort_frame(s[keep], self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+        return self.sorted(s[keep])
 
     def _columns(self):
         return [c for c in COLUMNS if c.key in self.stats.columns]
@@ -315,7 +291,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         matched = f"{len(table):,} of {len(s):,} ops match" if filtered else f"{len(s):,} ops"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
         clear = ' <button data-request="clear" data-testid="clear-filters">clear filters</button>' if filtered else ""
-        grid = table_html(shown, self._columns(), self.sort_by, self.sort_descending, "op-table", total_rows=len(table))
+        grid = self.table_html(shown, "op-table", columns=self._columns(), total_rows=len(table))
         return self._page(f"""
   {stat_cards(cards)}
   <div class="xw-pies">{self._pie_slot("Device")}{self._pie_slot("Host")}</div>

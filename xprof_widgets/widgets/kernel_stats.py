@@ -13,6 +13,7 @@ profile's) and the table of that op's kernels.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -24,32 +25,15 @@ from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, selection_look
 from ._html import data_json, esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import Column, SortedTable, contains, sort_frame, table_html
+from ._table import SortedTable, contains, table_columns
 from .op_details import op_details, op_details_html
 
 CHART_KERNELS = 20  # bars in the chart: the longest kernels of the rows that match the filters
 TOP_N_CHOICES = (10, 25, 100, 1000)
 TENSOR_CORE = "#59a14f"
 NO_TENSOR_CORE = "#4e79a7"
-COLUMNS = [
-    Column("rank", "Rank", "int", descending_first=False),
-    Column("kernel_name", "Kernel name", "text", wrap=True, clamp=3),
-    Column("registers_per_thread", "Registers per thread", "int"),
-    Column("shmem_bytes", "Shared mem bytes", "int"),
-    Column("block_dim", "Block dim", "text"),
-    Column("grid_dim", "Grid dim", "text"),
-    Column("occupancy_pct", "Theoretical occupancy %", "float", 1),
-    Column("is_op_tensor_core_eligible", "Op is TensorCore eligible", "bool"),
-    Column("is_kernel_using_tensor_core", "Kernel uses TensorCore", "bool"),
-    Column("op_name", "Op name", "text", wrap=True),
-    Column("occurrences", "Occurrences", "int"),
-    Column("total_duration_us", "Total duration (µs)", "float", 3),
-    Column("avg_duration_us", "Avg duration (µs)", "float", 3),
-    Column("min_duration_us", "Min duration (µs)", "float", 3),
-    Column("max_duration_us", "Max duration (µs)", "float", 3),
-]
+COLUMNS = table_columns("kernel_stats")  # XProf's headers: table_columns.csv
 SORTABLE = tuple(c.key for c in COLUMNS)
-_TEXT_COLUMNS = ("kernel_name", "block_dim", "grid_dim", "op_name")
 
 
 # Words of C++ kernel names that tell kernels apart no better than their neighbours do.
@@ -207,10 +191,6 @@ class KernelStatsWidget(SortedTable, BokehWidget):
 
     def __init__(self, run, **kwargs):
         self.run = as_run(run)
-        self._ready = False
-        self._quiet = False
-        self._ops = None  # OpIndex, built on the first selection
-        self._hlo = None  # kernel_hlo_ops, idem
         self._kernels_of_op = pd.DataFrame()
         super().__init__(**kwargs)
         self.stats = self.run.kernel_stats().copy()
@@ -255,7 +235,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
         """The rows that match the filters, sorted as shown (index: the row's id)."""
         s = self.stats
         keep = contains(s["kernel_name"], self.name_filter) & contains(s["op_name"], self.op_filter)
-        return sort_frame(s[keep], self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+        return self.sorted(s[keep])
 
     def select_kernel(self, id):
         """Select row `id` (its index in `run.kernel_stats()`): its bar, its row, its op's card."""
@@ -272,12 +252,19 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             self.selected = want
         self.html = self._html()
 
+    @cached_property
+    def _ops(self) -> OpIndex:
+        """The op profile's ops by program and name, indexed on the first selection."""
+        return OpIndex(self.run)
+
+    @cached_property
+    def _hlo(self) -> pd.DataFrame:
+        """Which HLO op each kernel ran for (`kernel_hlo_ops`), on the first selection."""
+        return kernel_hlo_ops(self.run)
+
     def _op_of(self, row):
         """(selected_op, that op's kernels) for a kernel row: the HLO op it ran for, else
         the op profile's longest op made from its framework op, else what kernel stats know."""
-        if self._ops is None:
-            self._ops = OpIndex(self.run)
-            self._hlo = kernel_hlo_ops(self.run)
         hlo = self._hlo
         mine = hlo[
             (hlo["kernel_name"] == row["kernel_name"])
@@ -511,16 +498,11 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             if len(table)
             else ('<div class="xw-note" data-testid="no-match">No kernel matches the filters.</div>')
         )
-        grid = table_html(
+        grid = self.table_html(
             shown,
-            COLUMNS,
-            self.sort_by,
-            self.sort_descending,
             "kernel-table",
             total_rows=len(table),
-            row_attrs=lambda rid: (
-                f' data-select="{data_json({"figure": "kernels", "source": "kernels", "id": int(rid)})}"'
-            ),
+            select_in=("kernels", "kernels"),
             selected=self.selected_kernel.get("id"),
         )
         return f"""

@@ -17,6 +17,8 @@ from __future__ import annotations
 import html
 import math
 import re
+from dataclasses import replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -28,9 +30,9 @@ from bokeh.plotting import figure
 from ..analysis.roofline import GIBI_IN_GIGA
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome
-from ._html import data_json, esc, notice, options, stat_cards
+from ._html import esc, notice, options, stat_cards
 from ._op_index import OpIndex
-from ._table import Column, SortedTable, contains, sort_frame, table_html
+from ._table import SortedTable, contains, table_columns
 from .op_details import op_details, op_details_html
 
 TOP_N_CHOICES = (25, 100, 1000)
@@ -41,39 +43,9 @@ MEMORY_ROOF_COLORS = ("#1f4e79", "#6a51a3", "#8c6d31", "#2e7d32", "#ad494a")
 # XProf's source cell: a div of class source-info-cell, the stack in its (single-quoted)
 # title, FILE:LINE as its text.
 _SOURCE_CELL = re.compile(r"title=['](?P<stack>[^']*)[']>(?P<text>.*)</div>", re.DOTALL)
-COLUMNS = [
-    Column("rank", "Rank", "int", descending_first=False),
-    Column("category", "Category", "text"),
-    Column("operation", "Operation", "text", wrap=True),
-    Column("occurrences", "# Occurrences", "int"),
-    Column("total_time", "Total time (µs)", "float", 3),
-    Column("avg_time", "Avg. time (µs)", "float", 3),
-    Column("total_self_time", "Total self time (µs)", "float", 3),
-    Column("total_self_time_percent", "Total self time (%)", "pct", 1),
-    Column("cumulative_total_self_time_percent", "Cumulative total self time (%)", "pct", 1),
-    Column("dma_stall_percent", "DMA stall (%)", "pct", 1),
-    Column("measured_flop_rate", "Normalized FLOP rate (GFLOP/s)", "float", 2),
-    Column("model_flop_rate", "Model FLOP rate (GFLOP/s)", "float", 2),
-    Column("measured_memory_bw", "Memory BW (GiB/s)", "float", 2),
-    Column("hbm_bw", "HBM BW (GiB/s)", "float", 2),
-    Column("cmem_read_bw", "CMEM read BW (GiB/s)", "float", 2),
-    Column("cmem_write_bw", "CMEM write BW (GiB/s)", "float", 2),
-    Column("vmem_read_bw", "VMEM read BW (GiB/s)", "float", 2),
-    Column("vmem_write_bw", "VMEM write BW (GiB/s)", "float", 2),
-    Column("operational_intensity", "Operational intensity (FLOP/byte)", "float", 3),
-    Column("hbm_operational_intensity", "HBM operational intensity (FLOP/byte)", "float", 3),
-    Column("bound_by", "Bound by", "text"),
-    Column("total_time_in_percentage", "Total time (%)", "pct", 1),
-    Column("optimal_flop_rate", "Optimal FLOP rate (GFLOP/s)", "float", 2),
-    Column("roofline_efficiency", "Roofline efficiency (%)", "pct", 1),
-    Column("compute_efficiency", "FLOP rate / peak (%)", "pct", 2),
-    Column("max_mem_bw_utilization", "Max memory BW utilization (%)", "pct", 1),
-    Column("hlo_module_id", "Program ID", "text"),
-    Column("source", "Source", "text", wrap=True),
-]
+COLUMNS = table_columns("roofline")  # XProf's headers: table_columns.csv
 _GPU_HEADERS = {"vmem_write_bw": "SHM/L1 BW (GiB/s)"}
 SORTABLE = tuple(c.key for c in COLUMNS)
-_TEXT_COLUMNS = tuple(c.key for c in COLUMNS if c.kind == "text")
 
 
 def source_text(cell):
@@ -142,9 +114,6 @@ class RooflineWidget(SortedTable, BokehWidget):
 
     def __init__(self, run, **kwargs):
         self.run = as_run(run)
-        self._ready = False
-        self._quiet = False
-        self._ops = None  # OpIndex, built on the first selection
         super().__init__(**kwargs)
         model = self.run.roofline_model()
         self.model = model.copy()
@@ -209,7 +178,7 @@ class RooflineWidget(SortedTable, BokehWidget):
     @property
     def table(self):
         """`rows` in the order shown."""
-        return sort_frame(self.rows, self.sort_by, self.sort_descending, self.sort_by in _TEXT_COLUMNS)
+        return self.sorted(self.rows)
 
     @property
     def points(self):
@@ -219,14 +188,17 @@ class RooflineWidget(SortedTable, BokehWidget):
         y = r["measured_flop_rate"].to_numpy(np.float64)
         return r[np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)]
 
+    @cached_property
+    def _ops(self) -> OpIndex:
+        """The op profile's ops by program and name, indexed on the first selection."""
+        return OpIndex(self.run)
+
     def select_row(self, id):
         """Select row `id` of `model`: its point, its table row, its op's details card."""
         i = int(id)
         if not 0 <= i < len(self.model):
             raise KeyError(f"no roofline row {id!r}")
         row = self.model.iloc[i]
-        if self._ops is None:
-            self._ops = OpIndex(self.run)
         found = None
         if row["category"] == PROGRAM:
             if self._ops.root is not None and str(row["step"]) == "Total":
@@ -501,28 +473,17 @@ class RooflineWidget(SortedTable, BokehWidget):
         )
         gpu = "GPU" in str(self.model.attrs.get("device_type", ""))
         columns = [
-            Column(
-                c.key,
-                _GPU_HEADERS.get(c.key, c.header) if gpu else c.header,
-                c.kind,
-                c.digits,
-                c.wrap,
-                c.descending_first,
-            )
+            replace(c, header=_GPU_HEADERS.get(c.key, c.header)) if gpu else c
             for c in COLUMNS
             if c.key in self.model.columns
         ]
         selected = self.selected_op.get("id") if self.selected_op else None
-        grid = table_html(
+        grid = self.table_html(
             shown,
-            columns,
-            self.sort_by,
-            self.sort_descending,
             "roofline-table",
+            columns=columns,
             total_rows=len(table),
-            row_attrs=lambda rid: (
-                f' data-select="{data_json({"figure": "roofline", "source": "ops", "id": int(rid)})}"'
-            ),
+            select_in=("roofline", "ops"),
             selected=selected,
         )
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
