@@ -285,18 +285,12 @@ def _host_reports(space, modules):
         for i in range(3):
             ev[f"{k}_{i}"] = ev["details"].map({d: v[k][i] for d, v in launch.items()})
     ev = ev.rename(columns={"name": "kernel_name", "uses_tc": "is_kernel_using_tensor_core"})
-    reports = (
-        ev.groupby(_KEY, sort=False)
-        .agg(
-            occurrences=("duration_ns", "size"),
-            total_duration_ns=("duration_ns", "sum"),
-            min_duration_ns=("duration_ns", "min"),
-            max_duration_ns=("duration_ns", "max"),
-            occupancy_pct=("occupancy_pct", "first"),
-        )
-        .reset_index()
+    groups = ev.groupby(_KEY, sort=False)
+    reports = groups["duration_ns"].agg(
+        occurrences="size", total_duration_ns="sum", min_duration_ns="min", max_duration_ns="max"
     )
-    return _sorted_top(reports)
+    reports["occupancy_pct"] = groups["occupancy_pct"].first()
+    return _sorted_top(reports.reset_index())
 
 
 def _sorted_top(reports):

@@ -152,6 +152,12 @@ class OverviewResult:
     module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
 
 
+# The overview's fields that are the input pipeline's (`input_pipeline`), unchanged.
+_FROM_INPUT_PIPELINE = (
+    "steps avg_step_time_ms min_step_time_ms max_step_time_ms std_step_time_ms input_percent reason".split()
+)
+
+
 def _device_planes(space, prefix):
     return [p for p in space.planes if p.name.startswith(prefix)]
 
@@ -520,14 +526,10 @@ def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycl
         }
     kind, cores = device
     return OverviewResult(
+        **{name: getattr(ip, name) for name in _FROM_INPUT_PIPELINE},
         host_count=len(hostnames),
         device_type=kind,
         device_core_count=cores,
-        steps=ip.steps,
-        avg_step_time_ms=ip.avg_step_time_ms,
-        min_step_time_ms=ip.min_step_time_ms,
-        max_step_time_ms=ip.max_step_time_ms,
-        std_step_time_ms=ip.std_step_time_ms,
         top_ops=top,
         op_placement=placement,
         host_op_time_eager_percent=host_eager,
@@ -536,9 +538,7 @@ def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycl
         device_duty_cycle_percent=duty,
         device_idle_percent=dev_idle,
         host_idle_percent=host_idle,
-        input_percent=ip.input_percent,
         bottleneck=ip.verdict,
         recommendation=recommendation,
-        reason=ip.reason,
         module_latency=latency,
     )
