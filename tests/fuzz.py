@@ -42,6 +42,8 @@ SOURCES = [
     REPO / "tests/data/mlp_widths/plugins/profile/w256/host.xplane.pb.gz",
     REPO / "tests/data/profiles/amd_jax_conv_mi300/plugins/profile/2026_02_20_13_53_59/tw003.xplane.pb",
     REPO / "tests/data/profiles/tpu_v6e_inference/plugins/profile/2025_tpu_inference/tpu_host.xplane.pb",
+    # JAX 0.11 on an NVIDIA H200: steps to group, CUDA graphs, scope range ids and their tree.
+    REPO / "tests/data/profiles/nvidia_jax_mlp_h200/plugins/profile/2026_11_26_01_22_22/vm.xplane.pb",
 ]
 CORPUS_SOURCES = ["tf_keras_cpu/plugins/profile/2026_11_22_03_16_48/vm.xplane.pb"]
 
