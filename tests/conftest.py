@@ -5,8 +5,8 @@ for it, laid out as `../shared/profiles` is. They come from, in this order:
 
 * the external corpus: the folder named by `XPROF_CORPUS` (default `../shared/profiles`,
   a checkout of the project's shared folder beside this one) when it is there;
-* the small profiles vendored in `tests/data/profiles` (TPU inference, JAX on 8 AMD
-  GPUs, with XProf's references; licences in tests/data/profiles/README.md);
+* the small profiles vendored in `tests/data/profiles` (TPU inference, JAX on 8 AMD GPUs
+  and on an NVIDIA H200, with XProf's references; licences in tests/data/profiles/README.md);
 * the two samples shipped inside the package (`xw.sample_run()`, `xw.sample_run("gpu")`),
   which are the corpus' `jax_mlp_cpu` and `amd_jax_gemm_mi300`.
 
@@ -51,6 +51,11 @@ CORPUS_LOGDIRS = (
     "amd_jax_gemm_mi300",
     "amd_jax_elementwise_mi300",
     "amd_jax_conv_mi300",
+    # Vendored (tests/data/profiles): JAX 0.11 on an NVIDIA H200, with and without steps,
+    # and with XLA's command buffers (CUDA graphs) off.
+    "nvidia_jax_mlp_h200",
+    "nvidia_jax_no_steps_h200",
+    "nvidia_jax_mlp_no_graphs_h200",
 )
 HOW_TO_GET = (
     f"the profile corpus is not at {CORPUS}: set XPROF_CORPUS to a folder holding it "

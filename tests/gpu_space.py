@@ -67,12 +67,20 @@ class Kernel:
     stats: dict = field(default_factory=dict)
 
 
-def gpu_space(modules, kernels, device=MI300X, devices=1, hostname="gpu", kernels_by_device=None):
+def gpu_space(
+    modules, kernels, device=MI300X, devices=1, hostname="gpu", kernels_by_device=None, scope_ranges=None
+):
     """Serialized XSpace: `/host:metadata` with `modules` ({program_id: (name, hlo text or
     HloProto bytes)}), `devices` GPU planes with `device` stats, the kernels on device 0
-    (or `kernels_by_device`: {device index: [Kernel]})."""
+    (or `kernels_by_device`: {device index: [Kernel]}). `scope_ranges` ({range id: its
+    parent's}) makes the plane `/host:__ScopeRangeCallStack__` as JAX 0.11 writes it: one
+    stat per range, its metadata id the range, its int64 value the parent (no metadata)."""
     space = schema.XSpace(hostnames=[hostname])
     meta = space.planes.add(id=0, name="/host:metadata")
+    if scope_ranges:
+        tree = space.planes.add(id=100, name="/host:__ScopeRangeCallStack__")
+        for child, parent in scope_ranges.items():
+            tree.stats.add(metadata_id=child, int64_value=parent)
     meta.stat_metadata[1].id = 1
     meta.stat_metadata[1].name = "Hlo Proto"
     for pid, (name, hlo) in modules.items():

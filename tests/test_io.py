@@ -77,7 +77,10 @@ def test_plane_stats_and_names(pair):
     ours, ref = pair
     for plane, ref_plane in zip(ours.planes, ref.planes):
         names = {k: v.name for k, v in ref_plane.stat_metadata.items()}
-        assert plane.stats == {names[s.metadata_id]: stat_value(s, names) for s in ref_plane.stats}
+        # A stat whose metadata the plane does not define is named by its id: the
+        # scope range tree of newer JAX on GPU (/host:__ScopeRangeCallStack__) is such stats.
+        named = {names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names) for s in ref_plane.stats}
+        assert plane.stats == named
         for line, ref_line in zip(plane.lines, ref_plane.lines):
             got = np.asarray(line.names()[:50], dtype=object)
             want = [ref_plane.event_metadata[e.metadata_id].name for e in list(ref_line.events)[:50]]

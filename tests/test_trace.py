@@ -16,7 +16,8 @@ from xprof_widgets.analysis import trace as T
 from xprof_widgets.io import schema, sorting
 from xprof_widgets.io.xspace import read_xspace
 
-from .conftest import CORPUS_LOGDIRS, REFERENCE, add_stat, corpus_run
+from . import xprof_oracle as oracle
+from .conftest import CORPUS_LOGDIRS, PROFILES, REFERENCE, add_stat, corpus_run
 
 ALL = list(CORPUS_LOGDIRS)
 SMALL = [name for name in ALL if name != "jax_transformer_cpu"]  # the big one apart
@@ -440,6 +441,90 @@ def test_derived_events_equal_xprofs():
     xla_ops = int(tracks.index[tracks["name"] == "XLA Ops"][0])
     members = tr.derived_from(ops, 1)
     assert (members["track"] == xla_ops).all() and list(members["name"]) == ["all-reduce"]
+
+
+def _assert_derived_events_equal_xprofs(path, trace):
+    """Every event XProf's trace viewer derives on the GPU planes of the file at `path`
+    equals ours, by name, start and duration (to the ns: XProf writes microseconds with
+    three decimals). Returns how many were compared."""
+    theirs = oracle.tool_data([path], "trace_viewer")
+    names = {}
+    for e in theirs["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            names[(e["pid"], e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
+    by_track = {}
+    for e in theirs["traceEvents"]:
+        if e.get("ph") == "X":
+            key = (names.get((e["pid"], None)), names.get((e["pid"], e.get("tid"))))
+            by_track.setdefault(key, []).append((e["name"], round(e["ts"] * 1e3), round(e.get("dur", 0) * 1e3)))
+    derived = {k for k in by_track if " - from #" in k[1] or k[1] in ("Steps", "Launch Stats")}
+    ours_tracks = {(t.section, t.name) for t in trace.tracks.itertuples()}
+    assert derived <= ours_tracks, derived - ours_tracks
+    checked = 0
+    for t in trace.tracks.itertuples():
+        if " - from #" not in t.name and t.name not in ("Steps", "Launch Stats"):
+            continue
+        ev = trace.events(t.Index)
+        ours = sorted(zip(ev["name"], ev["start_ps"] // 1000, (ev["end_ps"] - ev["start_ps"]) // 1000))
+        ref = sorted(by_track[(t.section, t.name)])
+        assert len(ours) == len(ref), t.name
+        # XProf's times are relative to the trace's start: compare from each line's first event.
+        (_, o0, _), (_, r0, _) = ours[0], ref[0]
+        for (a, b, c), (x, y, z) in zip(ours, ref):
+            assert (a, b - o0, c) == (x, y - r0, z), t.name
+        checked += len(ours)
+    return checked
+
+
+@pytest.mark.parametrize("name", ["nvidia_jax_mlp_h200", "nvidia_jax_no_steps_h200", "nvidia_jax_mlp_no_graphs_h200"])
+def test_gpu_derived_events_equal_xprofs(name):
+    """The lines XProf 2.24.2 derives on an H200 (JAX 0.11: XLA Modules, XLA Ops, Framework
+    Ops and Name Scope, Command Buffers, Steps, Launch Stats), event for event. These files
+    carry scope ranges (`scope_range_id` and the /host:__ScopeRangeCallStack__ tree): runs
+    of one module back to back stay apart (112 XLA Modules events, not 13)."""
+    path = next(PROFILES.glob(f"{name}/plugins/profile/*/*.xplane.pb"))
+    assert _assert_derived_events_equal_xprofs(path, corpus_run(name).trace()) >= 30
+
+
+def test_scope_ranges_split_as_xprofs(tmp_path):
+    """XProf's scope range rule, case by case, against XProf itself on a made file (no HLO:
+    the derived lines need none). Modules: an open event keeps the root of the kernel that
+    began it; another root begins a new one, a kernel without a range or with a looping
+    chain continues. XLA ops: where the chain is as long as the op's `::` path, level L
+    keeps the chain's L-th range (outermost first); a shorter chain constrains nothing."""
+    from .gpu_space import Kernel, gpu_space, write
+
+    tree = {11: 1, 12: 1, 31: 3, 32: 3, 41: 4, 3: 1, 4: 1, 51: 5, 5: 2, 77: 78, 78: 77}
+    k = [
+        # one module, root 1 throughout: split at level 2, then at level 1, of a::b::c
+        ("k0", 0, "a::b::c", 31),
+        ("k1", 10, "a::b::c", 32),
+        ("k2", 20, "a::b::c", 41),
+        ("k3", 30, "a::b::c", None),  # no range: continues all levels
+        # depth-1 op with a chain of 2 (11 -> 1): no level ranges
+        ("k4", 40, "d", 11),
+        ("k5", 50, "d", 12),
+        # root 2 (51 -> 5 -> 2): the module splits, and so the ops
+        ("k6", 60, "a::b::c", 51),
+        # a looping chain (77 <-> 78)
+        ("k7", 70, "a::b::c", 77),
+        # back to root 1
+        ("k8", 80, "d", 11),
+        # a stack of three of one span, closed by the next module (a kernel of no op):
+        # each level ends 1 ns before the one above
+        ("k9", 90, "a::b::c", None),
+    ]
+    kernels = [
+        Kernel(n, t, 8, op=op, program_id=7, module="jit_f", stats={} if r is None else {"scope_range_id": r})
+        for n, t, op, r in k
+    ]
+    kernels.append(Kernel("k10", 100, 8, stats={"hlo_module": "jit_g", "program_id": 8}))
+    path = write(tmp_path, gpu_space({}, kernels, scope_ranges=tree))
+    trace = xw.load_run(path.parent.parent.parent.parent).trace()
+    assert _assert_derived_events_equal_xprofs(path, trace) >= 10
+    ops = trace.events(int(trace.tracks.index[trace.tracks["name"] == "XLA Ops - from #1"][0]))
+    last = ops[ops["start_ps"] == ops["start_ps"].max()].sort_values("end_ps", ascending=False)
+    assert list(last["name"]) == ["a", "b", "c"] and list(last["end_ps"] - last["start_ps"]) == [8000, 7000, 6000]
 
 
 def test_derived_lines_cost_little():

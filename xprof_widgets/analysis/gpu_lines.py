@@ -27,6 +27,14 @@ framework ops), the XLA ops and the command buffers; a new top-level name scope 
 the framework ops; Source code is never reset. A derived event spans its inputs and
 carries the step of its first.
 
+**Scope ranges** (newer JAX/XLA on GPU): a kernel's `scope_range_id` stat and the tree of
+the plane `/host:__ScopeRangeCallStack__` (its stats: a range's id -> its parent's) tell
+which run of a module (the chain's root) and of each XLA op level a kernel belongs to. An
+open XLA Modules event keeps the root of the kernel that began it, and a kernel of
+another root begins a new event, so back-to-back runs of one module without steps stay
+apart; XLA op levels do the same with the chain, level by level, where the chain is as
+long as the op's `::` path. An input or an event without a range never splits.
+
 Vectorised per line and level (differences and cumulative sums over the stream's
 kernels); the only loop over events is the command buffers' correlation rule, over
 kernels launched from CUDA graphs.
@@ -65,7 +73,9 @@ _STATS = [
     "tf_op",
     "cuda_graph_id",
     "correlation_id",
+    "scope_range_id",
 ]
+SCOPE_RANGE_PLANE = "/host:__ScopeRangeCallStack__"
 
 
 def derives_gpu_lines(space, plane) -> bool:
@@ -97,6 +107,7 @@ def derive_gpu_lines(run, space, plane):
 
     modules = program_modules(run)
     groups = forward_filled_group_ids(space, plane)
+    tree = scope_range_tree(space)
     tids, lines = {}, []
     for k, li in enumerate(stream_order(plane)[:MAX_DERIVED_STREAMS]):
         base = 1 + LINES_PER_STREAM * k
@@ -104,11 +115,11 @@ def derive_gpu_lines(run, space, plane):
         line = plane.lines[li]
         if not len(line):
             continue
-        for d in _stream_lines(plane, li, line, groups.get(li), modules):
+        for d in _stream_lines(plane, li, line, groups.get(li), modules, tree):
             d.tid = base + _OFFSETS[d.name]
             d.name = f"{d.name} - from #{line.id}"
             lines.append(d)
-    steps = _steps_line(space, plane, groups)
+    steps = steps_line(space, plane, groups)
     if steps is not None:
         lines.append(steps)
     launch = _launch_stats_line(space, plane)
@@ -150,7 +161,86 @@ def _int_col(cols, name, n):
     return stat_ids(col)
 
 
-def _inputs(plane, li, line, group, modules):
+def scope_range_tree(space) -> dict[int, int]:
+    """{scope range id: its parent's}: the stats of the space's first plane named
+    `/host:__ScopeRangeCallStack__` (a stat's metadata id -> its integer value), as XProf
+    reads them; {} without that plane."""
+    for plane in space.planes:
+        if plane.name == SCOPE_RANGE_PLANE:
+            return {int(st.metadata_id): int(st.int64_value) for st in plane.message.stats}
+    return {}
+
+
+#: Steps walked in all over looping scope range chains (a damaged file) before the rest
+#: of them are ignored: XProf walks each such chain once round its loop, which many ids on
+#: one long loop would make quadratic.
+LOOP_WALK_BUDGET = 10_000_000
+
+
+def _range_summaries(ids, tree):
+    """(chain length, root) of each scope range id: its chain is the id, then its parent,
+    its parent's parent... as far as the tree goes; the root is the last of them. One walk
+    over the tree in all, however deep: chains share their ancestors. Where the ancestors
+    loop (a damaged file), XProf's own walk: it stops before a parent it has already
+    added, so the chain goes once round the loop (length 0, no range, once
+    LOOP_WALK_BUDGET is spent)."""
+    memo = {}  # id -> (length, root); None where the chain loops
+    for start in ids:
+        path, on_path, x = [], set(), start
+        while x not in memo and x not in on_path:
+            path.append(x)
+            on_path.add(x)
+            parent = tree.get(x)
+            if parent is None:
+                memo[x] = (1, x)
+                path.pop()
+                break
+            x = parent
+        base = memo.get(x)  # None: x is on the path, a loop
+        for y in reversed(path):
+            base = None if base is None else (base[0] + 1, base[1])
+            memo[y] = base
+    budget = LOOP_WALK_BUDGET
+    out = []
+    for start in ids:
+        summary = memo[start]
+        if summary is None:
+            chain = _range_chain(start, tree, budget)
+            budget -= len(chain)
+            summary = (len(chain), chain[-1]) if len(chain) < budget else (0, 0)
+        out.append(summary)
+    return out
+
+
+def _range_chain(range_id, tree, length):
+    """At most `length` ids of a range's chain, innermost first, as XProf walks it:
+    parents are added until the tree has none or one comes again."""
+    chain, seen, parent = [range_id], set(), tree.get(range_id)
+    while parent is not None and parent not in seen and len(chain) < length:
+        seen.add(parent)
+        chain.append(parent)
+        parent = tree.get(parent)
+    return tuple(chain)
+
+
+def _optional_ints(cols, name, n):
+    """An integer stat column as (int64 values, present): missing or non-integer values
+    are not present."""
+    col = cols.get(name)
+    if col is None:
+        return np.zeros(n, np.int64), np.zeros(n, dtype=bool)
+    series = pd.Series(col)
+    if pd.api.types.is_integer_dtype(series.dtype):
+        present = series.notna().to_numpy(dtype=bool)
+        values = np.zeros(n, np.int64)
+        values[present] = series[present].to_numpy().astype(np.int64)
+        return values, present
+    present = np.array([isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in col], dtype=bool)
+    values = np.array([int(v) if ok else 0 for v, ok in zip(col, present)], dtype=np.int64)
+    return values, present
+
+
+def _inputs(plane, li, line, group, modules, tree):
     """The stream's kernels in XProf's order, with what each derived line reads."""
     n = len(line)
     cols = line.stat_columns(names=_STATS, metadata=False)
@@ -167,6 +257,7 @@ def _inputs(plane, li, line, group, modules):
     tf_op = _str_col(cols, "tf_op", n)[order]
     graph = _int_col(cols, "cuda_graph_id", n)[order]
     corr = _int_col(cols, "correlation_id", n)[order]
+    range_id, has_range = (a[order] for a in _optional_ints(cols, "scope_range_id", n))
     g = (np.full(n, -1, np.int64) if group is None else np.asarray(group, dtype=np.int64))[order]
     begin = line.start_ps.astype(np.int64)[order]
     end = begin + line.event_duration_ps.astype(np.int64)[order]
@@ -205,7 +296,22 @@ def _inputs(plane, li, line, group, modules):
         "source": source,
         "graph": graph,
         "corr": corr,
+        "range_id": range_id,
+        "tree": tree,
+        **_ranges(range_id, has_range & ((module != None) | (hlo != None)), tree),  # noqa: E711
     }
+
+
+def _ranges(range_id, has_range, tree):
+    """Each input's scope range chain: its length (0: no range, or a loop) and its root."""
+    length = np.zeros(len(range_id), dtype=np.int64)
+    root = np.zeros(len(range_id), dtype=np.int64)
+    at = np.flatnonzero(has_range)
+    if len(at):
+        codes, uniques = pd.factorize(range_id[at])
+        summary = np.array(_range_summaries([int(u) for u in uniques], tree), dtype=np.int64).reshape(-1, 2)
+        length[at], root[at] = np.maximum(summary[codes, 0], 0), summary[codes, 1]
+    return {"range_length": length, "range_root": root}
 
 
 # --- the merge rule -------------------------------------------------------------------------------
@@ -237,10 +343,11 @@ def _single_level(ev, rows, keys, forced=None):
     return head
 
 
-def _multi_level(ev, rows, table, depth, forced):
+def _multi_level(ev, rows, table, depth, forced, ranges=None):
     """Per level, the heads of a nested line (XLA ops, name scopes): level L of an input
     continues the open event when the input before had a level L, the same names on
-    levels 0..L and the same step, and nothing reset the line in between."""
+    levels 0..L and the same step, nothing reset the line in between, and (`ranges`: ids
+    and present, one column per level) no level up to L is of another scope range."""
     n = len(rows)
     common = np.zeros(n, dtype=np.int64)
     if n > 1:
@@ -254,14 +361,37 @@ def _multi_level(ev, rows, table, depth, forced):
         at = np.flatnonzero(depth > k)
         if not len(at):
             break
-        levels.append((k, at, common[at] <= k))
+        heads = common[at] <= k
+        if ranges is not None:
+            split = _range_splits(heads, ranges[0][at, k], ranges[1][at, k]) & ~heads
+            common[at[split]] = k  # a new event on this level: the deeper ones too
+            heads |= split
+        levels.append((k, at, heads))
     return levels, common
 
 
-def _line(name, ev, rows, heads, names, long_names=None, level=0):
+def _range_splits(heads, ids, present):
+    """`heads` (the inputs that begin an event for other reasons) and the inputs the scope
+    range rule adds: an event keeps the range of the input that began it and, when that
+    has one, an input of another range begins a new event (keeping its range); inputs
+    without a range continue. So within a run that began with a range, a new event begins
+    wherever the range differs from the last range seen."""
+    if not present.any():
+        return heads
+    pos = np.arange(len(heads))
+    run_start = np.maximum.accumulate(np.where(heads, pos, 0))
+    last_seen = np.maximum.accumulate(np.where(present, pos, -1))
+    before = np.concatenate([[-1], last_seen[:-1]])
+    split = present & present[run_start] & (before >= run_start) & (ids != ids[np.maximum(before, 0)])
+    return heads | split
+
+
+def _line(name, ev, rows, heads, names, long_names=None, level=0, shrink_ns=None):
     begin, end = ev["begin"][rows], ev["end"][rows]
     lo, hi, start, stop = _events_of(heads, begin, end)
     n = len(lo)
+    if shrink_ns is not None:
+        stop = stop - 1000 * shrink_ns
     return DerivedLine(
         name,
         0,
@@ -303,8 +433,8 @@ def _concat(name, parts):
     )
 
 
-def _stream_lines(plane, li, line, group, modules):
-    ev = _inputs(plane, li, line, group, modules)
+def _stream_lines(plane, li, line, group, modules, tree):
+    ev = _inputs(plane, li, line, group, modules, tree)
     if ev is None:
         return []
     n = len(ev["begin"])
@@ -314,7 +444,8 @@ def _stream_lines(plane, li, line, group, modules):
     module_new = np.zeros(n, dtype=bool)
     if len(mod_rows):
         codes, values = _codes(ev["mod_key"][mod_rows])
-        heads = _single_level(ev, mod_rows, codes)
+        has_root = ev["range_length"][mod_rows] > 0
+        heads = _range_splits(_single_level(ev, mod_rows, codes), ev["range_root"][mod_rows], has_root)
         module_new[mod_rows[heads]] = True
         out.append(_line(MODULES, ev, mod_rows, heads, values[codes[heads]]))
     # Command Buffers: graph kernels; a kernel of another launch (correlation) splits.
@@ -335,7 +466,10 @@ def _stream_lines(plane, li, line, group, modules):
             paths[(h, m, p if not np.isnan(p) else None)]
             for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])
         ]
-        out.append(_nested_line(XLA_OPS, ev, x_rows, plist, _resets_between(x_rows, module_new), shown)[0])
+        ranges = _level_ranges(ev, x_rows, plist)
+        forced = _resets_between(x_rows, module_new)
+        after = bool(module_new[x_rows[-1] + 1 :].any())
+        out.append(_nested_line(XLA_OPS, ev, x_rows, plist, forced, shown, ranges, reset_after=after)[0])
     # Framework Name Scope and Framework Ops, from each kernel's framework op.
     f_rows = np.flatnonzero(ev["tf_full"] != None)  # noqa: E711
     if len(f_rows):
@@ -345,7 +479,12 @@ def _stream_lines(plane, li, line, group, modules):
         scope_new = np.zeros(n, dtype=bool)
         if len(s_rows):
             ns, common = _nested_line(
-                NAME_SCOPE, ev, s_rows, [scopes[ev["tf_full"][r]] for r in s_rows], _resets_between(s_rows, module_new)
+                NAME_SCOPE,
+                ev,
+                s_rows,
+                [scopes[ev["tf_full"][r]] for r in s_rows],
+                _resets_between(s_rows, module_new),
+                reset_after=bool(module_new[s_rows[-1] + 1 :].any()),
             )
             scope_new[s_rows[common == 0]] = True
             out.append(ns)
@@ -365,10 +504,33 @@ def _stream_lines(plane, li, line, group, modules):
     return [d for d in out if d is not None]
 
 
-def _nested_line(name, ev, rows, paths, forced, shown_of=None):
+def _level_ranges(ev, rows, paths):
+    """(ids, present), one column per level, of the inputs whose scope range chain is as
+    long as their op path (outermost range first), as XProf uses them; None when none is."""
+    depth = np.array([len(p) for p in paths], dtype=np.int64)
+    fits = np.flatnonzero(ev["range_length"][rows] == depth)
+    if not len(fits):
+        return None
+    width = int(depth.max())
+    codes, uniques = pd.factorize(ev["range_id"][rows[fits]])  # one range: one chain length
+    table = np.zeros((len(uniques), width), dtype=np.int64)
+    known = np.zeros(table.shape, dtype=bool)
+    lengths = ev["range_length"][rows[fits[np.unique(codes, return_index=True)[1]]]]
+    for k, (rid, length) in enumerate(zip(uniques, lengths)):
+        chain = _range_chain(int(rid), ev["tree"], int(length))
+        table[k, : len(chain)], known[k, : len(chain)] = chain[::-1], True
+    ids = np.zeros((len(paths), width), dtype=np.int64)
+    present = np.zeros(ids.shape, dtype=bool)
+    ids[fits], present[fits] = table[codes], known[codes]
+    return ids, present
+
+
+def _nested_line(name, ev, rows, paths, forced, shown_of=None, ranges=None, reset_after=False):
     """A nested line (XLA ops, name scopes) over its input rows; returns it and each
     input's number of continued levels. `shown_of` maps an event name to the name
-    shown (XLA ops show the op, their full name "<program id>/<op>" kept as long name)."""
+    shown (XLA ops show the op, their full name "<program id>/<op>" kept as long name).
+    `reset_after`: the line is reset after its last input (a new module), which closes
+    the events still open then."""
     depth = np.array([len(p) for p in paths], dtype=np.int64)
     width = int(depth.max())
     codes, values = _codes([part for p in paths for part in p])
@@ -376,9 +538,10 @@ def _nested_line(name, ev, rows, paths, forced, shown_of=None):
     flat_row = np.repeat(np.arange(len(rows)), depth)
     flat_col = np.concatenate([np.arange(d) for d in depth]) if len(depth) else np.zeros(0, np.int64)
     table[flat_row, flat_col] = codes
-    levels, common = _multi_level(ev, rows, table, depth, forced)
+    levels, common = _multi_level(ev, rows, table, depth, forced, ranges)
+    shrinks = _closing_shrinks(ev, rows, levels, common, reset_after)
     parts = []
-    for k, at, heads in levels:
+    for (k, at, heads), shrink_ns in zip(levels, shrinks):
         full = values[table[at[heads], k]]
         if shown_of is not None:
             shown = np.array([shown_of[v] for v in full], dtype=object)
@@ -386,8 +549,48 @@ def _nested_line(name, ev, rows, paths, forced, shown_of=None):
             long_names = np.where(shown != "", full, "")
         else:
             names, long_names = full, None
-        parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k))
+        parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k, shrink_ns=shrink_ns))
     return _concat(name, parts), common
+
+
+def _closing_shrinks(ev, rows, levels, common, reset_after):
+    """Per level, ns off the end of each event (XProf's AdjustDurationForTraceViewer). The
+    open events of levels common[j] and deeper close together when input j arrives (and
+    all of them after the last input if `reset_after`); going down such a stack, each
+    event with the same span as the one above it adds 1 ns to its own shrink and that of
+    every event below, up to the deepest event's duration in ns less 1. Events still open
+    at the end are left as they are."""
+    n = len(rows)
+    close, level, start, stop, where = [], [], [], [], []
+    for k, at, heads in levels:
+        b, e = ev["begin"][rows[at]], ev["end"][rows[at]]
+        lo, hi, s, t = _events_of(heads, b, e)
+        closers = np.flatnonzero(common <= k)  # inputs that end an open event of level k
+        nxt = np.searchsorted(closers, at[hi - 1], side="right")
+        c = np.where(nxt < len(closers), closers[np.minimum(nxt, len(closers) - 1)], n if reset_after else -1)
+        close.append(c)
+        level.append(np.full(len(lo), k, dtype=np.int64))
+        start.append(s)
+        stop.append(t)
+        where.append(np.full(len(lo), len(where), dtype=np.int64))
+    if not close:
+        return []
+    close, level, start, stop, where = (np.concatenate(x) for x in (close, level, start, stop, where))
+    shrink = np.zeros(len(close), dtype=np.int64)
+    closed = np.flatnonzero(close >= 0)
+    if len(closed):
+        order = closed[np.lexsort((level[closed], close[closed]))]
+        c, s, t = close[order], start[order], stop[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = c[1:] != c[:-1]
+        same = ~first
+        same[1:] &= (s[1:] == s[:-1]) & (t[1:] == t[:-1])
+        group = np.cumsum(first) - 1
+        count = pd.Series(same.astype(np.int64)).groupby(group).cumsum().to_numpy()
+        top = np.append(np.flatnonzero(first)[1:], len(order)) - 1
+        cap = np.maximum((t[top] - s[top]) // 1000 - 1, 0)[group]
+        shrink[order] = np.minimum(count, cap)
+    return [shrink[where == i] for i in range(len(levels))]
 
 
 def _command_buffers(ev, module_new):
@@ -425,7 +628,7 @@ def _step_names(space):
     return dict(zip(steps["group_id"].astype(np.int64), steps["step_name"].astype(str)))
 
 
-def _steps_line(space, plane, groups):
+def steps_line(space, plane, groups):
     """One event per run of events of one step, over all the plane's streams in time order."""
     keys = [li for li in sorted(groups) if len(plane.lines[li])]
     if not keys or not any((groups[li] >= 0).any() for li in keys):
