@@ -17,6 +17,8 @@ RUNS = [
     "amd_jax_gemm_mi300",
     "amd_jax_elementwise_mi300",
     "amd_jax_conv_mi300",
+    "nvidia_jax_mlp_h200",
+    "nvidia_jax_mlp_no_graphs_h200",
     "jax_mlp_cpu",
     "jax_transformer_cpu",
     "tpu_v6e_inference",

@@ -118,10 +118,12 @@ def test_gpu_input_ops_summed_over_hosts():
         ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
         ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
         ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+        ("nvidia_jax_no_steps_h200", "2026_11_26_01_22_22"),
     ],
 )
 def test_jax_gpu_without_step_markers(name, session):
-    """JAX on AMD GPUs, no StepTraceAnnotation: no steps, XProf's conclusion, no input ops."""
+    """JAX on AMD GPUs and an NVIDIA H200, no StepTraceAnnotation: no steps, XProf's
+    conclusion, no input ops."""
     run, ref = _load(name, session)
     res = input_pipeline(run)
     assert res.steps.empty and res.reason == NO_STEPS_REASON

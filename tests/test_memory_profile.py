@@ -22,6 +22,9 @@ RUNS = {
     "amd_jax_gemm_mi300": "2026_02_20_13_54_10",
     "amd_jax_elementwise_mi300": "2026_02_20_13_54_27",
     "amd_jax_conv_mi300": "2026_02_20_13_53_59",
+    "nvidia_jax_mlp_h200": "2026_11_26_01_22_22",
+    "nvidia_jax_no_steps_h200": "2026_11_26_01_22_22",
+    "nvidia_jax_mlp_no_graphs_h200": "2026_11_26_01_30_16",
 }
 
 

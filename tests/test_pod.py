@@ -37,6 +37,9 @@ RUNS = [
     ("tpu_v6e_inference", "2025_tpu_inference"),
     ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
     ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+    ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
+    ("nvidia_jax_no_steps_h200", "2026_11_26_01_22_22"),
+    ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
 ]
 #: Host files copied 16 times: TPU ops and duty cycle; XLA:CPU thunks with steps; GPU
 #: kernels with device steps and allocators.

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from ..io.sorting import order_by_key
-from .grouping import HOST_PLANE, group_ids, step_events
+from .grouping import HOST_PLANE, forward_filled_group_ids, group_ids, step_events
 
 # XProf's `EventType` priorities (higher wins where events overlap).
 UNKNOWN_TIME = 0
@@ -487,15 +487,36 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     and resolved by priority as in `host_steps`; uncovered time is "all
     others". Host events do not enter (XProf ignores them when there is a
     device). Same columns as `host_steps` (ms); step_name is the group id.
+
+    A file that is not grouped yet (JAX's, `grouping.is_grouped`) has neither the
+    `group_id` stats nor the "Steps" line: XProf adds both before its step analysis
+    (grouping, then `ProcessUngroupedEvents` and `DeriveStepEventsFromGroups`), and so
+    do we: the groups of `grouping.forward_filled_group_ids` and the markers of the
+    derived Steps line (`gpu_lines.steps_line`).
     """
+    from .gpu_lines import derives_gpu_lines, steps_line
+
     marks, ev = [], {k: [] for k in ("group", "start", "end", "type")}
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
-        for line in plane.lines:
+        computed = forward_filled_group_ids(space, plane) if derives_gpu_lines(space, plane) else None
+        if computed is not None:
+            derived_steps = steps_line(space, plane, computed)
+            if derived_steps is not None:
+                marks.append(
+                    pd.DataFrame(
+                        {
+                            "group_id": derived_steps.stats["group_id"].astype(np.int64),
+                            "begin_ps": derived_steps.start,
+                            "end_ps": derived_steps.start + derived_steps.dur,
+                        }
+                    )
+                )
+        for li, line in enumerate(plane.lines):
             if not len(line):
                 continue
-            if line.id == _STEP_INFO_LINE_ID:
+            if line.id == _STEP_INFO_LINE_ID and computed is None:
                 g = line.stats(names=["group_id"]).get("group_id")
                 if g is None:
                     continue
@@ -511,6 +532,10 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 )
             elif line.id >= 0:  # derived lines repeat the kernels
                 st = line.stats(names=["group_id", "correlation_id", "shape"])
+                if computed is not None:  # the groups XProf gives the events before its step analysis
+                    if li not in computed:
+                        continue
+                    st["group_id"] = pd.Series(computed[li], index=st.index).where(computed[li] >= 0)
                 if "group_id" not in st or "correlation_id" not in st:
                     continue
                 ok = (st["group_id"].notna() & st["correlation_id"].notna()).to_numpy()
