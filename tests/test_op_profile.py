@@ -16,6 +16,8 @@ OP_RUNS = [
     ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
     ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
     ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
+    ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
+    ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
 ]
 
 
@@ -116,21 +118,38 @@ def test_hlo_stats_matches_xprof(op_run):
         assert o["bound_by"] == r["bound_by"]
 
 
-def test_gpu_without_xla_or_tf_ops_is_all_idle():
-    """tf_gpu_multiworker's kernels name no XLA op (`hlo_op`) and no TF op (`tf_op`): XProf's
-    op profile is the devices' time, all idle. (XProf shows that tree's root as the IDLE
-    node itself: its dedup step takes a root whose only child is IDLE for a group of one;
-    ours keeps the root and says why there are no ops.)"""
-    run = corpus_run("tf_gpu_multiworker")
-    ref = json.loads(
-        (REFERENCE / "tf_gpu_multiworker" / "2020_12_23_gpu_multi_worker" / "op_profile.json").read_text()
-    )["byProgram"]
+@pytest.mark.parametrize(
+    "name,session,why",
+    [
+        ("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker", "tf_op"),
+        ("nvidia_jax_no_steps_h200", "2026_11_26_01_22_22", "--xla_gpu_enable_command_buffer="),
+    ],
+)
+def test_gpu_without_xla_or_tf_ops_is_all_idle(name, session, why):
+    """XProf's op profile is the devices' time, all idle, when no kernel names an op of its
+    program: tf_gpu_multiworker's kernels name no XLA op (`hlo_op`) and no TF op (`tf_op`);
+    JAX 0.11's kernels on the H200 ran in CUDA graphs (XLA command buffers), each naming its
+    command buffer, `command_buffer_1`, which is no instruction of the program (the reason
+    says how to profile without them). XProf shows that tree's root as the IDLE node itself:
+    its dedup step takes a root whose only child is IDLE for a group of one; ours keeps the
+    root and says why there are no ops."""
+    run = corpus_run(name, session)
+    ref = json.loads((REFERENCE / name / session / "op_profile.json").read_text())["byProgram"]
     assert ref["name"] == "IDLE" and not ref["children"]
     prof = op_profile(run)
-    assert prof.empty and "tf_op" in prof.reason
+    assert prof.empty and why in prof.reason
     assert [c.name for c in prof.root.children] == ["IDLE"]
     assert prof.root.time_ps == prof.root.children[0].time_ps == int(ref["metrics"]["rawTime"])
     assert hlo_stats(run).empty
+
+
+def test_command_buffer_kernels_are_counted_and_explained():
+    """Of the H200 run's 305 kernels that name an op, 232 ran in command buffers: XProf
+    counts them idle (its tree has 20 + 2 + 51 op executions), and the profile says so."""
+    prof = op_profile(corpus_run("nvidia_jax_mlp_h200"))
+    assert prof.notes.startswith("232 of the 305 GPU kernels that name an op ran in CUDA graphs")
+    assert "XLA_FLAGS=--xla_gpu_enable_command_buffer=" in prof.notes
+    assert not op_profile(corpus_run("nvidia_jax_mlp_no_graphs_h200")).notes
 
 
 # JAX on CPU now gets an op profile from XLA:CPU thunks (tests/test_op_profile_cpu.py).

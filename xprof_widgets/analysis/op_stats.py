@@ -467,7 +467,9 @@ def gpu_kernel_runs(run, space):
     op, `occurrences` its kernels. Any other event with a `tf_op` stat is a TF op entry
     `name/kernel`. Returns (DataFrame with GPU_RUN_COLUMNS, [span_ps per plane]), the
     span from the first event start to the last event end over all lines, read from
-    the events' offsets as XProf does.
+    the events' offsets as XProf does. `attrs["command_buffer_kernels"]`: the kernels
+    skipped for naming an XLA command buffer (a CUDA graph) rather than their op
+    (events, time_ps).
     """
     return derived(space, "gpu_kernel_runs", lambda: _gpu_kernel_runs(run, space))
 
@@ -482,6 +484,7 @@ def _gpu_kernel_runs(run, space):
     modules = program_modules(run)
     eager = eager_events(space)
     frames, spans, offset = [], [], 0
+    in_buffers = {"events": 0, "time_ps": 0}
     for d, plane in enumerate(planes):
         lines = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
         lo, hi = None, 0
@@ -512,6 +515,10 @@ def _gpu_kernel_runs(run, space):
                 p, name = key
                 found[key] = p >= 0 and modules.instruction(int(p), name) is not None
             keep = np.array([(not x) or found[(p, nm)] for x, p, nm in zip(is_hlo[idx], pids, names)], dtype=bool)
+            # Kernels of a command buffer: their op is the buffer, no instruction of the program.
+            lost = idx[~keep][np.char.startswith(names[~keep].astype(str), COMMAND_BUFFER_PREFIX)]
+            in_buffers["events"] += len(lost)
+            in_buffers["time_ps"] += int(line.event_duration_ps[lost].astype(np.int64).sum())
             idx, names, pids = idx[keep], names[keep], pids[keep]
             if not len(idx):
                 offset += n
@@ -555,11 +562,14 @@ def _gpu_kernel_runs(run, space):
             frames.append(runs)
             offset += n
     if not frames:
-        return pd.DataFrame(columns=GPU_RUN_COLUMNS), spans
-    runs = pd.concat(frames, ignore_index=True).sort_values("order", kind="stable")
-    runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
-    runs["tf_op"] = runs["tf_op"].where(~runs["xla"], None)
-    return runs[GPU_RUN_COLUMNS].reset_index(drop=True), spans
+        out = pd.DataFrame(columns=GPU_RUN_COLUMNS)
+    else:
+        runs = pd.concat(frames, ignore_index=True).sort_values("order", kind="stable")
+        runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
+        runs["tf_op"] = runs["tf_op"].where(~runs["xla"], None)
+        out = runs[GPU_RUN_COLUMNS].reset_index(drop=True)
+    out.attrs["command_buffer_kernels"] = in_buffers
+    return out, spans
 
 
 _GPU_COST_COLUMNS = ["flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes"]
@@ -574,8 +584,11 @@ def _gpu_op_metrics(run):
 
     modules = program_modules(run)
     frames, total, op_time, first_plane = [], 0, 0, None
+    in_buffers = {"events": 0, "time_ps": 0}
     for space in run.xspaces():
         runs, spans = gpu_kernel_runs(run, space)
+        for k, v in runs.attrs.get("command_buffer_kernels", {}).items():
+            in_buffers[k] += v
         planes = gpu_planes(space)
         if first_plane is None and planes:
             first_plane = planes[0]
@@ -606,8 +619,8 @@ def _gpu_op_metrics(run):
             dict(modules.names),
             peaks,
             source="gpu",
-            reason="no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), "
-            "so XProf shows only idle time",
+            reason=_command_buffer_words(in_buffers, "all")
+            or "no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), so XProf shows only idle time",
         )
     runs = pd.concat(frames, ignore_index=True)
     # Costs per entry: the first event's instruction, once per kernel (XProf's EnterOp).
@@ -703,7 +716,27 @@ def _gpu_op_metrics(run):
         if c not in ops:
             ops[c] = 0
     ops["flops_estimated"] = False
-    return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu")
+    notes = _command_buffer_words(in_buffers, f"{int(runs['occurrences'].sum()) + in_buffers['events']:,}")
+    return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
+
+
+#: How XLA names the kernels of a command buffer (a CUDA graph) in their `hlo_op` stat.
+COMMAND_BUFFER_PREFIX = "command_buffer"
+DISABLE_COMMAND_BUFFERS = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
+
+
+def _command_buffer_words(in_buffers, of_all):
+    """Why kernels of XLA command buffers count as idle time, and how to see their ops; ""
+    when no kernel was of a command buffer. `of_all`: "all", or how many kernels name an op."""
+    n = in_buffers["events"]
+    if not n:
+        return ""
+    which = "the GPU kernels" if of_all == "all" else f"{n:,} of the {of_all} GPU kernels that name an op"
+    return (
+        f"{which} ran in CUDA graphs (XLA command buffers, {in_buffers['time_ps'] / 1e9:,.3f} ms): each names "
+        "its command buffer (`command_buffer_1`...), not its XLA op, so its time counts as idle, "
+        f"as in XProf. To see those ops, profile with command buffers off: {DISABLE_COMMAND_BUFFERS}"
+    )
 
 
 # --- XLA:CPU thunks on the host (JAX on CPU; beyond XProf, which has no op profile there) ---
