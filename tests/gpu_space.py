@@ -67,9 +67,7 @@ class Kernel:
     stats: dict = field(default_factory=dict)
 
 
-def gpu_space(
-    modules, kernels, device=MI300X, devices=1, hostname="gpu", kernels_by_device=None, scope_ranges=None
-):
+def gpu_space(modules, kernels, device=MI300X, devices=1, hostname="gpu", kernels_by_device=None, scope_ranges=None):
     """Serialized XSpace: `/host:metadata` with `modules` ({program_id: (name, hlo text or
     HloProto bytes)}), `devices` GPU planes with `device` stats, the kernels on device 0
     (or `kernels_by_device`: {device index: [Kernel]}). `scope_ranges` ({range id: its

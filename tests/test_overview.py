@@ -22,22 +22,10 @@ from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
 from . import xprof_oracle as oracle
+from . import xprof_tables
 from .conftest import REFERENCE, add_stat, corpus_run
 
-RUNS = [
-    ("jax_mlp_cpu", "2026_11_22_03_11_56"),
-    ("jax_transformer_cpu", "2026_11_22_03_13_20"),
-    ("tf_keras_cpu", "2026_11_22_03_16_08"),
-    ("tf_keras_cpu", "2026_11_22_03_16_48"),
-    ("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"),
-    ("tpu_v6e_inference", "2025_tpu_inference"),
-    ("amd_jax_gemm_mi300", "2026_02_20_13_54_10"),
-    ("amd_jax_elementwise_mi300", "2026_02_20_13_54_27"),
-    ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
-    ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
-    ("nvidia_jax_no_steps_h200", "2026_11_26_01_22_22"),
-    ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
-]
+RUNS = xprof_tables.RUNS  # every run with XProf's references
 # XProf's overview_page.json: a list of DataTables.
 TOP_OPS, STEPS, RUN_ENV, RECOMMENDATION = 0, 1, 2, 3
 

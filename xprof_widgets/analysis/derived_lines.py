@@ -553,7 +553,7 @@ def _framework_lines(ev):
         lo, hi = np.concatenate(ev_lo), np.concatenate(ev_hi)
         start, stop = np.concatenate(ev_start), np.concatenate(ev_end)
         level = np.concatenate(ev_level)
-        stop = stop - 1000 * _stack_shrink_ns(lo, hi, start, stop, level, len(scoped))
+        stop = stop - 1000 * stack_shrink_ns(hi - 1, level, start, stop)  # closed by their last op
         names = np.asarray(scope_names, dtype=object)[np.concatenate(ev_name)]
         seq = ops[scoped]
         yield DerivedLine(
@@ -600,19 +600,18 @@ def _group_stat(group):
     return {"group_id": np.array([int(g) if g >= 0 else None for g in group.tolist()], dtype=object)}
 
 
-def _stack_shrink_ns(lo, hi, start, stop, level, n_ops):
-    """ns to take off each name-scope event's end (XProf's AdjustDurationForTraceViewer).
+def stack_shrink_ns(close, level, start, stop):
+    """ns to take off each derived event's end (XProf's AdjustDurationForTraceViewer).
 
-    The events whose last op is the same close together, as one stack of
-    consecutive levels. Going down the stack, each event with the same span
-    as the one above adds 1 ns to the shrink of it and every event below,
-    up to the top event's duration in ns less 1.
+    Events with the same `close` (what closed them) close together, as one stack of
+    consecutive levels. Going down the stack, each event with the same span as the one
+    above adds 1 ns to the shrink of it and every event below, up to the deepest
+    event's duration in ns less 1.
     """
-    last = hi - 1
-    order = np.lexsort((level, last))
-    last_o, s_o, e_o = last[order], start[order], stop[order]
+    order = np.lexsort((level, close))
+    c, s_o, e_o = close[order], start[order], stop[order]
     first = np.ones(len(order), dtype=bool)
-    first[1:] = last_o[1:] != last_o[:-1]
+    first[1:] = c[1:] != c[:-1]
     same = ~first
     same[1:] &= (s_o[1:] == s_o[:-1]) & (e_o[1:] == e_o[:-1])
     grp = np.cumsum(first) - 1

@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order
+from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -577,19 +577,9 @@ def _closing_shrinks(ev, rows, levels, common, reset_after):
         return []
     close, level, start, stop, where = (np.concatenate(x) for x in (close, level, start, stop, where))
     shrink = np.zeros(len(close), dtype=np.int64)
-    closed = np.flatnonzero(close >= 0)
-    if len(closed):
-        order = closed[np.lexsort((level[closed], close[closed]))]
-        c, s, t = close[order], start[order], stop[order]
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = c[1:] != c[:-1]
-        same = ~first
-        same[1:] &= (s[1:] == s[:-1]) & (t[1:] == t[:-1])
-        group = np.cumsum(first) - 1
-        count = pd.Series(same.astype(np.int64)).groupby(group).cumsum().to_numpy()
-        top = np.append(np.flatnonzero(first)[1:], len(order)) - 1
-        cap = np.maximum((t[top] - s[top]) // 1000 - 1, 0)[group]
-        shrink[order] = np.minimum(count, cap)
+    closed = close >= 0
+    if closed.any():
+        shrink[closed] = stack_shrink_ns(close[closed], level[closed], start[closed], stop[closed])
     return [shrink[where == i] for i in range(len(levels))]
 
 
