@@ -1,11 +1,15 @@
 """JAX on AMD MI300X GPUs in JupyterLab in headless Chromium: the op profile shows XProf's
 tree with its IDLE share and the cost model's FLOP rates; the trace viewer shows XProf's
-derived GPU lines and an XLA op event opens the op's card; screenshots saved."""
+derived GPU lines and an XLA op event opens the op's card. JAX 0.11 on an NVIDIA H200: the
+overview's steps are XProf's, the op profile says why CUDA graph kernels are idle time.
+Screenshots saved."""
+
+import json
 
 import xprof_widgets as xw
 
-from ..conftest import PROFILES
-from .harness import finish, show_widget, tool_cell
+from ..conftest import PROFILES, REFERENCE
+from .harness import finish, show_step_page, show_widget, tool_cell
 from .test_platform import PAINTED_PIXELS_JS
 
 ELEMENTWISE = PROFILES / "amd_jax_elementwise_mi300"
@@ -63,3 +67,22 @@ def test_gpu_trace_derived_lines(page, jupyter_lab):
     card = widget.locator("[data-op-card]").inner_text()
     assert "gemm_fusion_dot_general.1" in card and "custom fusion" in card and "jit_dot(5)" in card
     finish(page, widget, "gpu-trace-viewer.png", "gpu-trace-viewer")
+
+
+def test_nvidia_jax_steps_and_command_buffers(page, jupyter_lab):
+    """XProf 2.24.2 finds 6 steps in the H200 run (of 8: it drops the first and last), the
+    third 1,588 ms (the evaluation program compiling); the overview shows that table. The
+    op profile of the same run: 232 of its kernels ran in command buffers, counted idle as
+    XProf does, and the page says how to see their ops."""
+    logdir = PROFILES / "nvidia_jax_mlp_h200"
+    ref = json.loads((REFERENCE / "nvidia_jax_mlp_h200" / "2026_11_26_01_22_22" / "overview_page.json").read_text())
+    widget, expected = show_step_page(page, jupyter_lab, "OverviewWidget", logdir, "overview")
+    assert [str(x) for x in expected.steps["step_name"]] == [r["c"][0]["v"] for r in ref[1]["rows"]]
+    assert f"{expected.avg_step_time_ms:.1f}" == ref[1]["p"]["steptime_ms_average"] == "276.0"
+    assert widget.locator("[data-stat='device_type']").inner_text() == "Nvidia GPU (Hopper)"
+    finish(page, widget, "overview-nvidia-h200.png")
+    widget = show_widget(page, jupyter_lab, "nvidia_op_profile.ipynb", tool_cell("OpProfileWidget", logdir))
+    note = widget.locator(".xw-note", has_text="command buffers").first.inner_text()
+    assert note.startswith("232 of the 305 GPU kernels that name an op ran in CUDA graphs")
+    assert "XLA_FLAGS=--xla_gpu_enable_command_buffer=" in note
+    finish(page, widget, "op-profile-nvidia-h200.png")
