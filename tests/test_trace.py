@@ -984,3 +984,23 @@ def test_trace_viewer_rows_show_labels():
     w = xw.TraceViewerWidget(run)
     _, _, labels, _ = w._layout()
     assert set(tracks["label"]) <= set(labels.values())
+
+
+def test_scope_range_chains_and_splits(monkeypatch):
+    """Chains walked as XProf walks them (loops once round, as far as a budget allows: a
+    damaged file may not make it quadratic); a run that began with a range splits where
+    another range comes, one that began without never does."""
+    from xprof_widgets.analysis import gpu_lines as G
+
+    tree = {11: 1, 12: 1, 31: 3, 3: 1, 77: 78, 78: 77, 5: 6, 6: 7, 7: 5}
+    ids = [11, 12, 31, 1, 99, 77, 78, 5, 6]
+    assert G._range_summaries(ids, tree) == [(2, 1), (2, 1), (3, 1), (1, 1), (1, 99), (3, 77), (3, 78), (4, 5), (4, 6)]
+    assert G._range_chain(5, tree, 100) == (5, 6, 7, 5) and G._range_chain(31, tree, 2) == (31, 3)
+    monkeypatch.setattr(G, "LOOP_WALK_BUDGET", 4)
+    assert G._range_summaries([77, 5, 6], tree) == [(3, 77), (0, 0), (0, 0)]
+    heads = np.array([1, 0, 0, 0, 0, 1, 0, 0], dtype=bool)
+    ids = np.array([7, 7, 8, 0, 8, 0, 7, 9])
+    present = np.array([1, 1, 1, 0, 1, 0, 1, 1], dtype=bool)
+    # run 1 began with range 7: 8 splits, nothing (0) continues, 8 again continues;
+    # run 2 began without a range: nothing splits it.
+    np.testing.assert_array_equal(G._range_splits(heads, ids, present), [1, 0, 1, 0, 0, 1, 0, 0])

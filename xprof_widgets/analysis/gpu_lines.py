@@ -204,10 +204,10 @@ def _range_summaries(ids, tree):
     out = []
     for start in ids:
         summary = memo[start]
-        if summary is None:
-            chain = _range_chain(start, tree, budget)
+        if summary is None:  # XProf's walk, while the budget lasts (a cut walk: no range)
+            chain = _range_chain(start, tree, budget) if budget > 0 else ()
             budget -= len(chain)
-            summary = (len(chain), chain[-1]) if len(chain) < budget else (0, 0)
+            summary = (len(chain), chain[-1]) if chain and budget > 0 else (0, 0)
         out.append(summary)
     return out
 
@@ -303,7 +303,7 @@ def _inputs(plane, li, line, group, modules, tree):
 
 
 def _ranges(range_id, has_range, tree):
-    """Each input's scope range chain: its length (0: no range, or a loop) and its root."""
+    """Each input's scope range chain: its length (0: no range) and its root."""
     length = np.zeros(len(range_id), dtype=np.int64)
     root = np.zeros(len(range_id), dtype=np.int64)
     at = np.flatnonzero(has_range)
