@@ -1,6 +1,6 @@
 """Record a small, real JAX profile on an NVIDIA GPU (how tests/data/profiles/nvidia_jax_* were made).
 
-usage: python tools/record_nvidia_jax.py OUT [--steps 8] [--only mlp]
+usage: python tools/record_nvidia_jax.py OUT [--steps 8] [--only mlp|mlp_no_steps|scan]
 
 Writes two runs under OUT, each a logdir (OUT/NAME/plugins/profile/SESSION/HOST.xplane.pb):
 
@@ -12,6 +12,10 @@ Writes two runs under OUT, each a logdir (OUT/NAME/plugins/profile/SESSION/HOST.
   program at its first use, step 3, inside the trace (so the profile has XLA's
   compilation and autotuning kernels in that step, as a user's first steps do).
 * `mlp_no_steps`: the same steps without step annotations: what a user who forgot them sees.
+* `scan` (only with `--only scan`): loops on the device, as large JAX models run them: four
+  identical layers applied by `jax.lax.scan`, the gradient accumulated over two
+  micro-batches by `jax.lax.fori_loop` (XLA while loops, one inside the other), steps
+  annotated, compiled before the trace.
 
 XLA runs the compiled programs as CUDA graphs (command buffers) by default; run with
 `XLA_FLAGS=--xla_gpu_enable_command_buffer=` to get a kernel per op launched on its own
@@ -71,6 +75,65 @@ def accuracy(params, x, y):
     return jnp.mean(jnp.argmax(forward(params, x), -1) == jnp.argmax(y, -1))
 
 
+LAYERS, WIDTH = 4, 1024
+
+
+def init_stacked(key):
+    k1, k2 = jax.random.split(key)
+    layers = {
+        "w": jax.random.normal(k1, (LAYERS, WIDTH, WIDTH), jnp.float32) / np.sqrt(WIDTH),
+        "b": jnp.zeros((LAYERS, WIDTH), jnp.float32),
+    }
+    head = jax.random.normal(k2, (WIDTH, SIZES[-1]), jnp.float32) / np.sqrt(WIDTH)
+    return {"layers": layers, "head": head}
+
+
+def scan_forward(params, x):
+    def layer(h, p):
+        z = jnp.dot(h.astype(jnp.bfloat16), p["w"].astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        return jax.nn.gelu(z + p["b"]), None
+
+    h, _ = jax.lax.scan(layer, x, params["layers"])
+    return h @ params["head"]
+
+
+def scan_loss(params, x, y):
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(scan_forward(params, x)) * y, axis=-1))
+
+
+@jax.jit
+def scan_train_step(params, x, y):
+    micro = 2
+    xs, ys = x.reshape(micro, -1, x.shape[-1]), y.reshape(micro, -1, y.shape[-1])
+
+    def accumulate(i, carry):
+        total, grads = carry
+        value, g = jax.value_and_grad(scan_loss)(params, xs[i], ys[i])
+        return total + value, jax.tree_util.tree_map(jnp.add, grads, g)
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    total, grads = jax.lax.fori_loop(0, micro, accumulate, (0.0, zeros))
+    return jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g / micro, params, grads), total / micro
+
+
+def record_scan(out: Path, steps: int) -> str:
+    rng = np.random.default_rng(0)
+    params = init_stacked(jax.random.PRNGKey(0))
+    x, y = host_batch(rng)
+    x = x[:, :WIDTH]
+    params, value = scan_train_step(params, x, y)  # compile first
+    value.block_until_ready()
+    logdir = Path(tempfile.mkdtemp())
+    jax.profiler.start_trace(str(logdir))
+    for i in range(steps):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            x, y = host_batch(rng)
+            params, value = scan_train_step(params, jax.device_put(x[:, :WIDTH]), jax.device_put(y))
+            value.block_until_ready()
+    jax.profiler.stop_trace()
+    return _keep(logdir, out, "scan")
+
+
 def host_batch(rng):
     x = rng.standard_normal((BATCH, SIZES[0]), dtype=np.float32)
     y = np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)]
@@ -100,11 +163,16 @@ class _Nothing:
 def record(out: Path, name: str, steps: int, annotate: bool) -> str:
     rng = np.random.default_rng(0)
     params = init(jax.random.PRNGKey(0))
-    params = train(params, rng, 2, annotate=False)  # compile both programs first
+    params = train(params, rng, 2, annotate=False)  # compiles the training step (evaluation: at step 3)
     logdir = Path(tempfile.mkdtemp())
     jax.profiler.start_trace(str(logdir))
     train(params, rng, steps, annotate)
     jax.profiler.stop_trace()
+    return _keep(logdir, out, name)
+
+
+def _keep(logdir: Path, out: Path, name: str) -> str:
+    """Copies the one run jax.profiler wrote under `logdir` to OUT/name; its session name."""
     (session,) = (logdir / "plugins" / "profile").iterdir()
     dest = out / name / "plugins" / "profile" / session.name
     dest.mkdir(parents=True)
@@ -117,14 +185,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--only", choices=["mlp", "mlp_no_steps"], help="record this run alone")
+    parser.add_argument("--only", choices=["mlp", "mlp_no_steps", "scan"], help="record this run alone")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    sessions = {
-        name: record(args.out, name, args.steps, annotate=name == "mlp")
-        for name in ("mlp", "mlp_no_steps")
-        if args.only in (None, name)
-    }
+    if args.only == "scan":
+        sessions = {"scan": record_scan(args.out, args.steps)}
+    else:
+        sessions = {
+            name: record(args.out, name, args.steps, annotate=name == "mlp")
+            for name in ("mlp", "mlp_no_steps")
+            if args.only in (None, name)
+        }
     device = jax.devices()[0]
     env = {
         "jax": jax.__version__,
