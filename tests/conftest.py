@@ -52,10 +52,12 @@ CORPUS_LOGDIRS = (
     "amd_jax_elementwise_mi300",
     "amd_jax_conv_mi300",
     # Vendored (tests/data/profiles): JAX 0.11 on an NVIDIA H200, with and without steps,
-    # and with XLA's command buffers (CUDA graphs) off.
+    # with XLA's command buffers (CUDA graphs) off, and with device loops (scan, fori_loop).
     "nvidia_jax_mlp_h200",
     "nvidia_jax_no_steps_h200",
     "nvidia_jax_mlp_no_graphs_h200",
+    "nvidia_jax_scan_h200",
+    "nvidia_jax_scan_no_graphs_h200",
 )
 HOW_TO_GET = (
     f"the profile corpus is not at {CORPUS}: set XPROF_CORPUS to a folder holding it "

@@ -16,6 +16,8 @@ RUNS = [
     ("tf_gpu_multiworker", "2020_12_23_gpu_multi_worker"),
     ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
     ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
+    ("nvidia_jax_scan_h200", "2026_11_26_01_49_05"),
+    ("nvidia_jax_scan_no_graphs_h200", "2026_11_26_01_49_10"),
 ]
 
 

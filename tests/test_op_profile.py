@@ -18,6 +18,8 @@ OP_RUNS = [
     ("amd_jax_conv_mi300", "2026_02_20_13_53_59"),
     ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
     ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
+    ("nvidia_jax_scan_h200", "2026_11_26_01_49_05"),
+    ("nvidia_jax_scan_no_graphs_h200", "2026_11_26_01_49_10"),
 ]
 
 
