@@ -131,6 +131,21 @@ def test_events_whose_metadata_is_missing(tmp_path, device):
     _assert_handled(_write(tmp_path, space))
 
 
+@pytest.mark.parametrize("logdir", ["amd_jax_conv_mi300", "nvidia_jax_mlp_h200"])
+def test_two_planes_of_one_name(tmp_path, logdir):
+    """A damaged file with two planes named /device:GPU:0 (fuzz seed 1 found it: the step
+    groups, kept by plane name, then had the other plane's lengths): every tool answers."""
+    space = _space(next((REPO / "tests/data/profiles" / logdir).glob("plugins/profile/*/*.xplane.pb")))
+    gpus = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+    gpus[-1].name = "/device:GPU:0"
+    if len(gpus) == 1:
+        copy = space.planes.add()
+        copy.CopyFrom(gpus[0])
+        del copy.lines[0].events[1:]
+    results = _assert_handled(_write(tmp_path, space))
+    assert results["overview"] == "ok" and results["input_pipeline"] == "ok"
+
+
 def test_negative_metadata_ids(tmp_path):
     space = _space()
     plane = _plane(space, "/device:GPU")

@@ -757,6 +757,18 @@ _HOST_PLANE_PREFIXES = (
 )
 
 
+def of_line(table, plane, li, fill):
+    """`table[(plane.name, li)]` (one value per event of the line: group ids, eager marks),
+    or `fill` for each event where the table has none. Tables are kept by plane name: in a
+    damaged file with two planes of one name a line may find the other plane's, and one of
+    another length counts as none."""
+    n = len(plane.lines[li])
+    values = table.get((plane.name, li))
+    if values is None or len(values) != n:
+        return np.full(n, fill)
+    return np.asarray(values)
+
+
 def is_grouped(space):
     """True when every host and device plane of the space has a `group_id` stat (XProf's
     IsXSpaceGrouped: then it neither regroups nor derives lines)."""
@@ -803,7 +815,7 @@ def forward_filled_group_ids(space, plane):
 
     groups = group_ids(space)
     keys = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
-    g = [np.asarray(groups.get((plane.name, li), np.full(len(line), -1)), dtype=np.int64) for li, line in keys]
+    g = [of_line(groups, plane, li, -1) for li, _ in keys]
     if not g or is_grouped(space) or not any((x >= 0).any() for x in g):
         return {li: x for (li, _), x in zip(keys, g)}
     begin = np.concatenate([line.start_ps.astype(np.int64) for _, line in keys])
@@ -881,8 +893,9 @@ def eager_events(space, recompute=False):
     for plane in space.planes:
         for li, line in enumerate(plane.lines):
             mask = np.zeros(len(line), bool)
-            mask[marked.get((plane.name, li), [])] = True
-            out[(plane.name, li)] = mask
+            at = np.asarray(marked.get((plane.name, li), []), dtype=np.int64)
+            mask[at[at < len(line)]] = True  # (a damaged file's planes of one name share marks)
+            out.setdefault((plane.name, li), mask)
     return out
 
 

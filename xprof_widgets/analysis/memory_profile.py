@@ -44,7 +44,7 @@ from pandas.api.types import union_categoricals
 
 from ..io.xspace import categorical
 from .cache import derived
-from .grouping import group_ids
+from .grouping import group_ids, of_line
 
 HOST_PLANE = "/host:CPU"
 ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
@@ -265,7 +265,7 @@ def _allocator_events(run, space, host):
         parts = []
         for i, p in lines:
             if p:
-                p["step_id"] = groups[(plane.name, i)][p.pop("event")].astype(np.int64)
+                p["step_id"] = of_line(groups, plane, i, -1)[p.pop("event")].astype(np.int64)
                 parts.append(p)
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})

@@ -475,7 +475,7 @@ def gpu_kernel_runs(run, space):
 
 
 def _gpu_kernel_runs(run, space):
-    from .grouping import eager_events, forward_filled_group_ids
+    from .grouping import eager_events, forward_filled_group_ids, of_line
     from .xla_ops import program_modules
 
     planes = gpu_planes(space)
@@ -533,7 +533,7 @@ def _gpu_kernel_runs(run, space):
                     "event_name": np.asarray(line.names()[idx], dtype=object),
                     "group": filled[li][idx],
                     "time_ps": line.event_duration_ps[idx].astype(np.int64),
-                    "is_eager": eager.get((plane.name, li), np.zeros(n, bool))[idx],
+                    "is_eager": of_line(eager, plane, li, False)[idx],
                 }
             )
             # A new entry where the op or step changes (an event without a step compares
