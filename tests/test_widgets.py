@@ -577,6 +577,11 @@ def test_step_graph_of_one_step_is_one_named_bar():
     assert (fig.x_range.start, fig.x_range.end) == (-0.6, 99.6)
     assert isinstance(fig.xaxis.ticker, BasicTicker) and fig.xaxis.ticker.min_interval == 1
     assert fig.xaxis.major_label_overrides[42] == "42"
+    # A long name is cut under its bar (rotated, it would run over the page), whole in the tooltip.
+    long = one.assign(step_name=["FunctionRun'\"><img src=x onerror=alert(1)> 201"])
+    fig = steps_figure(long)
+    assert fig.xaxis.major_label_overrides == {0: "FunctionRun'\"><img src=…"}  # 23 + "…"
+    assert fig.renderers[0].data_source.data["name"] == list(long["step_name"])
 
 
 def test_data_attributes_are_written_one_way():

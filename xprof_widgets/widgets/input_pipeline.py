@@ -32,6 +32,7 @@ HOST = {
     "unclassified": "Other",
 }
 MIN_STEP_SLOTS = 10  # the step-time graph is at least this many bar widths wide
+MAX_STEP_LABEL = 24  # characters of a step name under its bar
 OP_COLUMNS = {
     "op_name": "Input op",
     "count": "Count",
@@ -81,7 +82,12 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     )
     # Ticks only where steps are (named after them): every step when few, whole steps when many.
     fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
-    fig.xaxis.major_label_overrides = {i: name for i, name in enumerate(data["name"])}
+    # Long step names (a hostile or odd file) cut: a rotated label would run over the page
+    # below the chart; the whole name is in the bar's tooltip.
+    fig.xaxis.major_label_overrides = {
+        i: name if len(name) <= MAX_STEP_LABEL else name[: MAX_STEP_LABEL - 1] + "…"
+        for i, name in enumerate(data["name"])
+    }
     fig.xaxis.major_label_orientation = 0.8 if n > 8 else 0
     fig.xgrid.visible = False
     fig.legend.orientation = "horizontal"
