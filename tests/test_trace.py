@@ -447,22 +447,17 @@ def _assert_derived_events_equal_xprofs(path, trace):
     """Every event XProf's trace viewer derives on the GPU planes of the file at `path`
     equals ours, by name, start and duration (to the ns: XProf writes microseconds with
     three decimals). Returns how many were compared."""
-    theirs = oracle.tool_data([path], "trace_viewer")
-    names = {}
-    for e in theirs["traceEvents"]:
-        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
-            names[(e["pid"], e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
-    by_track = {}
-    for e in theirs["traceEvents"]:
-        if e.get("ph") == "X":
-            key = (names.get((e["pid"], None)), names.get((e["pid"], e.get("tid"))))
-            by_track.setdefault(key, []).append((e["name"], round(e["ts"] * 1e3), round(e.get("dur", 0) * 1e3)))
-    derived = {k for k in by_track if " - from #" in k[1] or k[1] in ("Steps", "Launch Stats")}
+    by_track = oracle.trace_spans([path])
+
+    def derived(line):
+        return " - from #" in line or line in ("Steps", "Launch Stats")
+
+    theirs = {k for k in by_track if derived(k[1])}
     ours_tracks = {(t.section, t.name) for t in trace.tracks.itertuples()}
-    assert derived <= ours_tracks, derived - ours_tracks
+    assert theirs <= ours_tracks, theirs - ours_tracks
     checked = 0
     for t in trace.tracks.itertuples():
-        if " - from #" not in t.name and t.name not in ("Steps", "Launch Stats"):
+        if not derived(t.name):
             continue
         ev = trace.events(t.Index)
         ours = sorted(zip(ev["name"], ev["start_ps"] // 1000, (ev["end_ps"] - ev["start_ps"]) // 1000))
