@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .cache import derived
 from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
@@ -164,11 +165,15 @@ def _int_col(cols, name, n):
 def scope_range_tree(space) -> dict[int, int]:
     """{scope range id: its parent's}: the stats of the space's first plane named
     `/host:__ScopeRangeCallStack__` (a stat's metadata id -> its integer value), as XProf
-    reads them; {} without that plane."""
-    for plane in space.planes:
-        if plane.name == SCOPE_RANGE_PLANE:
-            return {int(st.metadata_id): int(st.int64_value) for st in plane.message.stats}
-    return {}
+    reads them; {} without that plane. Read once per file (every GPU plane asks)."""
+
+    def read():
+        for plane in space.planes:
+            if plane.name == SCOPE_RANGE_PLANE:
+                return {int(st.metadata_id): int(st.int64_value) for st in plane.message.stats}
+        return {}
+
+    return derived(space, "scope_range_tree", read)
 
 
 #: Steps walked in all over looping scope range chains (a damaged file) before the rest

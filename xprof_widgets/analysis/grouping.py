@@ -810,14 +810,22 @@ def forward_filled_group_ids(space, plane):
     """{line index: group ids} of a device plane's lines after XProf's ProcessUngroupedEvents:
     over all its lines (derived ones left out) by (start, duration), an event without a
     group takes the last group seen before it (events before the first keep -1). XProf does
-    this while deriving its timelines, so not in a file grouped already (`is_grouped`)."""
+    this while deriving its timelines, so not in a file grouped already (`is_grouped`).
+
+    Computed once per plane (the trace, the GPU op database and the GPU steps all read
+    it); the arrays are shared and read-only."""
+    key = ("forward_filled_group_ids", space.planes.index(plane))
+    return derived(space, key, lambda: _forward_filled_group_ids(space, plane))
+
+
+def _forward_filled_group_ids(space, plane):
     from .op_stats import is_derived_line
 
     groups = group_ids(space)
     keys = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
     g = [of_line(groups, plane, li, -1) for li, _ in keys]
     if not g or is_grouped(space) or not any((x >= 0).any() for x in g):
-        return {li: x for (li, _), x in zip(keys, g)}
+        return {li: _read_only(x) for (li, _), x in zip(keys, g)}
     begin = np.concatenate([line.start_ps.astype(np.int64) for _, line in keys])
     dur = np.concatenate([line.event_duration_ps.astype(np.int64) for _, line in keys])
     flat = np.concatenate(g)
@@ -828,7 +836,13 @@ def forward_filled_group_ids(space, plane):
     out = np.empty_like(flat)
     out[order] = np.where(pos >= 0, seq[np.maximum(pos, 0)], -1)
     bounds = np.cumsum([0] + [len(x) for x in g])
-    return {li: out[bounds[k] : bounds[k + 1]] for k, (li, _) in enumerate(keys)}
+    return {li: _read_only(out[bounds[k] : bounds[k + 1]]) for k, (li, _) in enumerate(keys)}
+
+
+def _read_only(array):
+    array = array.view()
+    array.flags.writeable = False
+    return array
 
 
 _STEP_COLUMNS = [
