@@ -619,7 +619,7 @@ def _gpu_op_metrics(run):
             dict(modules.names),
             peaks,
             source="gpu",
-            reason=_command_buffer_words(in_buffers, "all")
+            reason=_command_buffer_words(in_buffers)
             or "no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), so XProf shows only idle time",
         )
     runs = pd.concat(frames, ignore_index=True)
@@ -716,7 +716,7 @@ def _gpu_op_metrics(run):
         if c not in ops:
             ops[c] = 0
     ops["flops_estimated"] = False
-    notes = _command_buffer_words(in_buffers, f"{int(runs['occurrences'].sum()) + in_buffers['events']:,}")
+    notes = _command_buffer_words(in_buffers, int(runs["occurrences"].sum()) + in_buffers["events"])
     return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
 
 
@@ -725,13 +725,14 @@ COMMAND_BUFFER_PREFIX = "command_buffer"
 DISABLE_COMMAND_BUFFERS = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
 
 
-def _command_buffer_words(in_buffers, of_all):
+def _command_buffer_words(in_buffers, naming_an_op=None):
     """Why kernels of XLA command buffers count as idle time, and how to see their ops; ""
-    when no kernel was of a command buffer. `of_all`: "all", or how many kernels name an op."""
+    when no kernel was of a command buffer. `naming_an_op`: how many kernels name an op
+    (None: the buffers' kernels are all of them)."""
     n = in_buffers["events"]
     if not n:
         return ""
-    which = "the GPU kernels" if of_all == "all" else f"{n:,} of the {of_all} GPU kernels that name an op"
+    which = "the GPU kernels" if naming_an_op is None else f"{n:,} of the {naming_an_op:,} GPU kernels that name an op"
     return (
         f"{which} ran in CUDA graphs (XLA command buffers, {in_buffers['time_ps'] / 1e9:,.3f} ms): each names "
         "its command buffer (`command_buffer_1`...), not its XLA op, so its time counts as idle, "
