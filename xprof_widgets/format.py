@@ -1,11 +1,17 @@
-"""Numbers as the tools show them: sizes, times, percentages. One place for every widget,
-the command line and the sentences analyses write (`compare`'s summary)."""
+"""Numbers as the tools show them: sizes, times, percentages (and long names cut to fit).
+One place for every widget, the command line and the sentences analyses write
+(`compare`'s summary)."""
 
 from __future__ import annotations
 
 import math
 
 MIB = 2**20
+
+
+def shorten(text: str, n: int) -> str:
+    """`text` cut to `n` characters, the last an ellipsis, where it is longer."""
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _missing(x: float | None) -> bool:

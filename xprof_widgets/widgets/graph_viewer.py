@@ -34,7 +34,7 @@ from ..analysis.graph_viewer import (
 from ..analysis.xla_ops import category as op_category
 from ..analysis.xla_ops import expression, source_text
 from ..errors import ProfileError
-from ..format import duration
+from ..format import duration, shorten
 from ..io.hlo_text import shape_text
 from ..tools import NO_HLO_MODULES
 from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, one_of, strip_chrome
@@ -156,10 +156,6 @@ def _flops_text(f):
         if f >= scale:
             return f"{f / scale:,.2f} {unit}"
     return f"{f:,.0f} FLOP"
-
-
-def _short(text, n):
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _ramp(values, palette):
@@ -435,7 +431,7 @@ class GraphViewerWidget(BokehWidget):
         labels = []
         for name, opcode, shape, t in zip(nodes["name"], nodes["opcode"], nodes["shape"], nodes["time_ps"]):
             plain_shape = shape.split("{")[0] if not shape.startswith("(") else shape
-            lines = [_short(name, LABEL_CHARS), _short(f"{opcode} {plain_shape}", LABEL_CHARS)]
+            lines = [shorten(name, LABEL_CHARS), shorten(f"{opcode} {plain_shape}", LABEL_CHARS)]
             if np.isfinite(t):
                 lines.append(_time_text(t))
             labels.append("\n".join(lines))
@@ -743,7 +739,7 @@ class GraphViewerWidget(BokehWidget):
         text = (
             ""
             if details
-            else (f'<pre class="xw-expr" data-testid="node-expression">{esc(_short(expression(instr), 3000))}</pre>')
+            else (f'<pre class="xw-expr" data-testid="node-expression">{esc(shorten(expression(instr), 3000))}</pre>')
         )
         card = (
             f'<div class="xw-card" data-node-card="{esc(instr.name)}"><b data-testid="node-card-name">'

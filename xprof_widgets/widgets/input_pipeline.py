@@ -19,6 +19,7 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from ..analysis.steps import BREAKDOWN_LABELS
+from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, plain_table, sortable_headers, stat_cards
@@ -84,10 +85,7 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
     # Long step names (a hostile or odd file) cut: a rotated label would run over the page
     # below the chart; the whole name is in the bar's tooltip.
-    fig.xaxis.major_label_overrides = {
-        i: name if len(name) <= MAX_STEP_LABEL else name[: MAX_STEP_LABEL - 1] + "…"
-        for i, name in enumerate(data["name"])
-    }
+    fig.xaxis.major_label_overrides = {i: shorten(name, MAX_STEP_LABEL) for i, name in enumerate(data["name"])}
     fig.xaxis.major_label_orientation = 0.8 if n > 8 else 0
     fig.xgrid.visible = False
     fig.legend.orientation = "horizontal"

@@ -21,6 +21,7 @@ import traitlets
 from bokeh.models import ColumnDataSource, FixedTicker, NumeralTickFormatter, Range1d
 from bokeh.plotting import figure
 
+from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, selection_look
 from ._html import data_json, esc, notice, options, stat_cards
@@ -350,7 +351,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
                 "total": top["total_duration_us"].to_numpy(np.float64),
                 "avg": top["avg_duration_us"].to_numpy(np.float64),
                 "launches": top["occurrences"].to_numpy(np.float64),
-                "name": [k if len(k) <= 160 else k[:159] + "…" for k in top["kernel_name"]],
+                "name": [shorten(k, 160) for k in top["kernel_name"]],
                 "op": [o or "(none)" for o in top["op_name"]],
                 "color": np.where(tc, TENSOR_CORE, NO_TENSOR_CORE).tolist(),
                 "tc": np.where(tc, "uses TensorCore", "no TensorCore").tolist(),

@@ -18,7 +18,7 @@ from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category20, RdYlGn11
 from bokeh.plotting import figure
 
-from ..format import percent
+from ..format import percent, shorten
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, plain_table, stat_cards
@@ -207,7 +207,7 @@ class OpProfileWidget(BokehWidget):
             fits = int(((end - start) * radius * PX_PER_UNIT - 6) / CHAR_PX)
             if fits < 4:
                 continue
-            texts.append(node.name if len(node.name) <= fits else node.name[: fits - 1] + "…")
+            texts.append(shorten(node.name, fits))
             xs.append(radius * math.cos(middle))
             ys.append(radius * math.sin(middle))
             tangent = middle - math.pi / 2  # along the arc, never upside down
