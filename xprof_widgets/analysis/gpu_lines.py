@@ -391,12 +391,10 @@ def _range_splits(heads, ids, present):
     return heads | split
 
 
-def _line(name, ev, rows, heads, names, long_names=None, level=0, shrink_ns=None):
+def _line(name, ev, rows, heads, names, long_names=None, level=0):
     begin, end = ev["begin"][rows], ev["end"][rows]
     lo, hi, start, stop = _events_of(heads, begin, end)
     n = len(lo)
-    if shrink_ns is not None:
-        stop = stop - 1000 * shrink_ns
     return DerivedLine(
         name,
         0,
@@ -544,9 +542,8 @@ def _nested_line(name, ev, rows, paths, forced, shown_of=None, ranges=None, rese
     flat_col = np.concatenate([np.arange(d) for d in depth]) if len(depth) else np.zeros(0, np.int64)
     table[flat_row, flat_col] = codes
     levels, common = _multi_level(ev, rows, table, depth, forced, ranges)
-    shrinks = _closing_shrinks(ev, rows, levels, common, reset_after)
     parts = []
-    for (k, at, heads), shrink_ns in zip(levels, shrinks):
+    for k, at, heads in levels:
         full = values[table[at[heads], k]]
         if shown_of is not None:
             shown = np.array([shown_of[v] for v in full], dtype=object)
@@ -554,38 +551,36 @@ def _nested_line(name, ev, rows, paths, forced, shown_of=None, ranges=None, rese
             long_names = np.where(shown != "", full, "")
         else:
             names, long_names = full, None
-        parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k, shrink_ns=shrink_ns))
+        parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k))
+    _shrink_closed_stacks(parts, levels, common, len(rows) if reset_after else -1)
     return _concat(name, parts), common
 
 
-def _closing_shrinks(ev, rows, levels, common, reset_after):
-    """Per level, ns off the end of each event (XProf's AdjustDurationForTraceViewer). The
-    open events of levels common[j] and deeper close together when input j arrives (and
-    all of them after the last input if `reset_after`); going down such a stack, each
-    event with the same span as the one above it adds 1 ns to its own shrink and that of
-    every event below, up to the deepest event's duration in ns less 1. Events still open
-    at the end are left as they are."""
-    n = len(rows)
-    close, level, start, stop, where = [], [], [], [], []
-    for k, at, heads in levels:
-        b, e = ev["begin"][rows[at]], ev["end"][rows[at]]
-        lo, hi, s, t = _events_of(heads, b, e)
+def _shrink_closed_stacks(parts, levels, common, closed_at_end):
+    """XProf's AdjustDurationForTraceViewer on a nested line's events (`parts`, one per
+    level): the open events of levels common[j] and deeper close together when input j
+    arrives (and all of them at `closed_at_end` if the line is reset after its last input,
+    else -1: never); going down such a stack, each event with the same span as the one
+    above it ends 1 ns earlier, and so does every event below (`stack_shrink_ns`). Events
+    still open at the end are left as they are."""
+    close = []
+    for (k, at, _), part in zip(levels, parts):
         closers = np.flatnonzero(common <= k)  # inputs that end an open event of level k
-        nxt = np.searchsorted(closers, at[hi - 1], side="right")
-        c = np.where(nxt < len(closers), closers[np.minimum(nxt, len(closers) - 1)], n if reset_after else -1)
-        close.append(c)
-        level.append(np.full(len(lo), k, dtype=np.int64))
-        start.append(s)
-        stop.append(t)
-        where.append(np.full(len(lo), len(where), dtype=np.int64))
+        nxt = np.searchsorted(closers, at[part.member_hi - 1], side="right")
+        close.append(np.where(nxt < len(closers), closers[np.minimum(nxt, len(closers) - 1)], closed_at_end))
     if not close:
-        return []
-    close, level, start, stop, where = (np.concatenate(x) for x in (close, level, start, stop, where))
+        return
+    close = np.concatenate(close)
+    level = np.concatenate([np.full(len(part), k, dtype=np.int64) for (k, _, _), part in zip(levels, parts)])
+    start = np.concatenate([part.start for part in parts])
+    stop = start + np.concatenate([part.dur for part in parts])
     shrink = np.zeros(len(close), dtype=np.int64)
     closed = close >= 0
     if closed.any():
         shrink[closed] = stack_shrink_ns(close[closed], level[closed], start[closed], stop[closed])
-    return [shrink[where == i] for i in range(len(levels))]
+    bounds = np.cumsum([0] + [len(part) for part in parts])
+    for i, part in enumerate(parts):
+        part.dur = part.dur - 1000 * shrink[bounds[i] : bounds[i + 1]]
 
 
 def _command_buffers(ev, module_new):
