@@ -500,9 +500,12 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
-        computed = forward_filled_group_ids(space, plane) if derives_gpu_lines(space, plane) else None
-        if computed is not None:
-            derived_steps = steps_line(space, plane, computed)
+        # The groups XProf's step analysis reads: the file's, or those it gives a file it
+        # groups itself; one array per line of the device's own (derived lines left out).
+        groups = forward_filled_group_ids(space, plane)
+        derive = derives_gpu_lines(space, plane)
+        if derive:
+            derived_steps = steps_line(space, plane, groups)
             if derived_steps is not None:
                 marks.append(
                     pd.DataFrame(
@@ -516,7 +519,7 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
         for li, line in enumerate(plane.lines):
             if not len(line):
                 continue
-            if line.id == _STEP_INFO_LINE_ID and computed is None:
+            if line.id == _STEP_INFO_LINE_ID and not derive:
                 g = line.stats(names=["group_id"]).get("group_id")
                 if g is None:
                     continue
@@ -530,15 +533,12 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                         }
                     )
                 )
-            elif line.id >= 0:  # derived lines repeat the kernels
-                st = line.stats(names=["group_id", "correlation_id", "shape"])
-                if computed is not None:  # the groups XProf gives the events before its step analysis
-                    if li not in computed:
-                        continue
-                    st["group_id"] = pd.Series(computed[li], index=st.index).where(computed[li] >= 0)
-                if "group_id" not in st or "correlation_id" not in st:
+            elif li in groups:
+                st = line.stats(names=["correlation_id", "shape"])
+                if "correlation_id" not in st:
                     continue
-                ok = (st["group_id"].notna() & st["correlation_id"].notna()).to_numpy()
+                group = groups[li]
+                ok = (group >= 0) & st["correlation_id"].notna().to_numpy()
                 if not ok.any():
                     continue
                 names = np.asarray(line.names()[ok], dtype=object)
@@ -553,7 +553,7 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 )
                 first = np.unique(inverse, return_index=True)[1]
                 types = gpu_event_type(names[first], shapes[first])[inverse]
-                ev["group"].append(st["group_id"][ok].to_numpy(np.int64))
+                ev["group"].append(group[ok].astype(np.int64))
                 ev["start"].append(line.start_ps[ok])
                 ev["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
                 ev["type"].append(types)
