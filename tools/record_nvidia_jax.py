@@ -28,6 +28,7 @@ with an NVIDIA GPU and JAX built for CUDA; nothing else.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -142,7 +143,7 @@ def host_batch(rng):
 
 def train(params, rng, steps, annotate):
     for i in range(steps):
-        ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Nothing()
+        ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else contextlib.nullcontext()
         with ctx:
             x, y = (jax.device_put(a) for a in host_batch(rng))
             params, value = train_step(params, x, y)
@@ -150,14 +151,6 @@ def train(params, rng, steps, annotate):
                 accuracy(params, x, y).block_until_ready()
             value.block_until_ready()
     return params
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def record(out: Path, name: str, steps: int, annotate: bool) -> str:
