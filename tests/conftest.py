@@ -97,11 +97,12 @@ AVAILABLE = {p.name for p in PROFILES.iterdir() if p.name != "_reference"} | {p.
 
 
 @functools.cache
-def corpus_run(name, session=None):
+def corpus_run(name, session=None, attribute_cuda_graphs=False):
     """The Run of corpus logdir `name` (its newest run, or run folder `session`), opened once
-    per test session and shared: tests read it, none changes it."""
+    per test session and shared: tests read it, none changes it. With XProf's accounting of
+    kernels run in CUDA graphs (idle), the tests' referee, unless `attribute_cuda_graphs`."""
     path = PROFILES / name if session is None else PROFILES / name / "plugins" / "profile" / session
-    return xprof_widgets.load_run(path)
+    return xprof_widgets.load_run(path, attribute_cuda_graphs=attribute_cuda_graphs)
 
 
 def free_port():

@@ -50,6 +50,7 @@ def load_run(
     progress: Progress | None = None,
     executor: Executor | None = None,
     cache: bool | None = None,
+    attribute_cuda_graphs: bool = True,
 ) -> Run:
     """Open a profile: a logdir (its newest run), a run folder, or `.xplane.pb` file(s).
 
@@ -70,30 +71,32 @@ def load_run(
     `$XPROF_WIDGETS_CACHE_DIR`), so that opening an unchanged file again, in any
     process, maps them instead of decoding the file. None: on, unless the environment
     says `XPROF_WIDGETS_CACHE=0`.
+
+    `attribute_cuda_graphs`: give the kernels run inside CUDA graphs (XLA command buffers,
+    JAX's default on NVIDIA GPUs) the HLO op each ran for (`analysis.command_buffers`),
+    so that every tool shows their ops: beyond XProf, which counts them as idle time.
+    False gives XProf's accounting, equal to its numbers.
     """
+    open_run = functools.partial(
+        Run, progress=progress, executor=executor, cache=cache, attribute_cuda_graphs=attribute_cuda_graphs
+    )
     if isinstance(path, (list, tuple)):
         if not path:
             raise ProfileError("[]", "no profile files given")
         for f in path:
             if not fs.isfile(_local(f)):
                 raise ProfileError(f, "no such file")
-        return Run(
-            fs.name(_parent(_local(path[0]))),
-            [_local(f) for f in path],
-            progress=progress,
-            executor=executor,
-            cache=cache,
-        )
+        return open_run(fs.name(_parent(_local(path[0]))), [_local(f) for f in path])
     p = _local(path)  # type: ignore[arg-type]  # (a sequence was handled above)
     if not fs.exists(p):
         raise ProfileError(p, "no such file or folder")
     if fs.isfile(p):
-        return Run(fs.name(_parent(p)), [p], progress=progress, executor=executor, cache=cache)
+        return open_run(fs.name(_parent(p)), [p])
     if not fs.isdir(p):
         raise ProfileError(p, "is neither a profile file nor a folder (a device or a pipe?)")
     files = profile_files(p)
     if files:
-        return Run(fs.name(p), files, progress=progress, executor=executor, cache=cache)
+        return open_run(fs.name(p), files)
     runs = list_runs(p)
     if runs.empty:
         raise ProfileError(profile_root(p), "holds no run with a .xplane.pb file")
@@ -101,13 +104,7 @@ def load_run(
     passed = []
     for _, newest in runs.iloc[::-1].iterrows():
         try:
-            run = Run(
-                newest["run"],
-                profile_files(_local(newest["path"])),
-                progress=progress,
-                executor=executor,
-                cache=cache,
-            )
+            run = open_run(newest["run"], profile_files(_local(newest["path"])))
         except (ProfileError, FileNotFoundError) as error:
             passed.append(f"{newest['run']} ({error})")
             continue
@@ -165,33 +162,33 @@ def sample_run(kind: str = "cpu") -> Run:
     return Run(run.name, list(profile_files(run)))
 
 
-def host_summary(path: PathLike) -> HostSummary:
+def host_summary(path: PathLike, attribute_cuda_graphs: bool = True) -> HostSummary:
     """The small per-host results of one host file (`analysis.pod.HostSummary`): what
     executors run for `Run.host_summaries`, in a worker that reads the file itself. A file
     that cannot be read gives a summary whose `error` says why (a ProfileError would not
-    cross processes whole)."""
+    cross processes whole). `attribute_cuda_graphs` as in `load_run`."""
     from .analysis.pod import HostSummary, summarize
 
     try:
-        run = _one_host(path)
+        run = _one_host(path, attribute_cuda_graphs)
     except ProfileError as error:
         return HostSummary(host=host_of(fs.name(_local(path))), path=str(path), error=error.problem)
     return summarize(run)
 
 
-def on_host(function: Callable[[Any], Any], path: PathLike) -> Any:
+def on_host(function: Callable[[Any], Any], path: PathLike, attribute_cuda_graphs: bool = True) -> Any:
     """`function(run)` of the one-host run of a host file (a `Run.map_hosts` task, run
     where the executor puts it); None when the file cannot be read."""
     try:
-        run = _one_host(path)
+        run = _one_host(path, attribute_cuda_graphs)
     except ProfileError:
         return None
     return function(run)
 
 
-def _one_host(path: PathLike) -> Run:
+def _one_host(path: PathLike, attribute_cuda_graphs: bool = True) -> Run:
     """The run of one host file, in a worker (raises ProfileError)."""
-    return Run(fs.name(_parent(_local(path))), [_local(path)])
+    return Run(fs.name(_parent(_local(path))), [_local(path)], attribute_cuda_graphs=attribute_cuda_graphs)
 
 
 class Run:
@@ -209,8 +206,11 @@ class Run:
         progress: Progress | None = None,
         executor: Executor | None = None,
         cache: bool | None = None,
+        attribute_cuda_graphs: bool = True,
     ) -> None:
         self.name = str(name)
+        #: Whether kernels run in CUDA graphs get their HLO op (see `load_run`); False: XProf's accounting.
+        self.attribute_cuda_graphs = bool(attribute_cuda_graphs)
         #: Whether files are read through the column cache (see `load_run`); None: the environment says.
         self.cache = cache
         #: Where the per-host work of all-hosts tools runs (see `load_run`); None: a local pool.
@@ -322,7 +322,8 @@ class Run:
             hosts = list(self.hosts)
             combiner = Combiner()
             paths = [self.files[h] for h in hosts]
-            map_hosts(host_summary, paths, executor or self.executor, progress, on_result=combiner.add)
+            task = functools.partial(host_summary, attribute_cuda_graphs=self.attribute_cuda_graphs)
+            map_hosts(task, paths, executor or self.executor, progress, on_result=combiner.add)
             for summary in combiner.hosts:
                 if summary.error:  # (raises when no host is left)
                     self._leave_out(summary.host, ProfileError(summary.path, summary.error))
@@ -346,7 +347,8 @@ class Run:
         from .analysis.pod import map_hosts
 
         paths = [self.files[h] for h in self.hosts]
-        return map_hosts(functools.partial(on_host, function), paths, self.executor, progress)
+        task = functools.partial(on_host, function, attribute_cuda_graphs=self.attribute_cuda_graphs)
+        return map_hosts(task, paths, self.executor, progress)
 
     def pod_host(self, host: str) -> PodSummary:
         """One host on its own, as `pod()` for a run of that host alone. Its summary is
@@ -361,7 +363,8 @@ class Run:
 
         def compute() -> PodSummary:
             executor = self.executor or InProcessExecutor()
-            return combine([executor.submit(host_summary, self.files[host]).result()])
+            task = functools.partial(host_summary, attribute_cuda_graphs=self.attribute_cuda_graphs)
+            return combine([executor.submit(task, self.files[host]).result()])
 
         return derived(self, ("pod_host", host), compute)
 
@@ -557,6 +560,16 @@ class Run:
         if self.pooled:
             self.pod()
         return hlo_stats(self)
+
+    def cuda_graph_kernels(self) -> pd.DataFrame:
+        """The GPU kernels that ran inside CUDA graphs (XLA command buffers), every host: one
+        row per host, program, command buffer, kernel and the op it was attributed (missing
+        where it was left idle: `reason` says why), with launches and time_ps (ps). Computed whatever
+        `attribute_cuda_graphs` says (the tools use it only when it is True); empty when no
+        kernel ran in a graph. See `analysis.command_buffers`."""
+        from .analysis.command_buffers import graph_kernels
+
+        return graph_kernels(self)
 
     def kernel_stats(self) -> pd.DataFrame:
         """XProf's GPU kernel stats: one row per (kernel, launch configuration, op), durations

@@ -1,8 +1,8 @@
 """JAX on AMD MI300X GPUs in JupyterLab in headless Chromium: the op profile shows XProf's
 tree with its IDLE share and the cost model's FLOP rates; the trace viewer shows XProf's
 derived GPU lines and an XLA op event opens the op's card. JAX 0.11 on an NVIDIA H200: the
-overview's steps are XProf's, the op profile says why CUDA graph kernels are idle time.
-Screenshots saved."""
+overview's steps are XProf's; the kernels that ran in CUDA graphs (idle time in XProf) have
+their ops in the op profile, and one tapped in the trace opens its op card. Screenshots saved."""
 
 import json
 
@@ -72,8 +72,8 @@ def test_gpu_trace_derived_lines(page, jupyter_lab):
 def test_nvidia_jax_steps_and_command_buffers(page, jupyter_lab):
     """XProf 2.24.2 finds 6 steps in the H200 run (of 8: it drops the first and last), the
     third 1,588 ms (the evaluation program compiling); the overview shows that table. The
-    op profile of the same run: 232 of its kernels ran in command buffers, counted idle as
-    XProf does, and the page says how to see their ops."""
+    op profile of the same run: 232 of its kernels ran in command buffers (CUDA graphs),
+    where XProf counts them idle; here every one has its op, and the page says so."""
     logdir = PROFILES / "nvidia_jax_mlp_h200"
     ref = json.loads((REFERENCE / "nvidia_jax_mlp_h200" / "2026_11_26_01_22_22" / "overview_page.json").read_text())
     widget, expected = show_step_page(page, jupyter_lab, "OverviewWidget", logdir, "overview")
@@ -81,8 +81,32 @@ def test_nvidia_jax_steps_and_command_buffers(page, jupyter_lab):
     assert f"{expected.avg_step_time_ms:.1f}" == ref[1]["p"]["steptime_ms_average"] == "276.0"
     assert widget.locator("[data-stat='device_type']").inner_text() == "Nvidia GPU (Hopper)"
     finish(page, widget, "overview-nvidia-h200.png")
-    widget = show_widget(page, jupyter_lab, "nvidia_op_profile.ipynb", tool_cell("OpProfileWidget", logdir))
-    note = widget.locator(".xw-note", has_text="command buffers").first.inner_text()
+    source = f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(logdir)!r}, exclude_idle=True)\nw"
+    widget = show_widget(page, jupyter_lab, "nvidia_op_profile.ipynb", source)
+    note = widget.locator(".xw-note", has_text="CUDA graphs").first.inner_text()
     assert note.startswith("232 of the 305 GPU kernels that name an op ran in CUDA graphs")
-    assert "XLA_FLAGS=--xla_gpu_enable_command_buffer=" in note
+    assert "232 of 232 kernels attributed" in note
+    names = widget.locator("tr[data-node] td:first-child").all_inner_texts()
+    # The longest ops of the training step, as XProf shows them with graphs off.
+    assert {"gemm_fusion_dot.1", "custom-call.3", "loop_subtract_fusion"} <= {n.strip() for n in names}
+    assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     finish(page, widget, "op-profile-nvidia-h200.png")
+
+
+def test_nvidia_graph_kernel_opens_its_op_card(page, jupyter_lab):
+    """In the trace of the H200 scan run (graphs on), a kernel of a CUDA graph found by
+    search opens the card of the op it ran for: `loop_dynamic_update_slice_fusion_3`, whose
+    `hlo_op` stat names `command_buffer_22`, is `loop_dynamic_update_slice_fusion.3`."""
+    logdir = PROFILES / "nvidia_jax_scan_h200"
+    widget = show_widget(page, jupyter_lab, "nvidia_trace.ipynb", tool_cell("TraceViewerWidget", logdir))
+    assert "1,326 of 1,326 kernels attributed" in widget.locator("[data-testid='graph-note']").inner_text()
+    search = widget.locator("[data-testid='search']")
+    search.fill("loop_dynamic_update_slice_fusion_3")
+    search.press("Enter")
+    widget.locator("[data-testid='search-at']").wait_for(timeout=60_000)
+    widget.locator("[data-testid='op-card']").wait_for(timeout=60_000)
+    attributed = widget.locator("[data-testid='attributed-op']").inner_text()
+    assert "loop_dynamic_update_slice_fusion.3" in attributed and "command_buffer_22" in attributed
+    card = widget.locator("[data-op-card]").inner_text()
+    assert "loop_dynamic_update_slice_fusion.3" in card and "jit_scan_train_step(6632)" in card
+    finish(page, widget, "trace-viewer-nvidia-graph-kernel.png")

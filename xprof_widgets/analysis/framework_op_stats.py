@@ -424,7 +424,8 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     second table). A run of many hosts analysed host by host (`run.pooled`) gets each
     host's part on its executor (`run.map_hosts`) unless `in_process` (every host file
     read here). `attrs`: reason (why the frame is empty), device_type, task_type
-    ("Training"/"Inference") and architecture_type, as XProf's table properties.
+    ("Training"/"Inference") and architecture_type, as XProf's table properties; notes
+    (on GPUs, what became of kernels run in CUDA graphs: `command_buffers`).
     """
     from .op_stats import device_op_metrics
     from .overview import combine_devices
@@ -470,5 +471,6 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
         task_type=task_type(out["operation"], out["type"]),
         # XProf's open sources never set the flags its architecture guess reads.
         architecture_type="Unknown",
+        notes=db.notes if db is not None and db.source == "gpu" else "",  # kernels run in CUDA graphs
     )
     return out

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived
+from .command_buffers import attributed_ops
 from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
@@ -116,7 +117,7 @@ def derive_gpu_lines(run, space, plane):
         line = plane.lines[li]
         if not len(line):
             continue
-        for d in _stream_lines(plane, li, line, groups.get(li), modules, tree):
+        for d in _stream_lines(run, space, plane, li, line, groups.get(li), modules, tree):
             d.tid = base + _OFFSETS[d.name]
             d.name = f"{d.name} - from #{line.id}"
             lines.append(d)
@@ -245,8 +246,10 @@ def _optional_ints(cols, name, n):
     return values, present
 
 
-def _inputs(plane, li, line, group, modules, tree):
-    """The stream's kernels in XProf's order, with what each derived line reads."""
+def _inputs(run, space, plane, li, line, group, modules, tree):
+    """The stream's kernels in XProf's order, with what each derived line reads. A kernel
+    run in a CUDA graph reads as its attributed op when the run attributes them (beyond
+    XProf, whose XLA Ops line shows the command buffer there)."""
     n = len(line)
     cols = line.stat_columns(names=_STATS, metadata=False)
     kernel = _str_col(cols, "kernel_details", n)
@@ -256,7 +259,7 @@ def _inputs(plane, li, line, group, modules, tree):
     order = order[keep[order]]
     if not len(order):
         return None
-    hlo = _str_col(cols, "hlo_op", n)[order]
+    hlo = attributed_ops(run, space, plane, li, _str_col(cols, "hlo_op", n))[order]
     module = _str_col(cols, "hlo_module", n)[order]
     pid = _int_col(cols, "program_id", n)[order]
     tf_op = _str_col(cols, "tf_op", n)[order]
@@ -436,8 +439,8 @@ def _concat(name, parts):
     )
 
 
-def _stream_lines(plane, li, line, group, modules, tree):
-    ev = _inputs(plane, li, line, group, modules, tree)
+def _stream_lines(run, space, plane, li, line, group, modules, tree):
+    ev = _inputs(run, space, plane, li, line, group, modules, tree)
     if ev is None:
         return []
     n = len(ev["begin"])

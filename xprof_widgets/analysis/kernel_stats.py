@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import per_run
+from .command_buffers import add_summaries, attributed_ops, graph_attribution, graph_kernel_words, graph_summary
 from .op_stats import _DERIVED_ID_MAX, _DERIVED_ID_MIN, gpu_planes
 from .tf_op import parse_tf_op, tf_op_fullname
 
@@ -191,12 +192,14 @@ def is_derived_id(line_id) -> bool:
     return _DERIVED_ID_MIN <= lid <= _DERIVED_ID_MAX
 
 
-def _kernel_events(plane):
+def _kernel_events(run, space, plane):
     """The kernel events of one GPU plane, in XProf's order (line, then event): DataFrame
     with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an `hlo_op`
-    string), program_id (uint64) and has_program_id."""
+    string), program_id (uint64) and has_program_id. A kernel run in a CUDA graph has the
+    op it was attributed as its `hlo_op` when the run attributes them
+    (`command_buffers.attributed_ops`)."""
     frames = []
-    for line in plane.lines:
+    for li, line in enumerate(plane.lines):
         if not len(line) or is_derived_id(line.id):
             continue
         st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
@@ -218,7 +221,7 @@ def _kernel_events(plane):
                     "details": details[keep],
                     "tf_op": st.str_column("tf_op")[keep],
                     "equation": st.str_column("equation")[keep],
-                    "hlo_op": st.str_column("hlo_op")[keep],
+                    "hlo_op": attributed_ops(run, space, plane, li, st.str_column("hlo_op"))[keep],
                     "is_xla": is_xla[keep],
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
@@ -247,12 +250,14 @@ _KEY = [
 ]
 
 
-def _host_reports(space, modules):
+def _host_reports(run, space, modules):
     """One host's kernel reports (XProf's KernelReportMap over its GPU planes), sorted
-    and cut to the top MAX_KERNELS. None when the host has no kernel."""
+    and cut to the top MAX_KERNELS, with the host's kernels run in CUDA graphs and their
+    ops in `attrs["graph_kernels"]` (`command_buffers.GraphAttribution.kernels`). None
+    when the host has no kernel."""
     frames = []
     for plane in gpu_planes(space):
-        ev = _kernel_events(plane)
+        ev = _kernel_events(run, space, plane)
         if ev is None:
             continue
         vendor = plane.stats.get("device_vendor")
@@ -290,7 +295,9 @@ def _host_reports(space, modules):
         occurrences="size", total_duration_ns="sum", min_duration_ns="min", max_duration_ns="max"
     )
     reports["occupancy_pct"] = groups["occupancy_pct"].first()
-    return _sorted_top(reports.reset_index())
+    out = _sorted_top(reports.reset_index())
+    out.attrs["graph_kernels"] = graph_summary(graph_attribution(run, space).kernels)
+    return out
 
 
 def _sorted_top(reports):
@@ -341,11 +348,19 @@ def combine_kernel_reports(reports):
     again (a report in the top of all hosts is in the top of its own host), or why none."""
     frames = [r for r in reports if isinstance(r, pd.DataFrame)]
     if frames:
-        return frames[0] if len(frames) == 1 else _sorted_top(pd.concat(frames, ignore_index=True))
+        return frames[0] if len(frames) == 1 else _combined(frames)
     reasons = {r for r in reports if isinstance(r, str)}
     if reasons <= {NO_GPU}:
         return NO_GPU
     return NO_KERNELS if NO_KERNELS in reasons else TPU_PLANES
+
+
+def _combined(frames):
+    """Hosts' reports sorted and cut together, their graph kernels added up."""
+    graphs = add_summaries(f.attrs.get("graph_kernels", add_summaries([])) for f in frames)
+    out = _sorted_top(pd.concat(frames, ignore_index=True))
+    out.attrs = {"graph_kernels": graphs}
+    return out
 
 
 def all_hosts_reports(run):
@@ -359,11 +374,11 @@ def all_hosts_reports(run):
     else:
         modules = program_modules(run)
         # A host with TPU planes: XProf reads those, which have no kernels.
-        hosts = [r for r in (_host_reports(s, modules) for s, t in zip(spaces, is_tpu) if not t) if r is not None]
+        hosts = [r for r in (_host_reports(run, s, modules) for s, t in zip(spaces, is_tpu) if not t) if r is not None]
         if not hosts:
             result = TPU_PLANES if all(t for s, t in zip(spaces, is_tpu) if gpu_planes(s)) else NO_KERNELS
         else:
-            result = hosts[0] if len(hosts) == 1 else _sorted_top(pd.concat(hosts, ignore_index=True))
+            result = hosts[0] if len(hosts) == 1 else _combined(hosts)
     return result
 
 
@@ -376,7 +391,8 @@ def kernel_stats(run) -> pd.DataFrame:
     the profiler wrote it), is_op_tensor_core_eligible, is_kernel_using_tensor_core,
     op_name (framework op, "" if none), occurrences, total_duration_us, avg_duration_us,
     min_duration_us, max_duration_us (µs, from whole nanoseconds). Without GPU kernels the
-    frame is empty and `attrs["reason"]` says why.
+    frame is empty and `attrs["reason"]` says why. `attrs["notes"]`: what became of the
+    kernels run in CUDA graphs (their op names: `command_buffers`), "" if none ran so.
     """
     reports = kernel_reports(run)
     if isinstance(reports, str):
@@ -406,4 +422,6 @@ def kernel_stats(run) -> pd.DataFrame:
         }
     )
     out.attrs["reason"] = ""
+    graphs = reports.attrs.get("graph_kernels")
+    out.attrs["notes"] = graph_kernel_words(graphs, run.attribute_cuda_graphs) if graphs is not None else ""
     return out

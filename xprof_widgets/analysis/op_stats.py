@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived, per_run
+from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
 from .grouping import _prev_enclosing
 from .tf_op import parse_tf_op, stat_ids
 
@@ -467,11 +468,14 @@ def gpu_kernel_runs(run, space):
     op, `occurrences` its kernels. Any other event with a `tf_op` stat is a TF op entry
     `name/kernel`. Returns (DataFrame with GPU_RUN_COLUMNS, [span_ps per plane]), the
     span from the first event start to the last event end over all lines, read from
-    the events' offsets as XProf does. `attrs["command_buffer_kernels"]`: the kernels
+    the events' offsets as XProf does. Kernels run in CUDA graphs name their command
+    buffer, not their op: they take the op `command_buffers.attributed_ops` found when the
+    run attributes them (beyond XProf). `attrs["command_buffer_kernels"]`: the kernels
     skipped for naming an XLA command buffer (a CUDA graph) rather than their op
     (events, time_ps).
     """
-    return derived(space, "gpu_kernel_runs", lambda: _gpu_kernel_runs(run, space))
+    key = ("gpu_kernel_runs", run.attribute_cuda_graphs)
+    return derived(space, key, lambda: _gpu_kernel_runs(run, space))
 
 
 def _gpu_kernel_runs(run, space):
@@ -499,6 +503,7 @@ def _gpu_kernel_runs(run, space):
             n = len(line)
             st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
             hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
+            hlo = attributed_ops(run, space, plane, li, hlo)
             tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
             pid = stat_ids(st["program_id"]) if "program_id" in st else np.full(n, np.nan)
             is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
@@ -619,7 +624,7 @@ def _gpu_op_metrics(run):
             dict(modules.names),
             peaks,
             source="gpu",
-            reason=_command_buffer_words(in_buffers)
+            reason=graph_note(run)
             or "no GPU kernel names an XLA op (`hlo_op` stat) or a TF op (`tf_op` stat), so XProf shows only idle time",
         )
     runs = pd.concat(frames, ignore_index=True)
@@ -716,28 +721,8 @@ def _gpu_op_metrics(run):
         if c not in ops:
             ops[c] = 0
     ops["flops_estimated"] = False
-    notes = _command_buffer_words(in_buffers, int(runs["occurrences"].sum()) + in_buffers["events"])
+    notes = graph_note(run, int(runs["occurrences"].sum()) + in_buffers["events"])
     return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
-
-
-#: How XLA names the kernels of a command buffer (a CUDA graph) in their `hlo_op` stat.
-COMMAND_BUFFER_PREFIX = "command_buffer"
-DISABLE_COMMAND_BUFFERS = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
-
-
-def _command_buffer_words(in_buffers, naming_an_op=None):
-    """Why kernels of XLA command buffers count as idle time, and how to see their ops; ""
-    when no kernel was of a command buffer. `naming_an_op`: how many kernels name an op
-    (None: the buffers' kernels are all of them)."""
-    n = in_buffers["events"]
-    if not n:
-        return ""
-    which = "the GPU kernels" if naming_an_op is None else f"{n:,} of the {naming_an_op:,} GPU kernels that name an op"
-    return (
-        f"{which} ran in CUDA graphs (XLA command buffers, {in_buffers['time_ps'] / 1e9:,.3f} ms): each names "
-        "its command buffer (`command_buffer_1`...), not its XLA op, so its time counts as idle, "
-        f"as in XProf. To see those ops, profile with command buffers off: {DISABLE_COMMAND_BUFFERS}"
-    )
 
 
 # --- XLA:CPU thunks on the host (JAX on CPU; beyond XProf, which has no op profile there) ---

@@ -127,6 +127,8 @@ class OverviewResult:
     module_latency: DataFrame, one row per XLA module run on a device
         (module, executions, mean_ms, p50_ms, p90_ms, p99_ms, max_ms), the
         most total time first; empty where no device plane has "XLA Modules".
+    notes: on GPUs, what became of the kernels run in CUDA graphs (whose ops the top ops
+        and op placement count or not: `command_buffers`), else "".
     """
 
     host_count: int
@@ -150,6 +152,7 @@ class OverviewResult:
     recommendation: str = ""
     reason: str = ""
     module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
+    notes: str = ""
 
 
 # The overview's fields that are the input pipeline's (`input_pipeline`), unchanged.
@@ -541,4 +544,5 @@ def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycl
         bottleneck=ip.verdict,
         recommendation=recommendation,
         module_latency=latency,
+        notes=db.notes if on_device and db.source == "gpu" else "",
     )

@@ -723,5 +723,7 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
     notes = [note] if note and note != "empty_intersect" else []
     if db.source == "tpu" and tpu_planes < tpu_cores:
         notes.append("op_stats.device_op_metrics read the TPU ops of the first host only; XProf combines all hosts'")
+    if db.source == "gpu" and db.notes:
+        notes.append(db.notes)  # kernels run in CUDA graphs (command_buffers)
     out.attrs["notes"] = "; ".join(notes)
     return out

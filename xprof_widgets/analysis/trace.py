@@ -80,6 +80,7 @@ import pandas as pd
 from ..io import column_cache, native
 from ..io.sorting import order_by_key
 from .cache import derived
+from .command_buffers import graph_attribution
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
 from .grouping import INTERNAL_EVENTS
@@ -244,6 +245,26 @@ class Trace:
         self.space = space
         self._tracks = _build_tracks(space, run)
         self._build_index()
+        self.attribute_graph_kernels(run)
+
+    def attribute_graph_kernels(self, run):
+        """Have `event()` give the kernels run in CUDA graphs the op they were attributed
+        (`command_buffers.graph_attribution`, found when first asked) if `run` attributes
+        them."""
+        self._graph_ops = None
+        if run is not None and run.attribute_cuda_graphs:
+            self._graph_ops = lambda: graph_attribution(run, self.space).ops
+
+    def _attributed_op(self, t, src):
+        """The op a kernel run in a CUDA graph was attributed, or None."""
+        if self._graph_ops is None or not self.space.planes[t.plane].name.startswith(GPU_PLANE_PREFIX):
+            return None
+        entry = self._graph_ops().get((t.plane, t.line))
+        if entry is None:
+            return None
+        events, ops = entry
+        at = int(np.searchsorted(events, src))
+        return ops[at] if at < len(events) and events[at] == src else None
 
     # --- building ----------------------------------------------------------------------
 
@@ -608,6 +629,9 @@ class Trace:
             name = str(stats["step_name"])
         out.update(name=name, long_name=long_name, stats=stats)
         out.update(_xla_context(plane, t, line, src, name, stats))
+        op = self._attributed_op(t, src)
+        if op is not None:  # its `hlo_op` names its command buffer; the op was found (beyond XProf)
+            out.update(command_buffer=out["hlo_op"], hlo_op=str(op))
         return out
 
     def _event_place(self, track, index, synthetic):
@@ -787,6 +811,7 @@ def _cached_trace(space, run):
         if found is not None:
             restored = Trace._restore(space, *found)
             if restored is not None:
+                restored.attribute_graph_kernels(run)
                 return restored
     built = Trace(space, run)
     if cacheable and all(t.derived is None for t in built._tracks):

@@ -30,6 +30,12 @@ def notice(text):
     return f'<div class="xw-notice" style="font: 13px system-ui; padding: 8px">{esc(text)}</div>'
 
 
+def note(text, testid="graph-note"):
+    """A note under a tool's numbers (e.g. what became of kernels run in CUDA graphs); "" for
+    no text."""
+    return f'<div class="xw-note" data-testid="{esc(testid)}">{esc(text)}</div>' if text else ""
+
+
 def options(values, selected):
     """<option> elements for a <select>, `selected` marked."""
     return "".join(f'<option value="{esc(v)}"{" selected" if v == selected else ""}>{esc(v)}</option>' for v in values)

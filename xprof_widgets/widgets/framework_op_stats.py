@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
-from ._html import esc, notice, options, stat_cards
+from ._html import esc, note, notice, options, stat_cards
 from ._table import SortedTable, contains, table_columns
 
 PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
@@ -293,7 +293,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         clear = ' <button data-request="clear" data-testid="clear-filters">clear filters</button>' if filtered else ""
         grid = self.table_html(shown, "op-table", columns=self._columns(), total_rows=len(table))
         return self._page(f"""
-  {stat_cards(cards)}
+  {stat_cards(cards)}{note(s.attrs.get("notes", ""))}
   <div class="xw-pies">{self._pie_slot("Device")}{self._pie_slot("Host")}</div>
   <div class="xw-rows" data-testid="row-count">{esc(matched + cut)}.{clear} Click a header to sort, a wedge to
     show its op type.</div>

@@ -24,7 +24,7 @@ from bokeh.plotting import figure
 from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, selection_look
-from ._html import data_json, esc, notice, options, stat_cards
+from ._html import data_json, esc, note, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
 from .op_details import op_details, op_details_html
@@ -124,7 +124,7 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
     frames = []
     for space in run.xspaces():
         for plane in gpu_planes(space):
-            ev = _kernel_events(plane)
+            ev = _kernel_events(run, space, plane)
             if ev is None:
                 continue
             ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]
@@ -432,8 +432,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
                 f'<div class="xw-note">No HLO op details: {esc(op["reason"])}.</div></div>'
             )
         else:
-            note = f'<div class="xw-note">{esc(op["note"])}</div>' if op.get("note") else ""
-            card = op_details_html(op, show_graph=self.hosted) + note
+            card = op_details_html(op, show_graph=self.hosted) + note(op.get("note"), "op-note")
         return head + card + self._kernels_of_op_html()
 
     def _kernels_of_op_html(self):
@@ -509,7 +508,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
         return f"""
 <div class="xw-ks">
   <div class="xw-head"><b>GPU kernel stats</b> {controls}</div>
-  {stats}
+  {stats}{note(s.attrs.get("notes", ""))}
   <div class="xw-top">
     <div class="xw-chart">{chart}</div>
     <div class="xw-side" data-testid="op-card-area">{self._card_html()}</div>

@@ -16,7 +16,7 @@ import traitlets
 from ..format import ms
 from ..run import as_run
 from ._bokeh import BokehWidget
-from ._html import esc, plain_table, stat_cards
+from ._html import esc, note, plain_table, stat_cards
 from .input_pipeline import step_range, steps_figure
 
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
@@ -132,7 +132,7 @@ class OverviewWidget(BokehWidget):
   <div data-figure="steps"></div>{step}
   {latency if r.steps.empty else ""}
   <h4>Top operations by self time</h4>
-  {top}
+  {note(r.notes)}{top}
   {latency if not r.steps.empty else ""}
   <h4>Run environment</h4>
   {env}{self._no_device_note()}

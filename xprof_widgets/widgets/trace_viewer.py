@@ -40,10 +40,11 @@ from bokeh.models import (
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
+from ..analysis.command_buffers import graph_attribution, graph_kernel_words, graph_summary
 from ..format import duration
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, selection_look
-from ._html import data_json, esc, notice, options
+from ._html import data_json, esc, note, notice, options
 from .op_details import op_details, op_details_html
 
 ROW_PX = 18  # height of one nesting row on the page
@@ -96,6 +97,7 @@ class TraceViewerWidget(BokehWidget):
         self._measure = {}
         self._highlight = None  # names to outline in every view
         self._ops = None  # the op profile's op nodes, for the op details card (see _op_nodes)
+        self._graph_notes = {}  # host -> what became of its kernels run in CUDA graphs
         self.host = host or self.run.hosts[0]
         self._open_host()
 
@@ -449,10 +451,18 @@ class TraceViewerWidget(BokehWidget):
     <button data-request="zoom-out">Whole profile</button>
     <input type="text" placeholder="search names (/regex/)" value="{esc(self.search)}" data-request="search"
       data-testid="search" size="28"> {found}</div>
+  {note(self._graph_note())}
   <div class="xw-sections">{boxes}</div>
   <div data-figure="timeline"></div>
   {details}
 </div>"""
+
+    def _graph_note(self):
+        """What became of this host's kernels run in CUDA graphs (`command_buffers`)."""
+        if self.host not in self._graph_notes:
+            kernels = graph_attribution(self.run, self.run.xspace(self.host)).kernels
+            self._graph_notes[self.host] = graph_kernel_words(graph_summary(kernels), self.run.attribute_cuda_graphs)
+        return self._graph_notes[self.host]
 
     def _details_html(self):
         ev = self.selected_event
@@ -467,6 +477,12 @@ class TraceViewerWidget(BokehWidget):
             )
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
+            if ev.get("command_buffer"):  # a kernel of a CUDA graph, its op attributed (beyond XProf)
+                stats = (
+                    f'<tr data-testid="attributed-op"><td>HLO op</td><td>{esc(ev["hlo_op"])} (ran in CUDA graph '
+                    f"{esc(ev['command_buffer'])}; op found from the kernel's name and place in the program's "
+                    "schedule: XProf shows it as idle)</td></tr>" + stats
+                )
             if ev.get("derived_count"):  # a derived TPU line: the XLA ops it was made from
                 names = [str(self.trace.event(int(t), int(i))["name"]) for t, i in ev.get("derived_from", [])[:5]]
                 more = ev["derived_count"] - len(names)

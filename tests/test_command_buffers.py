@@ -1,0 +1,324 @@
+"""Kernels run in CUDA graphs get their HLO op (analysis/command_buffers.py): beyond XProf.
+
+Each rule of the attribution on made-up command buffers over real HLO (parsed by jaxlib),
+then files (launches found by correlation id, kernels launched outside the graph while it
+ran), then the real H200 runs recorded with graphs on against XProf on the same programs
+recorded with graphs off, and the switch that gives XProf's accounting back.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xprof_widgets as xw
+from xprof_widgets.analysis.command_buffers import (
+    NO_FIT,
+    LaunchPlan,
+    attribute_kernels,
+    kernel_base_name,
+    sanitized_name,
+)
+from xprof_widgets.io import schema
+from xprof_widgets.io.hlo import hlo_module
+
+from .conftest import REFERENCE, corpus_run
+from .gpu_space import H100, Kernel, gpu_space, hlo_proto_bytes, write
+from .graph_pairs import FOUND_AT_LEAST, WITHIN_AT_LEAST, agreement, xprof_hlo_rows
+
+# Fusions named as XLA names them; `loop_add_fusion.1` is `loop_add_fusion` again (XLA's
+# kernel reuse cache gives both one kernel); a while loop whose body is a program of its own.
+MODULE = """HloModule jit_step, is_scheduled=true
+
+fused_add {
+  p0 = f32[1024]{0} parameter(0)
+  p1 = f32[1024]{0} parameter(1)
+  ROOT a = f32[1024]{0} add(p0, p1)
+}
+
+fused_add.1 {
+  q0 = f32[1024]{0} parameter(0)
+  q1 = f32[1024]{0} parameter(1)
+  ROOT b = f32[1024]{0} add(q0, q1)
+}
+
+fused_multiply {
+  p0 = f32[1024]{0} parameter(0)
+  p1 = f32[1024]{0} parameter(1)
+  ROOT m = f32[1024]{0} multiply(p0, p1)
+}
+
+fused_subtract {
+  p0 = f32[1024]{0} parameter(0)
+  p1 = f32[1024]{0} parameter(1)
+  ROOT s = f32[1024]{0} subtract(p0, p1)
+}
+
+fused_negate {
+  p0 = f32[1024]{0} parameter(0)
+  ROOT n = f32[1024]{0} negate(p0)
+}
+
+body {
+  bp = (s32[], f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(bp), index=0
+  v = f32[1024]{0} get-tuple-element(bp), index=1
+  loop_negate_fusion = f32[1024]{0} fusion(v), kind=kLoop, calls=fused_negate
+  ROOT bt = (s32[], f32[1024]{0}) tuple(i, loop_negate_fusion)
+}
+
+cond {
+  cp = (s32[], f32[1024]{0}) parameter(0)
+  ROOT c = pred[] constant(false)
+}
+
+ENTRY main {
+  x = f32[1024]{0} parameter(0)
+  y = f32[1024]{0} parameter(1)
+  loop_add_fusion = f32[1024]{0} fusion(x, y), kind=kLoop, calls=fused_add
+  custom-call.1 = f32[1024]{0} custom-call(loop_add_fusion, y), custom_call_target="__cublas$lt$matmul"
+  loop_multiply_fusion = f32[1024]{0} fusion(custom-call.1, y), kind=kLoop, calls=fused_multiply
+  custom-call.2 = f32[1024]{0} custom-call(loop_multiply_fusion, y), custom_call_target="__cublas$lt$matmul"
+  custom-call.3 = f32[1024]{0} custom-call(custom-call.2, y), custom_call_target="__cublas$lt$matmul"
+  loop_subtract_fusion = f32[1024]{0} fusion(custom-call.3, x), kind=kLoop, calls=fused_subtract
+  loop_add_fusion.1 = f32[1024]{0} fusion(loop_subtract_fusion, y), kind=kLoop, calls=fused_add.1
+  zero = s32[] constant(0)
+  init = (s32[], f32[1024]{0}) tuple(zero, loop_add_fusion.1)
+  while.1 = (s32[], f32[1024]{0}) while(init), condition=cond, body=body
+  ROOT out = f32[1024]{0} get-tuple-element(while.1), index=1
+}
+"""
+NVJET = "nvjet_sm90_tss_256x64_64x5_1x2_h_bz_bias_NNT"
+SPLIT_K = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x256x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+REDUCE = "splitKreduce_kernel"
+
+
+@pytest.fixture(scope="module")
+def module_bytes():
+    return hlo_proto_bytes(MODULE)
+
+
+@pytest.fixture(scope="module")
+def plan(module_bytes):
+    return LaunchPlan(hlo_module(module_bytes))
+
+
+def ops(plan, kernels):
+    return [op for op, _ in attribute_kernels(plan, kernels)]
+
+
+def test_kernel_names_follow_xla():
+    """LLVM's function names: every character outside [A-Za-z0-9_$] becomes `_`, a leading
+    digit gets `_` before it; a clash adds `__<n>`."""
+    assert sanitized_name("gemm_fusion_dot_general.11") == "gemm_fusion_dot_general_11"
+    assert sanitized_name("custom-call.1") == "custom_call_1"
+    assert sanitized_name("1st.fusion") == "_1st_fusion"
+    assert sanitized_name("a$b") == "a$b"
+    assert kernel_base_name("loop_add_fusion__2") == "loop_add_fusion"
+    assert kernel_base_name("loop_add_fusion_2") == "loop_add_fusion_2"
+
+
+def test_a_kernel_per_fusion(plan):
+    assert ops(plan, ["loop_add_fusion", "loop_multiply_fusion", "loop_subtract_fusion"]) == [
+        "loop_add_fusion",
+        "loop_multiply_fusion",
+        "loop_subtract_fusion",
+    ]
+
+
+def test_library_kernels_take_the_call_between_their_neighbours(plan):
+    """cuBLAS names its kernels; a call can launch several (split-K and its reduction)."""
+    kernels = ["loop_add_fusion", SPLIT_K, REDUCE, "loop_multiply_fusion", NVJET, NVJET, "loop_subtract_fusion"]
+    assert ops(plan, kernels[:4]) == ["loop_add_fusion", "custom-call.1", "custom-call.1", "loop_multiply_fusion"]
+    # Two calls, two kernels: one each, in order (each call launches at least one).
+    assert ops(plan, kernels[3:]) == ["loop_multiply_fusion", "custom-call.2", "custom-call.3", "loop_subtract_fusion"]
+
+
+def test_a_reused_kernel_is_the_fusion_in_its_place(plan):
+    """`loop_add_fusion.1` runs XLA's kernel `loop_add_fusion` (same fused computation): the
+    schedule, not the name, says which fusion ran."""
+    kernels = ["loop_subtract_fusion", "loop_add_fusion"]
+    assert ops(plan, kernels) == ["loop_subtract_fusion", "loop_add_fusion.1"]
+    assert ops(plan, ["loop_add_fusion", SPLIT_K]) == ["loop_add_fusion", "custom-call.1"]
+
+
+def test_a_kernel_no_instruction_fits_is_left_idle(plan):
+    """The while body's fusion among the entry's kernels: no instruction of the entry fits,
+    and the body alone cannot hold the launch."""
+    got = attribute_kernels(plan, ["loop_add_fusion", "loop_negate_fusion", "loop_multiply_fusion"])
+    assert got[1] == (None, NO_FIT)
+    assert [g[0] for g in got] == ["loop_add_fusion", None, "loop_multiply_fusion"]
+    # The body's own launch is the body's.
+    assert ops(plan, ["loop_negate_fusion"]) == ["loop_negate_fusion"]
+
+
+def test_two_places_that_fit_equally_are_not_guessed(plan):
+    """One cuBLAS kernel between two calls: either could have launched it. It stays idle
+    and says which ops fit; its neighbours keep theirs."""
+    got = attribute_kernels(plan, ["loop_multiply_fusion", NVJET, "loop_subtract_fusion"])
+    assert got[0] == ("loop_multiply_fusion", "") and got[2] == ("loop_subtract_fusion", "")
+    assert got[1][0] is None
+    assert got[1][1] == "fits custom-call.2, custom-call.3 equally well"
+    # Library kernels alone, with three calls in the program: none is guessed.
+    assert ops(plan, [NVJET]) == [None]
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def _graph_kernel(name, start, corr, op="command_buffer_3", node=0):
+    return Kernel(
+        name,
+        start,
+        10,
+        op=op,
+        program_id=7,
+        module="jit_step",
+        stream=14,
+        stats={"correlation_id": corr, "cuda_graph_id": 5, "cuda_graph_node_id": (5 << 32) + node},
+    )
+
+
+def _launch(t0, corr, with_outside=False):
+    """One launch of the graph: the entry's kernels; with `with_outside`, XLA ran
+    custom-call.1 outside the graph while it ran, its kernel naming its op."""
+    names = [
+        "loop_add_fusion",
+        SPLIT_K,
+        "loop_multiply_fusion",
+        NVJET,
+        NVJET,
+        "loop_subtract_fusion",
+        "loop_add_fusion",
+    ]
+    out = [_graph_kernel(n, t0 + 20 * i, corr, node=i) for i, n in enumerate(names)]
+    if with_outside:
+        out[1] = Kernel(SPLIT_K, t0 + 20, 10, op="custom-call.1", program_id=7, module="jit_step", stream=14)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graph_file(tmp_path_factory, module_bytes):
+    kernels = _launch(0, 1) + _launch(1000, 2) + _launch(2000, 3, with_outside=True)
+    return write(tmp_path_factory.mktemp("graphs"), gpu_space({7: ("jit_step", module_bytes)}, kernels, device=H100))
+
+
+def test_a_file_of_graph_launches(graph_file):
+    """Kernels naming `command_buffer_3`, three launches (correlation ids 1-3); in the third,
+    custom-call.1 ran outside the graph and names its op: it holds its place."""
+    run = xw.load_run(graph_file)
+    table = run.cuda_graph_kernels()
+    assert set(table["command_buffer"]) == {"command_buffer_3"}
+    got = table.groupby(["kernel", "op"], dropna=False)["launches"].sum().to_dict()
+    assert got == {
+        ("loop_add_fusion", "loop_add_fusion"): 3,
+        ("loop_add_fusion", "loop_add_fusion.1"): 3,
+        (SPLIT_K, "custom-call.1"): 2,
+        ("loop_multiply_fusion", "loop_multiply_fusion"): 3,
+        (NVJET, "custom-call.2"): 3,
+        (NVJET, "custom-call.3"): 3,
+        ("loop_subtract_fusion", "loop_subtract_fusion"): 3,
+    }
+    stats = run.hlo_stats().set_index("hlo_op_name")
+    assert stats["occurrences"].to_dict() == {
+        "loop_add_fusion": 3,
+        "loop_add_fusion.1": 3,
+        "custom-call.1": 3,
+        "loop_multiply_fusion": 3,
+        "custom-call.2": 3,
+        "custom-call.3": 3,
+        "loop_subtract_fusion": 3,
+    }
+    assert (stats["self_time_ps"] == 30_000).all()
+    assert "20 of 20 kernels attributed" in run.hlo_stats().attrs["notes"]
+
+
+def test_xprof_accounting_on_request(graph_file):
+    """attribute_cuda_graphs=False: the graph kernels are idle, as XProf counts them; only
+    the kernel that names its op is an op."""
+    run = xw.load_run(graph_file, attribute_cuda_graphs=False)
+    stats = run.hlo_stats()
+    assert stats["hlo_op_name"].tolist() == ["custom-call.1"]
+    assert "load_run(path)` finds their ops" in stats.attrs["notes"]
+    assert run.cuda_graph_kernels()["op"].notna().all()  # the table is there either way
+
+
+def test_launches_without_correlation_ids(tmp_path, module_bytes):
+    """A tracer that wrote no correlation ids: a launch is a run of consecutive kernels of
+    one command buffer on the line."""
+    space = schema.XSpace.FromString(gpu_space({7: ("jit_step", module_bytes)}, _launch(0, 0), device=H100))
+    for plane in space.planes:
+        corr = {k for k, m in plane.stat_metadata.items() if m.name == "correlation_id"}
+        for line in plane.lines:
+            for ev in line.events:
+                keep = [s for s in ev.stats if s.metadata_id not in corr]
+                del ev.stats[:]
+                ev.stats.extend(keep)
+    run = xw.load_run(write(tmp_path, space.SerializeToString()))
+    assert run.cuda_graph_kernels()["op"].tolist() == [
+        "loop_add_fusion",
+        "custom-call.1",
+        "loop_multiply_fusion",
+        "custom-call.2",
+        "custom-call.3",
+        "loop_subtract_fusion",
+        "loop_add_fusion.1",
+    ]
+
+
+# --- real runs: graphs on, against XProf on the same program with graphs off ---------------------
+
+PAIRS = [
+    ("nvidia_jax_mlp_h200", "nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
+    ("nvidia_jax_scan_h200", "nvidia_jax_scan_no_graphs_h200", "2026_11_26_01_49_10"),
+]
+
+
+@pytest.mark.parametrize("graphs_on,graphs_off,session", PAIRS)
+def test_attributed_hlo_stats_agree_with_xprof_without_graphs(graphs_on, graphs_off, session):
+    """The ops that make 90 % of XProf's device op time with graphs off: every one found
+    with graphs on, with its occurrences, and self time within ±35 % for ≥ 85 % of that
+    time (two recordings of one program: kernel times differ by a few percent, a few ops by
+    more)."""
+    ours = corpus_run(graphs_on, attribute_cuda_graphs=True).hlo_stats()
+    xprof = json.loads(next((REFERENCE / graphs_off / session).glob("hlo_stats.json")).read_text())
+    result = agreement(ours, xprof_hlo_rows(xprof, corpus_run(graphs_off)))
+    assert result.found == 1.0 >= FOUND_AT_LEAST
+    assert result.within >= WITHIN_AT_LEAST
+    assert (result.ops["ours_occurrences"] == result.ops["xprof_occurrences"]).all()
+
+
+@pytest.mark.parametrize("graphs_on,graphs_off,session", PAIRS)
+def test_every_graph_kernel_gets_the_op_it_has_without_graphs(graphs_on, graphs_off, session):
+    """Each (kernel name, op) pair we attribute is one XProf sees in the graphs-off
+    recording of the same program (where every kernel names its op), reused kernels
+    included (`loop_subtract_fusion_3` runs for `loop_subtract_fusion.2` too)."""
+    table = corpus_run(graphs_on, attribute_cuda_graphs=True).cuda_graph_kernels()
+    assert table["op"].notna().all()
+    off = corpus_run(graphs_off)
+    truth = set()
+    for space in off.xspaces():
+        for plane in space.planes:
+            if not plane.name.startswith("/device:GPU:"):
+                continue
+            for line in plane.lines:
+                st = line.stat_columns(names=["hlo_op"])
+                if "hlo_op" in st:
+                    truth |= set(zip(np.asarray(line.names(), dtype=object), np.asarray(st["hlo_op"], dtype=object)))
+    # Copies ran as MemcpyD2D without graphs and as the driver's memcpy kernels inside them.
+    pairs = {(k, op) for k, op in zip(table["kernel"], table["op"]) if not k.startswith("memcpy")}
+    assert pairs <= truth
+    memcpy_ops = set(table.loc[table["kernel"].str.startswith("memcpy"), "op"])
+    assert memcpy_ops <= {op for name, op in truth if name == "MemcpyD2D"}
+
+
+def test_runs_without_graph_kernels_are_unchanged():
+    """AMD, TPU and CPU runs and the graphs-off H200 run: the same tables with either setting."""
+    for name in ("amd_jax_conv_mi300", "tpu_v6e_inference", "nvidia_jax_mlp_no_graphs_h200"):
+        off, on = corpus_run(name), corpus_run(name, attribute_cuda_graphs=True)
+        assert on.cuda_graph_kernels().empty
+        pd.testing.assert_frame_equal(on.hlo_stats(), off.hlo_stats())
+        pd.testing.assert_frame_equal(on.kernel_stats(), off.kernel_stats())
