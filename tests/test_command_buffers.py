@@ -17,6 +17,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.analysis.command_buffers import (
     NO_FIT,
+    NO_SCHEDULE,
     LaunchPlan,
     attribute_kernels,
     kernel_base_name,
@@ -164,6 +165,47 @@ def test_two_places_that_fit_equally_are_not_guessed(plan):
     assert got[1][1] == "fits custom-call.2, custom-call.3 equally well"
     # Library kernels alone, with three calls in the program: none is guessed.
     assert ops(plan, [NVJET]) == [None]
+
+
+COLLECTIVE = """HloModule jit_psum, is_scheduled=true
+
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+fused_negate {
+  p0 = f32[1024]{0} parameter(0)
+  ROOT n = f32[1024]{0} negate(p0)
+}
+
+ENTRY main {
+  x = f32[1024]{0} parameter(0)
+  all-reduce-start = f32[1024]{0} all-reduce-start(x), replica_groups={}, to_apply=sum
+  all-reduce-done = f32[1024]{0} all-reduce-done(all-reduce-start)
+  ROOT loop_negate_fusion = f32[1024]{0} fusion(all-reduce-done), kind=kLoop, calls=fused_negate
+}
+"""
+
+
+def test_a_collective_launches_at_its_start():
+    """NCCL's kernel belongs to the all-reduce's start; its done is a wait, no work."""
+    plan = LaunchPlan(hlo_module(hlo_proto_bytes(COLLECTIVE)))
+    assert ops(plan, ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "loop_negate_fusion"]) == [
+        "all-reduce-start",
+        "loop_negate_fusion",
+    ]
+
+
+def test_a_module_without_schedule_is_read_by_names_alone():
+    """No schedule in the profile: a kernel named after one instruction that no identical
+    fusion could have run gets it; reused and library kernels stay idle, saying why."""
+    plan = LaunchPlan(hlo_module(hlo_proto_bytes(MODULE.replace(", is_scheduled=true", ""))))
+    assert not plan.scheduled
+    got = attribute_kernels(plan, ["loop_multiply_fusion", NVJET, "loop_add_fusion"])
+    assert got[0] == ("loop_multiply_fusion", "")
+    assert got[1] == got[2] == (None, NO_SCHEDULE)
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ _LAUNCH_NOTHING = frozenset(
         "async-update",
     }
 )
+_DONE = "-done"  # all-reduce-done, copy-done, recv-done...: waits, no work of their own
 _NESTED = frozenset({"while", "conditional"})
 _NAME_TOKEN = re.compile(r"%([^\s,(){}=\"]+)")
 _CONTROL = re.compile(r", control-predecessors=\{[^}]*\}")
@@ -92,6 +93,7 @@ _UNIQUER_SUFFIX = re.compile(r"__\d+$")
 #: Why a kernel has no op (the `reason` column of `GraphAttribution.kernels`).
 NO_MODULE = "the profile holds no HLO module for its program"
 NO_FIT = "no instruction of its module fits its place in the graph"
+NO_SCHEDULE = "its module has no schedule in the profile, so only kernels named after an instruction are attributed"
 
 
 def sanitized_name(name: str) -> str:
@@ -150,6 +152,10 @@ def _shape_key(instr):
     )
 
 
+def _launches_work(instr) -> bool:
+    return instr.opcode not in _LAUNCH_NOTHING and not instr.opcode.endswith(_DONE)
+
+
 class LaunchPlan:
     """What the alignment needs of one HLO module (io.hlo.HloModule): its scheduled
     computations as `_Program`s, its instructions by the name of their kernel
@@ -160,6 +166,8 @@ class LaunchPlan:
         self.module = module
         self._fingerprints: dict = {}
         sequences = module.proto.schedule.sequences
+        #: Whether the module says the order its instructions ran in (else only names are read).
+        self.scheduled = len(sequences) > 0
         self._by_id = {i.id: i for c in module.computations.values() for i in c.instructions}
         self.programs = []
         self.by_kernel: dict[str, list] = {}
@@ -168,7 +176,7 @@ class LaunchPlan:
                 continue
             order = self._order(comp, sequences)
             for instr in order:
-                if instr.opcode not in _LAUNCH_NOTHING:
+                if _launches_work(instr):
                     self.by_kernel.setdefault(sanitized_name(instr.name), []).append(instr)
             items, costs = [], []
             self._expand(order, sequences, items, costs, depth=0)
@@ -186,7 +194,7 @@ class LaunchPlan:
             return
         for instr in order:
             op = instr.opcode
-            if op in _LAUNCH_NOTHING:
+            if not _launches_work(instr):
                 continue
             if op in _NESTED:
                 continue  # its bodies are programs of their own
@@ -389,11 +397,25 @@ def attribute_kernels(plan: LaunchPlan, kernels, budget=None) -> list:
     a list of (instruction name, "") or (None, why not). `budget` (`_Budget`): cells left
     for the file; spent here."""
     kernels = list(kernels)
+    if not plan.scheduled:
+        return [_by_name_only(plan, k) for k in kernels]
     budget = budget or _Budget()
     out = []
     for lo in range(0, len(kernels), PIECE):
         out.extend(_attribute_piece(plan, kernels[lo : lo + PIECE], budget))
     return out
+
+
+def _by_name_only(plan, kernel):
+    """A kernel's op in a module without a schedule: the one instruction it is named after,
+    if no other fusion could have run its kernel (its place, and so a reused kernel's or a
+    library kernel's op, is unknown)."""
+    named = plan.by_kernel.get(kernel_base_name(kernel))
+    if named is None or len(named) != 1 or kernel.startswith(_OWN_OP):
+        return None, NO_SCHEDULE
+    if any(len(plan.places(program, kernel)[1]) for program in plan.programs):
+        return None, NO_SCHEDULE  # an identical fusion could have run it
+    return named[0].name, ""
 
 
 def _attribute_piece(plan, kernels, budget):
