@@ -40,6 +40,7 @@ RUNS = [
     ("nvidia_jax_mlp_h200", "2026_11_26_01_22_22"),
     ("nvidia_jax_no_steps_h200", "2026_11_26_01_22_22"),
     ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
+    ("nvidia_jax_scan_h200", "2026_11_26_01_49_05"),  # graph kernels attributed (the default), on each host
 ]
 #: Host files copied 16 times: TPU ops and duty cycle; XLA:CPU thunks with steps; GPU
 #: kernels with device steps and allocators.
