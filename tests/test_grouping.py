@@ -9,6 +9,7 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets.analysis import grouping as G
 from xprof_widgets.analysis import trace as T
+from xprof_widgets.analysis.core import intervals as I
 
 from . import xprof_oracle as oracle
 from .conftest import PROFILES, REFERENCE
@@ -175,10 +176,10 @@ def test_prev_enclosing():
     # [0,10) contains [1,5) contains [2,3); [6,9) in [0,10); [11,12) alone.
     start = np.array([0, 1, 2, 6, 11])
     end = np.array([10, 5, 3, 9, 12])
-    assert G._prev_enclosing(end).tolist() == [-1, 0, 1, 0, -1]
+    assert I.prev_enclosing(end).tolist() == [-1, 0, 1, 0, -1]
     rng = np.random.default_rng(0)
     end = rng.integers(0, 50, 500)
-    got = G._prev_enclosing(end)
+    got = I.prev_enclosing(end)
     want = [max([j for j in range(i) if end[j] >= end[i]], default=-1) for i in range(len(end))]
     assert got.tolist() == want
     assert len(start)  # start only documents the example
@@ -195,7 +196,7 @@ def test_prev_enclosing_in_pieces(chunk):
             end = np.sort(end)
         elif case % 4 == 2:
             end = np.sort(end)[::-1].copy()
-        assert G._prev_enclosing(end, chunk).tolist() == G._prev_enclosing_in(end).tolist()
+        assert I.prev_enclosing(end, chunk).tolist() == I._prev_enclosing_piece(end).tolist()
 
 
 @pytest.mark.parametrize("name", ["tf_keras_cpu", "jax_mlp_cpu"])

@@ -318,7 +318,7 @@ def test_arrays_of_another_type_or_layout_are_refused():
 def test_nesting_parents_equal_numpy(monkeypatch, seed):
     """Each event's nesting parent (the last earlier event ending no earlier) is the same
     with the compiled loop: nested, tied, ascending and descending ends, pieces or not."""
-    from xprof_widgets.analysis import grouping as G
+    from xprof_widgets.analysis.core import intervals as I
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
@@ -326,6 +326,6 @@ def test_nesting_parents_equal_numpy(monkeypatch, seed):
     if seed >= 4:
         start, dur = _track(rng, n)
         end = start + dur
-    ours, theirs = _both(monkeypatch, lambda: G._prev_enclosing(end, chunk=97).tolist())
+    ours, theirs = _both(monkeypatch, lambda: I.prev_enclosing(end, chunk=97).tolist())
     assert ours == theirs
     assert ours == [max([j for j in range(i) if end[j] >= end[i]], default=-1) for i in range(min(n, 300))] + ours[300:]

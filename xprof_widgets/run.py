@@ -390,11 +390,11 @@ class Run:
         memory_bytes.
 
         TPU planes carry their peaks. A GPU's model and peaks are XProf's, from the
-        plane's vendor, capability, cores and clock (`analysis.gpu_device`: "AMD GPU -
+        plane's vendor, capability, cores and clock (`analysis.core.gpu_device`: "AMD GPU -
         gfx942", cores x clock x FLOPs per core and cycle; 0 where XProf knows no
         number, e.g. a plane without a vendor); NaN where nothing applies (the host).
         """
-        from .analysis.gpu_device import gpu_model_name, gpu_peaks
+        from .analysis.core.gpu_device import gpu_model_name, gpu_peaks
 
         rows = []
         for space in self.xspaces():

@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..io.hlo_text import instruction_text
 from .cache import derived
+from .core.planes import gpu_planes, is_derived_line
 from .tf_op import stat_ids
 
 #: How XLA names the kernels of a command buffer (a CUDA graph) in their `hlo_op` stat.
@@ -554,7 +555,6 @@ def _line_events(line, modules):
 
 
 def _graph_attribution(run, space):
-    from .op_stats import gpu_planes, is_derived_line
     from .xla_ops import program_modules
 
     modules = program_modules(run)

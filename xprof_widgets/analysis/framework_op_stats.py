@@ -35,15 +35,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .grouping import _prev_enclosing, eager_events
-from .kernel_stats import is_derived_id
+from .core.environment import combine_devices, combine_perf_env, host_device, host_perf_env, perf_env
+from .core.intervals import prev_enclosing, safe_divide
+from .core.planes import HOST_PLANE, is_derived_id
+from .grouping import eager_events
 from .op_stats import device_framework_ops
 from .tf_op import _JAX_OP_TYPE, _TF_OP_NAME, _TF_OP_TYPE, name_scopes, parse_tf_op
 
 IDLE = "IDLE"
 #: XProf shows at most this many ops per part (op_stats_to_tf_stats.cc kMaxNumOfOps).
 MAX_OPS = 500
-HOST_PLANE = "/host:CPU"
 COLUMNS = (
     "rank host_or_device type operation occurrences total_time avg_time total_self_time avg_self_time "
     "device_total_self_time_percent device_cumulative_total_self_time_percent "
@@ -144,7 +145,7 @@ def _stack_self_time(begin, end):
         pos[order] = np.arange(2 * n)
         open_pos, close_pos = pos[:n], pos[n:]
         by_open = np.argsort(open_pos)
-        parent = _prev_enclosing(close_pos[by_open])
+        parent = prev_enclosing(close_pos[by_open])
         has = parent >= 0
         children = np.zeros(n, np.int64)
         np.add.at(children, by_open[parent[has]], dur[by_open[has]])
@@ -281,15 +282,13 @@ def combine_host_op_dbs(parts):
 
 def host_part(run):
     """One host's part of the framework op stats of a many-host run (a `Run.map_hosts`
-    task): its perf env (`roofline.host_perf_env`), device (type, cores) and host op
+    task): its perf env (`core.environment.host_perf_env`), device (type, cores) and host op
     database."""
-    from .overview import _host_device
-    from .roofline import host_perf_env
 
     space = run.xspace()
     return {
         "env": host_perf_env(space),
-        "device": _host_device(space),
+        "device": host_device(space),
         "host": host_op_db([space], [eager_events(space)]),
     }
 
@@ -341,7 +340,7 @@ def _sorted_top(db):
 
 
 def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
-    from .roofline import _safe_divide, roofline_metrics
+    from .roofline import roofline_metrics
 
     top = _sorted_top(db)
     if exclude_idle:
@@ -349,7 +348,7 @@ def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
     occ = top["occurrences"].to_numpy(np.float64)
     total_us = top["time_ps"].to_numpy(np.float64) / 1e6
     self_us = top["self_time_ps"].to_numpy(np.float64) / 1e6
-    frac = _safe_divide(self_us, total_time_ps / 1e6)
+    frac = safe_divide(self_us, total_time_ps / 1e6)
     zero = np.zeros(len(top))
     out = pd.DataFrame(
         {
@@ -358,9 +357,9 @@ def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
             "operation": top["name"].to_numpy(object),
             "occurrences": top["occurrences"].to_numpy(np.int64),
             "total_time": total_us,
-            "avg_time": _safe_divide(total_us, occ),
+            "avg_time": safe_divide(total_us, occ),
             "total_self_time": self_us,
-            "avg_self_time": _safe_divide(self_us, occ),
+            "avg_self_time": safe_divide(self_us, occ),
             "device_total_self_time_percent": frac if where == "Device" else zero,
             "device_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Device" else zero,
             "host_total_self_time_percent": frac if where == "Host" else zero,
@@ -428,8 +427,6 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     (on GPUs, what became of kernels run in CUDA graphs: `command_buffers`).
     """
     from .op_stats import device_op_metrics
-    from .overview import combine_devices
-    from .roofline import combine_perf_env, perf_env
 
     if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
         # Many hosts: each host's part on the run's executor, the device op database from

@@ -47,10 +47,10 @@ import pandas as pd
 
 from .cache import derived
 from .command_buffers import attributed_ops
+from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_planes, is_derived_line
 from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
-GPU_PLANE_PREFIX = "/device:GPU:"
 MAX_DERIVED_STREAMS = 16
 LINES_PER_STREAM = 7  # the stream and its six derived lines
 NAME_SCOPE, TF_OPS, MODULES, XLA_OPS, SOURCE, COMMAND_BUFFERS = (
@@ -77,7 +77,6 @@ _STATS = [
     "correlation_id",
     "scope_range_id",
 ]
-SCOPE_RANGE_PLANE = "/host:__ScopeRangeCallStack__"
 
 
 def derives_gpu_lines(space, plane) -> bool:
@@ -90,7 +89,6 @@ def derives_gpu_lines(space, plane) -> bool:
 def stream_order(plane):
     """The plane's stream lines (indices) in XProf's order: names with "Compute" first,
     then by event count, descending (std::sort's order among equals)."""
-    from .op_stats import is_derived_line
 
     streams = [li for li, line in enumerate(plane.lines) if not is_derived_line(line)]
     if not streams:
@@ -659,9 +657,8 @@ def steps_line(space, plane, groups):
 def _launch_stats_line(space, plane):
     """Per step, the span of the host's kernel launches for this device (XProf's Launch Stats)."""
     from .grouping import group_ids
-    from .op_stats import gpu_planes, is_derived_line
 
-    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
+    host = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if host is None:
         return None
     device = gpu_planes(space).index(plane)

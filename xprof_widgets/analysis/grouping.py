@@ -73,11 +73,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..io import native
 from .cache import derived
-
-HOST_PLANE = "/host:CPU"
-TPU_PLANE_PREFIX = "/device:TPU:"
+from .core.intervals import prev_enclosing
+from .core.planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
 
 # XProf's `HostEventType` names this algorithm looks at.
 EXECUTOR = "ExecutorState::Process"
@@ -117,93 +115,6 @@ _STATS = [
     "correlation_id",
     "graph_type",
 ]
-
-
-#: Events per piece of `_prev_enclosing`: its walk gathers at random within a piece,
-#: which then stays in the cache (2**18 ends and pointers: 3 MB).
-ENCLOSING_CHUNK = 1 << 18
-
-
-def _prev_enclosing(end, chunk=ENCLOSING_CHUNK):
-    """For each position i, the largest j < i with end[j] >= end[i] (-1 if none; int32
-    positions while they fit).
-
-    On a line sorted by start this is the parent XProf's stack walk finds: an
-    earlier event that ends before event i ends has been popped by then.
-
-    Piece by piece (`chunk` events): within a piece most events find theirs
-    (`_prev_enclosing_in`, all its gathers in cache). The ones that do not end
-    after every earlier event of their piece; their answer lies in an earlier
-    piece, and there it is a *suffix maximum* (no later event of its piece ends
-    as late: one that did would be a later answer). So the same rule, run over
-    just those events and every piece's suffix maxima (in position order), gives
-    theirs; that set is small (about the nesting depth per piece) unless the
-    events barely nest, when it is run whole.
-    """
-    n = len(end)
-    if native.available() and end.dtype == np.int64:
-        found = native.prev_enclosing(end)
-        if found is not None:  # else past 2**31 events
-            return found
-    if n <= chunk:
-        return _prev_enclosing_in(end)
-    dtype = np.int32 if n < 2**31 else np.int64
-    p = np.empty(n, dtype)
-    queries, maxima = [], []
-    reach = np.iinfo(end.dtype).min  # max(end[:a])
-    for a in range(0, n, chunk):
-        part = end[a : a + chunk]
-        local = _prev_enclosing_in(part)
-        open_ = np.flatnonzero(local < 0)
-        np.add(local, a, out=p[a : a + len(part)], casting="unsafe")
-        p[a + open_] = -1
-        queries.append(open_[part[open_] <= reach] + a)  # the others have none
-        reach = max(reach, part.max())
-        later = np.maximum.accumulate(part[::-1])[::-1]  # max(part[j:])
-        maxima.append(np.append(np.flatnonzero(part[:-1] > later[1:]), len(part) - 1) + a)
-    q = np.concatenate(queries)
-    rest = np.union1d(q, np.concatenate(maxima))
-    if len(rest) * 2 > n:  # little nesting: no smaller problem to hand on
-        return _prev_enclosing_in(end)
-    found = _prev_enclosing(end[rest], chunk)[np.searchsorted(rest, q)]
-    p[q] = np.where(found >= 0, rest[np.maximum(found, 0)], -1)
-    return p
-
-
-def _prev_enclosing_in(end):
-    """`_prev_enclosing` in one piece.
-
-    Events that end after every earlier one have none (a running maximum
-    finds them: on most lines, nearly all of them). The others follow
-    pointers: every event strictly between p[j] and j ends before end[j], so
-    when p[i]'s event ends too early, p[i] may jump to p[p[i]]. Jumps double
-    the distance covered while the pointers jumped over still move, and an event
-    drops out once its pointer holds; past pointers that hold already an event
-    climbs one level a round (rounds: about the nesting depth, ~100 on a deep
-    Python thread).
-    """
-    n = len(end)
-    dtype = np.int32 if n < 2**31 else np.int64
-    p = np.arange(-1, n - 1, dtype=dtype)
-    if n == 0:
-        return p
-    before = np.empty(n, dtype=end.dtype)  # max(end[:i])
-    before[0] = np.iinfo(end.dtype).min
-    np.maximum.accumulate(end[:-1], out=before[1:])
-    enclosed = before >= end  # some earlier event encloses: the pointers never reach -1
-    del before
-    p[~enclosed] = -1
-    todo = np.flatnonzero(enclosed).astype(dtype, copy=False)
-    del enclosed
-    # The pointers of the events still walking, and their ends, kept beside them (each
-    # round reads them in order instead of gathering them again).
-    ptr, e_todo = todo - 1, end[todo]
-    while todo.size:
-        walking = end[ptr] < e_todo
-        todo, ptr, e_todo = todo[walking], ptr[walking], e_todo[walking]
-        ptr = p[ptr]
-        p[todo] = ptr
-    return p
 
 
 def _node_dtype(n):
@@ -304,11 +215,11 @@ class _Nodes:
                     is_async = np.zeros(m, bool)
                     is_async[async_] = True
                     sync = np.flatnonzero(~is_async)
-                    par = _prev_enclosing(end[sync])
+                    par = prev_enclosing(end[sync])
                     child = np.flatnonzero(par >= 0)
                     parent, child = sync[par[child]], sync[child]
                 else:  # every event: positions are node offsets already
-                    par = _prev_enclosing(end)
+                    par = prev_enclosing(end)
                     child = np.flatnonzero(par >= 0)
                     parent = par[child]
                 if len(start) > 1 and not (start[1:] >= start[:-1]).all():
@@ -819,7 +730,6 @@ def forward_filled_group_ids(space, plane):
 
 
 def _forward_filled_group_ids(space, plane):
-    from .op_stats import is_derived_line
 
     groups = group_ids(space)
     keys = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]

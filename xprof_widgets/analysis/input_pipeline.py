@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived
-from .grouping import HOST_PLANE
-from .op_stats import _children_time
+from .core.intervals import children_time
+from .core.planes import HOST_PLANE
 from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
 
 #: XProf's thresholds (percent of step time).
@@ -143,7 +143,7 @@ def host_input_ops(space) -> pd.DataFrame:
         tf = np.flatnonzero(is_tf[codes])
         begin = line.start_ps[tf]
         end = begin + line.event_duration_ps[tf]
-        self_ps = (end - begin) - _children_time(begin, end)
+        self_ps = (end - begin) - children_time(begin, end)
         k = kind[codes[tf]]
         keep = k != ""
         parts.append(

@@ -41,7 +41,7 @@ import pandas as pd
 
 from .cache import per_run
 from .command_buffers import add_summaries, attributed_ops, graph_attribution, graph_kernel_words, graph_summary
-from .op_stats import _DERIVED_ID_MAX, _DERIVED_ID_MIN, gpu_planes
+from .core.planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import parse_tf_op, tf_op_fullname
 
 COLUMNS = [
@@ -184,12 +184,6 @@ def parse_kernel_details(details: str) -> dict:
             except ValueError:
                 pass
     return out
-
-
-def is_derived_id(line_id) -> bool:
-    """tsl's IsDerivedThreadId: a line XProf made itself (its converters skip them)."""
-    lid = ((int(line_id) + 2**31) % 2**32) - 2**31
-    return _DERIVED_ID_MIN <= lid <= _DERIVED_ID_MAX
 
 
 def _kernel_events(run, space, plane):
@@ -368,7 +362,7 @@ def all_hosts_reports(run):
     from .xla_ops import program_modules
 
     spaces = run.xspaces()
-    is_tpu = [any(p.name.startswith("/device:TPU:") for p in s.planes) for s in spaces]
+    is_tpu = [any(p.name.startswith(TPU_PLANE_PREFIX) for p in s.planes) for s in spaces]
     if not any(gpu_planes(s) for s in spaces):
         result = NO_GPU
     else:

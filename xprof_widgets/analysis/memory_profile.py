@@ -44,9 +44,9 @@ from pandas.api.types import union_categoricals
 
 from ..io.xspace import categorical
 from .cache import derived
+from .core.planes import HOST_PLANE
 from .grouping import group_ids, of_line
 
-HOST_PLANE = "/host:CPU"
 ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 #: XProf's default number of points in the timeline it shows.
 MAX_TIMELINE_POINTS = 1000

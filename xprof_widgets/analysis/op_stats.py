@@ -28,7 +28,9 @@ import pandas as pd
 
 from .cache import derived, per_run
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
-from .grouping import _prev_enclosing
+from .core.gpu_device import gpu_peaks
+from .core.intervals import children_time
+from .core.planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
 from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
@@ -148,23 +150,6 @@ def _column_at(st, idx, name):
     return np.asarray(st[name][idx], dtype=object) if name in st else np.full(len(idx), None)
 
 
-def _children_time(begin, end):
-    """Time of direct nested children per event (ps), events as in XProf's
-    ancestor stack: sorted by start (longer first at one start), each event's
-    parent is the nearest earlier one still open, i.e. the last earlier event that
-    ends no earlier (`grouping._prev_enclosing`, no pass per nesting level: a chain
-    of identical events in a damaged file stays linear)."""
-    n = len(begin)
-    children = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return children
-    order = np.lexsort((-end, begin))
-    parent = _prev_enclosing(end[order])
-    has = parent >= 0
-    np.add.at(children, order[parent[has]], (end - begin)[order[has]])
-    return children
-
-
 def _plane_op_metrics(plane):
     """(ops DataFrame keyed by program_id/symbol_id, total_time_ps) for one core."""
     try:
@@ -184,7 +169,7 @@ def _plane_op_metrics(plane):
         dur = np.where(ok, np.nan_to_num(dd), dur).astype(np.int64)
     end = begin + dur
     total_time = int(end.max() - begin.min())
-    children = _children_time(begin, end)
+    children = children_time(begin, end)
     ev = pd.DataFrame({"metadata_id": line.metadata_id, "occurrences": 1, "time_ps": dur, "children_time_ps": children})
     per_md = ev.groupby("metadata_id", sort=True).sum()
     ids = per_md.index.to_numpy(dtype=np.int64)
@@ -270,12 +255,7 @@ def chip_peaks(run) -> dict:
 
 def _device_planes(run):
     """The TPU tensor-core planes of every host, in host order (XProf combines them all)."""
-    return [
-        p
-        for space in run.xspaces()
-        for p in space.planes
-        if p.name.startswith("/device:TPU:") and "SparseCore" not in p.name
-    ]
+    return [p for space in run.xspaces() for p in tensor_core_planes(space)]
 
 
 class DeviceOpMetrics:
@@ -373,7 +353,7 @@ def device_op_metrics(run) -> DeviceOpMetrics:
         gpu = gpu_planes(space)
         if gpu:
             return _gpu_op_metrics(run)
-        host = [p for p in space.planes if p.name == _HOST_PLANE]
+        host = [p for p in space.planes if p.name == HOST_PLANE]
         db = _hlo_event_op_metrics(run, host, "cpu") if host and not gpu else None
         if db is not None:
             return db
@@ -406,27 +386,6 @@ def device_op_metrics(run) -> DeviceOpMetrics:
 
 # --- GPU kernels: XProf's device op database (xplane_to_op_metrics_db.cc) ---------------
 
-_HOST_PLANE = "/host:CPU"
-_GPU_PREFIX = "/device:GPU:"
-# XProf's derived thread ids (tsl `IsDerivedThreadId`, the 32-bit 0xdeadbeef block): lines
-# its op databases skip. Profiles written by the tracers hold none; re-saved ones may.
-_DERIVED_ID_MIN, _DERIVED_ID_MAX = -559038737, -559038737 + 389
-_DERIVED_LINES = {
-    "XLA Modules",
-    "XLA Ops",
-    "TensorFlow Ops",
-    "TensorFlow Name Scope",
-    "Source code",
-    "Steps",
-    "Framework Ops",
-    "Framework Name Scope",
-    "XLA TraceMe",
-    "Launch Stats",
-    "SparseCore Ops",
-    "SparseCore Modules",
-    "Command Buffers",
-    "Async XLA Ops",
-}
 GPU_RUN_COLUMNS = [
     "order",
     "device",
@@ -439,20 +398,6 @@ GPU_RUN_COLUMNS = [
     "time_ps",
     "is_eager",
 ]
-
-
-def is_derived_line(line) -> bool:
-    """A line XProf derives from others (skipped by its op databases)."""
-    lid = ((int(line.id) + 2**31) % 2**32) - 2**31  # XProf reads the id as a 32-bit int
-    if _DERIVED_ID_MIN <= lid <= _DERIVED_ID_MAX:
-        return True
-    base = (line.display_name or line.name).split(" - from #")[0]
-    return base in _DERIVED_LINES
-
-
-def gpu_planes(space):
-    """The `/device:GPU:N` planes of one file, in file order."""
-    return [p for p in space.planes if p.name.startswith(_GPU_PREFIX)]
 
 
 def gpu_kernel_runs(run, space):
@@ -584,7 +529,6 @@ def _gpu_op_metrics(run):
     """DeviceOpMetrics of the GPU kernels of every file, XProf's numbers. Without any
     kernel of an XLA or TF op it has no ops, only the devices' time (all idle), and
     a reason."""
-    from .gpu_device import gpu_peaks
     from .xla_ops import category, expression, program_modules, provenance, source_info
 
     modules = program_modules(run)
@@ -764,7 +708,7 @@ def _hlo_event_op_metrics(run, planes, source):
                         "event_name": np.asarray(line.names()[idx], dtype=object),
                         "kernels": 1,
                         "time_ps": dur,
-                        "children_time_ps": _children_time(begin, begin + dur),
+                        "children_time_ps": children_time(begin, begin + dur),
                     }
                 )
             )

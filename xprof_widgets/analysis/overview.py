@@ -56,8 +56,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .core.environment import device_type
+from .core.planes import TPU_PLANE_PREFIX, gpu_planes, tensor_core_planes
 from .framework_op_stats import host_op_db
-from .gpu_device import gpu_model_name
 from .grouping import eager_events
 from .input_pipeline import input_pipeline
 from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs
@@ -161,45 +162,6 @@ _FROM_INPUT_PIPELINE = (
 )
 
 
-def _device_planes(space, prefix):
-    return [p for p in space.planes if p.name.startswith(prefix)]
-
-
-def _tensor_core_planes(space):
-    # Sparse cores are planes named "/device:TPU:N SparseCore M"; XProf counts
-    # tensor cores only.
-    return [p for p in _device_planes(space, "/device:TPU:") if " " not in p.name]
-
-
-def _device_type(spaces):
-    """XProf's run environment device type and core count over all files."""
-    return combine_devices(_host_device(space) for space in spaces)
-
-
-def _host_device(space):
-    """(device type, cores) of one file: ("CPU", 0) without GPUs or TPUs."""
-    gpu = _device_planes(space, "/device:GPU:")
-    if gpu:
-        # XProf names the model from the first GPU plane's vendor and capability
-        # ("Nvidia GPU (Hopper)", "AMD GPU - gfx942"); without a vendor, "GPU".
-        return gpu_model_name(gpu[0].stats) or "GPU", len(gpu)
-    tpu = _tensor_core_planes(space)
-    if tpu:
-        kind = tpu[0].stats.get("device_type_string")
-        return (None if kind is None else str(kind)), len(tpu)
-    return "CPU", 0
-
-
-def combine_devices(devices):
-    """The run's (device type, cores) from each host's (`_host_device`, in host order), as
-    XProf combines run environments: the last device type seen, cores summed."""
-    kind, cores = "CPU", 0
-    for host_kind, host_cores in devices:
-        if host_cores:
-            kind, cores = (kind if host_kind is None else host_kind), cores + host_cores
-    return kind, cores
-
-
 def top_device_ops(db, n=TOP_OPS_SHOWN) -> pd.DataFrame:
     """The top `n` framework ops by device self time (see `OverviewResult`)
     from a `op_stats.DeviceOpMetrics`."""
@@ -262,7 +224,7 @@ def gpu_device_ops(run, space) -> pd.DataFrame:
     (kernels), time_ps (self time = time on GPUs), is_eager (any entry eager). Empty
     without GPU planes, or with TPU planes (XProf's TPU ops carry no eager mark).
     """
-    if any(p.name.startswith("/device:TPU:") for p in space.planes):
+    if any(p.name.startswith(TPU_PLANE_PREFIX) for p in space.planes):
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
     runs, _ = gpu_kernel_runs(run, space)
     if runs.empty:
@@ -383,7 +345,7 @@ def _union_length(start, end):
 def tpu_duty_cycle(space):
     """(busy_ps, idle_ps) summed over the TPU tensor cores of one file."""
     busy = idle = 0
-    for plane in _tensor_core_planes(space):
+    for plane in tensor_core_planes(space):
         lo, hi, parts = None, None, []
         for line in plane.lines:
             if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
@@ -470,12 +432,12 @@ def overview(run, host=None) -> OverviewResult:
     hostnames = set()
     for s in spaces:
         hostnames.update(s.hostnames[:1] or [""])
-    kind, cores = _device_type(spaces)
+    kind, cores = device_type(spaces)
     ip = input_pipeline(run, host=host)
 
     db = device_op_metrics(run)
     eager = [eager_events(s) for s in spaces]
-    has_tpu = any(_tensor_core_planes(s) for s in spaces)
+    has_tpu = any(tensor_core_planes(s) for s in spaces)
     return assemble_overview(
         ip,
         db,
@@ -484,7 +446,7 @@ def overview(run, host=None) -> OverviewResult:
         host_ops=_host_ops(spaces, eager),
         gpu_ops=_gpu_tf_ops(run, spaces),
         duty_cycles=[tpu_duty_cycle(s) for s in spaces] if has_tpu else None,
-        has_gpu=any(_device_planes(s, "/device:GPU:") for s in spaces),
+        has_gpu=any(gpu_planes(s) for s in spaces),
         latency=module_latency(spaces),
     )
 

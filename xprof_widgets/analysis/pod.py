@@ -49,6 +49,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from .core.environment import combine_devices, device_type
+from .core.planes import gpu_planes, tensor_core_planes
 from .grouping import eager_events
 from .input_pipeline import (
     InputPipelineResult,
@@ -62,11 +64,7 @@ from .overview import (
     GPU_OP_COLUMNS,
     HOST_OP_COLUMNS,
     OverviewResult,
-    _device_planes,
-    _device_type,
-    _tensor_core_planes,
     assemble_overview,
-    combine_devices,
     executions_latency,
     gpu_device_ops,
     gpu_tf_ops,
@@ -189,9 +187,9 @@ def _summary(run, host, space) -> HostSummary:
     from ..tools import tool_status
     from .memory_profile import allocator_peaks
 
-    kind, cores = _device_type([space])
-    has_gpu = bool(_device_planes(space, "/device:GPU:"))
-    has_tpu = bool(_tensor_core_planes(space))
+    kind, cores = device_type([space])
+    has_gpu = bool(gpu_planes(space))
+    has_tpu = bool(tensor_core_planes(space))
     eager = eager_events(space)
     out = HostSummary(
         host=host,

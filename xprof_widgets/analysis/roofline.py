@@ -38,6 +38,18 @@ import html
 import numpy as np
 import pandas as pd
 
+from .core.environment import (
+    combine_devices,
+    combine_perf_env,
+    hardware,
+    host_device,
+    host_perf_env,
+    perf_env,
+    tpu_core_count,
+)
+from .core.intervals import safe_divide
+from .core.planes import tensor_core_planes
+
 IDLE = "IDLE"
 GIBI_IN_GIGA = 2**30 / 1e9  # XProf GigaToGibi: GB/s / 1.073741824 = GiB/s
 _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
@@ -125,114 +137,10 @@ EMPTY_INTERSECT = (
 )
 
 
-# --- the device's peaks (XProf's PerfEnv and RunEnvironment) ---------------------------
-
-
-def _hardware(space):
-    """XProf's hardware type of one file: "TPU", "GPU" or "CPU"."""
-    if any(p.name.startswith("/device:TPU:") for p in space.planes):
-        return "TPU"
-    if any(p.name.startswith("/device:GPU:") for p in space.planes):
-        return "GPU"
-    return "CPU"
-
-
-def _tpu_core_count(space):
-    return sum(p.name.startswith("/device:TPU:") and "SparseCore" not in p.name for p in space.planes)
-
-
-def _plane_perf_env(plane):
-    """PerfEnv of a device plane (GetPerfEnvFromXPlane): peak_tflops (TFLOP/s), bws (GB/s:
-    HBM, SRAM read, SRAM write[, CMEM read, CMEM write, VMEM read, VMEM write] on TPUs),
-    has_cmem, has_merged_vmem, has_megacore."""
-    from .gpu_device import gpu_peaks
-
-    st = plane.stats
-
-    def num(k):
-        return float(st.get(k) or 0.0)
-
-    if plane.name.startswith("/device:TPU:"):
-        bws = [
-            num(f"peak_{k}_gigabytes_per_second")
-            for k in ("hbm_bw", "sram_rd_bw", "sram_wr_bw", "cmem_rd_bw", "cmem_wr_bw", "vmem_rd_bw", "vmem_wr_bw")
-        ]
-        return {
-            "peak_tflops": num("peak_teraflops_per_second"),
-            "bws": bws,
-            "has_cmem": bws[3] > 0 or bws[4] > 0,
-            "has_merged_vmem": bool(st.get("has_merged_vmem")),
-            "has_megacore": bool(st.get("has_megacore")),
-        }
-    p = gpu_peaks(st)
-    return {
-        "peak_tflops": p["peak_flops"] / 1e12,
-        "bws": [p["peak_hbm_bw"] / 1e9, p["peak_on_chip_read_bw"] / 1e9, p["peak_on_chip_write_bw"] / 1e9],
-        "has_cmem": False,
-        "has_merged_vmem": False,
-        "has_megacore": False,
-    }
-
-
-def perf_env(run) -> dict:
-    """The peaks XProf's tools divide by, all hosts combined (`CombinePerfEnv`): peak_tflops
-    (TFLOP/s, the last host's that has one), bws (GB/s, the first host's), has_cmem,
-    has_merged_vmem, has_megacore (kept only for a single host: XProf's combiner drops
-    them), hardware ("TPU", "GPU" or "CPU"), device_type (XProf's name) and
-    device_core_count."""
-    from .overview import _device_type
-
-    spaces = run.xspaces()
-    return combine_perf_env([host_perf_env(s) for s in spaces], _device_type(spaces))
-
-
-def host_perf_env(space):
-    """(hardware, the peaks of its first device plane or None) of one host, for
-    `combine_perf_env`."""
-    kind = _hardware(space)
-    prefix = "/device:TPU:" if kind == "TPU" else "/device:GPU:"
-    planes = [p for p in space.planes if p.name.startswith(prefix)]
-    return kind, (_plane_perf_env(planes[0]) if planes else None)
-
-
-def combine_perf_env(hosts, device):
-    """`perf_env` from each host's `host_perf_env` (in host order) and the run's (device
-    type, core count)."""
-    env = {"peak_tflops": 0.0, "bws": [], "has_cmem": False, "has_merged_vmem": False, "has_megacore": False}
-    hardware = "CPU"
-    rank = {"CPU": 1, "GPU": 2, "TPU": 3}
-    for kind, host in hosts:
-        hardware = max(hardware, kind, key=rank.get)
-        if host is None:
-            continue
-        if len(hosts) == 1:
-            env = host
-            break
-        if host["peak_tflops"] > 0:
-            env["peak_tflops"] = host["peak_tflops"]
-        if host["bws"] and not env["bws"]:
-            env["bws"] = host["bws"]
-    device_type, cores = device
-    return {
-        **env,
-        "hardware": hardware,
-        "device_type": device_type if hardware != "CPU" else "",
-        "device_core_count": cores,
-    }
-
-
 def _peak_bw(env, index):
     """GetMemoryPeakBandwidth: bws[index], else the HBM peak (GB/s)."""
     bws = env["bws"]
     return bws[index] if len(bws) > index else (bws[0] if bws else 0.0)
-
-
-def _safe_divide(a, b):
-    """tsl SafeDivide, elementwise: 0 where |b| < 1e-10."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.broadcast_to(np.asarray(b, dtype=np.float64), a.shape)
-    ok = np.abs(b) >= 1e-10
-    return np.divide(a, np.where(ok, b, 1.0), out=np.zeros(a.shape), where=ok)
 
 
 def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
@@ -256,27 +164,27 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
     hbm = np.where(has_bd, col("hbm_bytes"), nbytes)
     mem = {k: col(f"{k}_bytes") for k in ("cmem_read", "cmem_write", "vmem_read", "vmem_write")}
     out = {
-        "measured_flop_rate": _safe_divide(flops, t_ns),
-        "model_flop_rate": _safe_divide(col("model_flops"), t_ns),
-        "measured_memory_bw": _safe_divide(nbytes, t_ns) / GIBI_IN_GIGA,
-        "operational_intensity": _safe_divide(flops, nbytes),
-        "hbm_bw": _safe_divide(hbm, t_ns) / GIBI_IN_GIGA,
-        "hbm_operational_intensity": _safe_divide(flops, hbm),
+        "measured_flop_rate": safe_divide(flops, t_ns),
+        "model_flop_rate": safe_divide(col("model_flops"), t_ns),
+        "measured_memory_bw": safe_divide(nbytes, t_ns) / GIBI_IN_GIGA,
+        "operational_intensity": safe_divide(flops, nbytes),
+        "hbm_bw": safe_divide(hbm, t_ns) / GIBI_IN_GIGA,
+        "hbm_operational_intensity": safe_divide(flops, hbm),
     }
     for k, v in mem.items():
-        out[f"{k}_bw"] = _safe_divide(v, t_ns) / GIBI_IN_GIGA
-        out[f"{k}_operational_intensity"] = _safe_divide(flops, v)
+        out[f"{k}_bw"] = safe_divide(v, t_ns) / GIBI_IN_GIGA
+        out[f"{k}_operational_intensity"] = safe_divide(flops, v)
     # The bottleneck: the resource with the highest utilisation (strictly higher wins).
     candidates = [
         (
             "Compute",
-            _safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
+            safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
             out["operational_intensity"],
             np.ones(n, bool),
         ),
         (
             "HBM",
-            _safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA),
+            safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA),
             out["hbm_operational_intensity"],
             np.ones(n, bool),
         ),
@@ -293,7 +201,7 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
                 candidates.append(
                     (
                         name,
-                        _safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
+                        safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
                         out[f"{key}_operational_intensity"],
                         mem[key] != 0,
                     )
@@ -302,7 +210,7 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
         candidates.append(
             (
                 "Shm/L1",
-                _safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
+                safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
                 out["hbm_operational_intensity"],
                 np.ones(n, bool),
             )
@@ -375,7 +283,7 @@ def step_rows(run):
     """(has the "Average" row, [step labels], notes) of the run's step database as XProf's
     combined OpStats has it."""
     spaces = run.xspaces()
-    kinds = [_hardware(s) for s in spaces]
+    kinds = [hardware(s) for s in spaces]
     return steps_of_hosts(kinds, [lambda s=s, k=k: _host_steps(s, k) for s, k in zip(spaces, kinds)])
 
 
@@ -473,38 +381,38 @@ def _records(ops, env, roof, total_time_ps, cores, include, step, num_steps=None
         }
     )
     if num_steps is not None:  # the average step: per-step totals
-        total_us, self_us = _safe_divide(total_us, num_steps), _safe_divide(self_us, num_steps)
+        total_us, self_us = safe_divide(total_us, num_steps), safe_divide(self_us, num_steps)
     out["total_time"] = total_us
-    out["avg_time"] = _safe_divide(rec["time_ps"].to_numpy(np.float64) / 1e6, occ)
+    out["avg_time"] = safe_divide(rec["time_ps"].to_numpy(np.float64) / 1e6, occ)
     out["total_self_time"] = self_us
-    out["avg_self_time"] = _safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, occ)
-    frac = _safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, total / 1e6)
+    out["avg_self_time"] = safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, occ)
+    frac = safe_divide(rec["self_time_ps"].to_numpy(np.float64) / 1e6, total / 1e6)
     frac[0] = 0.0
     out["total_self_time_percent"] = frac
     out["cumulative_total_self_time_percent"] = np.cumsum(frac)
-    out["dma_stall_percent"] = _safe_divide(
+    out["dma_stall_percent"] = safe_divide(
         rec["dma_stall_ps"].to_numpy(np.float64), rec["time_ps"].to_numpy(np.float64)
     )
     m = roofline_metrics(rec, env)
     for c in m.columns:
         out[c] = m[c].to_numpy()
-    out["total_time_per_core"] = _safe_divide(total_us, cores)
-    out["total_time_in_percentage"] = _safe_divide(rec["time_ps"].to_numpy(np.float64), total)
-    flops_util = _safe_divide(out["measured_flop_rate"].to_numpy(), roof["peak_flop_rate"])
-    mem = [_safe_divide(out["hbm_bw"].to_numpy(), roof["peak_hbm_bw"])]
+    out["total_time_per_core"] = safe_divide(total_us, cores)
+    out["total_time_in_percentage"] = safe_divide(rec["time_ps"].to_numpy(np.float64), total)
+    flops_util = safe_divide(out["measured_flop_rate"].to_numpy(), roof["peak_flop_rate"])
+    mem = [safe_divide(out["hbm_bw"].to_numpy(), roof["peak_hbm_bw"])]
     if roof["has_cmem"]:
         mem += [
-            _safe_divide(out["cmem_read_bw"].to_numpy(), roof["peak_cmem_read_bw"]),
-            _safe_divide(out["cmem_write_bw"].to_numpy(), roof["peak_cmem_write_bw"]),
+            safe_divide(out["cmem_read_bw"].to_numpy(), roof["peak_cmem_read_bw"]),
+            safe_divide(out["cmem_write_bw"].to_numpy(), roof["peak_cmem_write_bw"]),
         ]
     if roof["has_merged_vmem"]:
         mem += [
-            _safe_divide(out["vmem_read_bw"].to_numpy(), roof["peak_vmem_read_bw"]),
-            _safe_divide(out["vmem_write_bw"].to_numpy(), roof["peak_vmem_write_bw"]),
+            safe_divide(out["vmem_read_bw"].to_numpy(), roof["peak_vmem_read_bw"]),
+            safe_divide(out["vmem_write_bw"].to_numpy(), roof["peak_vmem_write_bw"]),
         ]
     max_mem = np.max(mem, axis=0)
     efficiency = np.maximum(max_mem, flops_util)
-    out["optimal_flop_rate"] = _safe_divide(out["measured_flop_rate"].to_numpy(), efficiency)
+    out["optimal_flop_rate"] = safe_divide(out["measured_flop_rate"].to_numpy(), efficiency)
     out["roofline_efficiency"] = efficiency
     out["compute_efficiency"] = flops_util
     out["max_mem_bw_utilization"] = max_mem
@@ -612,7 +520,7 @@ def roofs(env) -> dict:
         )
 
     def ridge(bw):
-        return float(_safe_divide(out["peak_flop_rate"], bw * GIBI_IN_GIGA))  # XProf's RidgePoint
+        return float(safe_divide(out["peak_flop_rate"], bw * GIBI_IN_GIGA))  # XProf's RidgePoint
 
     for k in ("hbm", "cmem_read", "cmem_write", "vmem_read", "vmem_write"):
         out[f"{k}_ridge_point"] = ridge(out[f"peak_{k}_bw"])
@@ -629,17 +537,15 @@ def host_part(run):
     """One host's part of the roofline model of a many-host run (a `Run.map_hosts` task):
     its perf env (`host_perf_env`), device (type, cores), steps (`_host_steps`) and TPU
     plane and core counts."""
-    from .op_stats import _device_planes
-    from .overview import _host_device
 
     space = run.xspace()
     env = host_perf_env(space)
     return {
         "env": env,
-        "device": _host_device(space),
+        "device": host_device(space),
         "steps": _host_steps(space, env[0]),
-        "tpu_planes": len(_device_planes(run)),
-        "tpu_cores": _tpu_core_count(space),
+        "tpu_planes": sum(len(tensor_core_planes(s)) for s in run.xspaces()),
+        "tpu_cores": tpu_core_count(space),
     }
 
 
@@ -673,8 +579,7 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
     (`run.pooled`) gets each host's part on its executor (`run.map_hosts`) unless
     `in_process` (every host file read here).
     """
-    from .op_stats import _device_planes, device_op_metrics
-    from .overview import combine_devices
+    from .op_stats import device_op_metrics
 
     if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
         # Many hosts: each host's part on the run's executor, the device op database from
@@ -692,8 +597,8 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
             return _no_device(env)
         db = device_op_metrics(run)
         has_average, steps, note = step_rows(run)
-        tpu_planes = len(_device_planes(run)) if db.source == "tpu" else 0
-        tpu_cores = sum(_tpu_core_count(s) for s in run.xspaces()) if db.source == "tpu" else 0
+        tpu_planes = sum(len(tensor_core_planes(s)) for s in run.xspaces()) if db.source == "tpu" else 0
+        tpu_cores = sum(tpu_core_count(s) for s in run.xspaces()) if db.source == "tpu" else 0
     columns = COLUMNS_GPU if "GPU" in env["device_type"] else COLUMNS_TPU
     ops = _op_table(db)
     r = roofs(env)
@@ -712,7 +617,7 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
     self_ps, time_ps = ops["self_time_ps"].to_numpy(np.float64), ops["time_ps"].to_numpy(np.float64)
     normalized = ops["normalized_time_ps"].to_numpy(np.float64)
     op_time = float(db.total_op_time_ps)
-    multiplier = float(_safe_divide(np.sum(self_ps[:-1] * _safe_divide(normalized[:-1], time_ps[:-1])), op_time))
+    multiplier = float(safe_divide(np.sum(self_ps[:-1] * safe_divide(normalized[:-1], time_ps[:-1])), op_time))
     out.attrs.update(r)
     out.attrs["time_scale_multiplier"] = multiplier if env["hardware"] == "TPU" else 0.0
     diag = []

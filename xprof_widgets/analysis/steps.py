@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from ..io.sorting import order_by_key
-from .grouping import HOST_PLANE, forward_filled_group_ids, group_ids, step_events
+from .core.planes import HOST_PLANE
+from .grouping import forward_filled_group_ids, group_ids, step_events
 
 # XProf's `EventType` priorities (higher wins where events overlap).
 UNKNOWN_TIME = 0

@@ -81,13 +81,11 @@ from ..io import column_cache, native
 from ..io.sorting import order_by_key
 from .cache import derived
 from .command_buffers import graph_attribution
+from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
 from .derived_lines import DerivedLine, derive_lines, derives_lines
 from .gpu_lines import derive_gpu_lines, derives_gpu_lines
 from .grouping import INTERNAL_EVENTS
 
-HOST_PLANE_PREFIX = "/host:CPU"
-GPU_PLANE_PREFIX = "/device:GPU:"
-TPU_PLANE_PREFIX = "/device:TPU:"
 CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
 XLA_OPS_LINE = "XLA Ops"
 XLA_MODULES_LINE = "XLA Modules"
@@ -852,7 +850,7 @@ def _section_pids(planes):
     """XProf's process id for each plane's section (None: the trace leaves it out). One pass
     over the planes: a file may hold very many."""
     has_gpu = any(p.name.startswith(GPU_PLANE_PREFIX) for p in planes)
-    hosts = sorted(p.name for p in planes if p.name.startswith(HOST_PLANE_PREFIX))
+    hosts = sorted(p.name for p in planes if p.name.startswith(HOST_PLANE))
     host_rank = {}
     for i, name in enumerate(hosts):
         host_rank.setdefault(name, i)  # a name's first place among the sorted host planes
@@ -864,7 +862,7 @@ def _section_pids(planes):
             pids.append(pid if pid <= _LAST_DEVICE_PID else _FIRST_DEVICE_PID)
         elif name.startswith(CUSTOM_PLANE_PREFIX):
             pids.append(_FIRST_CUSTOM_PID + plane.id)
-        elif name.startswith(HOST_PLANE_PREFIX):
+        elif name.startswith(HOST_PLANE):
             pids.append(_HOST_PID + host_rank[name])
         else:
             pids.append(None)

@@ -213,7 +213,7 @@ def row_major(
 
 
 def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
-    """`grouping._prev_enclosing`: for each i the largest j < i with end[j] >= end[i], or
+    """`analysis.core.intervals.prev_enclosing`: for each i the largest j < i with end[j] >= end[i], or
     -1 (int32); None past 2**31 events."""
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(end)

@@ -118,8 +118,8 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
     program_id, hlo_op) over all hosts' GPU planes, with launches and duration_us (whole
     ns, as kernel stats count them), longest first. Kernels without an `hlo_op` and a
     `program_id` (TensorFlow kernels) are not in it."""
+    from ..analysis.core.planes import gpu_planes
     from ..analysis.kernel_stats import _kernel_events, parse_kernel_details
-    from ..analysis.op_stats import gpu_planes
 
     frames = []
     for space in run.xspaces():

@@ -1,0 +1,97 @@
+"""The planes and lines of an XSpace, in XProf's words: the one place that knows their names.
+
+A profile holds a plane per device (`/device:GPU:N`, `/device:TPU:N`, the TPU's SparseCores
+as `/device:TPU:N SparseCore M`), the host's threads (`/host:CPU`), the compiled programs
+(`/host:metadata`) and more (openxla/xla `xla/tsl/profiler/utils/xplane_schema.{h,cc}`).
+XProf derives lines of its own (XLA Modules, XLA Ops, Steps, ... with thread ids in tsl's
+`kThreadIdDerivedMin..Max` block, or named so) before its tools run, and its op databases
+skip them (`IsDerivedThreadId`).
+"""
+
+from __future__ import annotations
+
+from ...io.hlo import METADATA_PLANE
+
+HOST_PLANE = "/host:CPU"
+GPU_PLANE_PREFIX = "/device:GPU:"
+TPU_PLANE_PREFIX = "/device:TPU:"
+SPARSE_CORE = "SparseCore"
+#: JAX on GPUs: a scope range's id -> its parent's, as the plane's stats.
+SCOPE_RANGE_PLANE = "/host:__ScopeRangeCallStack__"
+
+# tsl's derived thread ids (`IsDerivedThreadId`, the 32-bit 0xdeadbeef block). Profiles
+# written by the tracers hold none; re-saved ones may.
+DERIVED_ID_MIN, DERIVED_ID_MAX = -559038737, -559038737 + 389
+#: Lines XProf derives from others (their names; a GPU stream's get " - from #<id>").
+DERIVED_LINES = frozenset(
+    {
+        "XLA Modules",
+        "XLA Ops",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "Source code",
+        "Steps",
+        "Framework Ops",
+        "Framework Name Scope",
+        "XLA TraceMe",
+        "Launch Stats",
+        "SparseCore Ops",
+        "SparseCore Modules",
+        "Command Buffers",
+        "Async XLA Ops",
+    }
+)
+
+__all__ = [
+    "DERIVED_LINES",
+    "GPU_PLANE_PREFIX",
+    "HOST_PLANE",
+    "METADATA_PLANE",
+    "SCOPE_RANGE_PLANE",
+    "TPU_PLANE_PREFIX",
+    "gpu_planes",
+    "host_plane",
+    "is_derived_id",
+    "is_derived_line",
+    "plane_kind",
+    "tensor_core_planes",
+]
+
+
+def is_derived_id(line_id) -> bool:
+    """tsl's IsDerivedThreadId: a line id in XProf's own block (read as a 32-bit int)."""
+    lid = ((int(line_id) + 2**31) % 2**32) - 2**31
+    return DERIVED_ID_MIN <= lid <= DERIVED_ID_MAX
+
+
+def is_derived_line(line) -> bool:
+    """A line XProf derives from others (skipped by its op databases): by id or by name."""
+    if is_derived_id(line.id):
+        return True
+    return (line.display_name or line.name).split(" - from #")[0] in DERIVED_LINES
+
+
+def gpu_planes(space) -> list:
+    """The `/device:GPU:N` planes of one file, in file order."""
+    return [p for p in space.planes if p.name.startswith(GPU_PLANE_PREFIX)]
+
+
+def tensor_core_planes(space) -> list:
+    """The TPU TensorCore planes of one file (SparseCores left out), in file order."""
+    return [p for p in space.planes if p.name.startswith(TPU_PLANE_PREFIX) and SPARSE_CORE not in p.name]
+
+
+def host_plane(space):
+    """The file's `/host:CPU` plane (the first of that name), or None."""
+    return next((p for p in space.planes if p.name == HOST_PLANE), None)
+
+
+def plane_kind(name: str) -> str | None:
+    """ "TPU", "GPU" or "CPU" for a device or the host plane's name, else None."""
+    if name.startswith(TPU_PLANE_PREFIX):
+        return "TPU"
+    if name.startswith(GPU_PLANE_PREFIX):
+        return "GPU"
+    if name == HOST_PLANE:
+        return "CPU"
+    return None
