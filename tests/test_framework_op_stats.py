@@ -6,14 +6,8 @@ run through XProf itself."""
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis.framework_op_stats import (
-    COLUMNS,
-    IDLE,
-    NO_OP_TIME,
-    framework_op_stats,
-    host_op_db,
-    task_type,
-)
+from xprof_widgets.analysis.core.host_ops import IDLE, host_op_db
+from xprof_widgets.analysis.framework_op_stats import COLUMNS, NO_OP_TIME, framework_op_stats, task_type
 
 from . import xprof_oracle as oracle
 from .conftest import PROFILES, corpus_run, host_copies

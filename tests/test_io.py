@@ -551,3 +551,13 @@ def test_order_by_key_is_a_stable_sort(monkeypatch, block, dtype):
     order, counts = sorting.order_by_key(keys, taken_out=out)
     np.testing.assert_array_equal(order, kept[np.argsort(keys[kept], kind="stable")])
     np.testing.assert_array_equal(counts, np.bincount(keys[kept], minlength=len(counts)))
+
+
+def test_tool_registry_and_rules_agree():
+    """Every tool of the registry has its availability rule, in the same order (the order
+    `run.tool_status()` and a host summary list them)."""
+    from xprof_widgets.analysis.core.availability import STATUS
+    from xprof_widgets.tools import TABLES, TOOLS
+
+    assert [t.name for t in TOOLS + TABLES] == list(STATUS)
+    assert all(t.status is STATUS[t.name] for t in TOOLS + TABLES)

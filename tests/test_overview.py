@@ -9,15 +9,9 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis import grouping as G
-from xprof_widgets.analysis.framework_op_stats import _stack_self_time
+from xprof_widgets.analysis.core.host_ops import host_op_metrics, stack_self_time
 from xprof_widgets.analysis.op_stats import framework_op
-from xprof_widgets.analysis.overview import (
-    EAGER_REPORT_PERCENT,
-    TOP_OPS_SHOWN,
-    eager_recommendation,
-    host_op_metrics,
-    overview,
-)
+from xprof_widgets.analysis.overview import EAGER_REPORT_PERCENT, TOP_OPS_SHOWN, eager_recommendation, overview
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
@@ -363,7 +357,7 @@ def test_eager_against_xprof(tmp_path):
 
 
 def _op_stack(begin, end):
-    """XProf's op stack, one activity at a time (the reference for `_stack_self_time`)."""
+    """XProf's op stack, one activity at a time (the reference for `stack_self_time`)."""
     acts = sorted(
         [(b, 2 * i, i, False) for i, b in enumerate(begin)] + [(e, 2 * i + 1, i, True) for i, e in enumerate(end)]
     )
@@ -381,7 +375,7 @@ def _op_stack(begin, end):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_stack_self_time_equals_op_stack(seed):
+def teststack_self_time_equals_op_stack(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     if seed % 2:  # properly nested: intervals cut from a tree, with shared ends
@@ -405,16 +399,16 @@ def test_stack_self_time_equals_op_stack(seed):
         begin = np.sort(rng.integers(0, 100, n))
         end = begin + rng.integers(0, 40, n)
     want_counted, want_self = _op_stack(list(begin), list(end))
-    counted, self_ps = _stack_self_time(np.asarray(begin, np.int64), np.asarray(end, np.int64))
+    counted, self_ps = stack_self_time(np.asarray(begin, np.int64), np.asarray(end, np.int64))
     assert counted.tolist() == want_counted.tolist()
     assert self_ps[counted].tolist() == want_self[want_counted].tolist()
 
 
-def test_stack_self_time_cases():
+def teststack_self_time_cases():
     b, e = np.array([0, 10, 20, 60]), np.array([100, 50, 30, 90])  # properly nested
-    counted, self_ps = _stack_self_time(b, e)
+    counted, self_ps = stack_self_time(b, e)
     assert counted.all() and self_ps.tolist() == [30, 30, 10, 30]
-    counted, self_ps = _stack_self_time(np.array([0, 50]), np.array([100, 100]))  # same end: the inner one dropped
+    counted, self_ps = stack_self_time(np.array([0, 50]), np.array([100, 100]))  # same end: the inner one dropped
     assert counted.tolist() == [True, False] and self_ps[0] == 100
-    counted, self_ps = _stack_self_time(np.array([0, 50]), np.array([80, 120]))  # overlapping: the later one dropped
+    counted, self_ps = stack_self_time(np.array([0, 50]), np.array([80, 120]))  # overlapping: the later one dropped
     assert counted.tolist() == [True, False] and self_ps[0] == 80

@@ -11,7 +11,7 @@ import pytest
 import traitlets
 
 import xprof_widgets as xw
-from xprof_widgets.analysis.roofline import GIBI_IN_GIGA
+from xprof_widgets.analysis.core.records import GIBI_IN_GIGA
 from xprof_widgets.widgets.framework_op_stats import FrameworkOpStatsWidget
 from xprof_widgets.widgets.kernel_stats import KernelStatsWidget, kernel_hlo_ops, short_kernel_name
 from xprof_widgets.widgets.roofline import RooflineWidget, roofs, source_text

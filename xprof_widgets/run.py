@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from .analysis.cache import derived
+from .analysis.core.availability import NO_HLO_MODULES
 from .errors import ProfileError
 from .io import fs, hlo
 from .io.logdir import host_of, list_runs, profile_files, profile_root
 from .io.xspace import event_frame, inflate, read_xspace
-from .tools import NO_HLO_MODULES
 
 if TYPE_CHECKING:
     from .analysis.compare import CompareResult

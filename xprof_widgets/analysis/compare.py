@@ -384,7 +384,7 @@ def _module_peaks(run):
     except Exception as e:
         return {}, _why(run, "the HLO modules", e)
     if not names:
-        from ..tools import NO_HLO_MODULES
+        from .core.availability import NO_HLO_MODULES
 
         return {}, NO_HLO_MODULES
     peaks, failed = {}, []

@@ -30,6 +30,7 @@ from ..errors import ProfileError
 from ..io.hlo import hlo_module
 from ..io.hlo_text import shape_text
 from .cache import per_run
+from .core.availability import NO_HLO_MODULES
 from .xla_ops import category, program_id_of, program_modules, source_text
 
 # Layout units (the widget draws at about 55 px a unit): node boxes, the vertical
@@ -420,7 +421,6 @@ def graph_viewer(run, op=None, module=None, radius=2, expand=False, max_nodes=MA
     fusions are always open. `max_nodes` caps the nodes shown (`truncated` then).
     A run without modules gives an empty view whose `reason` says why.
     """
-    from ..tools import NO_HLO_MODULES
 
     radius = int(radius)
     if radius < 0:

@@ -44,20 +44,14 @@ from pandas.api.types import union_categoricals
 
 from ..io.xspace import categorical
 from .cache import derived
+from .core.availability import NO_EVENTS_REASON, allocator_codes, has_allocator_events
 from .core.planes import HOST_PLANE
 from .grouping import group_ids, of_line
 
-ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 #: XProf's default number of points in the timeline it shows.
 MAX_TIMELINE_POINTS = 1000
 UNUSED_PREALLOCATED = "unused preallocated device memory"
 ACTIVITIES = pd.Index(["alloc", "free"], dtype=object)
-
-NO_EVENTS_REASON = (
-    "no allocator events (MemoryAllocation/MemoryDeallocation) on the host plane: TensorFlow "
-    "records them for GPU and TPU allocators; on CPU set TF_CPU_ALLOCATOR_USE_BFC=true before "
-    "starting TensorFlow. JAX CPU runs do not record them (use run.memory_viewer for XLA buffers)"
-)
 
 # TensorFlow's DataType enum, as XProf names it (`DataTypeString`).
 _DATA_TYPES = {
@@ -242,7 +236,7 @@ def allocator_events(run, host=None):
 
 def _allocator_events(run, space, host):
     plane = space.plane(HOST_PLANE)
-    if plane is None or not status(run, host)[0]:
+    if plane is None or not has_allocator_events(run, host)[0]:
         parts = []
     else:
         # The grouping (the steps) and the allocator columns read different stats of the
@@ -278,40 +272,14 @@ def _allocator_events(run, space, host):
     return pd.DataFrame(columns)
 
 
-def status(run, host=None):
-    """(available, reason) for the tool list: whether `host`'s host plane has allocator events.
-
-    Reads event names only (no stats), so it is cheap.
-    """
-    plane = run.xspace(host).plane(HOST_PLANE)
-    if plane is not None and any(_has_allocator_events(line) for line in plane.lines):
-        return True, ""
-    return False, NO_EVENTS_REASON
-
-
-def _allocator_codes(names):
-    """The codes of the allocation and deallocation names in a Categorical of event
-    names (-1 where the name is not among its categories)."""
-    return names.categories.get_indexer([ALLOCATION, DEALLOCATION])
-
-
 def _allocator_event_index(names):
     """(index of the allocation and deallocation events, whether each event of the line
     is an allocation) from a line's Categorical of event names."""
     codes = np.asarray(names.codes)
-    found = _allocator_codes(names)
+    found = allocator_codes(names)
     alloc_code, free_code = np.where(found >= 0, found, -2)
     is_alloc = codes == alloc_code
     return np.flatnonzero(is_alloc | (codes == free_code)), is_alloc
-
-
-def _has_allocator_events(line):
-    if not len(line):
-        return False
-    names = line.names()
-    codes = _allocator_codes(names)
-    codes = codes[codes >= 0]
-    return bool(len(codes)) and bool(np.isin(names.codes, codes).any())
 
 
 def memory_ids(run, host=None):

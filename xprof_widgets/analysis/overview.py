@@ -57,13 +57,12 @@ import numpy as np
 import pandas as pd
 
 from .core.environment import device_type
-from .core.planes import TPU_PLANE_PREFIX, gpu_planes, tensor_core_planes
-from .framework_op_stats import host_op_db
+from .core.gpu_ops import gpu_tf_op_db
+from .core.host_ops import host_op_metrics, merge_host_ops
+from .core.planes import gpu_planes, tensor_core_planes
 from .grouping import eager_events
 from .input_pipeline import input_pipeline
-from .op_stats import device_framework_ops, device_op_metrics, gpu_kernel_runs
-from .tf_op import parse_tf_op
-from .xla_ops import program_modules
+from .op_stats import device_framework_ops, device_op_metrics
 
 TOP_OPS_SHOWN = 10
 #: Below this share of 16-bit device compute XProf suggests more 16-bit ops (%).
@@ -84,17 +83,7 @@ TOP_OP_COLUMNS = [
 ]
 
 LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
-HOST_OP_COLUMNS = ["name", "occurrences", "time_ps", "self_time_ps", "is_eager"]
-GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
 
-# One device op (program id, name) from its kernel runs, or from several files' rows.
-_DEVICE_OP_AGG = {
-    "order": ("order", "first"),
-    "framework_op": ("framework_op", "first"),
-    "occurrences": ("occurrences", "sum"),
-    "time_ps": ("time_ps", "sum"),
-    "is_eager": ("is_eager", "any"),
-}
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
 
 
@@ -191,111 +180,11 @@ def device_framework_op_count(db) -> int:
     return int(tf["occurrences"].sum())
 
 
-def host_framework_op_count(space) -> int:
-    """Executions of framework ops on the host threads of one file, as XProf's
-    host op database counts them (`host_op_metrics`)."""
-    return int(host_op_metrics(space)["occurrences"].sum())
-
-
-def host_op_metrics(space, eager=None) -> pd.DataFrame:
-    """XProf's host op database of one file (`ConvertHostThreadsXPlaneToOpMetricsDb`:
-    `framework_op_stats.host_op_db`, without IDLE).
-
-    One row per framework op: name (the op name of `ParseTfOpFullname`),
-    occurrences, time_ps, self_time_ps (less the time of framework ops nested in
-    it on its thread) and is_eager (any execution marked eager). Activities are
-    the `/host:CPU` events named as a framework op (TF `name:Type`, JAX,
-    `Iterator::...`, memcpy), with their `is_eager` mark (`grouping.eager_events`,
-    or pass `eager`), and the events with a non-empty `tf_op` stat (never eager).
-    Not reimplemented: input pipeline stage ids (`_ipl_stage_id`).
-    """
-    db = host_op_db([space], None if eager is None else [eager])
-    if db is None:
-        return pd.DataFrame(columns=HOST_OP_COLUMNS)
-    return db[0].iloc[:-1][HOST_OP_COLUMNS].reset_index(drop=True)  # IDLE is last
-
-
-def gpu_device_ops(run, space) -> pd.DataFrame:
-    """XProf's GPU device op database of one file (`op_stats.gpu_kernel_runs`), with
-    what the eager share and op placement need: one row per device op, in XProf's
-    database order. Columns: order, program_id (0 for TF ops), name, framework_op
-    (the key of XProf's TF-op database: the TF op name; for an XLA op the parsed
-    `op_name` metadata of its instruction, or its own name without one), occurrences
-    (kernels), time_ps (self time = time on GPUs), is_eager (any entry eager). Empty
-    without GPU planes, or with TPU planes (XProf's TPU ops carry no eager mark).
-    """
-    if any(p.name.startswith(TPU_PLANE_PREFIX) for p in space.planes):
-        return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    runs, _ = gpu_kernel_runs(run, space)
-    if runs.empty:
-        return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    runs = runs.copy()  # (kept with the file: its names are rewritten here)
-    modules = program_modules(run)
-    tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
-    provenance = {}
-    for pid, name in set(zip(runs.loc[runs["xla"], "program_id"], runs.loc[runs["xla"], "name"])):
-        op_name = modules.instruction(int(pid), name).metadata.op_name
-        provenance[(pid, name)] = parse_tf_op(op_name)[1] if op_name else name
-    runs["name"] = [
-        n if x else f"{tf_names[t]}/{e}"
-        for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])
-    ]
-    runs["framework_op"] = [
-        provenance[(p, n)] if x else tf_names[t]
-        for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])
-    ]
-    ops = runs.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
-    return ops[GPU_OP_COLUMNS]
-
-
 def _host_ops(spaces, eager):
     """The host op databases of all files combined: per op name (the index), occurrences,
     self time and eager (XProf ORs the eager mark of an op over its executions, threads
     and hosts)."""
     return merge_host_ops([host_op_metrics(s, e) for s, e in zip(spaces, eager)]).set_index("name")
-
-
-def merge_host_ops(frames):
-    """Host op databases (`host_op_metrics`, in file order) as one: name, occurrences and
-    self_time_ps summed, is_eager if any."""
-    columns = ["name", "occurrences", "self_time_ps", "is_eager"]
-    frames = [f[columns] for f in frames if f is not None]
-    host = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    return (
-        host.groupby("name", sort=False)
-        .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
-        .reset_index()
-    )
-
-
-def merge_gpu_device_ops(frames, merged=None):
-    """GPU device op databases (`gpu_device_ops`, in file order) as one, after `merged` (a
-    result of this, kept in its order), as XProf's combiner adds files in order, each in
-    its own database order: per (program_id, name), the first order and framework op,
-    occurrences and time summed, eager if any."""
-    frames = [f.sort_values("order", kind="stable") for f in frames if f is not None and not f.empty]
-    frames = [merged, *frames] if merged is not None and not merged.empty else frames
-    if not frames:
-        return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    ops = pd.concat(frames, ignore_index=True)
-    return ops.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
-
-
-def gpu_tf_ops(device_ops):
-    """XProf's TF-op database of (merged) GPU device ops: per framework op (the index), the
-    most occurrences of its device ops, their time, the eager mark of the last."""
-    if device_ops is None or device_ops.empty:
-        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
-    return device_ops.groupby("framework_op", sort=False).agg(
-        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
-    )
-
-
-def _gpu_tf_ops(run, spaces):
-    """XProf's TF-op database of the GPU ops of all files (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
-    device ops combined over files in database order, then per framework op: occurrences
-    (the most of its device ops), time_ps, and the eager mark of its last device op."""
-    return gpu_tf_ops(merge_gpu_device_ops([gpu_device_ops(run, s) for s in spaces]))
 
 
 def _eager_share(ops, time):
@@ -317,7 +206,7 @@ def eager_percents(run, spaces=None):
     """
     spaces = spaces if spaces is not None else [run.xspace(h) for h in run.hosts]
     eager = [eager_events(s) for s in spaces]
-    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(_gpu_tf_ops(run, spaces), "time_ps")
+    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(gpu_tf_op_db(run, spaces), "time_ps")
 
 
 def eager_recommendation(host_percent, device_percent):
@@ -444,7 +333,7 @@ def overview(run, host=None) -> OverviewResult:
         hostnames=hostnames,
         device=(kind, cores),
         host_ops=_host_ops(spaces, eager),
-        gpu_ops=_gpu_tf_ops(run, spaces),
+        gpu_ops=gpu_tf_op_db(run, spaces),
         duty_cycles=[tpu_duty_cycle(s) for s in spaces] if has_tpu else None,
         has_gpu=any(gpu_planes(s) for s in spaces),
         latency=module_latency(spaces),

@@ -49,7 +49,10 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from .core.availability import tool_status
 from .core.environment import combine_devices, device_type
+from .core.gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
+from .core.host_ops import HOST_OP_COLUMNS, host_op_metrics, merge_host_ops
 from .core.planes import gpu_planes, tensor_core_planes
 from .grouping import eager_events
 from .input_pipeline import (
@@ -61,16 +64,9 @@ from .input_pipeline import (
 )
 from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .overview import (
-    GPU_OP_COLUMNS,
-    HOST_OP_COLUMNS,
     OverviewResult,
     assemble_overview,
     executions_latency,
-    gpu_device_ops,
-    gpu_tf_ops,
-    host_op_metrics,
-    merge_gpu_device_ops,
-    merge_host_ops,
     module_executions,
     tpu_duty_cycle,
 )
@@ -117,7 +113,7 @@ class HostSummary:
         device_cores: the file's run environment (as `overview`); has_gpu, has_tpu.
     op_metrics: the host's `op_stats.DeviceOpMetrics`.
     host_ops, gpu_ops: XProf's host op database and GPU device op database of the file
-        (`overview.host_op_metrics`, `overview.gpu_device_ops`), eager marks included.
+        (`core.host_ops.host_op_metrics`, `core.gpu_ops.gpu_device_ops`), eager marks included.
     duty_cycle_ps: (busy, idle) of the TPU tensor cores, None without TPU.
     module_ms: DataFrame (module, ms), one row per execution of an XLA module on a device.
     input_ops: the host's tf.data / enqueue ops (`input_pipeline.host_input_ops`).
@@ -184,7 +180,6 @@ def summarize(run) -> HostSummary:
 
 
 def _summary(run, host, space) -> HostSummary:
-    from ..tools import tool_status
     from .memory_profile import allocator_peaks
 
     kind, cores = device_type([space])

@@ -49,9 +49,9 @@ from .core.environment import (
 )
 from .core.intervals import safe_divide
 from .core.planes import tensor_core_planes
+from .core.records import GIBI_IN_GIGA, peak_bandwidth, roofline_metrics
 
 IDLE = "IDLE"
-GIBI_IN_GIGA = 2**30 / 1e9  # XProf GigaToGibi: GB/s / 1.073741824 = GiB/s
 _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
 MAX_RECORDS = 1000
 
@@ -135,95 +135,6 @@ EMPTY_INTERSECT = (
     "is empty (because the differences among individual host's step sequences are too big). "
     "Consequently, the overall step time is unknown."
 )
-
-
-def _peak_bw(env, index):
-    """GetMemoryPeakBandwidth: bws[index], else the HBM peak (GB/s)."""
-    bws = env["bws"]
-    return bws[index] if len(bws) > index else (bws[0] if bws else 0.0)
-
-
-def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
-    """XProf's SetRooflineMetrics over rows of op metrics, vectorised.
-
-    `ops` has time_ps, flops, model_flops, bytes_accessed (over all occurrences) and,
-    optionally, the memory breakdown: has_breakdown, hbm_bytes, cmem_read_bytes,
-    cmem_write_bytes, vmem_read_bytes, vmem_write_bytes (without a breakdown all bytes
-    count as HBM). Returns measured_flop_rate, model_flop_rate (GFLOP/s),
-    measured_memory_bw, hbm_bw, cmem/vmem read/write bw (GiB/s), operational_intensity
-    and the per-memory ones (FLOP/byte), bottleneck_operational_intensity and bound_by.
-    """
-    n = len(ops)
-
-    def col(k):
-        return ops[k].to_numpy(np.float64) if k in ops else np.zeros(n)
-
-    t_ns = col("time_ps") / 1e3
-    flops, nbytes = col("flops"), col("bytes_accessed")
-    has_bd = ops["has_breakdown"].to_numpy(bool) if "has_breakdown" in ops else np.zeros(n, bool)
-    hbm = np.where(has_bd, col("hbm_bytes"), nbytes)
-    mem = {k: col(f"{k}_bytes") for k in ("cmem_read", "cmem_write", "vmem_read", "vmem_write")}
-    out = {
-        "measured_flop_rate": safe_divide(flops, t_ns),
-        "model_flop_rate": safe_divide(col("model_flops"), t_ns),
-        "measured_memory_bw": safe_divide(nbytes, t_ns) / GIBI_IN_GIGA,
-        "operational_intensity": safe_divide(flops, nbytes),
-        "hbm_bw": safe_divide(hbm, t_ns) / GIBI_IN_GIGA,
-        "hbm_operational_intensity": safe_divide(flops, hbm),
-    }
-    for k, v in mem.items():
-        out[f"{k}_bw"] = safe_divide(v, t_ns) / GIBI_IN_GIGA
-        out[f"{k}_operational_intensity"] = safe_divide(flops, v)
-    # The bottleneck: the resource with the highest utilisation (strictly higher wins).
-    candidates = [
-        (
-            "Compute",
-            safe_divide(out["measured_flop_rate"], env["peak_tflops"] * 1e3),
-            out["operational_intensity"],
-            np.ones(n, bool),
-        ),
-        (
-            "HBM",
-            safe_divide(out["hbm_bw"], _peak_bw(env, 0) / GIBI_IN_GIGA),
-            out["hbm_operational_intensity"],
-            np.ones(n, bool),
-        ),
-    ]
-    if env["hardware"] == "TPU":
-        for name, key, index in (
-            ("CMEM Read", "cmem_read", 3),
-            ("CMEM Write", "cmem_write", 4),
-            ("VMEM Read", "vmem_read", 5),
-            ("VMEM Write", "vmem_write", 6),
-        ):
-            peak = _peak_bw(env, index)
-            if peak:
-                candidates.append(
-                    (
-                        name,
-                        safe_divide(out[f"{key}_bw"], peak / GIBI_IN_GIGA),
-                        out[f"{key}_operational_intensity"],
-                        mem[key] != 0,
-                    )
-                )
-    if env["hardware"] == "GPU" and _peak_bw(env, 2):
-        candidates.append(
-            (
-                "Shm/L1",
-                safe_divide(out["hbm_bw"], _peak_bw(env, 2) / GIBI_IN_GIGA),
-                out["hbm_operational_intensity"],
-                np.ones(n, bool),
-            )
-        )
-    bound = np.full(n, "Unknown", dtype=object)
-    best = np.zeros(n)
-    intensity = np.zeros(n)
-    for name, util, oi, applies in candidates:
-        win = applies & (best < util)
-        bound[win], best[win], intensity[win] = name, util[win], oi[win]
-    out["bottleneck_operational_intensity"] = intensity
-    out["bound_by"] = bound
-    return pd.DataFrame(out, index=ops.index)
 
 
 # --- steps as XProf's combined step database has them ------------------------------------
@@ -493,7 +404,7 @@ def roofs(env) -> dict:
     out = {
         "device_type": env["device_type"],
         "peak_flop_rate": env["peak_tflops"] * 1e3,
-        "peak_hbm_bw": _peak_bw(env, 0) / GIBI_IN_GIGA,
+        "peak_hbm_bw": peak_bandwidth(env, 0) / GIBI_IN_GIGA,
         "megacore": False,
         "has_cmem": False,
         "has_merged_vmem": False,
@@ -506,17 +417,19 @@ def roofs(env) -> dict:
         out.update(megacore=env["has_megacore"], has_cmem=env["has_cmem"], has_merged_vmem=env["has_merged_vmem"])
         if out["has_cmem"]:
             out.update(
-                peak_cmem_read_bw=_peak_bw(env, 3) / GIBI_IN_GIGA, peak_cmem_write_bw=_peak_bw(env, 4) / GIBI_IN_GIGA
+                peak_cmem_read_bw=peak_bandwidth(env, 3) / GIBI_IN_GIGA,
+                peak_cmem_write_bw=peak_bandwidth(env, 4) / GIBI_IN_GIGA,
             )
         elif out["has_merged_vmem"]:
             out.update(
-                peak_vmem_read_bw=_peak_bw(env, 5) / GIBI_IN_GIGA, peak_vmem_write_bw=_peak_bw(env, 6) / GIBI_IN_GIGA
+                peak_vmem_read_bw=peak_bandwidth(env, 5) / GIBI_IN_GIGA,
+                peak_vmem_write_bw=peak_bandwidth(env, 6) / GIBI_IN_GIGA,
             )
     elif env["hardware"] == "GPU":
         out.update(
             has_merged_vmem=True,
-            peak_vmem_read_bw=_peak_bw(env, 1) / GIBI_IN_GIGA,
-            peak_vmem_write_bw=_peak_bw(env, 2) / GIBI_IN_GIGA,
+            peak_vmem_read_bw=peak_bandwidth(env, 1) / GIBI_IN_GIGA,
+            peak_vmem_write_bw=peak_bandwidth(env, 2) / GIBI_IN_GIGA,
         )
 
     def ridge(bw):

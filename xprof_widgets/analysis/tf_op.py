@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 import re
 
-_TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
-_TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
-_JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
+TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
+TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
+JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _MEMCPY = ("memcpyhtod", "memcpydtoh", "memcpydtod", "memcpyhtoh")
 _MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
@@ -42,10 +42,10 @@ def parse_tf_op(fullname):
     name, op_type = parts
     if name == "Iterator":
         return "tf.data", fullname, "Dataset"
-    if _TF_OP_NAME.fullmatch(name) and _TF_OP_TYPE.fullmatch(op_type):
+    if TF_OP_NAME.fullmatch(name) and TF_OP_TYPE.fullmatch(op_type):
         return "tensorflow", name, op_type
     derived = op_type or derive_op_type(name)
-    if _JAX_OP_TYPE.fullmatch(derived):
+    if JAX_OP_TYPE.fullmatch(derived):
         return "jax", name, derived.split("[", 1)[0]
     if not op_type:
         return "tensorflow", name, derived

@@ -20,6 +20,7 @@ from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.palettes import Blues9, YlOrRd9
 from bokeh.plotting import figure
 
+from ..analysis.core.availability import NO_HLO_MODULES
 from ..analysis.graph_viewer import (
     NODE_HEIGHT,
     NODE_WIDTH,
@@ -36,7 +37,6 @@ from ..analysis.xla_ops import expression, source_text
 from ..errors import ProfileError
 from ..format import duration, shorten
 from ..io.hlo_text import shape_text
-from ..tools import NO_HLO_MODULES
 from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, one_of, strip_chrome
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html

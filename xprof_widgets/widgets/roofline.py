@@ -27,7 +27,7 @@ from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
 from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
-from ..analysis.roofline import GIBI_IN_GIGA
+from ..analysis.core.records import GIBI_IN_GIGA
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome
 from ._html import esc, notice, options, stat_cards

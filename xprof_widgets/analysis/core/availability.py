@@ -1,0 +1,138 @@
+"""Whether a run has data for each tool, and if not, why: cheap rules that read plane and
+stat names, never stats (`tools.TOOLS` attaches them to the widgets; `tool_status` is
+what a host summary carries). The reasons are said to people: what is missing and how to
+record it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
+
+NO_HLO_MODULES = (
+    "no HLO modules in the profile: the program was compiled before tracing started, "
+    "or the framework does not record them (JAX and TensorFlow/XLA do)"
+)
+NO_EVENTS = "the profile holds no events"
+NO_GPU_KERNELS = (
+    "no GPU kernel launches in the profile (no `/device:GPU:N` plane with events carrying a "
+    "`kernel_details` stat): kernel statistics are for GPU runs"
+)
+NO_FRAMEWORK_OPS = "the profile has no host thread plane (`/host:CPU`) and no GPU or TPU plane"
+NO_ACCELERATOR = "no GPU or TPU in the profile: XProf's roofline model is for accelerators"
+NO_DEVICE_OPS = (
+    "no XLA ops ran on a device or a CPU thread in this profile (no TPU `XLA Ops` line, no GPU "
+    "kernel naming an `hlo_op` or a `tf_op`, no XLA:CPU thunk)"
+)
+
+
+ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
+NO_EVENTS_REASON = (
+    "no allocator events (MemoryAllocation/MemoryDeallocation) on the host plane: TensorFlow "
+    "records them for GPU and TPU allocators; on CPU set TF_CPU_ALLOCATOR_USE_BFC=true before "
+    "starting TensorFlow. JAX CPU runs do not record them (use run.memory_viewer for XLA buffers)"
+)
+
+
+def has_events(run):
+    ok = any(len(line) for s in run.xspaces() for p in s.planes for line in p.lines)
+    return ok, "" if ok else NO_EVENTS
+
+
+def has_modules(run):
+    ok = bool(run.hlo_protos)
+    return ok, "" if ok else NO_HLO_MODULES
+
+
+def has_device_ops(run):
+    """Cheap: a TPU `XLA Ops` line with events, or GPU / host lines whose stats name an
+    XLA op (read from the stat metadata, no event decoded)."""
+    for space in run.xspaces():
+        for plane in space.planes:
+            names = set(plane.stat_names.values())
+            busy = any(len(line) for line in plane.lines)
+            if not busy:
+                continue
+            if plane.name.startswith(TPU_PLANE_PREFIX) and any(
+                line.name == "XLA Ops" and len(line) for line in plane.lines
+            ):
+                return True, ""
+            if plane.name.startswith(GPU_PLANE_PREFIX) and names & {"hlo_op", "tf_op"}:
+                return True, ""
+            if plane.name == HOST_PLANE and "hlo_op" in names and run.hlo_protos:
+                return True, ""
+    return False, NO_DEVICE_OPS
+
+
+def has_allocator_events(run, host=None):
+    """(available, reason): whether `host`'s host plane (default: the first) has allocator
+    events. Reads event names only (no stats), so it is cheap."""
+    plane = run.xspace(host).plane(HOST_PLANE)
+    if plane is not None and any(_allocator_line(line) for line in plane.lines):
+        return True, ""
+    return False, NO_EVENTS_REASON
+
+
+def allocator_codes(names):
+    """The codes of the allocation and deallocation names in a Categorical of event names
+    (-1 where the name is not among its categories)."""
+    return names.categories.get_indexer([ALLOCATION, DEALLOCATION])
+
+
+def _allocator_line(line):
+    if not len(line):
+        return False
+    names = line.names()
+    codes = allocator_codes(names)
+    codes = codes[codes >= 0]
+    return bool(len(codes)) and bool(np.isin(names.codes, codes).any())
+
+
+def has_gpu_kernels(run):
+    """Cheap: a GPU plane with events whose stat metadata names `kernel_details`."""
+    for space in run.xspaces():
+        for plane in space.planes:
+            if (
+                plane.name.startswith(GPU_PLANE_PREFIX)
+                and "kernel_details" in set(plane.stat_names.values())
+                and any(len(line) for line in plane.lines)
+            ):
+                return True, ""
+    return False, NO_GPU_KERNELS
+
+
+def has_framework_ops(run):
+    ok = any(
+        (p.name == HOST_PLANE and p.lines) or p.name.startswith((GPU_PLANE_PREFIX, TPU_PLANE_PREFIX))
+        for s in run.xspaces()
+        for p in s.planes
+    )
+    return ok, "" if ok else NO_FRAMEWORK_OPS
+
+
+def has_accelerator(run):
+    ok = any(p.name.startswith((GPU_PLANE_PREFIX, TPU_PLANE_PREFIX)) for s in run.xspaces() for p in s.planes)
+    return ok, "" if ok else NO_ACCELERATOR
+
+
+#: XProf's tool names, in the order of its tool list, with the rule that says whether a run
+#: has data for each.
+STATUS = {
+    "overview_page": has_events,
+    "input_pipeline_analyzer": has_events,
+    "op_profile": has_device_ops,
+    "trace_viewer": has_events,
+    "memory_profile": has_allocator_events,
+    "memory_viewer": has_modules,
+    "graph_viewer": has_modules,
+    "kernel_stats": has_gpu_kernels,
+    "framework_op_stats": has_framework_ops,
+    "roofline_model": has_accelerator,
+    "hlo_stats": has_device_ops,
+}
+
+
+def tool_status(run):
+    """[(XProf's tool name, has data, why not)] for every tool, in STATUS order."""
+    return [(name, *rule(run)) for name, rule in STATUS.items()]

@@ -1,0 +1,92 @@
+"""XProf's GPU device op database and its TF-op database: the kernels of each op, by file.
+
+`gpu_device_ops` is one file's database in XProf's order (`op_stats.gpu_kernel_runs`), with
+each op's framework op (the key of XProf's TF-op database, `CreateTfMetricsDbFromDeviceOpMetricsDb`)
+and eager mark; `merge_gpu_device_ops` adds files as XProf's combiner does; `gpu_tf_ops` regroups
+by framework op. The overview's op placement and eager share and the framework op stats'
+eager column read them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..op_stats import gpu_kernel_runs
+from ..tf_op import parse_tf_op
+from ..xla_ops import program_modules
+from .planes import TPU_PLANE_PREFIX
+
+GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
+
+
+# One device op (program id, name) from its kernel runs, or from several files' rows.
+_DEVICE_OP_AGG = {
+    "order": ("order", "first"),
+    "framework_op": ("framework_op", "first"),
+    "occurrences": ("occurrences", "sum"),
+    "time_ps": ("time_ps", "sum"),
+    "is_eager": ("is_eager", "any"),
+}
+
+
+def gpu_device_ops(run, space) -> pd.DataFrame:
+    """XProf's GPU device op database of one file (`op_stats.gpu_kernel_runs`), with
+    what the eager share and op placement need: one row per device op, in XProf's
+    database order. Columns: order, program_id (0 for TF ops), name, framework_op
+    (the key of XProf's TF-op database: the TF op name; for an XLA op the parsed
+    `op_name` metadata of its instruction, or its own name without one), occurrences
+    (kernels), time_ps (self time = time on GPUs), is_eager (any entry eager). Empty
+    without GPU planes, or with TPU planes (XProf's TPU ops carry no eager mark).
+    """
+    if any(p.name.startswith(TPU_PLANE_PREFIX) for p in space.planes):
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    runs, _ = gpu_kernel_runs(run, space)
+    if runs.empty:
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    runs = runs.copy()  # (kept with the file: its names are rewritten here)
+    modules = program_modules(run)
+    tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
+    provenance = {}
+    for pid, name in set(zip(runs.loc[runs["xla"], "program_id"], runs.loc[runs["xla"], "name"])):
+        op_name = modules.instruction(int(pid), name).metadata.op_name
+        provenance[(pid, name)] = parse_tf_op(op_name)[1] if op_name else name
+    runs["name"] = [
+        n if x else f"{tf_names[t]}/{e}"
+        for n, x, t, e in zip(runs["name"], runs["xla"], runs["tf_op"], runs["event_name"])
+    ]
+    runs["framework_op"] = [
+        provenance[(p, n)] if x else tf_names[t]
+        for p, n, x, t in zip(runs["program_id"], runs["name"], runs["xla"], runs["tf_op"])
+    ]
+    ops = runs.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
+    return ops[GPU_OP_COLUMNS]
+
+
+def merge_gpu_device_ops(frames, merged=None):
+    """GPU device op databases (`gpu_device_ops`, in file order) as one, after `merged` (a
+    result of this, kept in its order), as XProf's combiner adds files in order, each in
+    its own database order: per (program_id, name), the first order and framework op,
+    occurrences and time summed, eager if any."""
+    frames = [f.sort_values("order", kind="stable") for f in frames if f is not None and not f.empty]
+    frames = [merged, *frames] if merged is not None and not merged.empty else frames
+    if not frames:
+        return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    ops = pd.concat(frames, ignore_index=True)
+    return ops.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
+
+
+def gpu_tf_ops(device_ops):
+    """XProf's TF-op database of (merged) GPU device ops: per framework op (the index), the
+    most occurrences of its device ops, their time, the eager mark of the last."""
+    if device_ops is None or device_ops.empty:
+        return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
+    return device_ops.groupby("framework_op", sort=False).agg(
+        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
+    )
+
+
+def gpu_tf_op_db(run, spaces):
+    """XProf's TF-op database of the GPU ops of all files (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
+    device ops combined over files in database order, then per framework op: occurrences
+    (the most of its device ops), time_ps, and the eager mark of its last device op."""
+    return gpu_tf_ops(merge_gpu_device_ops([gpu_device_ops(run, s) for s in spaces]))
