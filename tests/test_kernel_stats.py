@@ -5,15 +5,14 @@ launch parameters, several hosts) on profiles made here and run through XProf it
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis.kernel_stats import (
-    COLUMNS,
+from xprof_widgets.analysis.core.kernels import (
     NO_GPU,
     einsum_tensor_core_eligible,
-    kernel_stats,
     op_tensor_core_eligible,
     parse_kernel_details,
     uses_tensor_core,
 )
+from xprof_widgets.analysis.kernel_stats import COLUMNS, kernel_stats
 
 from . import xprof_oracle as oracle
 from .conftest import corpus_run

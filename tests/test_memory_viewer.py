@@ -15,12 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xprof_widgets.analysis.memory_viewer import (
-    MemoryViewerResult,
-    default_module,
-    list_modules,
-    memory_viewer,
-)
+from xprof_widgets.analysis.core.modules import default_module, list_modules
+from xprof_widgets.analysis.memory_viewer import MemoryViewerResult, memory_viewer
 from xprof_widgets.errors import ProfileError
 from xprof_widgets.io import schema
 from xprof_widgets.io.hlo import hlo_protos_from_xspace, parse_hlo_proto

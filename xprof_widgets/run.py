@@ -341,7 +341,7 @@ class Run:
         """`function(run of one host)` for each host of this run, in host order, each on
         the run's executor (default: a process pool sized to the machine) in a worker
         that reads the host's file itself: how a tool outside the per-host summaries
-        (e.g. `kernel_stats.kernel_reports`) gets every host's part without the driver
+        (e.g. `core.kernels.kernel_reports`) gets every host's part without the driver
         reading them. `function` must be picklable (a module-level function); a host
         whose file cannot be read gives None."""
         from .analysis.pod import map_hosts
@@ -490,7 +490,7 @@ class Run:
     @property
     def modules(self) -> pd.DataFrame:
         """Compiled HLO modules: DataFrame with module, program_id, sizes (bytes)."""
-        from .analysis.memory_viewer import list_modules
+        from .analysis.core.modules import list_modules
 
         return list_modules(self.hlo_protos)
 
@@ -520,7 +520,8 @@ class Run:
         `module` is a name like `jit_step(30)` (see `run.modules`); `memory_space`
         0 is device memory (HBM). Returns a MemoryViewerResult (sizes in bytes).
         """
-        from .analysis.memory_viewer import default_module, memory_viewer
+        from .analysis.core.modules import default_module
+        from .analysis.memory_viewer import memory_viewer
 
         protos = self.hlo_protos
         if not protos:
@@ -576,7 +577,7 @@ class Run:
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
-        return kernel_stats(self)  # many hosts: mapped over them (kernel_stats.kernel_reports)
+        return kernel_stats(self)  # many hosts: mapped over them (core.kernels.kernel_reports)
 
     def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
         """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless

@@ -39,6 +39,7 @@ from .core.environment import combine_devices, combine_perf_env, host_device, ho
 from .core.gpu_ops import gpu_tf_op_db
 from .core.host_ops import IDLE, OP_DB_COLUMNS, combine_host_op_dbs, host_op_db
 from .core.intervals import safe_divide
+from .core.kernels import kernel_reports
 from .core.records import roofline_metrics
 from .grouping import eager_events
 from .op_stats import device_framework_ops
@@ -162,8 +163,6 @@ def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
 def _tensor_core_share(run):
     """{op name: TensorCore kernel time / kernel time} over XProf's kernel reports
     (GroupKernelReportsByOpName)."""
-    from .kernel_stats import kernel_reports
-
     reports = kernel_reports(run)
     if isinstance(reports, str) or reports.empty:
         return {}

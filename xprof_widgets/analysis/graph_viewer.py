@@ -31,6 +31,7 @@ from ..io.hlo import hlo_module
 from ..io.hlo_text import shape_text
 from .cache import per_run
 from .core.availability import NO_HLO_MODULES
+from .core.modules import default_module
 from .xla_ops import category, program_id_of, program_modules, source_text
 
 # Layout units (the widget draws at about 55 px a unit): node boxes, the vertical
@@ -284,8 +285,6 @@ def busiest_ops(run, module, n=8) -> list:
 def default_op(run, module=None):
     """(module, op) to show first: the op with the most device time (in `module` if given),
     else the root of the entry computation of `module` (default: the largest module)."""
-    from .memory_viewer import default_module
-
     mods = RunModules(run)
     times = op_times(run)
     pids = {program_id_of(k): k for k in mods.names()}

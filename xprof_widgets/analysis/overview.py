@@ -59,9 +59,9 @@ import pandas as pd
 from .core.environment import device_type
 from .core.gpu_ops import gpu_tf_op_db
 from .core.host_ops import host_op_metrics, merge_host_ops
+from .core.input_analysis import input_pipeline
 from .core.planes import gpu_planes, tensor_core_planes
 from .grouping import eager_events
-from .input_pipeline import input_pipeline
 from .op_stats import device_framework_ops, device_op_metrics
 
 TOP_OPS_SHOWN = 10

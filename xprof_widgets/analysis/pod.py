@@ -53,15 +53,15 @@ from .core.availability import tool_status
 from .core.environment import combine_devices, device_type
 from .core.gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
 from .core.host_ops import HOST_OP_COLUMNS, host_op_metrics, merge_host_ops
-from .core.planes import gpu_planes, tensor_core_planes
-from .grouping import eager_events
-from .input_pipeline import (
+from .core.input_analysis import (
     InputPipelineResult,
     analyze_input_pipeline,
     host_input_ops,
     host_step_table,
     merge_input_ops,
 )
+from .core.planes import gpu_planes, tensor_core_planes
+from .grouping import eager_events
 from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .overview import (
     OverviewResult,
@@ -70,8 +70,7 @@ from .overview import (
     module_executions,
     tpu_duty_cycle,
 )
-from .roofline import _align  # XProf's FindStepsAlignment, shared with the roofline's steps
-from .steps import STEP_COLUMNS
+from .steps import STEP_COLUMNS, align_steps
 
 #: `progress(hosts_done, hosts_total)`, called in the calling thread as host summaries arrive.
 HostsProgress = Callable[[int, int], None]
@@ -582,7 +581,7 @@ def step_intersection(step_tables: Sequence[pd.DataFrame | None]) -> tuple[list[
         return [0] * len(spans), 0
     align = {}
     for i in workers:
-        align[i] = (0, 0, n_chief) if i == chief else _align(spans[i], spans[chief])
+        align[i] = (0, 0, n_chief) if i == chief else align_steps(spans[i], spans[chief])
     begin = max(a[1] for a in align.values())
     end = min(a[1] + a[2] for a in align.values())
     if begin > end:

@@ -50,6 +50,7 @@ from .core.environment import (
 from .core.intervals import safe_divide
 from .core.planes import tensor_core_planes
 from .core.records import GIBI_IN_GIGA, peak_bandwidth, roofline_metrics
+from .steps import align_steps
 
 IDLE = "IDLE"
 _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
@@ -161,35 +162,6 @@ def _host_steps(space, kind):
     return steps["group_id"].to_numpy(np.int64), begin, end
 
 
-def _align(sub, chief):
-    """XProf's FindStepsAlignment of one host's steps with the chief's: (begin in sub,
-    begin in chief, number of steps), the offset with the most overlapping time."""
-    (sb, se), (cb, ce) = sub, chief
-    n, m = len(sb), len(cb)
-    if not n or not m:
-        return 0, 0, 0
-    sim = np.zeros(n + m - 1)
-    i = j = 0
-    while i < n and j < m:  # a walk over the steps (few), as XProf's
-        if se[i] - sb[i] == 0:
-            i += 1
-            continue
-        if ce[j] - cb[j] == 0:
-            j += 1
-            continue
-        sim[j - i + n - 1] += max(0, min(se[i], ce[j]) - max(sb[i], cb[j]))
-        if se[i] < ce[j]:
-            i += 1
-        elif ce[j] < se[i]:
-            j += 1
-        else:
-            i, j = i + 1, j + 1
-    order = np.concatenate([np.arange(m), -np.arange(1, n)])  # XProf's tie order: the first wins
-    best = int(order[np.argmax(sim[order + n - 1])])
-    bs, bc = (0, best) if best >= 0 else (-best, 0)
-    return bs, bc, min(n - bs, m - bc)
-
-
 def step_rows(run):
     """(has the "Average" row, [step labels], notes) of the run's step database as XProf's
     combined OpStats has it."""
@@ -224,7 +196,7 @@ def steps_of_hosts(kinds, host_steps):
         return True, [], ""
     begin, end = 0, 2**32 - 1
     for h, span in enumerate(spans):
-        _, bc, n = (0, 0, len(span[0])) if h == chief else _align(span, spans[chief])
+        _, bc, n = (0, 0, len(span[0])) if h == chief else align_steps(span, spans[chief])
         begin, end = max(begin, bc), min(end, bc + n)
     if begin > end:
         return True, [], "empty_intersect"

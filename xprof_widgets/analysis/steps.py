@@ -571,3 +571,32 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
         steps = steps.iloc[1:-1]
     return _step_table(steps, [str(g) for g in steps.index])
+
+
+def align_steps(sub, chief):
+    """XProf's FindStepsAlignment of one host's steps with the chief's: (begin in sub,
+    begin in chief, number of steps), the offset with the most overlapping time."""
+    (sb, se), (cb, ce) = sub, chief
+    n, m = len(sb), len(cb)
+    if not n or not m:
+        return 0, 0, 0
+    sim = np.zeros(n + m - 1)
+    i = j = 0
+    while i < n and j < m:  # a walk over the steps (few), as XProf's
+        if se[i] - sb[i] == 0:
+            i += 1
+            continue
+        if ce[j] - cb[j] == 0:
+            j += 1
+            continue
+        sim[j - i + n - 1] += max(0, min(se[i], ce[j]) - max(sb[i], cb[j]))
+        if se[i] < ce[j]:
+            i += 1
+        elif ce[j] < se[i]:
+            j += 1
+        else:
+            i, j = i + 1, j + 1
+    order = np.concatenate([np.arange(m), -np.arange(1, n)])  # XProf's tie order: the first wins
+    best = int(order[np.argmax(sim[order + n - 1])])
+    bs, bc = (0, best) if best >= 0 else (-best, 0)
+    return bs, bc, min(n - bs, m - bc)

@@ -118,13 +118,13 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
     program_id, hlo_op) over all hosts' GPU planes, with launches and duration_us (whole
     ns, as kernel stats count them), longest first. Kernels without an `hlo_op` and a
     `program_id` (TensorFlow kernels) are not in it."""
+    from ..analysis.core.kernels import kernel_events, parse_kernel_details
     from ..analysis.core.planes import gpu_planes
-    from ..analysis.kernel_stats import _kernel_events, parse_kernel_details
 
     frames = []
     for space in run.xspaces():
         for plane in gpu_planes(space):
-            ev = _kernel_events(run, space, plane)
+            ev = kernel_events(run, space, plane)
             if ev is None:
                 continue
             ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]

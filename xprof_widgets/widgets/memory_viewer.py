@@ -17,7 +17,7 @@ from bokeh.models import ColumnDataSource, Span
 from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
-from ..analysis.memory_viewer import default_module
+from ..analysis.core.modules import default_module
 from ..format import mib
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome

@@ -1,0 +1,84 @@
+"""Every tool, file to widget, against XProf 2.24.2's converter for that tool, on one file.
+
+    python benchmarks/bench_tools.py FILE.xplane.pb [--repeat 3] [--tools overview_page,...]
+                                    [--xprof-python PYTHON]
+
+Each measurement is a fresh process (column cache off: a first open), timed after the
+imports: ours is `load_run`, the tool's analysis and its widget (HLO stats has no widget of
+its own: its table); XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy of the file.
+Rounds alternate ours and XProf's so the machine's noise falls on both; the table gives
+medians and the ratio ours / XProf per tool. Inputs (make them with
+`shared/tools/tile_xplane.py`): `jax_transformer_cpu/.../vm.xplane.pb --times 12` (9.7 M
+events) and a GPU run, e.g. `tests/data/profiles/nvidia_jax_mlp_no_graphs_h200/.../vm.xplane.pb
+--times 40`.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from _common import XPROF_TOOL, fresh_copy, measure, median, uncached
+
+#: XProf's tool name -> (our Run method, our widget module, widget class or None).
+TOOLS = {
+    "overview_page": ("overview", "overview", "OverviewWidget"),
+    "input_pipeline_analyzer": ("input_pipeline", "input_pipeline", "InputPipelineWidget"),
+    "op_profile": ("op_profile", "op_profile", "OpProfileWidget"),
+    "hlo_stats": ("hlo_stats", None, None),
+    "framework_op_stats": ("framework_op_stats", "framework_op_stats", "FrameworkOpStatsWidget"),
+    "kernel_stats": ("kernel_stats", "kernel_stats", "KernelStatsWidget"),
+    "roofline_model": ("roofline_model", "roofline", "RooflineWidget"),
+    "memory_profile": ("memory_profile", "memory_profile", "MemoryProfileWidget"),
+}
+
+OURS = r"""
+import importlib, json, resource, sys, time
+import xprof_widgets as xw
+method, module, widget_class = sys.argv[2], sys.argv[3], sys.argv[4]
+Widget = getattr(importlib.import_module(f"xprof_widgets.widgets.{module}"), widget_class) if module != "-" else None
+t0 = time.perf_counter()
+run = xw.load_run(sys.argv[1])
+getattr(run, method)()
+t_analysis = time.perf_counter() - t0
+if Widget is not None:
+    Widget(run)
+t_widget = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"analysis_s": t_analysis, "widget_s": t_widget, "peak_rss_bytes": rss}))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--xprof-python", default=sys.executable)
+    args = ap.parse_args()
+    names = [t for t in args.tools.split(",") if t]
+    rows = []
+    for tool in names:
+        method, module, widget = TOOLS[tool]
+        ours, theirs = [], []
+        for _ in range(args.repeat):
+            cmd = [sys.executable, "-c", OURS, args.file, method, module or "-", widget or "-"]
+            ours.append(measure(cmd, env=uncached()))
+            with fresh_copy(args.file) as copy:
+                theirs.append(measure([args.xprof_python, "-c", XPROF_TOOL, str(copy), tool]))
+        o, x = median(ours, "widget_s"), median(theirs, "seconds")
+        rows.append((tool, o, median(ours, "peak_rss_bytes"), x, median(theirs, "peak_rss_bytes")))
+        print(
+            f"{tool:26s} ours {o:7.2f} s {rows[-1][2] / 1e6:6.0f} MB | XProf {x:7.2f} s {rows[-1][4] / 1e6:6.0f} MB"
+            f" | ratio {o / x:.2f}",
+            flush=True,
+        )
+    size = Path(args.file).stat().st_size / 1e6
+    print(f"\n{Path(args.file).name} ({size:.1f} MB), medians of {args.repeat} fresh processes, column cache off")
+    print("| tool | ours (s) | XProf (s) | ratio | ours peak RSS (MB) | XProf peak RSS (MB) |")
+    print("|---|---|---|---|---|---|")
+    for tool, o, om, x, xm in rows:
+        print(f"| {tool} | {o:.2f} | {x:.2f} | {o / x:.2f} | {om / 1e6:.0f} | {xm / 1e6:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

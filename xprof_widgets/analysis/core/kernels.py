@@ -1,0 +1,343 @@
+"""XProf's kernel stats database: one report per distinct GPU kernel launch.
+
+XProf (`xplane_to_kernel_stats_db.cc` `ConvertDeviceTraceXPlaneToKernelReports`,
+`kernel_stats_utils.cc`, the kernel part of `xplane_to_op_stats.cc`, and
+`op_stats_combiner.cc` for several hosts) makes one report per distinct kernel launch:
+
+* a kernel is an event of a `/device:GPU:N` plane (a line that is not one of XProf's
+  derived lines) with a non-empty `kernel_details` stat and a duration (a launch shorter
+  than 1 ns counts, as 0 ns);
+* `kernel_details` gives the launch: `regs:`, `static_shared:`, `dynamic_shared:`,
+  `block:x,y,z`, `grid:x,y,z` (1,1,1 unless given as three integers), `occ_pct:`;
+* the op: a `tf_op` stat gives the framework op's name; a kernel whose `hlo_op` (its
+  last `::` part) names an instruction of its `program_id`'s module takes that
+  instruction's framework op instead (the name of `op_name:op_type` of its metadata);
+* "uses TensorCore" comes from the kernel's name, with the patterns of the plane's
+  vendor: NVIDIA's (`h884`, `hmma`, `xmma_gemm`, ...) or, in XProf 2.24.2, AMD's (`mfma`,
+  `wmma`, `gemm_fusion`, `Custom_Cijk_`, `_MI<m>x<n>x<k>`); none without a vendor;
+* "op is TensorCore eligible": the op's name is one XProf lists (`Conv2D`, `/MatMul`,
+  `BatchMatMul`, ... and, in 2.24.2, any name with `dot_general` or
+  `conv_general_dilated`), or a two-operand einsum `equation`, or (framework op only)
+  the kernel uses TensorCores.
+
+Reports are keyed by kernel name, grid, block, registers, shared memory, the two
+TensorCore flags and the op name (the occupancy is the first launch's); per host they
+are sorted by total duration, longest first, ties by that key, the top 1000 kept. Hosts'
+lists are concatenated (the same kernel on two hosts is two rows) and sorted again.
+Durations are whole nanoseconds, as XProf counts them; the average is the total
+divided by the launches in whole nanoseconds.
+
+The AMD rules and the JAX eligibility are not in XProf's public sources of 2.23; they
+were found by running XProf 2.24.2 on made-up kernels (tests/test_kernel_stats.py checks
+them the same way).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..cache import per_run
+from ..command_buffers import add_summaries, attributed_ops, graph_attribution, graph_summary
+from ..tf_op import parse_tf_op, tf_op_fullname
+from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
+
+#: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
+MAX_KERNELS = 1000
+
+NO_GPU = "the profile has no GPU plane (`/device:GPU:N`): kernel statistics are for GPU kernels"
+NO_KERNELS = (
+    "no event on the GPU planes carries a `kernel_details` stat (launch parameters), so there are "
+    "no kernels to list; the GPU tracer wrote only memory copies, or the profile comes from a "
+    "backend that does not record kernel launches"
+)
+TPU_PLANES = "the profile has TPU planes; XProf reads kernel statistics from GPU planes only when there are none"
+
+_NVIDIA_TC_PATTERNS = (
+    "16816",
+    "c1688",
+    "conv1x1",
+    "conv2d_c1_k1",
+    "dgrad_1x1_stride_2x2",
+    "direct_group",
+    "first_layer_wgrad_kernel",
+    "h1688",
+    "h884",
+    "hmma",
+    "i16832",
+    "i8816",
+    "s884",
+    "s1688",
+    "xmma_gemm",
+    "xmma_implicit_gemm",
+    "xmma_sparse_conv",
+    "xmma_sparse_gemm",
+    "xmma_warp_specialized_implicit_gemm",
+)
+_AMD_TC = re.compile(r"mfma|wmma|gemm_fusion|Custom_Cijk_|_MI[0-9]+x[0-9]+x[0-9]+")
+_NVIDIA_TC = re.compile("|".join(re.escape(p) for p in _NVIDIA_TC_PATTERNS))
+_TC_OP_ENDS = (
+    "Conv2D",
+    "Conv2DBackpropFilter",
+    "Conv2DBackpropInput",
+    "Conv3D",
+    "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropFilter",
+    "DepthwiseConv2dNativeBackpropInput",
+    "/MatMul",
+    "FusedMatMul",
+    "/CudnnRNN",
+    "XlaDot",
+    "XlaDotV2",
+)
+_TC_OP_CONTAINS = (
+    "BatchMatMul",
+    "CudnnRNNV",
+    "CudnnRNNForward",
+    "CudnnRNNBackprop",
+    "dot_general",
+    "conv_general_dilated",
+)
+_UINT = re.compile(r"\s*\+?[0-9]+\s*")
+
+
+def uses_tensor_core(kernel_name: str, vendor) -> bool:
+    """Whether XProf 2.24.2 says a kernel uses TensorCores (matrix cores), from its name and
+    the plane's `device_vendor` ("Nvidia" or "AMD"; any other: never)."""
+    if vendor == "Nvidia":
+        return bool(_NVIDIA_TC.search(kernel_name))
+    if vendor == "AMD":
+        return bool(_AMD_TC.search(kernel_name))
+    return False
+
+
+def op_tensor_core_eligible(op_name: str) -> bool:
+    """XProf's list of ops that can run on TensorCores (`IsOpTensorCoreEligible`, with the
+    JAX ops of 2.24.2)."""
+    return op_name.endswith(_TC_OP_ENDS) or any(p in op_name for p in _TC_OP_CONTAINS)
+
+
+def einsum_tensor_core_eligible(equation: str) -> bool:
+    """A two-operand einsum (`ab,bc->ac`) can use TensorCores."""
+    parts = equation.split("->") if equation else []
+    return len(parts) == 2 and len(parts[0].split(",")) == 2
+
+
+def _uint32(text):
+    if not _UINT.fullmatch(text):
+        return None
+    v = int(text)
+    return v if v < 2**32 else None
+
+
+def parse_kernel_details(details: str) -> dict:
+    """Launch parameters from a `kernel_details` stat, as XProf's ParseKernelLaunchParams:
+    registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes, block (3 ints),
+    grid (3 ints), occupancy_pct. Unrecognised or malformed tokens are skipped."""
+    out = {
+        "registers_per_thread": 0,
+        "static_shmem_bytes": 0,
+        "dynamic_shmem_bytes": 0,
+        "block": (1, 1, 1),
+        "grid": (1, 1, 1),
+        "occupancy_pct": 0.0,
+    }
+    keys = {
+        "regs": "registers_per_thread",
+        "static_shared": "static_shmem_bytes",
+        "dynamic_shared": "dynamic_shmem_bytes",
+    }
+    for token in re.split(r"[ \n]", details):
+        kv = token.split(":")
+        if len(kv) != 2:
+            continue
+        key, value = kv
+        if key in keys:
+            v = _uint32(value)
+            if v is not None:
+                out[keys[key]] = v
+        elif key in ("block", "grid"):
+            dims = [_uint32(x) for x in value.split(",")]
+            if len(dims) == 3 and all(d is not None for d in dims):
+                out[key] = tuple(dims)
+        elif key == "occ_pct":
+            try:
+                out["occupancy_pct"] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def kernel_events(run, space, plane):
+    """The kernel events of one GPU plane, in XProf's order (line, then event): DataFrame
+    with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an `hlo_op`
+    string), program_id (uint64) and has_program_id. A kernel run in a CUDA graph has the
+    op it was attributed as its `hlo_op` when the run attributes them
+    (`command_buffers.attributed_ops`)."""
+    frames = []
+    for li, line in enumerate(plane.lines):
+        if not len(line) or is_derived_id(line.id):
+            continue
+        st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
+        if "kernel_details" not in st:
+            continue
+        dur_ps = line.event_duration_ps.astype(np.int64)
+        details = st.str_column("kernel_details")
+        keep = np.flatnonzero((dur_ps > 0) & (details != ""))
+        dur_ns = dur_ps // 1000  # XProf stores each launch's duration in whole ns
+        if not len(keep):
+            continue
+        is_xla = np.zeros(len(line), bool)
+        is_xla[st.strings("hlo_op")[0]] = True
+        frames.append(
+            pd.DataFrame(
+                {
+                    "name": np.asarray(line.names()[keep], dtype=object).astype(str),
+                    "duration_ns": dur_ns[keep],
+                    "details": details[keep],
+                    "tf_op": st.str_column("tf_op")[keep],
+                    "equation": st.str_column("equation")[keep],
+                    "hlo_op": attributed_ops(run, space, plane, li, st.str_column("hlo_op"))[keep],
+                    "is_xla": is_xla[keep],
+                    "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
+                    "has_program_id": st.present("program_id")[keep],
+                }
+            )
+        )
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+_KEY = [
+    "kernel_name",
+    "grid_0",
+    "grid_1",
+    "grid_2",
+    "block_0",
+    "block_1",
+    "block_2",
+    "registers_per_thread",
+    "static_shmem_bytes",
+    "dynamic_shmem_bytes",
+    "is_kernel_using_tensor_core",
+    "is_op_tensor_core_eligible",
+    "op_name",
+]
+
+
+def _host_reports(run, space, modules):
+    """One host's kernel reports (XProf's KernelReportMap over its GPU planes), sorted
+    and cut to the top MAX_KERNELS, with the host's kernels run in CUDA graphs and their
+    ops in `attrs["graph_kernels"]` (`command_buffers.GraphAttribution.kernels`). None
+    when the host has no kernel."""
+    frames = []
+    for plane in gpu_planes(space):
+        ev = kernel_events(run, space, plane)
+        if ev is None:
+            continue
+        vendor = plane.stats.get("device_vendor")
+        names = pd.unique(ev["name"])
+        tc = dict(zip(names, (uses_tensor_core(n, vendor) for n in names)))
+        ev["uses_tc"] = ev["name"].map(tc).astype(bool)
+        frames.append(ev)
+    if not frames:
+        return None
+    ev = pd.concat(frames, ignore_index=True)
+    # The framework op and its eligibility, per distinct combination (never per event).
+    cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
+    combos = ev[cols].drop_duplicates()
+    names, flags = [], []
+    for t, eq, is_xla, pid, has_pid, hlo, uses in combos.itertuples(index=False):
+        name = parse_tf_op(t)[1] if t else ""
+        ok = bool(t) and (einsum_tensor_core_eligible(eq) or op_tensor_core_eligible(name) or uses)
+        instr = modules.instruction(int(pid), hlo.split("::")[-1]) if is_xla and has_pid else None
+        if instr is not None:
+            name = parse_tf_op(tf_op_fullname(instr.metadata.op_type, instr.metadata.op_name))[1]
+            ok = op_tensor_core_eligible(name) or ok
+        names.append(name)
+        flags.append(ok)
+    combos = combos.assign(op_name=names, is_op_tensor_core_eligible=flags)
+    ev = ev.merge(combos, on=cols, how="left", sort=False)
+    launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
+    for k in ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes", "occupancy_pct"):
+        ev[k] = ev["details"].map({d: v[k] for d, v in launch.items()})
+    for k in ("grid", "block"):
+        for i in range(3):
+            ev[f"{k}_{i}"] = ev["details"].map({d: v[k][i] for d, v in launch.items()})
+    ev = ev.rename(columns={"name": "kernel_name", "uses_tc": "is_kernel_using_tensor_core"})
+    groups = ev.groupby(_KEY, sort=False)
+    reports = groups["duration_ns"].agg(
+        occurrences="size", total_duration_ns="sum", min_duration_ns="min", max_duration_ns="max"
+    )
+    reports["occupancy_pct"] = groups["occupancy_pct"].first()
+    out = _sorted_top(reports.reset_index())
+    out.attrs["graph_kernels"] = graph_summary(graph_attribution(run, space).kernels)
+    return out
+
+
+def _sorted_top(reports):
+    """XProf's order: total duration descending, then the key ascending; top MAX_KERNELS."""
+    order = reports.sort_values(
+        ["total_duration_ns"] + _KEY, ascending=[False] + [True] * len(_KEY), kind="stable"
+    ).index
+    return reports.loc[order[:MAX_KERNELS]].reset_index(drop=True)
+
+
+@per_run
+def kernel_reports(run):
+    """XProf's kernel stats database of `run` (all hosts combined, sorted, cut), durations
+    in ns: DataFrame with the report key (kernel_name, grid_0..2, block_0..2,
+    registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes,
+    is_kernel_using_tensor_core, is_op_tensor_core_eligible, op_name), occurrences,
+    total_duration_ns, min_duration_ns, max_duration_ns, occupancy_pct. A str (why there
+    is none) when the run has no kernel. Built once per run.
+
+    A run of many hosts analysed host by host (`run.pooled`) maps this over its hosts on
+    the run's executor (`run.map_hosts`) and combines the hosts' reports: the driver
+    never reads a host file for it."""
+    if len(run.hosts) > 1 and getattr(run, "pooled", False):
+        return combine_kernel_reports(run.map_hosts(kernel_reports))
+    return all_hosts_reports(run)
+
+
+def combine_kernel_reports(reports):
+    """The reports of several hosts (`kernel_reports` of each, in host order; None for a
+    host left out) as `kernel_reports` of them all: every host's reports sorted and cut
+    again (a report in the top of all hosts is in the top of its own host), or why none."""
+    frames = [r for r in reports if isinstance(r, pd.DataFrame)]
+    if frames:
+        return frames[0] if len(frames) == 1 else _combined(frames)
+    reasons = {r for r in reports if isinstance(r, str)}
+    if reasons <= {NO_GPU}:
+        return NO_GPU
+    return NO_KERNELS if NO_KERNELS in reasons else TPU_PLANES
+
+
+def _combined(frames):
+    """Hosts' reports sorted and cut together, their graph kernels added up."""
+    graphs = add_summaries(f.attrs.get("graph_kernels", add_summaries([])) for f in frames)
+    out = _sorted_top(pd.concat(frames, ignore_index=True))
+    out.attrs = {"graph_kernels": graphs}
+    return out
+
+
+def all_hosts_reports(run):
+    """`kernel_reports` of `run` with every host's file read in this process."""
+    from ..xla_ops import program_modules
+
+    spaces = run.xspaces()
+    is_tpu = [any(p.name.startswith(TPU_PLANE_PREFIX) for p in s.planes) for s in spaces]
+    if not any(gpu_planes(s) for s in spaces):
+        result = NO_GPU
+    else:
+        modules = program_modules(run)
+        # A host with TPU planes: XProf reads those, which have no kernels.
+        hosts = [r for r in (_host_reports(run, s, modules) for s, t in zip(spaces, is_tpu) if not t) if r is not None]
+        if not hosts:
+            result = TPU_PLANES if all(t for s, t in zip(spaces, is_tpu) if gpu_planes(s)) else NO_KERNELS
+        else:
+            result = hosts[0] if len(hosts) == 1 else _combined(hosts)
+    return result
