@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from xprof_widgets.analysis.xla_ops import program_modules
+from xprof_widgets.analysis.core.xla_ops import program_modules
 
 #: The issue's bounds: ops found for this share of the time that matters ...
 FOUND_AT_LEAST = 0.95

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis.command_buffers import (
+from xprof_widgets.analysis.core.command_buffers import (
     NO_FIT,
     NO_SCHEDULE,
     LaunchPlan,

@@ -124,7 +124,7 @@ def test_ops_are_the_runs_own_hlo_stats(mlp_runs, mlp_compare):
 
 def _is_matmul(run, program, name):
     """A dot, or a fusion (XLA:CPU's YNNPACK custom fusions) around one."""
-    from xprof_widgets.analysis.xla_ops import program_id_of, program_modules
+    from xprof_widgets.analysis.core.xla_ops import program_id_of, program_modules
 
     instr = program_modules(run).instruction(program_id_of(program), name)
     return instr.opcode == "dot" or any(i.opcode == "dot" for c in instr.called for i in c.instructions)

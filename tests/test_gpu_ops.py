@@ -10,9 +10,10 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.analysis.core.gpu_device import gpu_model_name, gpu_peaks
-from xprof_widgets.analysis.hlo_cost import module_costs
+from xprof_widgets.analysis.core.hlo_cost import module_costs
+from xprof_widgets.analysis.core.op_stats import device_op_metrics
+from xprof_widgets.analysis.hlo_stats import hlo_stats
 from xprof_widgets.analysis.op_profile import op_profile
-from xprof_widgets.analysis.op_stats import device_op_metrics, hlo_stats
 from xprof_widgets.io.hlo import hlo_module
 
 from . import hlo_corpus

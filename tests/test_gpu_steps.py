@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from xprof_widgets.analysis.steps import gpu_device_steps
+from xprof_widgets.analysis.core.steps import gpu_device_steps
 
 from .conftest import REFERENCE, corpus_run
 from .xprof_tables import STEP_BREAKDOWN

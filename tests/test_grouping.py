@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis import grouping as G
 from xprof_widgets.analysis import trace as T
+from xprof_widgets.analysis.core import grouping as G
 from xprof_widgets.analysis.core import intervals as I
 
 from . import xprof_oracle as oracle

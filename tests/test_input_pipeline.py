@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xprof_widgets.analysis import steps as S
+from xprof_widgets.analysis.core import steps as S
 from xprof_widgets.analysis.input_pipeline import NO_STEPS_REASON, input_pipeline
 
 from .conftest import REFERENCE, corpus_run

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from xprof_widgets.analysis.hlo_stats import hlo_stats
 from xprof_widgets.analysis.op_profile import op_profile
-from xprof_widgets.analysis.op_stats import hlo_stats
 
 from .conftest import REFERENCE, corpus_run
 

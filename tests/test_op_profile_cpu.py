@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from xprof_widgets.analysis.core.op_stats import device_op_metrics
+from xprof_widgets.analysis.hlo_stats import hlo_stats
 from xprof_widgets.analysis.op_profile import op_profile
-from xprof_widgets.analysis.op_stats import device_op_metrics, hlo_stats
 from xprof_widgets.io.hlo import parse_hlo_proto
 
 from .conftest import corpus_run

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis import grouping as G
+from xprof_widgets.analysis.core import grouping as G
 from xprof_widgets.analysis.core.host_ops import host_op_metrics, stack_self_time
-from xprof_widgets.analysis.op_stats import framework_op
+from xprof_widgets.analysis.core.op_stats import framework_op
 from xprof_widgets.analysis.overview import EAGER_REPORT_PERCENT, TOP_OPS_SHOWN, eager_recommendation, overview
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace

@@ -21,9 +21,9 @@ import xprof_widgets as xw
 from xprof_widgets import ProfileError
 from xprof_widgets.analysis import pod
 from xprof_widgets.analysis.core.kernels import MAX_KERNELS, all_hosts_reports, kernel_reports
+from xprof_widgets.analysis.core.op_stats import device_op_metrics
 from xprof_widgets.analysis.framework_op_stats import framework_op_stats
 from xprof_widgets.analysis.input_pipeline import input_pipeline
-from xprof_widgets.analysis.op_stats import device_op_metrics
 from xprof_widgets.analysis.overview import overview
 from xprof_widgets.analysis.roofline import roofline_model
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.analysis import derived_lines as D
 from xprof_widgets.analysis import trace as T
+from xprof_widgets.analysis.core import derived_lines as D
 from xprof_widgets.io import schema, sorting
 from xprof_widgets.io.xspace import read_xspace
 
@@ -995,7 +995,7 @@ def test_scope_range_chains_and_splits(monkeypatch):
     """Chains walked as XProf walks them (loops once round, as far as a budget allows: a
     damaged file may not make it quadratic); a run that began with a range splits where
     another range comes, one that began without never does."""
-    from xprof_widgets.analysis import gpu_lines as G
+    from xprof_widgets.analysis.core import gpu_lines as G
 
     tree = {11: 1, 12: 1, 31: 3, 3: 1, 77: 78, 78: 77, 5: 6, 6: 7, 7: 5}
     ids = [11, 12, 31, 1, 99, 77, 78, 5, 6]

@@ -6,12 +6,11 @@ run.memory_viewer().peak_heap_bytes
 xw.MemoryViewerWidget(run)           # in a notebook
 """
 
+from ._version import __version__
 from .capture import capture
 from .errors import ProfileError
 from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name):
@@ -24,4 +23,4 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ProfileError", "Run", "capture", "compare", "list_runs", "load_run", "sample_run", *_WIDGETS]
+__all__ = ["ProfileError", "__version__", "Run", "capture", "compare", "list_runs", "load_run", "sample_run", *_WIDGETS]

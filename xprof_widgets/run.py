@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .analysis.cache import derived
 from .analysis.core.availability import NO_HLO_MODULES
+from .analysis.core.cache import derived
 from .errors import ProfileError
 from .io import fs, hlo
 from .io.logdir import host_of, list_runs, profile_files, profile_root
@@ -73,7 +73,7 @@ def load_run(
     says `XPROF_WIDGETS_CACHE=0`.
 
     `attribute_cuda_graphs`: give the kernels run inside CUDA graphs (XLA command buffers,
-    JAX's default on NVIDIA GPUs) the HLO op each ran for (`analysis.command_buffers`),
+    JAX's default on NVIDIA GPUs) the HLO op each ran for (`analysis.core.command_buffers`),
     so that every tool shows their ops: beyond XProf, which counts them as idle time.
     False gives XProf's accounting, equal to its numbers.
     """
@@ -556,7 +556,7 @@ class Run:
         """One row per HLO op on the devices (XProf's HLO stats): times in ps,
         FLOP rates in GFLOP/s, bandwidths in GiB/s. Empty, with `.attrs["reason"]`,
         when the run has no device ops."""
-        from .analysis.op_stats import hlo_stats
+        from .analysis.hlo_stats import hlo_stats
 
         if self.pooled:
             self.pod()
@@ -567,8 +567,8 @@ class Run:
         row per host, program, command buffer, kernel and the op it was attributed (missing
         where it was left idle: `reason` says why), with launches and time_ps (ps). Computed whatever
         `attribute_cuda_graphs` says (the tools use it only when it is True); empty when no
-        kernel ran in a graph. See `analysis.command_buffers`."""
-        from .analysis.command_buffers import graph_kernels
+        kernel ran in a graph. See `analysis.core.command_buffers`."""
+        from .analysis.core.command_buffers import graph_kernels
 
         return graph_kernels(self)
 
@@ -688,3 +688,11 @@ def _plane_kind(name: str) -> str | None:
     if name == "/host:CPU":
         return "CPU"
     return None
+
+
+if TYPE_CHECKING:
+    from .analysis.core.runlike import RunLike
+
+    def _runs_are_run_like(run: Run) -> RunLike:
+        """mypy checks here that a Run has all an analysis may ask of it."""
+        return run

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..format import change, size_short
-from .steps import BREAKDOWN_COLUMNS, BREAKDOWN_LABELS
+from .core.steps import BREAKDOWN_COLUMNS, BREAKDOWN_LABELS
 
 #: Step breakdown rows, in XProf's order, with the words people read.
 STEP_QUANTITIES = {
@@ -576,10 +576,12 @@ def summarize(r: CompareResult) -> list:
             )
     if r.modules_reason:
         out.append(f"modules: {r.modules_reason}")
-    for row in r.allocators.itertuples():
+    a = r.allocators
+    for memory_id, peak_a, peak_b, ratio in zip(
+        a["memory_id"], a["peak_bytes_in_use_a"].astype(float), a["peak_bytes_in_use_b"].astype(float), a["ratio"]
+    ):
         out.append(
-            f"allocator {row.memory_id} peak in use: {size_short(row.peak_bytes_in_use_a)} -> "
-            f"{size_short(row.peak_bytes_in_use_b)}{change(row.ratio)}"
+            f"allocator {memory_id} peak in use: {size_short(peak_a)} -> {size_short(peak_b)}{change(float(ratio))}"
         )
     if r.allocators_reason:
         out.append(f"memory profile: {r.allocators_reason}")

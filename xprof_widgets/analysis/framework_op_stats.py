@@ -37,13 +37,14 @@ import pandas as pd
 
 from .core.environment import combine_devices, combine_perf_env, host_device, host_perf_env, perf_env
 from .core.gpu_ops import gpu_tf_op_db
+from .core.grouping import eager_events
 from .core.host_ops import IDLE, OP_DB_COLUMNS, combine_host_op_dbs, host_op_db
 from .core.intervals import safe_divide
 from .core.kernels import kernel_reports
+from .core.op_stats import device_framework_ops
 from .core.records import roofline_metrics
-from .grouping import eager_events
-from .op_stats import device_framework_ops
-from .tf_op import JAX_OP_TYPE, TF_OP_NAME, TF_OP_TYPE, name_scopes
+from .core.runlike import RunLike
+from .core.tf_op import JAX_OP_TYPE, TF_OP_NAME, TF_OP_TYPE, name_scopes
 
 #: XProf shows at most this many ops per part (op_stats_to_tf_stats.cc kMaxNumOfOps).
 MAX_OPS = 500
@@ -187,7 +188,7 @@ def task_type(operations, types) -> str:
     return "Inference"
 
 
-def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFrame:
+def framework_op_stats(run: RunLike, exclude_idle=False, in_process=False) -> pd.DataFrame:
     """XProf's framework op statistics of `run`, all hosts: device ops then host ops, each
     by self time (see the module docstring).
 
@@ -206,9 +207,9 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     ("Training"/"Inference") and architecture_type, as XProf's table properties; notes
     (on GPUs, what became of kernels run in CUDA graphs: `command_buffers`).
     """
-    from .op_stats import device_op_metrics
+    from .core.op_stats import device_op_metrics
 
-    if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
+    if len(run.hosts) > 1 and run.pooled and not in_process:
         # Many hosts: each host's part on the run's executor, the device op database from
         # the combined per-host summaries; the driver reads no host file.
         pod = run.pod()
@@ -227,7 +228,7 @@ def framework_op_stats(run, exclude_idle=False, in_process=False) -> pd.DataFram
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
-    if dev is not None:
+    if dev is not None and db is not None:
         total = db.total_op_time_ps if exclude_idle else db.total_time_ps
         parts.append(_records(dev, "Device", total, env, _tensor_core_share(run) if gpu else None, exclude_idle))
     if host is not None:

@@ -29,10 +29,10 @@ import pandas as pd
 from ..errors import ProfileError
 from ..io.hlo import hlo_module
 from ..io.hlo_text import shape_text
-from .cache import per_run
 from .core.availability import NO_HLO_MODULES
+from .core.cache import per_run
 from .core.modules import default_module
-from .xla_ops import category, program_id_of, program_modules, source_text
+from .core.xla_ops import category, program_id_of, program_modules, source_text
 
 # Layout units (the widget draws at about 55 px a unit): node boxes, the vertical
 # distance between layers, the least gap between boxes, the width a bent edge takes.
@@ -262,7 +262,7 @@ def op_times(run) -> dict:
 
 @per_run
 def _op_times(run):
-    from .op_stats import device_op_metrics
+    from .core.op_stats import device_op_metrics
 
     db = device_op_metrics(run)
     ops = db.ops
@@ -472,7 +472,10 @@ def graph_viewer(run, op=None, module=None, radius=2, expand=False, max_nodes=MA
             if j is None:
                 ops_omitted[i] += 1
             else:
-                src.append(j), dst.append(i), opidx.append(k), kinds.append(kind)
+                src.append(j)
+                dst.append(i)
+                opidx.append(k)
+                kinds.append(kind)
         users_omitted[i] = sum(1 for u in walk.users(node) if u not in pos)
     kind_arr = np.array(kinds, dtype=object)
     src_a, dst_a = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)

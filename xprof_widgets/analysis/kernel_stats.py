@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .command_buffers import graph_kernel_words
+from .core.command_buffers import graph_kernel_words
 from .core.kernels import kernel_reports
+from .core.runlike import RunLike
 
 COLUMNS = [
     "kernel_name",
@@ -45,7 +46,7 @@ def _empty(reason):
     return out
 
 
-def kernel_stats(run) -> pd.DataFrame:
+def kernel_stats(run: RunLike) -> pd.DataFrame:
     """XProf's GPU kernel statistics of `run`, all hosts: one row per distinct kernel launch,
     longest total first (`core.kernels` says how XProf makes each report).
 

@@ -43,10 +43,10 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..io.xspace import categorical
-from .cache import derived
 from .core.availability import NO_EVENTS_REASON, allocator_codes, has_allocator_events
+from .core.cache import derived
+from .core.grouping import group_ids, of_line
 from .core.planes import HOST_PLANE
-from .grouping import group_ids, of_line
 
 #: XProf's default number of points in the timeline it shows.
 MAX_TIMELINE_POINTS = 1000

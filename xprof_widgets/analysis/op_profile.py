@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .op_stats import IDLE, device_op_metrics
+from .core.op_stats import IDLE, device_op_metrics
 
 
 @dataclass
@@ -182,7 +182,7 @@ def _fused_children(run, ops):
     """{(program_id, op name): [(name, category, nested), ...]} from the HLO protos:
     fused computation instructions except parameters and tuples, in order, nested
     fusions kept nested (the TPU path reads XProf's own; XLA:CPU thunks have none)."""
-    from .xla_ops import category, program_modules
+    from .core.xla_ops import category, program_modules
 
     modules = program_modules(run)
 
@@ -246,7 +246,9 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
     # XProf's GPU op profile has no fused ops (its GPU ops carry no children).
     fused = _fused_children(run, ops) if db.source != "gpu" else {}
-    programs, categories, groups = {}, {}, {}
+    programs: dict = {}
+    categories: dict = {}
+    groups: dict = {}
     if group_by == "provenance":
         _by_provenance(root, ops, fused)
     for op in ops.to_dict("records") if group_by != "provenance" else []:

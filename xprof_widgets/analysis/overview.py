@@ -58,11 +58,12 @@ import pandas as pd
 
 from .core.environment import device_type
 from .core.gpu_ops import gpu_tf_op_db
+from .core.grouping import eager_events
 from .core.host_ops import host_op_metrics, merge_host_ops
 from .core.input_analysis import input_pipeline
+from .core.op_stats import device_framework_ops, device_op_metrics
 from .core.planes import gpu_planes, tensor_core_planes
-from .grouping import eager_events
-from .op_stats import device_framework_ops, device_op_metrics
+from .core.runlike import RunLike
 
 TOP_OPS_SHOWN = 10
 #: Below this share of 16-bit device compute XProf suggests more 16-bit ops (%).
@@ -313,12 +314,12 @@ def _pct(a, b):
     return 100.0 * a / b if b else 0.0
 
 
-def overview(run, host=None) -> OverviewResult:
+def overview(run: RunLike, host=None) -> OverviewResult:
     """XProf's overview page of a run (see `OverviewResult`; module doc for
     how each number is computed). Steps come from `host` (default the first),
     everything else from all hosts."""
     spaces = [run.xspace(h) for h in run.hosts]
-    hostnames = set()
+    hostnames: set[str] = set()
     for s in spaces:
         hostnames.update(s.hostnames[:1] or [""])
     kind, cores = device_type(spaces)

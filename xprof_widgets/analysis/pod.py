@@ -52,6 +52,7 @@ import pandas as pd
 from .core.availability import tool_status
 from .core.environment import combine_devices, device_type
 from .core.gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
+from .core.grouping import eager_events
 from .core.host_ops import HOST_OP_COLUMNS, host_op_metrics, merge_host_ops
 from .core.input_analysis import (
     InputPipelineResult,
@@ -60,9 +61,9 @@ from .core.input_analysis import (
     host_step_table,
     merge_input_ops,
 )
+from .core.op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .core.planes import gpu_planes, tensor_core_planes
-from .grouping import eager_events
-from .op_stats import _SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
+from .core.steps import STEP_COLUMNS, align_steps
 from .overview import (
     OverviewResult,
     assemble_overview,
@@ -70,7 +71,6 @@ from .overview import (
     module_executions,
     tpu_duty_cycle,
 )
-from .steps import STEP_COLUMNS, align_steps
 
 #: `progress(hosts_done, hosts_total)`, called in the calling thread as host summaries arrive.
 HostsProgress = Callable[[int, int], None]
@@ -304,11 +304,13 @@ def local_pool(tasks: int) -> Any:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     methods = multiprocessing.get_all_start_methods()
+    context: multiprocessing.context.BaseContext
     if threading.active_count() == 1 and "fork" in methods:
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["xprof_widgets.run"])
+        server = multiprocessing.get_context("forkserver")
+        server.set_forkserver_preload(["xprof_widgets.run"])
+        context = server
     else:  # Windows, macOS without fork: fresh interpreters
         context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(max_workers=max(1, min(cores, tasks)), mp_context=context)
@@ -516,7 +518,7 @@ def _merge_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     metadata kept (GPUs: `num_cores` summed, every host's devices being its own;
     `is_eager` if either)."""
     ops = pd.concat([a, b], ignore_index=True)
-    sums = [c for c in (*_SUM_COLUMNS, "kernels", "num_cores") if c in ops]
+    sums = [c for c in (*SUM_COLUMNS, "kernels", "num_cores") if c in ops]
     g = ops.groupby(["program_id", "name"], sort=False)
     out = g.first().drop(columns=sums).join(g[sums].sum())
     if "is_eager" in ops:
@@ -558,36 +560,38 @@ def step_intersection(step_tables: Sequence[pd.DataFrame | None]) -> tuple[list[
     """XProf's step intersection (`StepIntersection`): ([first step index of each host],
     number of steps all share). Each table needs begin_ps and step_time_ms; a host
     that is None takes no part (index 0)."""
-    spans = []
+    spans: list[tuple[np.ndarray, np.ndarray] | None] = []
     for t in step_tables:
         if t is None:
             spans.append(None)
             continue
-        begin = t["begin_ps"].to_numpy(np.float64) if len(t) else np.zeros(0)
+        starts = t["begin_ps"].to_numpy(np.float64) if len(t) else np.zeros(0)
         duration = np.round(t["step_time_ms"].to_numpy(np.float64) * 1e9) if len(t) else np.zeros(0)
-        spans.append((begin, begin + duration))
+        spans.append((starts, starts + duration))
     workers = [i for i, s in enumerate(spans) if s is not None]
     if not workers:
         return [0] * len(spans), 0
 
     def stepped(i):
-        b, e = spans[i]
+        b, e = spans[i]  # type: ignore[misc]  # (a worker's span is there)
         real = e > b
         return float(e[real].max() - b[real].min()) if real.any() else 0.0
 
     chief = min(workers, key=stepped)  # the first of equals, in host order
-    n_chief = len(spans[chief][0])
+    chief_span = spans[chief]
+    assert chief_span is not None  # (a worker)
+    n_chief = len(chief_span[0])
     if n_chief == 0:
         return [0] * len(spans), 0
-    align = {}
+    align: dict[int, tuple[int, int, int]] = {}
     for i in workers:
-        align[i] = (0, 0, n_chief) if i == chief else align_steps(spans[i], spans[chief])
+        align[i] = (0, 0, n_chief) if i == chief else align_steps(spans[i], chief_span)
     begin = max(a[1] for a in align.values())
     end = min(a[1] + a[2] for a in align.values())
     if begin > end:
         return [0] * len(spans), 0
-    first = [align[i][0] + begin - align[i][1] if i in align else 0 for i in range(len(spans))]
-    return first, end - begin
+    first = [int(align[i][0] + begin - align[i][1]) if i in align else 0 for i in range(len(spans))]
+    return first, int(end - begin)
 
 
 def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | None = None) -> InputPipelineResult:
@@ -623,14 +627,15 @@ def _per_host_row(s: HostSummary) -> dict:
     t = ip.steps["step_time_ms"].to_numpy(np.float64) if len(ip.steps) else np.zeros(0)
     db = s.op_metrics
     device = db is not None and db.source in ("tpu", "gpu") and db.total_time_ps > 0
-    peak = s.memory.loc[s.memory["peak_bytes"].idxmax()] if len(s.memory) else None
+    idle_pct = 100.0 * db.idle_time_ps / db.total_time_ps if device and db is not None else np.nan
+    peak = s.memory.iloc[int(np.argmax(s.memory["peak_bytes"].to_numpy()))] if len(s.memory) else None
     row.update(
         device_type=s.device_type,
         device_cores=s.device_cores,
         steps=len(t),
         step_time_ms=float(t.mean()) if len(t) else np.nan,
         max_step_time_ms=float(t.max()) if len(t) else np.nan,
-        idle_pct=100.0 * db.idle_time_ps / db.total_time_ps if device else np.nan,
+        idle_pct=idle_pct,
         input_pct=ip.input_percent if len(t) else np.nan,
         memory_peak_bytes=float(peak["peak_bytes"]) if peak is not None else np.nan,
         memory_id_at_peak=str(peak["memory_id"]) if peak is not None else "",

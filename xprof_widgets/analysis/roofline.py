@@ -50,7 +50,8 @@ from .core.environment import (
 from .core.intervals import safe_divide
 from .core.planes import tensor_core_planes
 from .core.records import GIBI_IN_GIGA, peak_bandwidth, roofline_metrics
-from .steps import align_steps
+from .core.runlike import RunLike
+from .core.steps import align_steps
 
 IDLE = "IDLE"
 _CONTAINERS = ("call", "conditional", "while", "megacore fusion")
@@ -144,7 +145,7 @@ EMPTY_INTERSECT = (
 def _host_steps(space, kind):
     """(step numbers, begin_ps, end_ps) of one host's step database; TPU: None (XProf's
     TPU steps, from a `Steps` line, are not reimplemented) unless it has no step line."""
-    from .steps import gpu_device_steps
+    from .core.steps import gpu_device_steps
 
     if kind == "TPU":
         has_steps = any(
@@ -440,7 +441,7 @@ def _no_device(env):
     return out
 
 
-def roofline_model(run, in_process=False) -> pd.DataFrame:
+def roofline_model(run: RunLike, in_process=False) -> pd.DataFrame:
     """XProf's roofline model of `run`: one row per op and per step's program (see the
     module docstring), with infeed/outfeed ops and then without.
 
@@ -464,9 +465,9 @@ def roofline_model(run, in_process=False) -> pd.DataFrame:
     (`run.pooled`) gets each host's part on its executor (`run.map_hosts`) unless
     `in_process` (every host file read here).
     """
-    from .op_stats import device_op_metrics
+    from .core.op_stats import device_op_metrics
 
-    if len(run.hosts) > 1 and getattr(run, "pooled", False) and not in_process:
+    if len(run.hosts) > 1 and run.pooled and not in_process:
         # Many hosts: each host's part on the run's executor, the device op database from
         # the combined per-host summaries; the driver reads no host file.
         parts = [p for p in run.map_hosts(host_part) if p is not None]

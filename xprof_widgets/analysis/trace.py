@@ -79,12 +79,12 @@ import pandas as pd
 
 from ..io import column_cache, native
 from ..io.sorting import order_by_key
-from .cache import derived
-from .command_buffers import graph_attribution
+from .core.cache import derived
+from .core.command_buffers import graph_attribution
+from .core.derived_lines import DerivedLine, derive_lines, derives_lines
+from .core.gpu_lines import derive_gpu_lines, derives_gpu_lines
+from .core.grouping import INTERNAL_EVENTS
 from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
-from .derived_lines import DerivedLine, derive_lines, derives_lines
-from .gpu_lines import derive_gpu_lines, derives_gpu_lines
-from .grouping import INTERNAL_EVENTS
 
 CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
 XLA_OPS_LINE = "XLA Ops"

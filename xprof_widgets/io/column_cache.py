@@ -99,7 +99,7 @@ def cache_root():
 
 
 def _package_version():
-    from .. import __version__  # the package is imported by the time a file is opened
+    from .._version import __version__
 
     return __version__
 

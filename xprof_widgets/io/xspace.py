@@ -730,7 +730,7 @@ class XSpaceFile:
         self.warnings = []
         self.hostnames = []
         # What analyses derive per host (group ids, allocator events...) is kept on this
-        # object by `analysis.cache.derived`: computed once, shared by every tool.
+        # object by `analysis.core.cache.derived`: computed once, shared by every tool.
         self._shared_tables = None  # see sharing_stats
         self._columns = None  # see event_columns
         self._columns_lock = threading.Lock()

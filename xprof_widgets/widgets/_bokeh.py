@@ -186,7 +186,7 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
         if array.dtype.kind in "iuf":
             array = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"), copy=False))
             meta.append({"name": str(name), "dtype": array.dtype.name, "buffer": len(buffers)})
-            buffers.append(memoryview(array).cast("B"))
+            buffers.append(array.data.cast("B"))
         else:
             text = [None if v is None else str(v) for v in array.tolist()]
             codes, table = pd.factorize(pd.Series(text, dtype=object), use_na_sentinel=False)
@@ -201,7 +201,7 @@ def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryv
                         "table": [None if v is None else str(v) for v in table],
                     }
                 )
-                buffers.append(memoryview(np.ascontiguousarray(codes.astype(codes.dtype.newbyteorder("<")))).cast("B"))
+                buffers.append(np.ascontiguousarray(codes.astype(codes.dtype.newbyteorder("<"))).data.cast("B"))
             else:
                 meta.append({"name": str(name), "values": text})
     return meta, buffers
@@ -224,7 +224,7 @@ def _range_kind(item: Any) -> str | None:
 
 def _as_item(figure: Any) -> dict:
     if isinstance(figure, Model):
-        return json_item(figure)
+        return dict(json_item(figure))
     if isinstance(figure, Mapping) and "doc" in figure and "root_id" in figure:
         return dict(figure)
     raise TypeError(f"expected a Bokeh model or a json_item() dict, got {type(figure).__name__}")
@@ -376,7 +376,7 @@ class BokehWidget(anywidget.AnyWidget):
         notebook cell ending in ``w.to_html("bug.html")`` shows the path, not
         the page.
         """
-        from .. import __version__
+        from .._version import __version__
         from . import _export  # the page template: only when exporting
 
         self._refresh_ranges()
@@ -432,7 +432,7 @@ class BokehWidget(anywidget.AnyWidget):
         if name:
             parts.append(f"run {name}")
         elif getattr(result, "name_a", None) and getattr(result, "name_b", None):
-            parts.append(f"{result.name_a} vs {result.name_b}")
+            parts.append(f"{getattr(result, 'name_a', '')} vs {getattr(result, 'name_b', '')}")
         if self.has_trait("host") and getattr(self, "host", None):
             parts.append(f"host {self.host}")
         return ", ".join(str(p) for p in parts)
@@ -456,7 +456,8 @@ class BokehWidget(anywidget.AnyWidget):
         """The recorded data as push messages with their buffers."""
         pushes = []
         for source, record in self._export_pushes.items():
-            meta, buffers = [], []
+            meta: list[dict] = []
+            buffers: list = []
             for column, data in record["columns"].values():
                 column = dict(column)
                 if data is not None:
@@ -529,7 +530,7 @@ class BokehWidget(anywidget.AnyWidget):
             elif kind == "request":
                 self._answer(content)
             elif kind == "hover":
-                self.on_hover(content.get("source"), content.get("id"), content.get("figure"))
+                self.on_hover(content.get("source") or "", content.get("id"), content.get("figure") or "")
         except Exception:  # a bad callback must not take the widget's comm down
             log.exception("xprof_widgets: error handling %r message", kind)
 

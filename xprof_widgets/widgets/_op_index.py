@@ -8,7 +8,7 @@ that op, which is made from an op-profile node (`op_details`). The whole op prof
 
 from __future__ import annotations
 
-from ..analysis.tf_op import parse_tf_op
+from ..analysis.core.tf_op import parse_tf_op
 
 
 class OpIndex:

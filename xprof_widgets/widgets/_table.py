@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -82,19 +83,19 @@ def natural_descending(columns, key) -> bool:
 @cache
 def _column_table() -> dict[str, list[Column]]:
     table: dict[str, list[Column]] = {}
-    with (resources.files(__package__) / "table_columns.csv").open(encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            look = dict(word.partition("=")[::2] for word in row["look"].split())
-            column = Column(
-                row["key"],
-                row["header"],
-                row["kind"],
-                int(row["digits"] or 2),
-                wrap="wrap" in look,
-                descending_first=True if "descending" in look else False if "ascending" in look else None,
-                clamp=int(look.get("clamp", 0)),
-            )
-            table.setdefault(row["tool"], []).append(column)
+    text = (resources.files(__package__) / "table_columns.csv").read_text(encoding="utf-8")
+    for row in csv.DictReader(io.StringIO(text, newline="")):
+        look = dict(word.partition("=")[::2] for word in row["look"].split())
+        column = Column(
+            row["key"],
+            row["header"],
+            row["kind"],
+            int(row["digits"] or 2),
+            wrap="wrap" in look,
+            descending_first=True if "descending" in look else False if "ascending" in look else None,
+            clamp=int(look.get("clamp", 0)),
+        )
+        table.setdefault(row["tool"], []).append(column)
     return table
 
 
@@ -117,6 +118,9 @@ class SortedTable(traitlets.HasTraits):
     """
 
     columns: ClassVar[Sequence[Column]] = ()
+    # Set by the widget (traits of its own: the column keys differ per table).
+    sort_by: str
+    sort_descending: bool
     # Requests that set the text trait of the same name to the page control's value.
     text_requests: ClassVar[tuple[str, ...]] = ()
     top_n = traitlets.Int(100, min=1, help="Table rows shown (all are in `table`).").tag(sync=True)

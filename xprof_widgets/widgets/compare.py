@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import ColumnDataSource
+from bokeh.models import ColumnDataSource, DataRange1d, Range1d
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
@@ -71,7 +71,8 @@ def breakdown_figure(result: CompareResult):
     data["run"] = runs
     data["total"] = np.nan_to_num(steps.loc["step_time_ms", ["a_ms", "b_ms"]].to_numpy(dtype=np.float64))
     fig = figure(
-        x_range=(-0.6, 1.6),
+        x_range=Range1d(start=-0.6, end=1.6),
+        y_range=DataRange1d(start=0),
         height=260,
         width=560,
         title="Average step time (ms), by XProf's breakdown",
@@ -93,7 +94,6 @@ def breakdown_figure(result: CompareResult):
     fig.xaxis.ticker = [0, 1]
     fig.xaxis.major_label_overrides = {0: "run a", 1: "run b"}  # names are long: in the hover and the header
     fig.xgrid.grid_line_color = None
-    fig.y_range.start = 0
     fig.add_layout(fig.legend[0], "right")  # not over the bars
     fig.toolbar.logo = None
     return fig

@@ -21,6 +21,8 @@ from bokeh.palettes import Blues9, YlOrRd9
 from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
+from ..analysis.core.xla_ops import category as op_category
+from ..analysis.core.xla_ops import expression, source_text
 from ..analysis.graph_viewer import (
     NODE_HEIGHT,
     NODE_WIDTH,
@@ -32,8 +34,6 @@ from ..analysis.graph_viewer import (
     graph_viewer,
     module_index,
 )
-from ..analysis.xla_ops import category as op_category
-from ..analysis.xla_ops import expression, source_text
 from ..errors import ProfileError
 from ..format import duration, shorten
 from ..io.hlo_text import shape_text

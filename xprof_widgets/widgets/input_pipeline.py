@@ -18,7 +18,7 @@ from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
-from ..analysis.steps import BREAKDOWN_LABELS
+from ..analysis.core.steps import BREAKDOWN_LABELS
 from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import BasicTickFormatter, ColumnDataSource, LinearAxis, Range1d, Span
+from bokeh.models import BasicTickFormatter, ColumnDataSource, LinearAxis, Range1d
+from bokeh.models.annotations import Span
 from bokeh.plotting import figure
 
 from ..format import size as human_bytes

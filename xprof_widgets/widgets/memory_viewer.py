@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Span
+from bokeh.models import ColumnDataSource
+from bokeh.models.annotations import Span
 from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES

@@ -97,11 +97,11 @@ class ProfileWidget(HostWidget):
 
     OWN_REQUESTS = frozenset({"choose", "refresh", "show-graph"})
 
-    runs = traitlets.List(help="The logdir's run names, newest first.")
+    runs = traitlets.List(traitlets.Unicode(), help="The logdir's run names, newest first.")
     run_name = traitlets.Unicode(None, allow_none=True, help="The selected run.")
-    hosts = traitlets.List(help="The hosts of the open run.")
+    hosts = traitlets.List(traitlets.Unicode(), help="The hosts of the open run.")
     host = traitlets.Unicode(None, allow_none=True, help="The selected host.")
-    tools = traitlets.List(help="XProf names of the tools offered: those with data for the run.")
+    tools = traitlets.List(traitlets.Unicode(), help="XProf names of the tools offered: those with data for the run.")
     tool = traitlets.Unicode(help="The tool shown (XProf's name).")
     loading = traitlets.Bool(False, help="True while the selected run is being read.")
     progress_text = traitlets.Unicode(help="What is being read or built.")

@@ -40,7 +40,7 @@ from bokeh.models import (
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
-from ..analysis.command_buffers import graph_attribution, graph_kernel_words, graph_summary
+from ..analysis.core.command_buffers import graph_attribution, graph_kernel_words, graph_summary
 from ..format import duration
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, selection_look
@@ -84,10 +84,10 @@ class TraceViewerWidget(BokehWidget):
     """
 
     host = traitlets.Unicode(help="The host shown.").tag(sync=True)
-    window_ps = traitlets.List(help="[start, end] of the view, absolute ps.").tag(sync=True)
+    window_ps = traitlets.List(traitlets.Float(), help="[start, end] of the view, absolute ps.").tag(sync=True)
     selected_event = traitlets.Dict(help="Details of the clicked event; {} for none.").tag(sync=True)
     search = traitlets.Unicode("", help="Search pattern (substring; /.../ for a regex).").tag(sync=True)
-    collapsed = traitlets.List(help="Sections folded to their header.").tag(sync=True)
+    collapsed = traitlets.List(traitlets.Unicode(), help="Sections folded to their header.").tag(sync=True)
 
     def __init__(self, run, host=None, **kwargs):
         self.run = as_run(run)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..op_stats import gpu_kernel_runs
-from ..tf_op import parse_tf_op
-from ..xla_ops import program_modules
+from .op_stats import gpu_kernel_runs
 from .planes import TPU_PLANE_PREFIX
+from .tf_op import parse_tf_op
+from .xla_ops import program_modules
 
 GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..grouping import eager_events
-from ..tf_op import parse_tf_op
+from .grouping import eager_events
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, is_derived_id
+from .tf_op import parse_tf_op
 
 #: The name and type of the op of the time no op ran.
 IDLE = "IDLE"

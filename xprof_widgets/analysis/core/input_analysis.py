@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..cache import derived
-from ..steps import STEP_COLUMNS, gpu_device_steps, host_steps
+from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE
+from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20

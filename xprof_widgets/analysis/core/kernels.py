@@ -39,10 +39,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..cache import per_run
-from ..command_buffers import add_summaries, attributed_ops, graph_attribution, graph_summary
-from ..tf_op import parse_tf_op, tf_op_fullname
+from .cache import per_run
+from .command_buffers import add_summaries, attributed_ops, graph_attribution, graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
+from .runlike import RunLike
+from .tf_op import parse_tf_op, tf_op_fullname
 
 #: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
 MAX_KERNELS = 1000
@@ -287,7 +288,7 @@ def _sorted_top(reports):
 
 
 @per_run
-def kernel_reports(run):
+def kernel_reports(run: RunLike):
     """XProf's kernel stats database of `run` (all hosts combined, sorted, cut), durations
     in ns: DataFrame with the report key (kernel_name, grid_0..2, block_0..2,
     registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes,
@@ -298,7 +299,7 @@ def kernel_reports(run):
     A run of many hosts analysed host by host (`run.pooled`) maps this over its hosts on
     the run's executor (`run.map_hosts`) and combines the hosts' reports: the driver
     never reads a host file for it."""
-    if len(run.hosts) > 1 and getattr(run, "pooled", False):
+    if len(run.hosts) > 1 and run.pooled:
         return combine_kernel_reports(run.map_hosts(kernel_reports))
     return all_hosts_reports(run)
 
@@ -326,7 +327,7 @@ def _combined(frames):
 
 def all_hosts_reports(run):
     """`kernel_reports` of `run` with every host's file read in this process."""
-    from ..xla_ops import program_modules
+    from .xla_ops import program_modules
 
     spaces = run.xspaces()
     is_tpu = [any(p.name.startswith(TPU_PLANE_PREFIX) for p in s.planes) for s in spaces]

@@ -489,7 +489,7 @@ def _gap_scan(begin, end, head, gap_rule):
     return np.asarray(h, dtype=bool)
 
 
-def _events_of(heads, begin, end):
+def events_of(heads, begin, end):
     """Per derived event (runs opened at `heads`): first input, one past the last, start and end (ps)."""
     lo = np.flatnonzero(heads)
     hi = np.append(lo[1:], len(heads))
@@ -537,7 +537,7 @@ def _framework_lines(ev):
             # and no level above opened a new event for this op.
             forced = new_above[at] | (n_prev[at] <= k)
             heads = merge_heads(sb[at], se[at], table[code[scoped[at]], k], group[scoped[at]], forced)
-            lo, hi, s, e = _events_of(heads, sb[at], se[at])
+            lo, hi, s, e = events_of(heads, sb[at], se[at])
             ev_lo.append(at[lo])
             ev_hi.append(at[hi - 1] + 1)
             ev_start.append(s)
@@ -568,11 +568,11 @@ def _framework_lines(ev):
             ev["event"][seq],
             lo,
             hi,
-            _group_stat(np.concatenate(ev_group)),
+            group_stat(np.concatenate(ev_group)),
         )
 
     heads = merge_heads(begin, end, code, group, reset_ops)
-    lo, hi, start, stop = _events_of(heads, begin, end)
+    lo, hi, start, stop = events_of(heads, begin, end)
     full = values[code[lo]]
     shown = np.array([tf_op_event_name(v) for v in values], dtype=object)[code[lo]]
     long_names = np.where(shown != full, full, "")
@@ -589,11 +589,11 @@ def _framework_lines(ev):
         ev["event"][ops],
         lo,
         hi,
-        _group_stat(group[lo]),
+        group_stat(group[lo]),
     )
 
 
-def _group_stat(group):
+def group_stat(group):
     """The `group_id` stat of derived events (from their first op): {} when none has one."""
     if not (group >= 0).any():
         return {}
@@ -630,7 +630,7 @@ def _single_level_line(ev, codes, values, name, tid):
         return None
     begin, end = ev["begin"][at], ev["end"][at]
     heads = merge_heads(begin, end, codes[at], ev["group"][at], np.zeros(len(at), dtype=bool))
-    lo, hi, start, stop = _events_of(heads, begin, end)
+    lo, hi, start, stop = events_of(heads, begin, end)
     return DerivedLine(
         name,
         tid,
@@ -643,7 +643,7 @@ def _single_level_line(ev, codes, values, name, tid):
         ev["event"][at],
         lo,
         hi,
-        _group_stat(ev["group"][at[lo]]),
+        group_stat(ev["group"][at[lo]]),
     )
 
 

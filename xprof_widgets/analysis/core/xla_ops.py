@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ProfileError
-from ..io.hlo import hlo_module
-from ..io.hlo_text import instruction_text
+from ...errors import ProfileError
+from ...io.hlo import hlo_module
+from ...io.hlo_text import instruction_text
 from .cache import per_run
 from .hlo_cost import module_costs
 from .tf_op import tf_op_fullname
@@ -158,4 +158,4 @@ class ProgramModules:
 @per_run
 def program_modules(run) -> ProgramModules:
     """The run's ProgramModules, built once per run."""
-    return ProgramModules(getattr(run, "hlo_protos", {}) or {})
+    return ProgramModules(run.hlo_protos or {})

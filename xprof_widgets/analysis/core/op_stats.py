@@ -28,16 +28,16 @@ import pandas as pd
 
 from .cache import derived, per_run
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
-from .core.gpu_device import gpu_peaks
-from .core.intervals import children_time
-from .core.planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
+from .gpu_device import gpu_peaks
+from .intervals import children_time
+from .planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
+from .runlike import RunLike
 from .tf_op import parse_tf_op, stat_ids
 
 IDLE = "IDLE"
 _OP_LINE = "XLA Ops"
 _HBM = 1  # MemorySpace id XProf uses for off-chip memory
 _READ, _WRITE = 1, 2
-_GIB_PER_GB = 1e9 / 2**30
 
 # Bytes by memory of an op's memory access breakdown.
 _MEMORY_COLUMNS = [
@@ -52,7 +52,7 @@ _MEMORY_COLUMNS = [
     "vmem_write_bytes",
 ]
 # Columns of the op metrics table (one row per HLO op, all cores summed).
-_SUM_COLUMNS = [
+SUM_COLUMNS = [
     "occurrences",
     "time_ps",
     "self_time_ps",
@@ -296,7 +296,7 @@ class DeviceOpMetrics:
 
 def _program_names(run):
     names = {}
-    for key in getattr(run, "hlo_protos", {}) or {}:
+    for key in run.hlo_protos or {}:
         if key.endswith(")") and "(" in key:
             try:
                 names[int(key[key.rindex("(") + 1 : -1])] = key
@@ -336,7 +336,7 @@ def device_framework_ops(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 @per_run
-def device_op_metrics(run) -> DeviceOpMetrics:
+def device_op_metrics(run: RunLike) -> DeviceOpMetrics:
     """Per-HLO-op metrics of `run` (see DeviceOpMetrics): over all TPU cores
     as XProf; failing those, over GPU kernels, then XLA:CPU thunks, that
     carry an `hlo_op` stat."""
@@ -359,7 +359,7 @@ def device_op_metrics(run) -> DeviceOpMetrics:
             return db
         what = "GPU kernels" if gpu else "host events"
         return DeviceOpMetrics(
-            pd.DataFrame(columns=["program_id", "name"] + _SUM_COLUMNS),
+            pd.DataFrame(columns=["program_id", "name"] + SUM_COLUMNS),
             0,
             0,
             _program_names(run),
@@ -370,7 +370,7 @@ def device_op_metrics(run) -> DeviceOpMetrics:
             ),
         )
     allops = pd.concat(per_core, ignore_index=True)
-    sums = [c for c in _SUM_COLUMNS if c in allops]
+    sums = [c for c in SUM_COLUMNS if c in allops]
     firsts = allops.groupby(["program_id", "name"], sort=False).first()
     summed = allops.groupby(["program_id", "name"], sort=False)[sums].sum()
     ops = firsts.drop(columns=[c for c in sums if c in firsts]).join(summed).reset_index()
@@ -561,7 +561,7 @@ def _gpu_op_metrics(run):
         return DeviceOpMetrics(
             pd.DataFrame(
                 columns=["program_id", "name", "category", "provenance", "expression", "deduplicated_name"]
-                + _SUM_COLUMNS
+                + SUM_COLUMNS
             ),
             total,
             0,
@@ -661,7 +661,7 @@ def _gpu_op_metrics(run):
     ops["normalized_time_ps"] = 0
     ops["hbm_bytes"] = ops["hbm_read_bytes"] + ops["hbm_write_bytes"]
     ops["has_breakdown"] = ops["hbm_bytes"] > 0
-    for c in _SUM_COLUMNS:
+    for c in SUM_COLUMNS:
         if c not in ops:
             ops[c] = 0
     ops["flops_estimated"] = False
@@ -753,7 +753,7 @@ def _hlo_event_op_metrics(run, planes, source):
     ops["model_flops"] = ops["flops"]
     ops["bytes_accessed"] = ops["bytes_per_occurrence"].fillna(0).to_numpy(float) * occ
     ops = ops.drop(columns=["flops_per_occurrence", "bytes_per_occurrence"])
-    for c in _SUM_COLUMNS:
+    for c in SUM_COLUMNS:
         if c not in ops:
             ops[c] = 0
     ops["has_breakdown"] = False
@@ -820,135 +820,3 @@ def _hlo_op_info(run, ops, mode="cpu"):
     info = pd.DataFrame(rows, columns=cols)
     info["program_id"] = info["program_id"].astype(np.int64)
     return info
-
-
-_HLO_STATS_COLUMNS = [
-    "rank",
-    "program_id",
-    "program",
-    "category",
-    "hlo_op_name",
-    "expression",
-    "framework_op",
-    "occurrences",
-    "total_time_ps",
-    "avg_time_ps",
-    "self_time_ps",
-    "avg_self_time_ps",
-    "self_time_fraction",
-    "cumulative_self_time_fraction",
-    "flop_rate_gflops",
-    "model_flop_rate_gflops",
-    "memory_bw_gibs",
-    "hbm_bw_gibs",
-    "cmem_read_bw_gibs",
-    "cmem_write_bw_gibs",
-    "operational_intensity",
-    "bound_by",
-    "flops_estimated",
-]
-
-
-def hlo_stats(run) -> pd.DataFrame:
-    """XProf's HLO op statistics: one row per HLO op, by self time descending.
-
-    Columns: rank, program_id, program ("name(id)"), category, hlo_op_name,
-    expression (HLO text), framework_op, occurrences, total_time_ps,
-    avg_time_ps, self_time_ps, avg_self_time_ps (ps), self_time_fraction and
-    cumulative_self_time_fraction (of all device time, idle included, 0-1),
-    flop_rate_gflops and model_flop_rate_gflops (GFLOP/s), memory_bw_gibs
-    (all bytes accessed), hbm_bw_gibs, cmem_read_bw_gibs, cmem_write_bw_gibs
-    (GiB/s, as XProf's table), operational_intensity (FLOP/byte), bound_by
-    ("Compute", "HBM", ... or "Unknown"), flops_estimated (FLOPs and bytes
-    derived from the HloProto, not measured). Empty (with `attrs["reason"]`)
-    when the profile has no device ops.
-
-    On GPUs rows come from the kernels as XProf counts them (see
-    `device_op_metrics`), bound_by may also be "Shm/L1". For XLA:CPU thunks
-    (beyond XProf) fractions are of the summed op self time, hbm_bw_gibs is NaN
-    and bound_by "Unknown" (no known peaks); `attrs["notes"]` says so.
-    """
-    db = device_op_metrics(run)
-    if db.empty:
-        out = pd.DataFrame(columns=_HLO_STATS_COLUMNS)
-        out.attrs["reason"] = db.reason
-        out.attrs["notes"] = db.notes
-        return out
-    ops = db.ops[db.ops["occurrences"] > 0].copy()
-    # XProf's SortedOpMetricsDb: self time descending, then name.
-    ops = ops.iloc[np.lexsort((ops["name"].astype(str).to_numpy(), -ops["self_time_ps"].to_numpy()))]
-    t_ns = ops["time_ps"].to_numpy(dtype=float) / 1e3
-    with np.errstate(divide="ignore", invalid="ignore"):
-        div = lambda a, b: np.where(b > 0, a / np.where(b > 0, b, 1), 0.0)  # noqa: E731
-        flop_rate = div(ops["flops"].to_numpy(float), t_ns)
-        model_rate = div(ops["model_flops"].to_numpy(float), t_ns)
-        mem_bw = div(ops["bytes_accessed"].to_numpy(float), t_ns) * _GIB_PER_GB
-        hbm_bytes = np.where(ops["has_breakdown"], ops["hbm_bytes"], ops["bytes_accessed"]).astype(float)
-        hbm_bw = div(hbm_bytes, t_ns) * _GIB_PER_GB
-        cmem_r = div(ops["cmem_read_bytes"].to_numpy(float), t_ns) * _GIB_PER_GB
-        cmem_w = div(ops["cmem_write_bytes"].to_numpy(float), t_ns) * _GIB_PER_GB
-        intensity = div(ops["flops"].to_numpy(float), ops["bytes_accessed"].to_numpy(float))
-    p = db.peaks
-    utils = np.stack(
-        [
-            div(flop_rate, np.full_like(flop_rate, p["peak_flops"] / 1e9)),
-            div(hbm_bw, np.full_like(hbm_bw, p["peak_hbm_bw"] / 1e9 * _GIB_PER_GB)),
-            np.where(
-                ops["cmem_read_bytes"] > 0,
-                div(cmem_r, np.full_like(cmem_r, p["peak_cmem_read_bw"] / 1e9 * _GIB_PER_GB)),
-                0,
-            ),
-            np.where(
-                ops["cmem_write_bytes"] > 0,
-                div(cmem_w, np.full_like(cmem_w, p["peak_cmem_write_bw"] / 1e9 * _GIB_PER_GB)),
-                0,
-            ),
-        ]
-    )
-    names = ["Compute", "HBM", "CMEM Read", "CMEM Write"]
-    if db.source == "gpu" and p.get("peak_on_chip_write_bw", 0):
-        # XProf on GPUs: HBM traffic against the shared-memory peak ("Shm/L1"), which wins
-        # only where the HBM peak is unknown.
-        shm = div(hbm_bw, np.full_like(hbm_bw, p["peak_on_chip_write_bw"] / 1e9 * _GIB_PER_GB))
-        utils = np.vstack([utils, shm[None, :]])
-        names.append("Shm/L1")
-    labels = np.array(["Unknown"] + names, dtype=object)
-    best = np.where(utils.max(axis=0) > 0, utils.argmax(axis=0) + 1, 0)
-    self_ps = ops["self_time_ps"].to_numpy(dtype=np.int64)
-    frac = self_ps / db.total_time_ps if db.total_time_ps else np.zeros(len(ops))
-    occ = ops["occurrences"].to_numpy(dtype=np.int64)
-    pid = ops["program_id"].to_numpy()
-    out = pd.DataFrame(
-        {
-            "rank": np.arange(1, len(ops) + 1),
-            "program_id": pid,
-            "program": [db.program_names.get(int(x), "main") for x in pid],
-            "category": ops["category"].to_numpy(),
-            "hlo_op_name": ops["name"].to_numpy(),
-            "expression": np.where(ops["expression"] == "", ops["name"], ops["expression"]),
-            "framework_op": ops["provenance"].to_numpy(),
-            "occurrences": occ,
-            "total_time_ps": ops["time_ps"].to_numpy(dtype=np.int64),
-            "avg_time_ps": ops["time_ps"].to_numpy(float) / occ,
-            "self_time_ps": self_ps,
-            "avg_self_time_ps": self_ps / occ,
-            "self_time_fraction": frac,
-            "cumulative_self_time_fraction": np.cumsum(frac),
-            "flop_rate_gflops": flop_rate,
-            "model_flop_rate_gflops": model_rate,
-            "memory_bw_gibs": mem_bw,
-            "hbm_bw_gibs": hbm_bw,
-            "cmem_read_bw_gibs": cmem_r,
-            "cmem_write_bw_gibs": cmem_w,
-            "operational_intensity": intensity,
-            "bound_by": labels[best],
-            "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool)
-            if "flops_estimated" in ops
-            else np.zeros(len(ops), dtype=bool),
-        }
-    )
-    if db.source == "cpu":
-        out["hbm_bw_gibs"] = np.nan  # no HBM: bytes are in memory_bw_gibs
-    out.attrs["reason"] = ""
-    out.attrs["notes"] = db.notes
-    return out

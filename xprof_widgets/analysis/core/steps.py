@@ -49,9 +49,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..io.sorting import order_by_key
-from .core.planes import HOST_PLANE
+from ...io.sorting import order_by_key
 from .grouping import forward_filled_group_ids, group_ids, step_events
+from .planes import HOST_PLANE
 
 # XProf's `EventType` priorities (higher wins where events overlap).
 UNKNOWN_TIME = 0
@@ -497,7 +497,8 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     """
     from .gpu_lines import derives_gpu_lines, steps_line
 
-    marks, ev = [], {k: [] for k in ("group", "start", "end", "type")}
+    marks: list = []
+    parts: dict[str, list] = {k: [] for k in ("group", "start", "end", "type")}
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
@@ -554,16 +555,16 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 )
                 first = np.unique(inverse, return_index=True)[1]
                 types = gpu_event_type(names[first], shapes[first])[inverse]
-                ev["group"].append(group[ok].astype(np.int64))
-                ev["start"].append(line.start_ps[ok])
-                ev["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
-                ev["type"].append(types)
-    if not marks or not ev["group"]:
+                parts["group"].append(group[ok].astype(np.int64))
+                parts["start"].append(line.start_ps[ok])
+                parts["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
+                parts["type"].append(types)
+    if not marks or not parts["group"]:
         return pd.DataFrame(columns=STEP_COLUMNS)
-    ev = {k: np.concatenate(v) for k, v in ev.items()}
-    marks = pd.concat(marks, ignore_index=True)
-    marks["dur"] = marks["end_ps"] - marks["begin_ps"]
-    steps = marks.sort_values(["group_id", "dur"], ascending=[True, False], kind="stable")
+    ev = {k: np.concatenate(v) for k, v in parts.items()}
+    table = pd.concat(marks, ignore_index=True)
+    table["dur"] = table["end_ps"] - table["begin_ps"]
+    steps = table.sort_values(["group_id", "dur"], ascending=[True, False], kind="stable")
     steps = steps.drop_duplicates("group_id").reset_index(drop=True)
     steps = steps[(steps["dur"] > 0) & steps["group_id"].isin(np.unique(ev["group"]))]
     bd = _breakdown(ev, steps).drop(columns="well_formed")

@@ -42,7 +42,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ..io.hlo import ELEMENTWISE_OPCODES, HloModule, _post_order_from
+from ...io.hlo import ELEMENTWISE_OPCODES, HloModule, _post_order_from
 
 F32 = np.float32
 _ZERO = F32(0)

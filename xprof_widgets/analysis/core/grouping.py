@@ -74,8 +74,8 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived
-from .core.intervals import prev_enclosing
-from .core.planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
+from .intervals import prev_enclosing
+from .planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
 
 # XProf's `HostEventType` names this algorithm looks at.
 EXECUTOR = "ExecutorState::Process"

@@ -56,9 +56,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..io.hlo_text import instruction_text
+from ...io.hlo_text import instruction_text
 from .cache import derived
-from .core.planes import gpu_planes, is_derived_line
+from .planes import gpu_planes, is_derived_line
+from .runlike import RunLike
 from .tf_op import stat_ids
 
 #: How XLA names the kernels of a command buffer (a CUDA graph) in their `hlo_op` stat.
@@ -506,7 +507,7 @@ class GraphAttribution:
 _KERNEL_COLUMNS = ["program_id", "command_buffer", "kernel", "op", "reason", "launches", "time_ps"]
 
 
-def graph_attribution(run, space) -> GraphAttribution:
+def graph_attribution(run: RunLike, space) -> GraphAttribution:
     """The file's graph kernels and their ops (computed once per file)."""
     return derived(space, "graph_attribution", lambda: _graph_attribution(run, space))
 
@@ -704,7 +705,7 @@ def _launches(ev):
     return frame.groupby(["launch", "again"], sort=False).ngroup().to_numpy()
 
 
-def attributed_ops(run, space, plane, li, hlo):
+def attributed_ops(run: RunLike, space, plane, li, hlo):
     """`hlo` (a line's `hlo_op` values, one per event) with the kernels of CUDA graphs given
     the op they were attributed (`graph_attribution`) when the run attributes them
     (`Run.attribute_cuda_graphs`); `hlo` itself otherwise, or when the line has none."""
@@ -743,13 +744,14 @@ def graph_summary(kernels: pd.DataFrame) -> dict:
 
 def add_summaries(summaries) -> dict:
     """`graph_summary`s of several hosts as one."""
-    out = {"kernels": 0, "time_ps": 0, "attributed": 0, "attributed_time_ps": 0, "left": {}}
+    counts = dict.fromkeys(("kernels", "time_ps", "attributed", "attributed_time_ps"), 0)
+    left: dict[str, int] = {}
     for s in summaries:
-        for key in ("kernels", "time_ps", "attributed", "attributed_time_ps"):
-            out[key] += s[key]
+        for key in counts:
+            counts[key] += s[key]
         for reason, n in s["left"].items():
-            out["left"][reason] = out["left"].get(reason, 0) + n
-    return out
+            left[reason] = left.get(reason, 0) + n
+    return {**counts, "left": left}
 
 
 def graph_kernel_words(summary: dict, attributing: bool, naming_an_op=None) -> str:
@@ -789,7 +791,7 @@ def graph_note(run, naming_an_op=None) -> str:
     return graph_kernel_words(graph_summary(graph_kernels(run)), run.attribute_cuda_graphs, naming_an_op)
 
 
-def graph_kernels(run) -> pd.DataFrame:
+def graph_kernels(run: RunLike) -> pd.DataFrame:
     """`GraphAttribution.kernels` of every host of `run`, a `host` column first."""
     spaces = run.xspaces()  # (a host whose file cannot be read leaves `run.hosts`)
     frames = [graph_attribution(run, space).kernels.assign(host=host) for host, space in zip(run.hosts, spaces)]

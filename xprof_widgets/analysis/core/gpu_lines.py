@@ -47,8 +47,8 @@ import pandas as pd
 
 from .cache import derived
 from .command_buffers import attributed_ops
-from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_planes, is_derived_line
-from .derived_lines import DerivedLine, _events_of, _group_stat, libstdcxx_sort_order, stack_shrink_ns
+from .derived_lines import DerivedLine, events_of, group_stat, libstdcxx_sort_order, stack_shrink_ns
+from .planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_planes, is_derived_line
 from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
 MAX_DERIVED_STREAMS = 16
@@ -394,7 +394,7 @@ def _range_splits(heads, ids, present):
 
 def _line(name, ev, rows, heads, names, long_names=None, level=0):
     begin, end = ev["begin"][rows], ev["end"][rows]
-    lo, hi, start, stop = _events_of(heads, begin, end)
+    lo, hi, start, stop = events_of(heads, begin, end)
     n = len(lo)
     return DerivedLine(
         name,
@@ -408,7 +408,7 @@ def _line(name, ev, rows, heads, names, long_names=None, level=0):
         ev["event"][rows],
         lo,
         hi,
-        _group_stat(ev["group"][rows][lo]),
+        group_stat(ev["group"][rows][lo]),
     )
 
 
@@ -635,7 +635,7 @@ def steps_line(space, plane, groups):
     heads = np.ones(len(order), dtype=bool)
     heads[1:] = gg[1:] != gg[:-1]
     b, e = begin[order], begin[order] + dur[order]
-    lo, hi, start, stop = _events_of(heads, b, e)
+    lo, hi, start, stop = events_of(heads, b, e)
     names = _step_names(space)
     shown = np.array([names.get(int(x), str(int(x))) for x in gg[lo]], dtype=object)
     return DerivedLine(
