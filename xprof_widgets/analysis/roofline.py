@@ -497,8 +497,9 @@ def roofline_model(run: RunLike, in_process=False) -> pd.DataFrame:
             frames.append(
                 _records(empty, env, r, 0, cores, include, "Average", num_steps=len(steps), program_only=True)
             )
-        for s in steps:
-            frames.append(_records(empty, env, r, 0, cores, include, s, program_only=True))
+        if steps:  # every step's row is the same empty Program row: made once, labelled per step
+            row = _records(empty, env, r, 0, cores, include, "", program_only=True)
+            frames.append(pd.concat([row] * len(steps), ignore_index=True).assign(step=list(steps)))
     out = pd.concat(frames, ignore_index=True)[columns]
     self_ps, time_ps = ops["self_time_ps"].to_numpy(np.float64), ops["time_ps"].to_numpy(np.float64)
     normalized = ops["normalized_time_ps"].to_numpy(np.float64)
