@@ -123,14 +123,12 @@ def is_command_buffer_op(hlo_op) -> bool:
 
 class _Program:
     """One computation's schedule as the alignment reads it: `instructions` that launch work,
-    in order (asynchronous starts and nested control flow expanded), the cost of passing
-    each over (`passed_over`: 0 for the bodies of nested control flow), and where each
-    instruction name and each fusion shape is (`at_name`, `at_shape`)."""
+    in order (asynchronous starts and calls expanded), and where each instruction name and
+    each fusion shape is (`at_name`, `at_shape`)."""
 
-    def __init__(self, computation, instructions, passed_over):
+    def __init__(self, computation, instructions):
         self.computation = computation
         self.instructions = instructions
-        self.passed_over = np.asarray(passed_over, dtype=np.int64)
         self.at_name: dict = {}
         self.at_shape: dict = {}
         for j, instr in enumerate(instructions):
@@ -139,7 +137,7 @@ class _Program:
                 self.at_shape.setdefault(_shape_key(instr), []).append(j)
 
     def part(self, lo, hi):
-        return _Program(self.computation, self.instructions[lo:hi], self.passed_over[lo:hi])
+        return _Program(self.computation, self.instructions[lo:hi])
 
 
 def _shape_key(instr):
@@ -180,10 +178,10 @@ class LaunchPlan:
             for instr in order:
                 if _launches_work(instr):
                     self.by_kernel.setdefault(sanitized_name(instr.name), []).append(instr)
-            items, costs = [], []
-            self._expand(order, sequences, items, costs, depth=0)
+            items: list = []
+            self._expand(order, sequences, items, depth=0)
             if items:
-                self.programs.append(_Program(comp.name, items, costs))
+                self.programs.append(_Program(comp.name, items))
 
     def _order(self, comp, sequences):
         seq = sequences[comp.id] if comp.id in sequences else None
@@ -191,7 +189,7 @@ class LaunchPlan:
             return [self._by_id[i] for i in seq.instruction_ids if i in self._by_id]
         return comp.post_order()  # an unscheduled module: XLA's order of emission
 
-    def _expand(self, order, sequences, items, costs, depth):
+    def _expand(self, order, sequences, items, depth):
         if depth > 16:  # a damaged module calling itself
             return
         for instr in order:
@@ -202,10 +200,9 @@ class LaunchPlan:
                 continue  # its bodies are programs of their own
             if op == "async-start" or (op == "call" and instr.called):
                 for comp in instr.called:
-                    self._expand(self._order(comp, sequences), sequences, items, costs, depth + 1)
+                    self._expand(self._order(comp, sequences), sequences, items, depth + 1)
                 continue
             items.append(instr)
-            costs.append(PASSED_OVER)
 
     def fingerprint(self, instr) -> str:
         """The fused computation of a fusion, with its arguments, as canonical HLO text (names
@@ -230,14 +227,15 @@ class LaunchPlan:
         named = self.by_kernel.get(kernel_base_name(kernel))
         if named is None:
             return None
-        own = sorted(j for i in named for j in program.at_name.get(i.name, ()))
+        names = {i.name for i in named}
+        own = sorted(j for name in names for j in program.at_name.get(name, ()))
         prints = {self.fingerprint(i): _shape_key(i) for i in named if i.opcode == "fusion"}
         prints.pop("", None)
         reuse = set()
         for fp, shape in prints.items():
             for j in program.at_shape.get(shape, ()):
                 instr = program.instructions[j]
-                if instr.name not in {i.name for i in named} and self.fingerprint(instr) == fp:
+                if instr.name not in names and self.fingerprint(instr) == fp:
                     reuse.add(j)
         return np.asarray(own, dtype=np.int64), np.asarray(sorted(reuse), dtype=np.int64)
 
@@ -346,7 +344,7 @@ def _align(program, emission):
     alignment, -1 standing for "left out"). `emission`: `_emission`'s (table, rows)."""
     table, of = emission
     n, m = len(of), table.shape[1]
-    passed_cum = np.concatenate([[0], np.cumsum(program.passed_over)])
+    passed_cum = PASSED_OVER * np.arange(m + 1, dtype=np.int64)  # passing over instructions 0..j-1
     # Forward, kept as int32 (costs stay far below 2**31; _INF clipped): on[i][j] kernel i
     # on instruction j; out[i][s] kernel i left out in state s.
     on_rows = np.empty((n, m), dtype=np.int32)
@@ -458,7 +456,7 @@ def _candidate_programs(plan, kernels):
     n = len(kernels)
     named = [k for k in dict.fromkeys(kernels) if plan.places_named(k)]
     out = []
-    for program in plan.programs if named else plan.programs:
+    for program in plan.programs:
         hits, own = [], []
         for kernel in named:
             exact, reuse = plan.places(program, kernel)
@@ -631,6 +629,9 @@ def _graph_attribution(run, space):
     return GraphAttribution(ops, kernels[_KERNEL_COLUMNS])
 
 
+_OWN_COLUMNS = ["launch", "start", "kernel", "program_id", "event", "line"]
+
+
 def _own_ops_within(ev, own_frames):
     """The kernels of the launches' programs that name their op, on the launches' planes,
     starting while a launch ran (XLA ran their thunks outside the graph): rows of the
@@ -642,7 +643,7 @@ def _own_ops_within(ev, own_frames):
     parts = [pd.DataFrame({"plane": p, "start": s, "program_id": pid, "kernel": n}) for p, s, pid, n in own_frames]
     parts = [p for p in parts if len(p)]
     if not parts:
-        return pd.DataFrame(columns=["launch", "start", "kernel", "program_id", "event", "line"])
+        return pd.DataFrame(columns=_OWN_COLUMNS)
     own = pd.concat(parts, ignore_index=True)
     own["program_id"] = own["program_id"].astype(np.int64)
     out = []
@@ -670,7 +671,7 @@ def _own_ops_within(ev, own_frames):
             )
         )
     if not out:
-        return pd.DataFrame(columns=["launch", "start", "kernel", "program_id", "event", "line"])
+        return pd.DataFrame(columns=_OWN_COLUMNS)
     return pd.concat(out, ignore_index=True)
 
 
