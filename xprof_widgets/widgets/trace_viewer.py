@@ -40,7 +40,7 @@ from bokeh.models import (
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
-from ..analysis.core.command_buffers import graph_attribution, graph_kernel_words, graph_summary
+from ..analysis.core.command_buffers import graph_kernel_words, host_graph_summary
 from ..format import duration
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, selection_look
@@ -460,8 +460,8 @@ class TraceViewerWidget(BokehWidget):
     def _graph_note(self):
         """What became of this host's kernels run in CUDA graphs (`command_buffers`)."""
         if self.host not in self._graph_notes:
-            kernels = graph_attribution(self.run, self.run.xspace(self.host)).kernels
-            self._graph_notes[self.host] = graph_kernel_words(graph_summary(kernels), self.run.attribute_cuda_graphs)
+            summary = host_graph_summary(self.run, self.run.xspace(self.host))
+            self._graph_notes[self.host] = graph_kernel_words(summary, self.run.attribute_cuda_graphs)
         return self._graph_notes[self.host]
 
     def _details_html(self):

@@ -553,7 +553,15 @@ def _line_events(line, modules):
     return (graph, buffers, pid[graph], corr[graph], node[graph]), (ops, names[what == "op"], pid[ops])
 
 
-def _graph_attribution(run, space):
+def _graph_events(run, space):
+    """The file's graph kernels, one row each (plane, line, event, start, time_ps, kernel,
+    command_buffer, program_id, corr, node), or None; and the kernels that name their op,
+    per line (plane, starts, program ids, ops): what the alignment reads, and all that
+    XProf's accounting needs (counts and times). Read once per file."""
+    return derived(space, "graph_events", lambda: _read_graph_events(run, space))
+
+
+def _read_graph_events(run, space):
     from .xla_ops import program_modules
 
     modules = program_modules(run)
@@ -588,10 +596,17 @@ def _graph_attribution(run, space):
                 )
             )
             own_frames.append((pi, start[own], own_pid, names))
-    if not frames:
+    return (pd.concat(frames, ignore_index=True) if frames else None), own_frames
+
+
+def _graph_attribution(run, space):
+    from .xla_ops import program_modules
+
+    ev, own_frames = _graph_events(run, space)
+    if ev is None:
         return GraphAttribution({}, pd.DataFrame(columns=_KERNEL_COLUMNS))
-    ev = pd.concat(frames, ignore_index=True)
-    ev["launch"] = _launches(ev)
+    modules = program_modules(run)
+    ev = ev.assign(launch=_launches(ev))
     seq = pd.concat([ev, _own_ops_within(ev, own_frames)], ignore_index=True)
     seq = seq.sort_values(["launch", "start", "line", "event"], kind="stable").reset_index(drop=True)
     seq["place"] = seq.groupby("launch").cumcount()
@@ -743,6 +758,17 @@ def graph_summary(kernels: pd.DataFrame) -> dict:
     }
 
 
+def host_graph_summary(run: RunLike, space) -> dict:
+    """`graph_summary` of one file's graph kernels. With XProf's accounting
+    (`attribute_cuda_graphs=False`) nothing is aligned: the kernels are counted, none
+    attributed."""
+    if run.attribute_cuda_graphs:
+        return graph_summary(graph_attribution(run, space).kernels)
+    ev, _ = _graph_events(run, space)
+    kernels, time_ps = (0, 0) if ev is None else (len(ev), int(ev["time_ps"].sum()))
+    return {"kernels": kernels, "time_ps": time_ps, "attributed": 0, "attributed_time_ps": 0, "left": {}}
+
+
 def add_summaries(summaries) -> dict:
     """`graph_summary`s of several hosts as one."""
     counts = dict.fromkeys(("kernels", "time_ps", "attributed", "attributed_time_ps"), 0)
@@ -789,7 +815,8 @@ def graph_kernel_words(summary: dict, attributing: bool, naming_an_op=None) -> s
 
 def graph_note(run, naming_an_op=None) -> str:
     """`graph_kernel_words` of every host of `run` (read here)."""
-    return graph_kernel_words(graph_summary(graph_kernels(run)), run.attribute_cuda_graphs, naming_an_op)
+    summary = add_summaries(host_graph_summary(run, space) for space in run.xspaces())
+    return graph_kernel_words(summary, run.attribute_cuda_graphs, naming_an_op)
 
 
 def graph_kernels(run: RunLike) -> pd.DataFrame:

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import per_run
-from .command_buffers import add_summaries, attributed_ops, graph_attribution, graph_summary
+from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .runlike import RunLike
 from .tf_op import parse_tf_op, tf_op_fullname
@@ -275,7 +275,7 @@ def _host_reports(run, space, modules):
     )
     reports["occupancy_pct"] = groups["occupancy_pct"].first()
     out = _sorted_top(reports.reset_index())
-    out.attrs["graph_kernels"] = graph_summary(graph_attribution(run, space).kernels)
+    out.attrs["graph_kernels"] = host_graph_summary(run, space)
     return out
 
 

@@ -415,9 +415,9 @@ def gpu_kernel_runs(run, space):
     span from the first event start to the last event end over all lines, read from
     the events' offsets as XProf does. Kernels run in CUDA graphs name their command
     buffer, not their op: they take the op `command_buffers.attributed_ops` found when the
-    run attributes them (beyond XProf). `attrs["command_buffer_kernels"]`: the kernels
-    skipped for naming an XLA command buffer (a CUDA graph) rather than their op
-    (events, time_ps).
+    run attributes them (beyond XProf). `attrs["command_buffer_kernels"]`: how many
+    kernels were skipped for naming an XLA command buffer (a CUDA graph) rather than
+    their op.
     """
     key = ("gpu_kernel_runs", run.attribute_cuda_graphs)
     return derived(space, key, lambda: _gpu_kernel_runs(run, space))
@@ -433,7 +433,7 @@ def _gpu_kernel_runs(run, space):
     modules = program_modules(run)
     eager = eager_events(space)
     frames, spans, offset = [], [], 0
-    in_buffers = {"events": 0, "time_ps": 0}
+    in_buffers = 0  # kernels skipped for naming their command buffer
     for d, plane in enumerate(planes):
         lines = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
         lo, hi = None, 0
@@ -467,8 +467,7 @@ def _gpu_kernel_runs(run, space):
             keep = np.array([(not x) or found[(p, nm)] for x, p, nm in zip(is_hlo[idx], pids, names)], dtype=bool)
             # Kernels of a command buffer: their op is the buffer, no instruction of the program.
             lost = idx[~keep][np.char.startswith(names[~keep].astype(str), COMMAND_BUFFER_PREFIX)]
-            in_buffers["events"] += len(lost)
-            in_buffers["time_ps"] += int(line.event_duration_ps[lost].astype(np.int64).sum())
+            in_buffers += len(lost)
             idx, names, pids = idx[keep], names[keep], pids[keep]
             if not len(idx):
                 offset += n
@@ -533,11 +532,10 @@ def _gpu_op_metrics(run):
 
     modules = program_modules(run)
     frames, total, op_time, first_plane = [], 0, 0, None
-    in_buffers = {"events": 0, "time_ps": 0}
+    in_buffers = 0
     for space in run.xspaces():
         runs, spans = gpu_kernel_runs(run, space)
-        for k, v in runs.attrs.get("command_buffer_kernels", {}).items():
-            in_buffers[k] += v
+        in_buffers += runs.attrs.get("command_buffer_kernels", 0)
         planes = gpu_planes(space)
         if first_plane is None and planes:
             first_plane = planes[0]
@@ -665,7 +663,7 @@ def _gpu_op_metrics(run):
         if c not in ops:
             ops[c] = 0
     ops["flops_estimated"] = False
-    notes = graph_note(run, int(runs["occurrences"].sum()) + in_buffers["events"])
+    notes = graph_note(run, int(runs["occurrences"].sum()) + in_buffers)
     return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
 
 
