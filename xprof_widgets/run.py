@@ -22,6 +22,7 @@ import pandas as pd
 
 from .analysis.core.availability import NO_HLO_MODULES
 from .analysis.core.cache import derived
+from .analysis.core.planes import plane_kind
 from .errors import ProfileError
 from .io import fs, hlo
 from .io.logdir import host_of, list_runs, profile_files, profile_root
@@ -399,7 +400,7 @@ class Run:
         rows = []
         for space in self.xspaces():
             for plane in space.planes:
-                kind = _plane_kind(plane.name)
+                kind = plane_kind(plane.name)
                 if kind is None:
                     continue
                 st = plane.stats
@@ -678,16 +679,6 @@ def _read_remote(url: str) -> bytes | bytearray:
     if data[:2] == b"\x1f\x8b":
         data = inflate(data, url)
     return data
-
-
-def _plane_kind(name: str) -> str | None:
-    if name.startswith("/device:TPU:"):
-        return "TPU"
-    if name.startswith("/device:GPU:"):
-        return "GPU"
-    if name == "/host:CPU":
-        return "CPU"
-    return None
 
 
 if TYPE_CHECKING:

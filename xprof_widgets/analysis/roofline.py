@@ -48,7 +48,7 @@ from .core.environment import (
     tpu_core_count,
 )
 from .core.intervals import safe_divide
-from .core.planes import tensor_core_planes
+from .core.planes import TPU_PLANE_PREFIX, tensor_core_planes
 from .core.records import GIBI_IN_GIGA, peak_bandwidth, roofline_metrics
 from .core.runlike import RunLike
 from .core.steps import align_steps
@@ -151,7 +151,7 @@ def _host_steps(space, kind):
         has_steps = any(
             line.name == "Steps" and len(line)
             for p in space.planes
-            if p.name.startswith("/device:TPU:")
+            if p.name.startswith(TPU_PLANE_PREFIX)
             for line in p.lines
         )
         return None if has_steps else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))

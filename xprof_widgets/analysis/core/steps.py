@@ -51,7 +51,7 @@ import pandas as pd
 
 from ...io.sorting import order_by_key
 from .grouping import forward_filled_group_ids, group_ids, step_events
-from .planes import HOST_PLANE
+from .planes import HOST_PLANE, gpu_planes
 
 # XProf's `EventType` priorities (higher wins where events overlap).
 UNKNOWN_TIME = 0
@@ -499,9 +499,7 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
 
     marks: list = []
     parts: dict[str, list] = {k: [] for k in ("group", "start", "end", "type")}
-    for plane in space.planes:
-        if not plane.name.startswith("/device:GPU:"):
-            continue
+    for plane in gpu_planes(space):
         # The groups XProf's step analysis reads: the file's, or those it gives a file it
         # groups itself; one array per line of the device's own (derived lines left out).
         groups = forward_filled_group_ids(space, plane)
