@@ -507,7 +507,7 @@ class Run:
         return pd.DataFrame(self._tool_status(), columns=["tool", "available", "reason"])
 
     def _tool_status(self) -> list[tuple[str, bool, str]]:
-        from .tools import tool_status
+        from .analysis.core.availability import tool_status
 
         if self.pooled:
             return self.pod().tool_status

@@ -57,7 +57,3 @@ OTHER_WIDGETS = {
 }
 WIDGETS = {**{t.widget: t.module for t in TOOLS}, **OTHER_WIDGETS}
 
-
-def tool_status(run):
-    """[(XProf's tool name, has data, why not)] for every tool, in TOOLS order."""
-    return [(t.name, *t.status(run)) for t in TOOLS + TABLES]
