@@ -56,4 +56,3 @@ OTHER_WIDGETS = {
     "CompareWidget": ".widgets.compare",
 }
 WIDGETS = {**{t.widget: t.module for t in TOOLS}, **OTHER_WIDGETS}
-
