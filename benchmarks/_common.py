@@ -20,6 +20,17 @@ def measure(cmd, env=None, cwd=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def compiled():
+    """Byte-compile the package once, as `pip install` does for a wheel: where
+    PYTHONDONTWRITEBYTECODE is set (as on these machines) every fresh process would
+    otherwise compile each module it imports lazily, inside the timed part."""
+    import compileall
+
+    import xprof_widgets
+
+    compileall.compile_dir(Path(xprof_widgets.__file__).parent, quiet=1)
+
+
 def uncached(**extra):
     """This environment with the column cache off (and `extra`): every repeat decodes the
     file, as a first open does, and nothing is written into the user's cache folder."""

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from _common import XPROF_TOOL, fresh_copy, measure, median, uncached
+from _common import XPROF_TOOL, compiled, fresh_copy, measure, median, uncached
 
 #: XProf's tool name -> (our Run method, our widget module, widget class or None).
 TOOLS = {
@@ -56,6 +56,7 @@ def main():
     ap.add_argument("--xprof-python", default=sys.executable)
     args = ap.parse_args()
     names = [t for t in args.tools.split(",") if t]
+    compiled()
     rows = []
     for tool in names:
         method, module, widget = TOOLS[tool]

@@ -24,7 +24,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 4; }
+int32_t xw_abi(void) { return 5; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -311,6 +311,83 @@ int64_t xw_prev_enclosing(const int64_t *end, int64_t n, int32_t *stack, int32_t
         while (size > 0 && end[stack[size - 1]] < e) size--;
         parent[i] = size > 0 ? stack[size - 1] : -1;
         stack[size++] = (int32_t)i;
+    }
+    return 0;
+}
+
+/* --- the grouping's graph (analysis/core/grouping.py `_Graph`) --- */
+
+/* Edges (src[e] -> dst[e]), node ids in [0, n), as CSR by source: the edges leaving node
+ * u are out[ptr[u]:ptr[u + 1]], in their order in the input (a stable counting sort).
+ * XW_BAD for an id out of range. */
+int64_t xw_csr(const int32_t *src, const int32_t *dst, int64_t m, int64_t n, int64_t *ptr, int32_t *out) {
+    memset(ptr, 0, (size_t)(n + 1) * sizeof(int64_t));
+    for (int64_t e = 0; e < m; e++) {
+        if (src[e] < 0 || src[e] >= n || dst[e] < 0 || dst[e] >= n) return XW_BAD;
+        ptr[src[e] + 1]++;
+    }
+    for (int64_t u = 0; u < n; u++) ptr[u + 1] += ptr[u];
+    for (int64_t e = 0; e < m; e++) out[ptr[src[e]]++] = dst[e]; /* ptr[u]: where u's edges end */
+    for (int64_t u = n; u > 0; u--) ptr[u] = ptr[u - 1];
+    ptr[0] = 0;
+    return 0;
+}
+
+/* Each node takes the smallest label of the nodes it is reachable from (itself included):
+ * `label` in place, INT32_MAX for "no label". `seeds`: the labelled nodes by ascending
+ * label. A seed's walk stops at nodes an earlier (smaller) seed reached: everything past
+ * them has that seed's label or a smaller one already. Each node is visited once.
+ * `seen` (n bytes, zeroed) and `stack` (room for n) are scratch. */
+int64_t xw_min_label(const int64_t *ptr, const int32_t *out, int64_t n, const int32_t *seeds, int64_t k,
+                     int32_t *label, uint8_t *seen, int32_t *stack) {
+    for (int64_t i = 0; i < k; i++) {
+        int32_t s = seeds[i];
+        if (s < 0 || s >= n) return XW_BAD;
+        if (seen[s]) continue;
+        int32_t value = label[s];
+        int64_t top = 0;
+        seen[s] = 1;
+        stack[top++] = s;
+        while (top > 0) {
+            int32_t u = stack[--top];
+            for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
+                int32_t v = out[e];
+                if (seen[v]) continue;
+                seen[v] = 1;
+                label[v] = value;
+                stack[top++] = v;
+            }
+        }
+    }
+    return 0;
+}
+
+/* seen[v] = 1 for every node reachable from one of `seeds` by one edge or more (a seed
+ * itself only when so reachable). `seen` (n bytes, zeroed) is the result; `stack` (room
+ * for n) is scratch. */
+int64_t xw_reach(const int64_t *ptr, const int32_t *out, int64_t n, const int32_t *seeds, int64_t k,
+                 uint8_t *seen, int32_t *stack) {
+    for (int64_t i = 0; i < k; i++) {
+        int32_t s = seeds[i];
+        if (s < 0 || s >= n) return XW_BAD;
+        int64_t top = 0;
+        for (int64_t e = ptr[s]; e < ptr[s + 1]; e++) {
+            int32_t v = out[e];
+            if (!seen[v]) {
+                seen[v] = 1;
+                stack[top++] = v;
+            }
+        }
+        while (top > 0) {
+            int32_t u = stack[--top];
+            for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
+                int32_t v = out[e];
+                if (!seen[v]) {
+                    seen[v] = 1;
+                    stack[top++] = v;
+                }
+            }
+        }
     }
     return 0;
 }

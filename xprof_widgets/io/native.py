@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 4
+ABI = 5
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -44,6 +44,9 @@ _SIGNATURES = {
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64 i32* i32*",
+    "xw_csr": "i32* i32* i64 i64 i64* i32*",
+    "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
+    "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
 }
 
 
@@ -220,3 +223,29 @@ def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
     stack = np.empty(n, np.int32)  # pages touched: only as deep as the nesting
     parent = np.empty(n, np.int32)
     return None if _call("xw_prev_enclosing", end, n, stack, parent) < 0 else parent
+
+
+def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(ptr int64, out int32): the int32 edges `src -> dst` by source, each source's edges
+    in input order (a stable counting sort); None for an id outside [0, n)."""
+    src, dst = np.ascontiguousarray(src, dtype=np.int32), np.ascontiguousarray(dst, dtype=np.int32)
+    ptr, out = np.empty(n + 1, np.int64), np.empty(len(src), np.int32)
+    return None if _call("xw_csr", src, dst, len(src), n, ptr, out) < 0 else (ptr, out)
+
+
+def min_label(ptr: np.ndarray, out: np.ndarray, label: np.ndarray) -> bool:
+    """`label` (int32, in place; INT32_MAX: none) becomes, per node, the smallest label of
+    the nodes it is reachable from along the CSR edges. False for a bad id (label untouched
+    then only where the walk had not reached)."""
+    seeds = np.flatnonzero(label != np.iinfo(np.int32).max).astype(np.int32)
+    seeds = seeds[np.argsort(label[seeds], kind="stable")]
+    n = len(label)
+    seen, stack = np.zeros(n, np.uint8), np.empty(n, np.int32)
+    return _call("xw_min_label", ptr, out, n, seeds, len(seeds), label, seen, stack) >= 0
+
+
+def reach(ptr: np.ndarray, out: np.ndarray, n: int, seeds: np.ndarray) -> np.ndarray | None:
+    """Mask of the nodes reachable from `seeds` by one edge or more; None for a bad id."""
+    seeds = np.ascontiguousarray(seeds, dtype=np.int32)
+    seen, stack = np.zeros(n, np.uint8), np.empty(n, np.int32)
+    return None if _call("xw_reach", ptr, out, n, seeds, len(seeds), seen, stack) < 0 else seen.view(bool)

@@ -58,6 +58,7 @@ import pandas as pd
 
 from ...io.hlo_text import instruction_text
 from .cache import derived
+from .columns import by_value
 from .planes import gpu_planes, is_derived_line
 from .runlike import RunLike
 from .tf_op import stat_ids
@@ -631,7 +632,7 @@ def _graph_attribution(run, space):
     ev = seq[seq["event"] >= 0].astype({"event": np.int64, "line": np.int64, "plane": np.int64, "time_ps": np.int64})
     ops = {}
     for (pi, li), part in ev.groupby(["plane", "line"], sort=False):
-        names = np.array([o if isinstance(o, str) else None for o in part["op"]], dtype=object)
+        names = by_value(part["op"], lambda o: o if isinstance(o, str) else None)
         ops[(int(pi), int(li))] = (part["event"].to_numpy(np.int64), names)
     keys = ["program_id", "command_buffer", "kernel", "op", "reason"]
     kernels = (

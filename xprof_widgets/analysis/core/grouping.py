@@ -73,6 +73,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...io import native
 from .cache import derived
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
@@ -375,10 +376,17 @@ class _Graph:
 
     def __init__(self, n, edges):
         src, dst = edges
+        self.n = n
+        # The compiled walks take int32 ids (node ids fit them below 2**31 nodes).
+        self.native = native.available() and edges.dtype == np.int32 and n < np.iinfo(np.int32).max
+        built = native.csr(src, dst, n) if self.native else None
+        if built is not None:
+            self.ptr, self.dst = built
+            return
+        self.native = False
         self.ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=self.ptr[1:])
         self.dst = dst[np.argsort(src, kind="stable")]
-        self.n = n
 
     def out_edges(self, nodes_):
         """(source, destination) of every edge leaving `nodes_`."""
@@ -391,6 +399,8 @@ class _Graph:
     def min_label(self, label):
         """Propagates the smallest label along edges until nothing changes, in place;
         the largest value of `label`'s type stands for "no label"."""
+        if self.native and label.dtype == np.int32 and native.min_label(self.ptr, self.dst, label):
+            return label
         frontier = np.flatnonzero(label != np.iinfo(label.dtype).max)
         while len(frontier):
             src, dst = self.out_edges(frontier)
@@ -415,6 +425,10 @@ class _Graph:
 
     def reach(self, seeds):
         """Mask of nodes reachable from `seeds` by one edge or more."""
+        if self.native:
+            found = native.reach(self.ptr, self.dst, self.n, seeds)
+            if found is not None:
+                return found
         seen = np.zeros(self.n, bool)
         _, frontier = self.out_edges(self.distinct(seeds))
         frontier = self.distinct(frontier)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived, per_run
+from .columns import by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
 from .gpu_device import gpu_peaks
 from .intervals import children_time
@@ -451,20 +452,22 @@ def _gpu_kernel_runs(run, space):
             hlo = attributed_ops(run, space, plane, li, hlo)
             tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
             pid = stat_ids(st["program_id"]) if "program_id" in st else np.full(n, np.nan)
-            is_hlo = np.array([isinstance(v, str) for v in hlo], dtype=bool)  # even "": then found nowhere
-            is_tf = ~is_hlo & np.array([isinstance(v, str) and v != "" for v in tf_op], dtype=bool)
+            # Per distinct value (a line has few distinct ops and many kernels).
+            is_hlo = by_value(hlo, lambda v: isinstance(v, str), bool)  # even "": then found nowhere
+            is_tf = ~is_hlo & by_value(tf_op, lambda v: isinstance(v, str) and v != "", bool)
             idx = np.flatnonzero(is_hlo | is_tf)
             if not len(idx):
                 offset += n
                 continue
-            names = np.array([h.split("::")[-1] if x else "" for h, x in zip(hlo[idx], is_hlo[idx])], dtype=object)
+            names = np.where(
+                is_hlo[idx], by_value(hlo[idx], lambda h: h.split("::")[-1] if isinstance(h, str) else ""), ""
+            )
+            names = names.astype(object)
             pids = pid[idx]
-            found = {}
             pids = np.where(np.isnan(pids), -1.0, pids)  # no program id (or not a number): found nowhere
-            for key in set(zip(pids[is_hlo[idx]], names[is_hlo[idx]])):
-                p, name = key
-                found[key] = p >= 0 and modules.instruction(int(p), name) is not None
-            keep = np.array([(not x) or found[(p, nm)] for x, p, nm in zip(is_hlo[idx], pids, names)], dtype=bool)
+            pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([pids, names]))
+            found = np.array([p >= 0 and modules.instruction(int(p), nm) is not None for p, nm in pairs], dtype=bool)
+            keep = ~is_hlo[idx] | found[pair]
             # Kernels of a command buffer: their op is the buffer, no instruction of the program.
             lost = idx[~keep][np.char.startswith(names[~keep].astype(str), COMMAND_BUFFER_PREFIX)]
             in_buffers += len(lost)
@@ -573,20 +576,22 @@ def _gpu_op_metrics(run):
     # Costs per entry: the first event's instruction, once per kernel (XProf's EnterOp).
     costs = np.zeros((len(runs), 5), dtype=np.float64)
     xla = runs["xla"].to_numpy(bool)
-    pairs = list(zip(runs["program_id"].to_numpy(), runs["name"].to_numpy()))
-    per_op = {}
-    for key in set(p for p, x in zip(pairs, xla) if x):
-        c = modules.costs(int(key[0]), "gpu")
-        per_op[key] = c.of(key[1]) if c is not None else (0, 0, 0, 0, 0)
-    for i, (key, x) in enumerate(zip(pairs, xla)):
-        if x:
-            costs[i] = per_op[key]
+    # Per distinct XLA op (program, name): its costs, from the program's cost model.
+    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([runs["program_id"].to_numpy(), runs["name"].to_numpy()]))
+    per_op = np.zeros((len(pairs), 5), dtype=np.float64)
+    for k in np.unique(pair[xla]):
+        program_id, name = pairs[k]
+        c = modules.costs(int(program_id), "gpu")
+        per_op[k] = c.of(name) if c is not None else (0, 0, 0, 0, 0)
+    costs[xla] = per_op[pair[xla]]
     occ = runs["occurrences"].to_numpy(np.float64)
     flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
     model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
     tf_names = {v: parse_tf_op(v) for v in set(runs.loc[~runs["xla"], "tf_op"].dropna())}
-    names = [
-        n if x else f"{tf_names[t][1]}/{e}" for n, x, t, e in zip(runs["name"], xla, runs["tf_op"], runs["event_name"])
+    names = runs["name"].to_numpy(dtype=object).copy()
+    tf = np.flatnonzero(~xla)  # TF ops: few on XLA programs, each named after its TF op and kernel
+    names[tf] = [
+        f"{tf_names[t][1]}/{e}" for t, e in zip(runs["tf_op"].to_numpy()[tf], runs["event_name"].to_numpy()[tf])
     ]
     df = pd.DataFrame(
         {
