@@ -578,14 +578,17 @@ class Run:
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
-        return kernel_stats(self)  # many hosts: mapped over them (core.kernels.kernel_reports)
+        # Many hosts: mapped over them (core.kernels.kernel_reports). Once per run, a copy each time.
+        return derived(self, "kernel_stats", lambda: kernel_stats(self)).copy()
 
     def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
         """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless
         `exclude_idle`): times in µs, rates in GFLOP/s and GiB/s, percentages as fractions."""
         from .analysis.framework_op_stats import framework_op_stats
 
-        return framework_op_stats(self, exclude_idle=exclude_idle)
+        # Once per run and choice (the widget asks again); a copy each time: frames are mutable.
+        key = ("framework_op_stats", exclude_idle)
+        return derived(self, key, lambda: framework_op_stats(self, exclude_idle=exclude_idle)).copy()
 
     def roofline_model(self) -> pd.DataFrame:
         """XProf's roofline model: one row per op and step (and `Total`), with the device roofs
@@ -593,7 +596,7 @@ class Run:
         without a GPU or TPU."""
         from .analysis.roofline import roofline_model
 
-        return roofline_model(self)
+        return derived(self, "roofline_model", lambda: roofline_model(self)).copy()  # (see framework_op_stats)
 
     def op_profile(
         self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"

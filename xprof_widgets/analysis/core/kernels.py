@@ -262,12 +262,14 @@ def _host_reports(run, space, modules):
         flags.append(ok)
     combos = combos.assign(op_name=names, is_op_tensor_core_eligible=flags)
     ev = ev.merge(combos, on=cols, how="left", sort=False)
-    launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
+    # Launch details parsed once per distinct text, spread to the events by code.
+    code, texts = pd.factorize(ev["details"].to_numpy(dtype=object))
+    launch = [parse_kernel_details(d) for d in texts]
     for k in ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes", "occupancy_pct"):
-        ev[k] = ev["details"].map({d: v[k] for d, v in launch.items()})
+        ev[k] = np.array([v[k] for v in launch])[code]
     for k in ("grid", "block"):
         for i in range(3):
-            ev[f"{k}_{i}"] = ev["details"].map({d: v[k][i] for d, v in launch.items()})
+            ev[f"{k}_{i}"] = np.array([v[k][i] for v in launch])[code]
     ev = ev.rename(columns={"name": "kernel_name", "uses_tc": "is_kernel_using_tensor_core"})
     groups = ev.groupby(_KEY, sort=False)
     reports = groups["duration_ns"].agg(
