@@ -538,18 +538,20 @@ def _line_events(line, modules):
     of = np.where(codes >= 0, kind[np.maximum(codes, 0)], 0)
     graph = np.flatnonzero(of == 1)
     own = np.flatnonzero((of == 2) & ~np.isnan(pid))
-    names = np.array([h.rsplit("::", 1)[-1] for h in hlo[own]], dtype=object)
+    op_name = lambda h: h.rsplit("::", 1)[-1]  # noqa: E731
+    names = by_value(hlo[own], op_name)
     # An op that is a `call` of a `command_buffer` computation: XLA before command buffers
-    # were formed from thunks.
-    found = {}
-    for p, name in set(zip(pid[own].tolist(), names.tolist())):
+    # were formed from thunks. Looked up once per distinct (program, op).
+    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([pid[own], names]))
+    kinds = np.empty(len(pairs), dtype=object)
+    for k, (p, name) in enumerate(pairs):
         instr = modules.instruction(int(p), name)
         older = instr is not None and instr.opcode == "call" and bool(instr.called)
         older = older and instr.called[0].name.startswith(COMMAND_BUFFER_PREFIX)
-        found[(p, name)] = "buffer" if older else ("op" if instr is not None else None)
-    what = np.array([found[(p, n)] for p, n in zip(pid[own].tolist(), names.tolist())], dtype=object)
+        kinds[k] = "buffer" if older else ("op" if instr is not None else None)
+    what = kinds[pair]
     graph = np.sort(np.concatenate([graph, own[what == "buffer"]]))
-    buffers = np.array([h.rsplit("::", 1)[-1] for h in hlo[graph]], dtype=object)
+    buffers = by_value(hlo[graph], op_name)
     ops = own[what == "op"]
     return (graph, buffers, pid[graph], corr[graph], node[graph]), (ops, names[what == "op"], pid[ops])
 

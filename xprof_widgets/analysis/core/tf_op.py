@@ -94,7 +94,11 @@ def stat_ids(values):
     import numpy as np
     import pandas as pd
 
-    ids = pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+    values = np.asarray(values)
+    if values.dtype.kind in "iuf":  # numbers already (no text among them): no per-value parse
+        ids = values.astype(np.float64)
+    else:
+        ids = pd.to_numeric(pd.Series(values.astype(object)), errors="coerce").to_numpy(dtype=np.float64)
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(ids) & (ids >= 0) & (ids < 2**63) & (ids == np.floor(ids))
     return np.where(ok, ids, np.nan)
