@@ -365,3 +365,30 @@ def test_grouping_graph_walks_equal_numpy(monkeypatch, seed):
         got = tiny.min_label(np.array([none, none, 2, 5, none], np.int32)).tolist()
         assert got == [2, 2, 2, 5, none]
         assert tiny.reach(np.array([3])).tolist() == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_nearest_source_equals_numpy(monkeypatch, seed):
+    """The nearest source each node descends from (the grouping's eager marking) is the
+    numpy code's: random graphs of events and context nodes (producers -> context ->
+    consumers, crossed within a round), ties at equal distance, sources reaching sources."""
+    from xprof_widgets.analysis.core.grouping import _Graph, _nearest_source
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 2000))
+    contexts = int(rng.integers(0, 50))
+    m = int(rng.integers(0, 3 * n))
+    edges = [rng.integers(0, n, (2, m))]
+    if contexts:  # producers -> context, context -> consumers
+        k = int(rng.integers(1, 4 * contexts))
+        edges.append(np.stack([rng.integers(0, n, k), n + rng.integers(0, contexts, k)]))
+        edges.append(np.stack([n + rng.integers(0, contexts, k), rng.integers(0, n, k)]))
+    edges = np.concatenate(edges, axis=1).astype(np.int32)
+    sources = rng.choice(n, int(rng.integers(1, max(2, n // 10))), replace=False)
+
+    def nearest():
+        return _nearest_source(_Graph(n + contexts, edges), n, sources).tolist()
+
+    ours, theirs = _both(monkeypatch, nearest)
+    assert ours == theirs
+    assert all(ours[s] == i for i, s in enumerate(sources))  # a source is its own nearest

@@ -391,3 +391,71 @@ int64_t xw_reach(const int64_t *ptr, const int32_t *out, int64_t n, const int32_
     }
     return 0;
 }
+
+/* Per node, the index of the nearest of `sources` it descends from (grouping.py
+ * `_nearest_source`): rounds of one hop from all sources at once; in a round a node not
+ * labelled yet takes the smallest label of the frontier nodes with an edge to it. Nodes
+ * from `n` on are context nodes, crossed within the round they are reached in (a second
+ * step from them, to nodes still unlabelled after the first step). `label` (room for
+ * total) gets INT32_MAX where no source reaches; `stamp`, `frontier`, `next`, `ctx`
+ * (room for total each) are scratch. */
+int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int64_t total, const int32_t *sources,
+                          int64_t k, int32_t *label, int32_t *stamp, int32_t *frontier, int32_t *next, int32_t *ctx) {
+    int64_t size = 0, step = 0;
+    for (int64_t v = 0; v < total; v++) {
+        label[v] = INT32_MAX;
+        stamp[v] = -1;
+    }
+    for (int64_t i = 0; i < k; i++) {
+        int32_t s = sources[i];
+        if (s < 0 || s >= total || k >= INT32_MAX) return XW_BAD;
+        label[s] = (int32_t)i;
+    }
+    for (int64_t i = 0; i < k; i++) { /* distinct sources */
+        int32_t s = sources[i];
+        if (stamp[s] != -2) {
+            stamp[s] = -2;
+            frontier[size++] = s;
+        }
+    }
+    while (size > 0) {
+        int64_t reached = 0, contexts = 0;
+        step++;
+        for (int64_t i = 0; i < size; i++) {
+            int32_t u = frontier[i];
+            for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
+                int32_t v = out[e];
+                if (label[v] != INT32_MAX && stamp[v] != (int32_t)step) continue; /* labelled before */
+                if (stamp[v] != (int32_t)step) {
+                    stamp[v] = (int32_t)step;
+                    if (v >= n) ctx[contexts++] = v;
+                    else next[reached++] = v;
+                }
+                if (label[u] < label[v]) label[v] = label[u];
+            }
+        }
+        if (contexts > 0) {
+            step++;
+            for (int64_t i = 0; i < contexts; i++) {
+                int32_t c = ctx[i];
+                for (int64_t e = ptr[c]; e < ptr[c + 1]; e++) {
+                    int32_t v = out[e];
+                    if (label[v] != INT32_MAX && stamp[v] != (int32_t)step) continue;
+                    if (stamp[v] != (int32_t)step) {
+                        stamp[v] = (int32_t)step;
+                        next[reached++] = v;
+                    }
+                    if (label[c] < label[v]) label[v] = label[c];
+                }
+            }
+        } else {
+            /* no context crossed: the reached context nodes (none) stay out of the frontier */
+        }
+        int32_t *swap = frontier;
+        frontier = next;
+        next = swap;
+        size = reached;
+        if (step > INT32_MAX - 4) return XW_BAD;
+    }
+    return 0;
+}

@@ -47,6 +47,7 @@ _SIGNATURES = {
     "xw_csr": "i32* i32* i64 i64 i64* i32*",
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
+    "xw_nearest_source": "i64* i32* i64 i64 i32* i64 i32* i32* i32* i32* i32*",
 }
 
 
@@ -249,3 +250,14 @@ def reach(ptr: np.ndarray, out: np.ndarray, n: int, seeds: np.ndarray) -> np.nda
     seeds = np.ascontiguousarray(seeds, dtype=np.int32)
     seen, stack = np.zeros(n, np.uint8), np.empty(n, np.int32)
     return None if _call("xw_reach", ptr, out, n, seeds, len(seeds), seen, stack) < 0 else seen.view(bool)
+
+
+def nearest_source(ptr: np.ndarray, out: np.ndarray, n: int, total: int, sources: np.ndarray) -> np.ndarray | None:
+    """`grouping._nearest_source` over CSR edges (int64, -1 where no source reaches); None
+    for a bad id."""
+    sources = np.ascontiguousarray(sources, dtype=np.int32)
+    label, stamp, frontier, nxt, ctx = (np.empty(total, np.int32) for _ in range(5))
+    args = (ptr, out, n, total, sources, len(sources), label, stamp, frontier, nxt, ctx)
+    if _call("xw_nearest_source", *args) < 0:
+        return None
+    return np.where(label == np.iinfo(np.int32).max, -1, label.astype(np.int64))

@@ -531,6 +531,10 @@ def _nearest_source(graph, n, sources):
     source. A context node stands for direct producer -> consumer edges, so it is
     crossed within the round. Sources at the same distance: the earliest listed wins.
     """
+    if graph.native:
+        found = native.nearest_source(graph.ptr, graph.dst, n, graph.n, sources)
+        if found is not None:
+            return found
     none = np.iinfo(np.int64).max
     label = np.full(graph.n, none)
     label[sources] = np.arange(len(sources))
