@@ -363,21 +363,15 @@ int64_t xw_min_label(const int64_t *ptr, const int32_t *out, int64_t n, const in
 }
 
 /* seen[v] = 1 for every node reachable from one of `seeds` by one edge or more (a seed
- * itself only when so reachable). `seen` (n bytes, zeroed) is the result; `stack` (room
- * for n) is scratch. */
+ * itself only when so reachable: it is walked from, not marked). `seen` (n bytes, zeroed)
+ * is the result; `stack` (room for n: a seed leaves it before anything is pushed, and a
+ * node is pushed only when marked) is scratch. */
 int64_t xw_reach(const int64_t *ptr, const int32_t *out, int64_t n, const int32_t *seeds, int64_t k,
                  uint8_t *seen, int32_t *stack) {
     for (int64_t i = 0; i < k; i++) {
-        int32_t s = seeds[i];
-        if (s < 0 || s >= n) return XW_BAD;
+        if (seeds[i] < 0 || seeds[i] >= n) return XW_BAD;
         int64_t top = 0;
-        for (int64_t e = ptr[s]; e < ptr[s + 1]; e++) {
-            int32_t v = out[e];
-            if (!seen[v]) {
-                seen[v] = 1;
-                stack[top++] = v;
-            }
-        }
+        stack[top++] = seeds[i];
         while (top > 0) {
             int32_t u = stack[--top];
             for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
