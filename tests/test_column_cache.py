@@ -356,3 +356,37 @@ def test_a_gzip_profile_is_cached_by_its_inflated_positions(cache_dir, tmp_path)
     again = _open(path)
     assert _from_cache(again)
     _assert_same(_results(first), _results(again))  # stats read from the inflated bytes
+
+
+def test_cache_info_and_clear_cache_say_what_is_kept_and_empty_it(cache_dir, profile, tmp_path):
+    """Users can see where the cache is, how big it is, its cap and which profiles it
+    holds, and empty it; links planted in it are neither followed nor removed."""
+    info = xw.cache_info()
+    assert info.folder == cache_dir and info.enabled and info.total_bytes == 0 and info.entries.empty
+    assert info.max_bytes == column_cache.MAX_BYTES == 4 * 2**30
+    _open(profile)
+    info = xw.cache_info()
+    assert info.entries["path"].tolist() == [os.path.realpath(profile)]
+    size = sum(f.stat().st_size for f in _entry(profile).rglob("*") if f.is_file())
+    assert info.entries["bytes"].tolist() == [size] and info.total_bytes == size > 0
+    assert f"1 profile(s), {size / 2**20:.1f} MiB of at most 4.0 GiB" in repr(info)
+    # Someone else's folder, linked into the cache's: not counted, not touched.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the cache's")
+    (outside / "manifest.json").write_text("{}")
+    os.symlink(outside, _entry(profile).parent / "planted")
+    os.symlink(outside, cache_dir / "v9")
+    assert xw.cache_info().total_bytes == size
+    assert xw.clear_cache() == size
+    assert not _entry(profile).exists() and xw.cache_info().entries.empty
+    assert (outside / "keep.txt").read_text() == "not the cache's"
+    assert not _from_cache(_open(profile))  # decoded again, and cached again
+    assert xw.cache_info().entries["path"].tolist() == [os.path.realpath(profile)]
+
+
+def test_the_cap_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(column_cache.ENV_MAX_BYTES, str(2**30))
+    assert column_cache.max_bytes() == xw.cache_info().max_bytes == 2**30
+    monkeypatch.setenv(column_cache.ENV_MAX_BYTES, "lots")
+    assert column_cache.max_bytes() == column_cache.MAX_BYTES

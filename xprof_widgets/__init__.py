@@ -9,6 +9,7 @@ xw.MemoryViewerWidget(run)           # in a notebook
 from ._version import __version__
 from .capture import capture
 from .errors import ProfileError
+from .io.column_cache import cache_info, clear_cache
 from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
 
@@ -23,4 +24,16 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ProfileError", "__version__", "Run", "capture", "compare", "list_runs", "load_run", "sample_run", *_WIDGETS]
+__all__ = [
+    "ProfileError",
+    "__version__",
+    "Run",
+    "cache_info",
+    "capture",
+    "clear_cache",
+    "compare",
+    "list_runs",
+    "load_run",
+    "sample_run",
+    *_WIDGETS,
+]

@@ -27,7 +27,8 @@ Where: `$XPROF_WIDGETS_CACHE_DIR`, else the platform's user cache folder
 `xprof-widgets/columns`, one entry per file path, at most `MAX_BYTES` in all (the
 entries used longest ago go first). `XPROF_WIDGETS_CACHE=0` (or `load_run(...,
 cache=False)`) turns it off. Files under `MIN_FILE_BYTES` are not cached: they decode
-in well under the time a cache saves.
+in well under the time a cache saves. `cache_info()` says where it is, how big, and
+which profiles it holds; `clear_cache()` empties it.
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 #: Bumped when what is written changes: entries of another format are not read.
 FORMAT_VERSION = 1
@@ -57,8 +61,9 @@ RACY_SECONDS = 2.0
 #: Entries are not written when the disk would be left with less than this free.
 MIN_FREE_BYTES = 1 * 2**30
 #: The most the cache holds (`XPROF_WIDGETS_CACHE_MAX_BYTES` to change it): past it, the
-#: entries used longest ago are deleted when a new one is written.
-MAX_BYTES = 20 * 2**30
+#: entries used longest ago are deleted when a new one is written. 4 GiB suits a laptop:
+#: the entry of a 9.7 M event profile is about 0.5 GB, of a 49 M event one about 2.7 GB.
+MAX_BYTES = 4 * 2**30
 ENV_MAX_BYTES = "XPROF_WIDGETS_CACHE_MAX_BYTES"
 #: A writer's temporary folder this old belongs to a process that died mid-write.
 STALE_TEMP_SECONDS = 3600
@@ -343,6 +348,100 @@ def store(space, key):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def max_bytes():
+    """The cache's cap in bytes: `$XPROF_WIDGETS_CACHE_MAX_BYTES`, else `MAX_BYTES`."""
+    try:
+        return int(os.environ.get(ENV_MAX_BYTES, MAX_BYTES))
+    except ValueError:
+        return MAX_BYTES
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What the column cache holds (`cache_info()`)."""
+
+    folder: Path  #: where entries are written
+    enabled: bool  #: whether opening a profile uses it (`XPROF_WIDGETS_CACHE`)
+    total_bytes: int  #: its size on disk, entries and unfinished writes
+    max_bytes: int  #: past this, the entries used longest ago are deleted
+    entries: pd.DataFrame  #: one row per profile: path, bytes, last_used (UTC), format
+
+    def __repr__(self):
+        state = "on" if self.enabled else "off (XPROF_WIDGETS_CACHE)"
+        return (
+            f"column cache at {self.folder} ({state}): {len(self.entries)} profile(s), "
+            f"{self.total_bytes / 2**20:.1f} MiB of at most {self.max_bytes / 2**30:.1f} GiB"
+        )
+
+
+def _entries(root):
+    """The folders the cache wrote under `root` (entries of every format version and
+    unfinished writes), never following a link: [(folder, is a finished entry)]."""
+    found = []
+    if not root.is_dir() or root.is_symlink():
+        return found
+    for version in root.iterdir():
+        if not version.name.startswith("v") or version.is_symlink() or not version.is_dir():
+            continue
+        for child in version.iterdir():
+            if child.is_symlink() or not child.is_dir():
+                continue
+            temporary = child.name.startswith((".tmp-", ".old-"))
+            if temporary or (child / "manifest.json").is_file():
+                found.append((child, not temporary))
+    return found
+
+
+def _size(folder):
+    """Bytes of the regular files below `folder` (links neither followed nor counted)."""
+    total = 0
+    for base, _dirs, files in os.walk(folder):  # os.walk does not follow links by default
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(base, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
+
+
+def cache_info():
+    """Where the column cache is, how big, its cap, and which profiles it holds (`CacheInfo`)."""
+    root = cache_root()
+    rows = []
+    total = 0
+    for folder, finished in _entries(root):
+        size = _size(folder)
+        total += size
+        if not finished:
+            continue
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+            path = str(manifest["source"]["path"])
+            used = (folder / "manifest.json").stat().st_mtime
+        except (OSError, ValueError, KeyError, TypeError):
+            path, used = None, folder.stat().st_mtime  # damaged: still the cache's, still counted
+        rows.append({"path": path, "bytes": size, "last_used": pd.Timestamp(used, unit="s", tz="UTC")})
+    entries = pd.DataFrame(rows, columns=["path", "bytes", "last_used"])
+    entries = entries.sort_values("last_used", ascending=False, ignore_index=True)
+    return CacheInfo(root, enabled(), total, max_bytes(), entries)
+
+
+def clear_cache():
+    """Delete every entry of the column cache (profiles reopen by decoding their files, and
+    are cached again). Only folders the cache wrote are removed, links are never followed.
+    Returns the bytes freed."""
+    wait_for_writers()
+    freed = 0
+    for folder, _ in _entries(cache_root()):
+        size = _size(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            freed += size
+    return freed
+
+
 def _touch(path):
     """Mark an entry as just used (pruning deletes the entries used longest ago)."""
     try:
@@ -353,23 +452,19 @@ def _touch(path):
 
 def _prune(root, keep):
     """Delete what nobody will read: temporary folders of writers that died, and, while the
-    cache holds more than its cap, the entries used longest ago (never `keep`)."""
-    try:
-        limit = int(os.environ.get(ENV_MAX_BYTES, MAX_BYTES))
-    except ValueError:
-        limit = MAX_BYTES
+    cache holds more than its cap, the entries used longest ago (never `keep`). Only the
+    cache's own folders count and go (`_entries`: links are neither followed nor removed)."""
+    limit = max_bytes()
     now = time.time()
     entries = []
-    for child in root.iterdir():
+    for child, finished in _entries(root.parent):
         try:
-            if child.name.startswith((".tmp-", ".old-")):
+            if not finished:
                 if now - child.stat().st_mtime > STALE_TEMP_SECONDS:
                     shutil.rmtree(child, ignore_errors=True)
                 continue
-            size = sum(f.stat().st_size for f in child.rglob("*") if f.is_file())
-            manifest = child / "manifest.json"
-            used = manifest.stat().st_mtime if manifest.exists() else child.stat().st_mtime
-            entries.append((used, size, child))
+            used = (child / "manifest.json").stat().st_mtime
+            entries.append((used, _size(child), child))
         except OSError:
             continue  # another process removed it meanwhile
     total = sum(size for _, size, _ in entries)
