@@ -115,6 +115,31 @@ def test_memory_profile_widget_state():
         w.sort_by = "nope"
 
 
+def test_memory_profile_heap_fills_the_chart_and_unrecorded_fields_are_said():
+    """On a GPU the allocator's free memory (here 144 GiB) would flatten the 460 MiB heap to
+    the axis: the chart's axis spans heap and stack, free memory has its own scale, hidden
+    until its legend entry is clicked. Op, data type and shape the allocator did not record
+    (XProf: blank, INVALID) read "not recorded", with a note why."""
+    run = xw.sample_run("gpu")
+    w = xw.MemoryProfileWidget(run)
+    timeline = w.result.timeline
+    assert timeline["free_bytes"].max() > 100 * (timeline["heap_bytes"] + timeline["stack_bytes"]).max()
+    fig = w._timeline_figure()
+    sampled = w.result.sampled_timeline()
+    top = (sampled["heap_bytes"] + sampled["stack_bytes"]).max() / 2**20  # MiB: the heap's unit
+    assert fig.yaxis[0].axis_label == "MiB" and fig.y_range.end == pytest.approx(top * 1.05)
+    (free,) = [r for r in fig.renderers if getattr(r, "y_range_name", "") == "free"]
+    assert not free.visible and fig.extra_y_ranges["free"].end == pytest.approx(
+        sampled["free_bytes"].max() / 2**20 * 1.05
+    )
+    assert fig.legend[0].click_policy == "hide"
+    assert (w.breakdown["data_type"] == "INVALID").all() and (w.breakdown["op_name"] == "").all()
+    assert "<td>INVALID</td>" not in w._table_html() and w._table_html().count("<i>not recorded</i>") >= 3 * min(
+        len(w.breakdown), 50
+    )
+    assert 'data-testid="not-recorded-note"' in w.html
+
+
 def test_memory_profile_widget_without_allocator_events_says_how():
     w = xw.MemoryProfileWidget(xw.sample_run())
     assert "No memory profile" in w.html and "TF_CPU_ALLOCATOR_USE_BFC" in w.html

@@ -101,7 +101,8 @@ class MemoryProfileWidget(BokehWidget):
             self._ready = True
         self.moment_ps = -1
         self.selected = {}
-        self._unit = _unit(int(self.result.timeline[["heap_bytes", "stack_bytes", "free_bytes"]].sum(axis=1).max()))
+        # The unit of what the chart's axis spans: heap and stack (free memory has its own scale).
+        self._unit = _unit(int(self.result.timeline[["heap_bytes", "stack_bytes"]].sum(axis=1).max()))
         self._samples = self.result.sampled_timeline()
         self.set_figures({"timeline": self._timeline_figure()})
         self.html = self._html()
@@ -177,7 +178,11 @@ class MemoryProfileWidget(BokehWidget):
         )
         # The curves draw from a copy: glyphs on the clicked source would dim.
         curves = ColumnDataSource({k: src.data[k] for k in ("t", "stack", "heap_top", "free", "frag")})
-        top = float(np.max(stack + heap + free)) if len(s) else 1.0
+        # Heap and stack fill the chart: free memory (on a GPU, the rest of its 80-140 GiB)
+        # would flatten them to the axis, so it has its own scale, hidden until its legend
+        # entry is clicked.
+        top = float(np.max(stack + heap)) if len(s) else 1.0
+        top = top if top > 0 else 1.0
         fig = figure(
             height=300,
             sizing_mode="stretch_width",
@@ -206,8 +211,18 @@ class MemoryProfileWidget(BokehWidget):
         fig.varea(
             x="t", y1="stack", y2="heap_top", source=curves, fill_color="#4e79a7", fill_alpha=0.8, legend_label="heap"
         )
-        fig.line("t", "free", source=curves, color="#59a14f", line_width=1.5, legend_label="free")
-        fig.extra_y_ranges = {"frag": Range1d(0, 100)}
+        free_top = float(np.max(free)) if len(s) else 0.0
+        fig.extra_y_ranges = {"frag": Range1d(0, 100), "free": Range1d(0, (free_top or 1.0) * 1.05)}
+        fig.line(
+            "t",
+            "free",
+            source=curves,
+            y_range_name="free",
+            color="#59a14f",
+            line_width=1.5,
+            legend_label=f"free (own scale, up to {free_top:,.3g} {unit})",
+            visible=False,
+        )
         fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
         fig.line(
             "t",
@@ -236,6 +251,7 @@ class MemoryProfileWidget(BokehWidget):
         )
         fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
         fig.legend.orientation = "horizontal"
+        fig.legend.click_policy = "hide"
         fig.add_layout(fig.legend[0], "above")  # over the chart, not over the curves
         fig.toolbar.logo = None
         return fig
@@ -283,23 +299,48 @@ class MemoryProfileWidget(BokehWidget):
             title = f"Allocations live at {moment_ms:,.3f} ms (all steps)."
             back = ' <button data-request="peak" data-testid="back-to-peak">back to the peak</button>'
         head = sortable_headers({c: HEADERS[c] for c in SORTABLE}, self.sort_by)
-        rows = []
+        rows, unsaid = [], False
         for row in table.head(TABLE_ROWS).itertuples(index=False):
+            # What the allocator did not record (XProf shows a blank op and the data type
+            # INVALID, TensorFlow's DT_INVALID): said in words, with a note why below.
+            op, dtype = _said(row.op_name, ""), _said(row.data_type, INVALID_DATA_TYPE)
+            region, shape = _said(row.region_type, ""), _said(row.shape, "")
+            unsaid |= NOT_RECORDED in (op, dtype, region, shape)
             rows.append(
-                f"<tr><td>{esc(row.op_name)}</td><td class=num>{esc(human_bytes(row.allocation_bytes))}</td>"
+                f"<tr><td>{op}</td><td class=num>{esc(human_bytes(row.allocation_bytes))}</td>"
                 f"<td class=num>{esc(human_bytes(row.requested_bytes))}</td><td class=num>{row.occurrences}</td>"
-                f"<td>{esc(row.region_type)}</td><td>{esc(row.data_type)}</td><td>{esc(row.shape)}</td></tr>"
+                f"<td>{region}</td><td>{dtype}</td><td>{shape}</td></tr>"
             )
         more = (
             f"<div>{len(table) - TABLE_ROWS} more rows: see the widget's .breakdown</div>"
             if len(table) > TABLE_ROWS
             else ""
         )
+        why = (
+            '<div class="xw-note" data-testid="not-recorded-note"><i>not recorded</i>: the allocator '
+            "event has no such stat. TensorFlow records the op, data type and shape of the tensors its "
+            "op kernels allocate; XLA's own buffers (all of a JAX program's) carry none, and XProf "
+            "shows them blank, with data type INVALID.</div>"
+            if unsaid
+            else ""
+        )
         return (
             f'<div data-testid="breakdown-title">{esc(title)}{back}</div>'
             + plain_table("breakdown", head, rows, len(table))
             + more
+            + why
         )
+
+
+#: XProf's name of a data type the allocator did not record (TensorFlow's DT_INVALID).
+INVALID_DATA_TYPE = "INVALID"
+NOT_RECORDED = "<i>not recorded</i>"
+
+
+def _said(value, missing):
+    """A cell's HTML: the value escaped, or "not recorded" where it is `missing`."""
+    text = "" if value is None else str(value)
+    return NOT_RECORDED if text == missing or text in ("", "nan") else esc(text)
 
 
 __all__ = ["MemoryProfileWidget"]
