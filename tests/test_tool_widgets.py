@@ -171,24 +171,27 @@ def test_kernel_stats_page_exports(gpu_run, tmp_path):
 def test_framework_op_table_is_the_analysis():
     run = corpus_run("tf_keras_cpu")
     w = FrameworkOpStatsWidget(run)
-    expected = run.framework_op_stats()
+    # IDLE left out by default, as XProf does: the analysis with exclude_idle=True.
+    expected = run.framework_op_stats(exclude_idle=True)
+    assert w.exclude_idle and "IDLE" not in set(w.table["type"])
     pd.testing.assert_frame_equal(w.table.reset_index(drop=True), expected.reset_index(drop=True))
     assert _rows_shown(w.html, "op-table") == list(range(min(len(expected), 100)))
     assert _cells(w.html, "op-table", 3)[:3] == list(expected["operation"][:3])
     # CPU only: a host pie, no device pie (a sentence instead).
     assert set(w.figures) == {"host_types"} and 'data-testid="device_types-none"' in w.html
-    # Without IDLE: recomputed, as the analysis with exclude_idle=True.
-    w.on_request("exclude_idle", {"value": False})  # the checkbox reads "Include IDLE"
-    assert w.exclude_idle
-    pd.testing.assert_frame_equal(w.stats, run.framework_op_stats(exclude_idle=True))
-    assert "IDLE" not in set(w.table["type"]) and "Include IDLE</label>" in w.html
-    w.on_request("exclude_idle", {"value": True})
+    assert "Include IDLE</label>" in w.html
+    # With IDLE: recomputed, as the analysis with its default.
+    w.on_request("exclude_idle", {"value": True})  # the checkbox reads "Include IDLE"
     assert not w.exclude_idle and "IDLE" in set(w.table["type"])
+    pd.testing.assert_frame_equal(w.stats, run.framework_op_stats())
+    w.on_request("exclude_idle", {"value": False})
+    assert w.exclude_idle
 
 
 def test_framework_op_sorting_and_filters():
     run = corpus_run("tf_gpu_multiworker")
-    w = FrameworkOpStatsWidget(run)
+    # IDLE in: this run's only device op is IDLE (its kernels name no op).
+    w = FrameworkOpStatsWidget(run, exclude_idle=False)
     s = run.framework_op_stats()
     assert set(w.figures) == {"device_types", "host_types"}
     w.on_request("sort", {"column": "occurrences"})
@@ -214,7 +217,7 @@ def test_framework_op_sorting_and_filters():
 def test_framework_op_wedge_click_filters_its_type():
     run = xw.sample_run("gpu")
     w = FrameworkOpStatsWidget(run)
-    device = run.framework_op_stats()
+    device = run.framework_op_stats(exclude_idle=True)
     device = device[device["host_or_device"] == "Device"]
     by_type = device.groupby("type")["total_self_time"].sum().sort_values(ascending=False)
     # Wedge 1 of the device pie is the second-largest type.

@@ -159,7 +159,12 @@ def test_memory_profile_names_are_escaped():
 def test_op_profile_widget_controls_and_selection():
     run = corpus_run("tpu_v6e_inference")
     w = xw.OpProfileWidget(run)
-    assert w.nodes[0][0].time_ps == run.op_profile().root.time_ps
+    # Idle left out by default, as XProf's op profile does, and the card says so.
+    assert w.exclude_idle and w.nodes[0][0].time_ps == run.op_profile(exclude_idle=True).root.time_ps
+    assert "Op time (idle excluded)" in w.html
+    w.exclude_idle = False
+    assert w.nodes[0][0].time_ps == run.op_profile().root.time_ps and "Profile time (idle included)" in w.html
+    w.exclude_idle = True
     w.select_op("copy-done.4")
     d = w.selected_op
     node = next(n for n, *_ in w.nodes if n.name == "copy-done.4")

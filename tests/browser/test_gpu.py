@@ -1,5 +1,5 @@
 """JAX on AMD MI300X GPUs in JupyterLab in headless Chromium: the op profile shows XProf's
-tree with its IDLE share and the cost model's FLOP rates; the trace viewer shows XProf's
+tree (idle excluded first, as XProf, then its IDLE share) and the cost model's FLOP rates; the trace viewer shows XProf's
 derived GPU lines and an XLA op event opens the op's card. JAX 0.11 on an NVIDIA H200: the
 overview's steps are XProf's; the kernels that ran in CUDA graphs (idle time in XProf) have
 their ops in the op profile, and one tapped in the trace opens its op card. Screenshots saved."""
@@ -16,21 +16,32 @@ ELEMENTWISE = PROFILES / "amd_jax_elementwise_mi300"
 GEMM = PROFILES / "amd_jax_gemm_mi300"
 
 
-def test_gpu_op_profile_with_idle(page, jupyter_lab):
+def test_gpu_op_profile_idle_excluded_then_included(page, jupyter_lab):
     widget = show_widget(page, jupyter_lab, "gpu_op_profile.ipynb", tool_cell("OpProfileWidget", ELEMENTWISE))
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
+    # First view as XProf's: idle left out (62 % of this run), the card says so.
     ref = xw.OpProfileWidget(ELEMENTWISE)
     root = ref.profile.root
     assert (
         widget.locator("[data-stat='flops_utilization']").inner_text()
         == f"{100 * root.flops_utilization_of_time:.4f} %"
     )
-    names = widget.locator("tr[data-node] td:first-child").all_inner_texts()
-    assert "IDLE" in names  # the devices' idle time, as XProf shows it (62 % here)
-    idle = next(n for n, *_ in ref.nodes if n.name == "IDLE")
+    card = widget.locator(".xw-stat", has=page.locator("[data-stat='total_time']"))
+    assert card.locator(".xw-label").inner_text() == "Op time (idle excluded)"
+    assert widget.locator("[data-stat='total_time']").inner_text() == f"{root.time_ps / 1e9:,.3f} ms"
+    assert "IDLE" not in widget.locator("tr[data-node] td:first-child").all_inner_texts()
+    # Include idle: the devices' idle time, as XProf shows it with the box unticked.
+    widget.get_by_label("exclude idle").uncheck()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('tr[data-node] td:first-child')].some(td => td.innerText === 'IDLE')",
+        timeout=15_000,
+    )
+    assert card.locator(".xw-label").inner_text() == "Profile time (idle included)"
+    with_idle = xw.OpProfileWidget(ELEMENTWISE, exclude_idle=False)
+    idle = next(n for n, *_ in with_idle.nodes if n.name == "IDLE")
     assert 0.6 < idle.time_fraction < 0.63
     # The sin fusion: 662 cycles per element on XLA's sm_86 profile, XProf's 0.458 PFLOP/s.
-    sin = next(i for i, (n, *_r) in enumerate(ref.nodes) if n.kind == "op" and n.program_id == 13)
+    sin = next(i for i, (n, *_r) in enumerate(with_idle.nodes) if n.kind == "op" and n.program_id == 13)
     widget.locator(f"tr[data-node='{sin}']").click()
     page.wait_for_function(
         "() => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === 'loop_convert_fusion'",
@@ -81,8 +92,8 @@ def test_nvidia_jax_steps_and_command_buffers(page, jupyter_lab):
     assert f"{expected.avg_step_time_ms:.1f}" == ref[1]["p"]["steptime_ms_average"] == "276.0"
     assert widget.locator("[data-stat='device_type']").inner_text() == "Nvidia GPU (Hopper)"
     finish(page, widget, "overview-nvidia-h200.png")
-    source = f"import xprof_widgets as xw\nw = xw.OpProfileWidget({str(logdir)!r}, exclude_idle=True)\nw"
-    widget = show_widget(page, jupyter_lab, "nvidia_op_profile.ipynb", source)
+    # The default view (idle excluded, as XProf's): the ops at first sight, not an IDLE disc.
+    widget = show_widget(page, jupyter_lab, "nvidia_op_profile.ipynb", tool_cell("OpProfileWidget", logdir))
     note = widget.locator(".xw-note", has_text="CUDA graphs").first.inner_text()
     assert note.startswith("232 of the 305 GPU kernels that name an op ran in CUDA graphs")
     assert "232 of 232 kernels attributed" in note

@@ -61,3 +61,32 @@ def test_memory_profile_widget_in_lab(page, jupyter_lab):
         timeout=15_000,
     )
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
+
+
+def test_gpu_memory_profile_heap_fills_the_chart(page, jupyter_lab):
+    """On the GPU sample the allocator has 144 GiB free against a 460 MiB heap: the chart's
+    axis spans heap and stack (free memory has its own scale, off until its legend entry is
+    clicked), and what the allocator did not record reads "not recorded", with a note."""
+    source = "import xprof_widgets as xw\nw = xw.MemoryProfileWidget(xw.sample_run('gpu'))\nw"
+    widget = show_widget(page, jupyter_lab, "memory_profile_gpu.ipynb", source)
+    expected = xw.MemoryProfileWidget(xw.sample_run("gpu"))
+    sampled = expected.result.sampled_timeline()
+    top_mib = (sampled["heap_bytes"] + sampled["stack_bytes"]).max() / 2**20
+    # The y range the page's chart was given (read from its Bokeh document).
+    end = page.evaluate("""async () => {
+      const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+      for (const view of Object.values(Bokeh.embed.index)) {
+        if (!view.el.isConnected) continue;
+        return view.model.y_range.end;
+      }
+      return null;
+    }""")
+    assert abs(end - top_mib * 1.05) < 1e-6 * top_mib
+    assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
+    note = widget.locator("[data-testid='not-recorded-note']").inner_text()
+    assert note.startswith("not recorded: the allocator event has no such stat")
+    assert widget.locator("[data-testid='breakdown'] td", has_text="not recorded").count() >= 3
+    assert widget.locator("[data-testid='breakdown'] td", has_text="INVALID").count() == 0
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(ARTIFACTS / "memory-profile-gpu-heap.png"))
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"

@@ -171,12 +171,12 @@ def test_kernel_stats_and_roofline_of_a_cpu_run_say_why(page, jupyter_lab):
 def test_framework_op_stats_in_lab(page, jupyter_lab):
     page.set_viewport_size({"width": 1400, "height": 1300})
     widget = _show_tool(page, jupyter_lab, "framework_op_stats.ipynb", "FrameworkOpStatsWidget", "xw.sample_run('gpu')")
-    stats = xw.sample_run("gpu").framework_op_stats()
+    stats = xw.sample_run("gpu").framework_op_stats(exclude_idle=True)  # IDLE out at first, as XProf
     # Two pies (device and host), each with its legend, and XProf's table.
     assert widget.locator("[data-testid='device_types-pie'] canvas").count() >= 1
     assert widget.locator("[data-testid='host_types-pie'] canvas").count() >= 1
     assert widget.evaluate(PAINTED_PIXELS_JS) > 10_000
-    assert _rows(widget, "op-table") == len(stats) == 6
+    assert _rows(widget, "op-table") == len(stats) == 4
     assert _column(widget, "op-table", "operation") == list(stats["operation"])
     widget.locator("th[data-col='total_time']").click()
     page.wait_for_selector(".xw-fos th.sorted[data-col='total_time']", timeout=15_000)
@@ -216,12 +216,21 @@ def test_framework_op_stats_idle_toggle_on_multiworker(page, jupyter_lab):
         page, jupyter_lab, "framework_op_stats_tf.ipynb", "FrameworkOpStatsWidget", repr(str(MULTIWORKER))
     )
     run = xw.load_run(MULTIWORKER)
-    stats = run.framework_op_stats()
-    assert _rows(widget, "op-table") == len(stats) == 501
-    assert widget.locator("[data-testid='op-table'] tbody tr").count() == 100  # top 100 shown
-    # Excluding IDLE recomputes the table (XProf's second table).
-    widget.locator("[data-testid='include-idle']").uncheck()
+    # IDLE left out at first (XProf's default); including it recomputes the table.
     without = run.framework_op_stats(exclude_idle=True)
+    assert _rows(widget, "op-table") == len(without) == 499
+    assert "IDLE" not in _column(widget, "op-table", "type")
+    widget.locator("[data-testid='include-idle']").check()
+    stats = run.framework_op_stats()
+    page.wait_for_function(
+        "n => document.querySelector(\"[data-testid='op-table']\")?.dataset.rows === String(n)",
+        arg=len(stats),
+        timeout=30_000,
+    )
+    assert len(stats) == 501 and widget.locator("[data-testid='op-table'] tbody tr").count() == 100  # top 100
+    assert "IDLE" in _column(widget, "op-table", "type")
+    # And out again.
+    widget.locator("[data-testid='include-idle']").uncheck()
     page.wait_for_function(
         "n => document.querySelector(\"[data-testid='op-table']\")?.dataset.rows === String(n)",
         arg=len(without),
@@ -332,7 +341,7 @@ def test_exports_open_from_a_file(page, tmp_path):
     roofline.select_row(3)
     for name, w, table, rows in (
         ("kernel-stats", kernels, "kernel-table", 12),
-        ("framework-op-stats", FrameworkOpStatsWidget(run), "op-table", 6),
+        ("framework-op-stats", FrameworkOpStatsWidget(run), "op-table", 4),  # IDLE out, as XProf
         ("roofline", roofline, "roofline-table", 14),
     ):
         path = w.to_html(tmp_path / f"{name}.html")

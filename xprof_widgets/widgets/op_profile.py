@@ -56,7 +56,9 @@ class OpProfileWidget(BokehWidget):
     ).tag(sync=True)
     sort_by = traitlets.Enum(("time", "wasted_time"), "time", help='"time" or "wasted_time".').tag(sync=True)
     top_n = traitlets.Int(100, min=1, help="Children shown per node.").tag(sync=True)
-    exclude_idle = traitlets.Bool(False, help="Leave idle time out of the fractions.").tag(sync=True)
+    # As XProf's op profile: idle time left out unless asked for (on a GPU run it is most of
+    # the profile, and the ops would be hairlines in the sunburst).
+    exclude_idle = traitlets.Bool(True, help="Leave idle time out of the fractions.").tag(sync=True)
     name_filter = traitlets.Unicode("", help="Show only nodes whose name contains this (and their parents).").tag(
         sync=True
     )
@@ -334,7 +336,11 @@ class OpProfileWidget(BokehWidget):
         )
         stats = stat_cards(
             [
-                ("total_time", "Profile time", f"{root.time_ps / 1e9:,.3f} ms"),
+                (
+                    "total_time",
+                    "Op time (idle excluded)" if self.exclude_idle else "Profile time (idle included)",
+                    f"{root.time_ps / 1e9:,.3f} ms",
+                ),
                 ("flops_utilization", "FLOPS utilization", percent(root.flops_utilization_of_time, 4)),
                 ("hbm_utilization", "HBM bandwidth utilization", percent(root.hbm_utilization)),
                 ("ops", "Ops", f"{sum(1 for n, *_ in self.nodes if n.kind == 'op'):,}"),
