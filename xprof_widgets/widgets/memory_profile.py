@@ -220,7 +220,7 @@ class MemoryProfileWidget(BokehWidget):
             y_range_name="free",
             color="#59a14f",
             line_width=1.5,
-            legend_label=f"free (own scale, up to {free_top:,.3g} {unit})",
+            legend_label=f"free (own scale, up to {human_bytes(int(free_top * div))})",
             visible=False,
         )
         fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
