@@ -11,7 +11,13 @@ import xprof_widgets as xw
 from xprof_widgets.analysis.core import grouping as G
 from xprof_widgets.analysis.core.host_ops import host_op_metrics, stack_self_time
 from xprof_widgets.analysis.core.op_stats import framework_op
-from xprof_widgets.analysis.overview import EAGER_REPORT_PERCENT, TOP_OPS_SHOWN, eager_recommendation, overview
+from xprof_widgets.analysis.overview import (
+    EAGER_REPORT_PERCENT,
+    STEP_TIME_COMPONENTS,
+    TOP_OPS_SHOWN,
+    eager_recommendation,
+    overview,
+)
 from xprof_widgets.io import schema
 from xprof_widgets.io.xspace import read_xspace
 
@@ -59,6 +65,37 @@ def test_step_time(page):
     assert f"{res.min_step_time_ms:.1f}" == p["steptime_ms_minimum"]
     assert f"{res.max_step_time_ms:.1f}" == p["steptime_ms_maximum"]
     assert f"{res.std_step_time_ms:.1f}" == p["steptime_ms_standard_deviation"]
+
+
+def test_step_time_components(page):
+    """XProf's performance summary: each step-time component's average and sample standard
+    deviation over the steps (its `<component>_ms_avg` / `_sdv`, one decimal). With one
+    step XProf prints "-nan" (zero components) or 0.0: ours is NaN, undefined."""
+    _, res, ref = page
+    p = ref[STEPS]["p"]
+    parts = res.step_time_components()
+    if res.steps.empty:
+        assert parts.empty
+        return
+    assert list(parts.index) == [c[0] for c in STEP_TIME_COMPONENTS]
+    for name, row in parts.iterrows():
+        assert f"{row.avg_ms:.1f}" == p[f"{name}_ms_avg"], name
+        if len(res.steps) > 1:
+            assert f"{row.sdv_ms:.1f}".replace("-0.0", "0.0") == p[f"{name}_ms_sdv"].replace("-0.0", "0.0"), name
+        else:
+            assert np.isnan(row.sdv_ms) and p[f"{name}_ms_sdv"] in ("-nan", "nan", "0.0")
+
+
+def test_performance_summary_on_the_page():
+    run = corpus_run("jax_transformer_cpu")
+    w = xw.OverviewWidget(run)
+    parts = w.result.step_time_components()
+    assert 'data-testid="step-summary"' in w.html
+    assert (
+        f'data-component="host_compute_time"><td>Host compute</td><td class=num>{parts.avg_ms["host_compute_time"]:,.1f}'
+        in w.html
+    )
+    assert f"<td class=num>{parts.sdv_ms['other_time']:,.1f}</td></tr>" in w.html
 
 
 def test_top_ops(page):

@@ -145,6 +145,41 @@ class OverviewResult:
     module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
     notes: str = ""
 
+    def step_time_components(self) -> pd.DataFrame:
+        """XProf's performance summary of the step time: per component of the breakdown
+        (index: XProf's field name, e.g. "device_compute_time"), its label, the steps'
+        column, avg_ms and sdv_ms (the sample standard deviation over the steps; NaN with a
+        single step, where it is undefined: XProf prints "-nan" for the components that are
+        zero, 0.0 for the others). Empty without steps."""
+        return step_time_components(self.steps)
+
+
+#: XProf's step-time components (overview_page.json `<field>_ms_avg/_sdv`): (field, label,
+#: column of `steps`), in the order its performance summary lists them.
+STEP_TIME_COMPONENTS = (
+    ("compile_time", "Compilation", "compilation_ms"),
+    ("infeed_time", "Input", "input_ms"),
+    ("outfeed_time", "Output", "output_ms"),
+    ("kernel_launch_time", "Kernel launch", "kernel_launch_ms"),
+    ("host_compute_time", "Host compute", "host_compute_ms"),
+    ("device_collectives_time", "Device collective communication", "device_collectives_ms"),
+    ("device_to_device_time", "Device to device", "device_to_device_ms"),
+    ("device_compute_time", "Device compute", "device_compute_ms"),
+    ("other_time", "All others", "all_others_ms"),
+)
+
+
+def step_time_components(steps: pd.DataFrame) -> pd.DataFrame:
+    """See `OverviewResult.step_time_components`."""
+    rows = []
+    for name, label, column in STEP_TIME_COMPONENTS:
+        if steps.empty or column not in steps:
+            continue
+        values = steps[column].to_numpy(np.float64)
+        sdv = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+        rows.append({"component": name, "label": label, "column": column, "avg_ms": values.mean(), "sdv_ms": sdv})
+    return pd.DataFrame(rows, columns=["component", "label", "column", "avg_ms", "sdv_ms"]).set_index("component")
+
 
 # The overview's fields that are the input pipeline's (`input_pipeline`), unchanged.
 _FROM_INPUT_PIPELINE = (

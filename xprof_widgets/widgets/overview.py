@@ -11,6 +11,7 @@ for the other widgets (the trace viewer).
 
 from __future__ import annotations
 
+import numpy as np
 import traitlets
 
 from ..format import ms
@@ -46,6 +47,27 @@ class OverviewWidget(BokehWidget):
         ok = sel.get("source") == "steps" and sel.get("id") is not None
         self.selected_step = step_range(self.result.steps, sel["id"]) if ok else {}
         self.html = self._html()
+
+    def _summary_html(self):
+        """XProf's performance summary: the step time and each component of its breakdown,
+        average and standard deviation over the steps (ms)."""
+        r = self.result
+        parts = r.step_time_components()
+        if parts.empty:
+            return ""
+        sigma = lambda v: "n/a with one step" if np.isnan(v) else f"{v:,.1f}"  # noqa: E731
+        rows = [
+            f"<tr><td><b>Step time</b></td><td class=num>{r.avg_step_time_ms:,.1f}</td>"
+            f"<td class=num>{r.std_step_time_ms:,.1f}</td></tr>"
+        ]
+        rows += [
+            f'<tr data-component="{esc(name)}"><td>{esc(row.label)}</td><td class=num>{row.avg_ms:,.1f}</td>'
+            f"<td class=num>{sigma(row.sdv_ms)}</td></tr>"
+            for name, row in parts.iterrows()
+        ]
+        return "<h4>Performance summary (ms per step)</h4>" + plain_table(
+            "step-summary", ["", "Average", "Standard deviation"], rows
+        )
 
     def _html(self):
         r = self.result
@@ -127,6 +149,7 @@ class OverviewWidget(BokehWidget):
 <div class="xw-ov">
   <div class="xw-head"><b>Overview of run {esc(self.run.name)}</b></div>
   {stat_cards(stats) if stats else ""}
+  {self._summary_html()}
   <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>
   {no_steps}
   <div data-figure="steps"></div>{step}
