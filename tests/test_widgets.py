@@ -591,7 +591,11 @@ def test_step_graph_of_one_step_is_one_named_bar():
         {"step_name": ["7"], "step_number": [7], "step_time_ms": [3.0], "begin_ps": [0], "device_compute_ms": [3.0]}
     )
     fig = steps_figure(one)
-    assert (fig.x_range.start, fig.x_range.end) == (-0.6, 9.6)
+    assert (fig.x_range.start, fig.x_range.end) == (-1.6, 1.6)  # three bar widths, the bar centred
+    five = pd.concat([one] * 5, ignore_index=True).assign(step_name=list("abcde"))
+    fig = steps_figure(five)
+    assert (fig.x_range.start, fig.x_range.end) == (-0.6, 4.6)  # five steps fill the width
+    fig = steps_figure(one)
     assert isinstance(fig.xaxis.ticker, FixedTicker) and fig.xaxis.ticker.ticks == [0]
     assert fig.xaxis.major_label_overrides == {0: "7"}
     many = pd.DataFrame(

@@ -32,7 +32,7 @@ HOST = {
     "preprocessing": "Preprocessing",
     "unclassified": "Other",
 }
-MIN_STEP_SLOTS = 10  # the step-time graph is at least this many bar widths wide
+MIN_STEP_SLOTS = 3  # the step-time graph is at least this many bar widths wide (1-2 steps centred)
 MAX_STEP_LABEL = 24  # characters of a step name under its bar
 OP_COLUMNS = {
     "op_name": "Input op",
@@ -55,8 +55,10 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
     src = ColumnDataSource(data, name="steps")
     n = len(steps)
-    # At least MIN_STEP_SLOTS bar widths across: one step is one bar, not the whole chart.
-    x_range = Range1d(-0.6, max(n, MIN_STEP_SLOTS) - 0.4, bounds=(-0.6, max(n, MIN_STEP_SLOTS) - 0.4))
+    # The steps fill the width (4-6 steps are not squeezed into half of it), but at least
+    # MIN_STEP_SLOTS bar widths across, centred: one step is one bar, not the whole chart.
+    pad = max(MIN_STEP_SLOTS - n, 0) / 2
+    x_range = Range1d(-0.6 - pad, n - 0.4 + pad, bounds=(-0.6 - pad, n - 0.4 + pad))
     fig = figure(
         height=280,
         sizing_mode="stretch_width",
