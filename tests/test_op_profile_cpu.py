@@ -199,3 +199,21 @@ def test_group_by_provenance(logdir):
         for part in path:
             node = next(c for c in node.children if c.name == part and c.kind == "provenance")
         assert any(c is leaf for c in node.children)
+
+
+def test_cpu_op_card_says_bandwidth_is_unknown(cpu_run):
+    """A CPU op's card: no HBM peak and no HBM bytes measured reads "n/a", as the tables say
+    it, never "0.00 GB/s"; where bytes are known, the rate with "peak unknown"."""
+    from xprof_widgets.widgets.op_details import op_details, op_details_html
+
+    prof = op_profile(cpu_run)
+    nodes = [n for n, _, _ in prof.root.walk() if n.kind in ("op", "fused")]
+    for node in nodes:
+        details = op_details(node, "p")
+        page = op_details_html(details)
+        assert "0.00 GB/s" not in page, node.name
+        if details["hbm_gb_per_s"]:
+            assert f"{details['hbm_gb_per_s']:,.2f} GB/s (peak unknown)" in page
+        else:
+            assert "<td>HBM bandwidth</td><td>n/a</td>" in page
+    assert any(not op_details(n, "p")["hbm_gb_per_s"] for n in nodes)

@@ -63,9 +63,9 @@ def op_details_html(details, show_graph=False):
         ("Average time", duration(details["avg_time_ps"]) if details["occurrences"] else None),
         ("FLOP rate", f"{details['tflops_per_s']:,.3f} TFLOP/s"),
         ("FLOPS utilization", percent(details["flops_utilization"])),
-        ("HBM bandwidth", f"{details['hbm_gb_per_s']:,.2f} GB/s ({percent(details['hbm_utilization'])} of peak)"),
-        ("On-chip read", f"{details['on_chip_read_gb_per_s']:,.2f} GB/s"),
-        ("On-chip write", f"{details['on_chip_write_gb_per_s']:,.2f} GB/s"),
+        ("HBM bandwidth", _bandwidth(details["hbm_gb_per_s"], details["hbm_utilization"])),
+        ("On-chip read", _bandwidth(details["on_chip_read_gb_per_s"], details["hbm_utilization"], peak=False)),
+        ("On-chip write", _bandwidth(details["on_chip_write_gb_per_s"], details["hbm_utilization"], peak=False)),
         ("Wasted time", percent(details["wasted_time_fraction"])),
         ("Framework op", details.get("provenance")),
     ]
@@ -78,6 +78,18 @@ def op_details_html(details, show_graph=False):
         f'<b data-testid="op-card-name">{esc(details["name"])}</b>'
         f'<table style="font-size:12px">{body}</table>{code}{_graph_link(details, show_graph)}</div>'
     )
+
+
+def _bandwidth(gb_per_s, utilization, peak=True):
+    """A bandwidth for the card. Where the device's memory peak is unknown (a CPU: NaN
+    utilization) and nothing was measured, "n/a" as in the tables, never "0.00 GB/s"."""
+    unknown = utilization != utilization  # NaN
+    if unknown and not gb_per_s:
+        return "n/a"
+    text = f"{gb_per_s:,.2f} GB/s"
+    if not peak:
+        return text
+    return f"{text} (peak unknown)" if unknown else f"{text} ({percent(utilization)} of peak)"
 
 
 def _graph_link(details, show_graph):
