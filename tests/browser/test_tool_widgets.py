@@ -85,6 +85,22 @@ def test_kernel_stats_in_lab(page, jupyter_lab):
     assert [_number(t) for t in _column(widget, "kernel-table", "total_duration_us")] == [
         round(v, 3) for v in stats["total_duration_us"]
     ]
+    # At 1,400 px the numbers read first (occurrences, durations) are in view without
+    # scrolling; the table scrolls sideways inside its box, the kernel name staying put.
+    wrap = widget.locator(".xw-table-wrap").first
+    right = wrap.evaluate("el => el.getBoundingClientRect().right")
+    save_screenshot(page, "kernel-stats-1400px")
+    for col in ("kernel_name", "op_name", "occurrences", "total_duration_us", "avg_duration_us"):
+        box = widget.locator(f"[data-testid='kernel-table'] th[data-col='{col}']").bounding_box()
+        assert box["x"] + box["width"] <= right, col
+    name = widget.locator("[data-testid='kernel-table'] th[data-col='kernel_name']")
+    before = name.bounding_box()["x"]
+    scrolled = wrap.evaluate("el => { el.scrollLeft = el.scrollWidth; return el.scrollLeft; }")
+    page.wait_for_timeout(200)
+    if scrolled > 0:  # wider than its box: the name column stays at the box's left edge
+        left = wrap.evaluate("el => el.getBoundingClientRect().left")
+        assert abs(name.bounding_box()["x"] - left) < 2 and name.bounding_box()["x"] <= before
+    wrap.evaluate("el => { el.scrollLeft = 0; }")
 
     # A header click sorts on that column, largest first; a second one flips it.
     widget.locator("th[data-col='occurrences']").click()

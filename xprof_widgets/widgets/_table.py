@@ -46,11 +46,13 @@ class Column:
     wrap: bool = False
     descending_first: bool | None = None  # None: numbers descending, text ascending
     clamp: int = 0  # long text shows this many lines (0: all), the whole of it in its title
+    sticky: bool = False  # stays at the left edge while the rest of a wide table scrolls
 
     def cell(self, value) -> str:
         """The `<td>` of one value."""
         if self.kind in _TEXT_KINDS:
-            cls = ' class="wrap"' if self.wrap else ""
+            classes = " ".join(c for c, on in (("wrap", self.wrap), ("sticky", self.sticky)) if on)
+            cls = f' class="{classes}"' if classes else ""
             text = esc(value)
             if self.clamp and len(str(value)) > 60 * self.clamp:
                 text = f'<div class="xw-clamp" style="-webkit-line-clamp: {self.clamp}" title="{text}">{text}</div>'
@@ -94,6 +96,7 @@ def _column_table() -> dict[str, list[Column]]:
             wrap="wrap" in look,
             descending_first=True if "descending" in look else False if "ascending" in look else None,
             clamp=int(look.get("clamp", 0)),
+            sticky="sticky" in look,
         )
         table.setdefault(row["tool"], []).append(column)
     return table
@@ -102,7 +105,8 @@ def _column_table() -> dict[str, list[Column]]:
 def table_columns(tool: str) -> tuple[Column, ...]:
     """The columns of a table tool (XProf's name, e.g. "kernel_stats"), in order, as
     `table_columns.csv` beside this module lists them: key, XProf's header, kind, digits
-    and look ("wrap", "ascending" or "descending" for the first click, "clamp=N")."""
+    and look ("wrap", "ascending" or "descending" for the first click, "clamp=N", "sticky":
+    the column stays in view while a wide table scrolls sideways)."""
     return tuple(_column_table()[tool])
 
 
@@ -187,9 +191,11 @@ class SortedTable(traitlets.HasTraits):
         for c in columns:
             on = c.key == self.sort_by
             arrow = f' <span class="xw-arrow">{"▼" if self.sort_descending else "▲"}</span>' if on else ""
+            classes = " ".join(k for k, yes in (("sorted", on), ("sticky", c.sticky)) if yes)
+            cls = f' class="{classes}"' if classes else ""
             head.append(
-                f'<th data-request="sort" data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"'
-                f'{" class=sorted" if on else ""}><span class="xw-th">{esc(c.header)}{arrow}</span></th>'
+                f'<th data-request="sort" data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"{cls}>'
+                f'<span class="xw-th">{esc(c.header)}{arrow}</span></th>'
             )
         body = []
         records = frame[[c.key for c in columns]].itertuples(index=True, name=None)
