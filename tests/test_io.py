@@ -117,11 +117,11 @@ def test_sample_run_is_real_and_gzipped():
         "overview_page",
         "input_pipeline_analyzer",
         "op_profile",
+        "hlo_stats",
         "trace_viewer",
         "memory_viewer",
         "graph_viewer",
         "framework_op_stats",
-        "hlo_stats",
     ]
     gpu = xw.sample_run("gpu")
     assert str(gpu.files["tw003"]).endswith(".xplane.pb.gz") and len(gpu.hlo_protos) == 16
@@ -129,6 +129,7 @@ def test_sample_run_is_real_and_gzipped():
         "overview_page",
         "input_pipeline_analyzer",
         "op_profile",
+        "hlo_stats",
         "trace_viewer",
         "memory_profile",
         "memory_viewer",
@@ -136,7 +137,6 @@ def test_sample_run_is_real_and_gzipped():
         "kernel_stats",
         "framework_op_stats",
         "roofline_model",
-        "hlo_stats",
     ]
 
 

@@ -385,3 +385,59 @@ def test_roofline_names_are_escaped():
     assert "<img" not in w.html and html.escape(HOSTILE) in w.html
     assert source_text("<div class='source-info-cell' title='a &lt;b&gt;'>x.py:3</div>") == "x.py:3"
     assert len(w.to_html()) > 1_000_000
+
+
+# --- HloStatsWidget ------------------------------------------------------------------
+
+
+def test_hlo_stats_table_is_the_analysis_with_its_charts(gpu_run):
+    from xprof_widgets.widgets.hlo_stats import HloStatsWidget
+
+    w = HloStatsWidget(gpu_run)
+    expected = gpu_run.hlo_stats()
+    assert len(expected) == 16
+    # XProf's order (its rank) and every column of the analysis, times also in µs.
+    pd.testing.assert_frame_equal(w.table[expected.columns].reset_index(drop=True), expected)
+    assert list(w.table["total_time_us"]) == list(expected["total_time_ps"] / 1e6)
+    assert _rows_shown(w.html, "hlo-table") == list(range(16))
+    assert _cells(w.html, "hlo-table", 1)[:3] == list(expected["hlo_op_name"][:3])
+    assert _cells(w.html, "hlo-table", 5)[0] == f"{expected['total_time_ps'][0] / 1e6:,.3f}"
+    assert set(w.figures) == {"categories", "ops", "rates"}
+    assert f"{expected['self_time_ps'].sum() / 1e9:,.3f} ms" in w.html
+    # Sort on a header, filter by name and category; the charts follow the filters.
+    w.on_request("sort", {"column": "self_time_us"})
+    assert list(w.table["self_time_ps"]) == sorted(expected["self_time_ps"], reverse=True)
+    w.on_request("category_filter", {"value": "LOOP"})
+    assert set(w.table["category"]) == {c for c in expected["category"] if "loop" in c.lower()} != set()
+    w.on_request("name_filter", {"value": "no such op"})
+    assert w.table.empty and "No HLO op matches" in w.html and w.figures == {}
+    w.name_filter = w.category_filter = ""
+    assert set(w.figures) == {"categories", "ops", "rates"}
+
+
+def test_hlo_stats_row_opens_the_op_card_with_the_graph_viewer_way(gpu_run):
+    from xprof_widgets.widgets.hlo_stats import HloStatsWidget
+
+    w = HloStatsWidget(gpu_run)
+    row = w.stats.iloc[2]
+    w.selected = {"figure": "ops", "source": "ops", "index": 0, "id": 2}  # a bar tapped
+    assert w.selected_row["hlo_op_name"] == row["hlo_op_name"]
+    assert w.selected_op["name"] == row["hlo_op_name"] and w.selected_op["program"] == row["program"]
+    node_time = w.selected_op["total_time_ps"]
+    assert node_time == pytest.approx(row["total_time_ps"])
+    assert f'data-op-card="{row["hlo_op_name"]}"' in w.html and 'data-testid="graph-code"' in w.html
+    assert '<tr data-row="2" class="sel"' in w.html  # its row, selected
+    with pytest.raises(KeyError):
+        w.select_row(99)
+
+
+def test_hlo_stats_without_ops_says_why_and_names_are_escaped():
+    from xprof_widgets.widgets.hlo_stats import HloStatsWidget
+
+    w = HloStatsWidget(corpus_run("tf_keras_cpu"))
+    assert "No HLO op stats" in w.html and w.figures == {}
+    w = HloStatsWidget(xw.sample_run())  # JAX on CPU: XProf shows none; we do
+    assert len(w.stats) > 10
+    w.stats.loc[0, "hlo_op_name"] = "<img src=x onerror=alert(1)>"
+    w.name_filter = "img"
+    assert "<img src=x" not in w.html and "&lt;img src=x" in w.html

@@ -34,6 +34,7 @@ TOOLS = [
         ("overview_page", "Overview", "OverviewWidget", "overview", True),
         ("input_pipeline_analyzer", "Input pipeline", "InputPipelineWidget", "input_pipeline", True),
         ("op_profile", "HLO op profile", "OpProfileWidget", "op_profile", False),
+        ("hlo_stats", "HLO op stats", "HloStatsWidget", "hlo_stats", False),
         ("trace_viewer", "Trace viewer", "TraceViewerWidget", "trace_viewer", True),
         ("memory_profile", "Memory profile", "MemoryProfileWidget", "memory_profile", True),
         ("memory_viewer", "Memory viewer", "MemoryViewerWidget", "memory_viewer", False),
@@ -43,10 +44,8 @@ TOOLS = [
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
     ]
 ]
-#: Analyses with XProf's tool name but no widget of their own (shown inside another).
-TABLES = [
-    Tool("hlo_stats", "HLO op stats", "OpProfileWidget", ".widgets.op_profile", False, STATUS["hlo_stats"]),
-]
+#: Analyses with XProf's tool name but no widget of their own (shown inside another): none now.
+TABLES: list[Tool] = []
 BY_NAME = {t.name: t for t in TOOLS + TABLES}
 #: Widgets that are not tools of a run.
 OTHER_WIDGETS = {

@@ -367,3 +367,36 @@ def test_exports_open_from_a_file(page, tmp_path):
         assert_self_contained(page, path)
         page.requests.clear()
     assert widget.locator("[data-testid='op-card-name']").inner_text() == "loop_convert_fusion"
+
+
+def test_hlo_stats_in_profile_widget(page, jupyter_lab):
+    """HLO op stats is one of ProfileWidget's tools: XProf's table and its charts; a row
+    opens the op card, whose button opens the graph viewer on that op."""
+    page.set_viewport_size({"width": 1400, "height": 1300})
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "hlo_stats.ipynb",
+        "import xprof_widgets as xw\nw = xw.ProfileWidget(xw.sample_run('gpu'), tool='hlo_stats', background=False)\nw",
+    )
+    labels = widget.locator(".xw-profile-tool select option").all_inner_texts()
+    assert "HLO op stats" in labels
+    stats = xw.sample_run("gpu").hlo_stats()
+    assert _rows(widget, "hlo-table") == len(stats) == 16
+    assert _column(widget, "hlo-table", "hlo_op_name") == list(stats["hlo_op_name"])
+    for name in ("categories", "ops", "rates"):
+        assert widget.locator(f"[data-figure='{name}'] canvas").count() >= 1, name
+    assert widget.evaluate(PAINTED_PIXELS_JS) > 10_000
+    widget.locator("[data-testid='hlo-table'] tr[data-row='0']").click()
+    page.wait_for_function(
+        "n => document.querySelector(\"[data-testid='op-card-name']\")?.innerText === n",
+        arg=str(stats["hlo_op_name"][0]),
+        timeout=15_000,
+    )
+    save_screenshot(page, "hlo-stats-in-profile-widget")
+    widget.screenshot(path=str(ARTIFACTS / "hlo-stats-widget.png"))
+    widget.locator("[data-testid='show-in-graph']").click()
+    page.wait_for_function(
+        "() => document.querySelector('.xw-profile-tool select')?.value === 'graph_viewer'", timeout=30_000
+    )
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"

@@ -122,6 +122,7 @@ STATUS = {
     "overview_page": has_events,
     "input_pipeline_analyzer": has_events,
     "op_profile": has_device_ops,
+    "hlo_stats": has_device_ops,
     "trace_viewer": has_events,
     "memory_profile": has_allocator_events,
     "memory_viewer": has_modules,
@@ -129,7 +130,6 @@ STATUS = {
     "kernel_stats": has_gpu_kernels,
     "framework_op_stats": has_framework_ops,
     "roofline_model": has_accelerator,
-    "hlo_stats": has_device_ops,
 }
 
 
