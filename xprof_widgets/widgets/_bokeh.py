@@ -106,6 +106,31 @@ def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True,
         fig.add_tools(TapTool(renderers=renderers))
 
 
+def ranked_bars_figure(n: int, title: str, right: float, labels: list[str], *, min_width: int = 360) -> Any:
+    """A figure for `n` horizontal bars, the first on top, one per ranked item (kernels,
+    ops, categories): 22 px a bar, x from 0 to `right` (and a little room), each bar
+    labelled on the y axis by `labels`, no toolbar and no horizontal grid."""
+    from bokeh.models import FixedTicker, Range1d
+    from bokeh.plotting import figure
+
+    fig = figure(
+        height=70 + 22 * n,
+        sizing_mode="stretch_width",
+        min_width=min_width,
+        title=title,
+        x_range=Range1d(start=0, end=(right or 1.0) * 1.04),
+        y_range=Range1d(start=n - 0.5, end=-0.5),
+        tools="",
+        toolbar_location=None,
+    )
+    fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
+    fig.yaxis.major_label_overrides = dict(enumerate(labels))
+    fig.yaxis.major_label_text_font_size = "10px"
+    fig.ygrid.grid_line_color = None
+    fig.outline_line_color = None
+    return fig
+
+
 def one_of(value: Any, choices: Any, what: str) -> Any:
     """`value`, if it is one of `choices`; else a TraitError that lists them (`what`:
     "host", "module", ...). For trait validators."""

@@ -171,8 +171,21 @@ class SortedTable(traitlets.HasTraits):
         if not self._quiet:
             self._redraw_table()
 
-    def _redraw_table(self) -> None:
+    # The widget's: its page, and whether it has no data (then its page is a sentence).
+    html: str
+
+    def _html(self) -> str:
         raise NotImplementedError
+
+    @property
+    def empty(self) -> bool:
+        raise NotImplementedError
+
+    def _redraw_table(self) -> None:
+        """Redraw the page (the table is part of it) once the data is in place, not inside
+        `quietly()`, and not for a widget without data. A widget may do more."""
+        if self._ready and not self._quiet and not self.empty:
+            self.html = self._html()
 
     def sorted(self, frame: pd.DataFrame) -> pd.DataFrame:
         """`frame` in the table's order (`sort_frame` on `sort_by`, text case-insensitively)."""

@@ -89,6 +89,10 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         self.set_figures(self._pies())
         self.html = self._html()
 
+    @property
+    def empty(self):
+        return self.stats.empty
+
     def _redraw_table(self):
         self._redraw()
 

@@ -14,13 +14,12 @@ from functools import cached_property
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, FixedTicker, LinearAxis, NumeralTickFormatter, Range1d
+from bokeh.models import ColumnDataSource, LinearAxis, NumeralTickFormatter, Range1d
 from bokeh.palettes import Category10, Category20
-from bokeh.plotting import figure
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, selection_look
+from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
 from ._html import esc, note, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
@@ -81,10 +80,6 @@ class HloStatsWidget(SortedTable, BokehWidget):
         return self.sorted(s[keep])
 
     # --- state -------------------------------------------------------------------
-
-    def _redraw_table(self):
-        if self._ready and not self._quiet and not self.empty:
-            self.html = self._html()
 
     @traitlets.observe("name_filter", "category_filter")
     def _refilter(self, change):
@@ -168,22 +163,10 @@ class HloStatsWidget(SortedTable, BokehWidget):
             },
             name="categories",
         )
-        fig = figure(
-            height=70 + 22 * n,
-            sizing_mode="stretch_width",
-            min_width=300,
-            title="Self time by HLO op category (µs)",
-            x_range=Range1d(0, float(by.max() or 1.0) * 1.04),
-            y_range=Range1d(n - 0.5, -0.5),
-            tools="",
-            toolbar_location=None,
-        )
+        labels = [shorten(str(c), 40) for c in by.index]
+        fig = ranked_bars_figure(n, "Self time by HLO op category (µs)", float(by.max()), labels, min_width=300)
         bars = fig.hbar(y="y", right="time", height=0.72, source=src, fill_color="color", line_color=None)
-        fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
-        fig.yaxis.major_label_overrides = {i: shorten(str(c), 40) for i, c in enumerate(by.index)}
         fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
-        fig.ygrid.grid_line_color = None
-        fig.outline_line_color = None
         hover_and_tap(fig, bars, [("category", "@category"), ("self time", "@time{0,0.000} µs (@share{0.0} %)")])
         return fig
 
@@ -204,28 +187,15 @@ class HloStatsWidget(SortedTable, BokehWidget):
             name="ops",
         )
 
-    def _op_labels(self, fig, top):
-        fig.yaxis.ticker = FixedTicker(ticks=list(range(len(top))))
-        fig.yaxis.major_label_overrides = {
-            i: f"{r}. {shorten(str(n), 36)}" for i, (r, n) in enumerate(zip(top["rank"], top["hlo_op_name"]))
-        }
-        fig.yaxis.major_label_text_font_size = "10px"
-        fig.ygrid.grid_line_color = None
-        fig.outline_line_color = None
+    @staticmethod
+    def _op_labels(top):
+        return [f"{r}. {shorten(str(n), 36)}" for r, n in zip(top["rank"], top["hlo_op_name"])]
 
     def _op_chart(self, top, colors):
         n = len(top)
         src = self._op_source(top, colors)
-        fig = figure(
-            height=70 + 22 * n,
-            sizing_mode="stretch_width",
-            min_width=360,
-            title=f"Self time of the {n} longest HLO ops (µs)",
-            x_range=Range1d(0, float(top["self_time_us"].max() or 1.0) * 1.04),
-            y_range=Range1d(n - 0.5, -0.5),
-            tools="",
-            toolbar_location=None,
-        )
+        title = f"Self time of the {n} longest HLO ops (µs)"
+        fig = ranked_bars_figure(n, title, float(top["self_time_us"].max()), self._op_labels(top))
         bars = fig.hbar(
             y="y",
             right="time",
@@ -236,7 +206,6 @@ class HloStatsWidget(SortedTable, BokehWidget):
             selection_fill_color="color",
             **selection_look(),
         )
-        self._op_labels(fig, top)
         fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
         hover_and_tap(
             fig,
@@ -264,21 +233,12 @@ class HloStatsWidget(SortedTable, BokehWidget):
         )
         flops_top = float(src.data["flops"].max()) if n else 0.0
         bw_top = float(src.data["bw"].max()) if n else 0.0
-        fig = figure(
-            height=70 + 22 * n,
-            sizing_mode="stretch_width",
-            min_width=360,
-            title="FLOP rate (bars, GFLOP/s) and memory BW (dots, GiB/s)",
-            x_range=Range1d(0, (flops_top or 1.0) * 1.04),
-            y_range=Range1d(n - 0.5, -0.5),
-            tools="",
-            toolbar_location=None,
-        )
+        title = "FLOP rate (bars, GFLOP/s) and memory BW (dots, GiB/s)"
+        fig = ranked_bars_figure(n, title, flops_top, self._op_labels(top))
         fig.extra_x_ranges = {"bw": Range1d(0, (bw_top or 1.0) * 1.04)}
         fig.add_layout(LinearAxis(x_range_name="bw", axis_label="GiB/s"), "above")
         bars = fig.hbar(y="y", right="flops", height=0.6, source=src, fill_color="#4e79a7", line_color=None)
         fig.scatter(x="bw", y="y", source=src, x_range_name="bw", size=8, color="#e15759")
-        self._op_labels(fig, top)
         fig.xaxis[0].formatter = NumeralTickFormatter(format="0,0.[00]")
         tips = [("op", "@name"), ("FLOP rate", "@flops{0,0.00} GFLOP/s"), ("memory", "@bw{0,0.00} GiB/s")]
         hover_and_tap(fig, bars, tips, tap=False)  # a tap selects in the time chart and the table

@@ -18,12 +18,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import ColumnDataSource, FixedTicker, NumeralTickFormatter, Range1d
-from bokeh.plotting import figure
+from bokeh.models import ColumnDataSource, NumeralTickFormatter
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, selection_look
+from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
 from ._html import data_json, esc, note, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
@@ -209,10 +208,6 @@ class KernelStatsWidget(SortedTable, BokehWidget):
 
     # --- state -------------------------------------------------------------------
 
-    def _redraw_table(self):
-        if self._ready and not self._quiet and not self.empty:
-            self.html = self._html()
-
     @traitlets.observe("name_filter", "op_filter")
     def _refilter(self, change):
         if self._ready and not self.empty:
@@ -358,16 +353,9 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             },
             name="kernels",
         )
-        right = float(top["total_duration_us"].max()) or 1.0
-        fig = figure(
-            height=70 + 22 * n,
-            sizing_mode="stretch_width",
-            min_width=360,
-            title=f"Total time of the {n} longest kernels (µs)",
-            x_range=Range1d(0, right * 1.04),
-            y_range=Range1d(n - 0.5, -0.5),
-            tools="",
-            toolbar_location=None,
+        labels = [f"{r}. {short_kernel_name(k)}" for r, k in zip(top["rank"], top["kernel_name"])]
+        fig = ranked_bars_figure(
+            n, f"Total time of the {n} longest kernels (µs)", float(top["total_duration_us"].max()), labels
         )
         bars = fig.hbar(
             y="y",
@@ -380,13 +368,7 @@ class KernelStatsWidget(SortedTable, BokehWidget):
             selection_fill_color="color",
             **selection_look(),
         )
-        fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
-        fig.yaxis.major_label_overrides = {
-            i: f"{r}. {short_kernel_name(k)}" for i, (r, k) in enumerate(zip(top["rank"], top["kernel_name"]))
-        }
-        fig.yaxis.major_label_text_font_size = "10px"
         fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
-        fig.ygrid.grid_line_color = None
         hover_and_tap(
             fig,
             bars,
@@ -403,7 +385,6 @@ class KernelStatsWidget(SortedTable, BokehWidget):
         fig.legend.location = "bottom_right"
         fig.legend.label_text_font_size = "11px"
         fig.legend.background_fill_alpha = 0.8
-        fig.outline_line_color = None
         return fig
 
     def _card_html(self):

@@ -147,9 +147,9 @@ class RooflineWidget(SortedTable, BokehWidget):
         if self._ready and not self._quiet and not self.model.empty:
             self._redraw()
 
-    def _redraw_table(self):
-        if self._ready and not self._quiet and not self.model.empty:
-            self.html = self._html()
+    @property
+    def empty(self):
+        return self.model.empty
 
     tap_source = "ops"
     tap_selection = "selected_op"
