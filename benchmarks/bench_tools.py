@@ -4,8 +4,7 @@
                                     [--xprof-python PYTHON]
 
 Each measurement is a fresh process (column cache off: a first open), timed after the
-imports: ours is `load_run`, the tool's analysis and its widget (HLO stats has no widget of
-its own: its table); XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy of the file.
+imports: ours is `load_run`, the tool's analysis and its widget; XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy of the file.
 Rounds alternate ours and XProf's so the machine's noise falls on both; the table gives
 medians and the ratio ours / XProf per tool. Inputs (make them with
 `shared/tools/tile_xplane.py`): `jax_transformer_cpu/.../vm.xplane.pb --times 12` (9.7 M
@@ -29,7 +28,7 @@ TOOLS = {
     "overview_page": ("overview", "overview", "OverviewWidget"),
     "input_pipeline_analyzer": ("input_pipeline", "input_pipeline", "InputPipelineWidget"),
     "op_profile": ("op_profile", "op_profile", "OpProfileWidget"),
-    "hlo_stats": ("hlo_stats", None, None),
+    "hlo_stats": ("hlo_stats", "hlo_stats", "HloStatsWidget"),
     "framework_op_stats": ("framework_op_stats", "framework_op_stats", "FrameworkOpStatsWidget"),
     "kernel_stats": ("kernel_stats", "kernel_stats", "KernelStatsWidget"),
     "roofline_model": ("roofline_model", "roofline", "RooflineWidget"),
