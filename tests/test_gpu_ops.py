@@ -283,3 +283,27 @@ def test_derived_gpu_lines_equal_xprofs(tmp_path, seed):
     gpu = {k: v for k, v in ref.items() if k.startswith("/device:GPU")}
     assert {k: ours.get(k) for k in gpu} == gpu
     assert not {k for k in ours if k.startswith("/device:GPU")} - set(gpu)
+
+
+def test_by_pair_asks_once_per_distinct_pair_and_only_where_asked():
+    """The per-(program, op) lookups of the GPU databases: one call per distinct pair; with
+    `where`, only the pairs of those rows, the other rows empty even where a pair is shared."""
+    import numpy as np
+
+    from xprof_widgets.analysis.core.columns import by_pair, by_value
+
+    calls = []
+
+    def rule(p, name):
+        calls.append((p, name))
+        return (1.0, 2.0, 3.0)
+
+    programs, names = np.array([7, 7, 8, 7, 8]), np.array(["a", "a", "a", "b", "a"], dtype=object)
+    where = np.array([True, False, True, True, False])
+    got = by_pair(programs, names, rule, where=where, dtype=np.float64, shape=(3,))
+    assert got.tolist() == [[1, 2, 3], [0, 0, 0], [1, 2, 3], [1, 2, 3], [0, 0, 0]]
+    assert sorted(calls) == [(7, "a"), (7, "b"), (8, "a")]
+    kinds = by_pair(programs, names, lambda p, n: f"{p}:{n}")
+    assert kinds.tolist() == ["7:a", "7:a", "8:a", "7:b", "8:a"] and kinds.dtype == object
+    assert by_pair(programs, names, lambda p, n: True, where=where, dtype=bool).tolist() == where.tolist()
+    assert by_value(np.array(["x::op.1", "op.2", "x::op.1"], dtype=object), len).tolist() == [7, 4, 7]

@@ -18,3 +18,21 @@ def by_value(values, rule: Callable[[object], object], dtype=object) -> np.ndarr
     for k, v in enumerate(uniques):
         out[k] = rule(v)
     return out[codes]
+
+
+def by_pair(first, second, rule: Callable[[object, object], object], *, where=None, dtype=object, shape=()):
+    """`rule(a, b)` for each row's pair (first[i], second[i]) (a program id and an op name),
+    called once per distinct pair; with `where` (a row mask) only for the pairs of those
+    rows, the other rows getting the dtype's empty value (None, 0, False). `shape`: the
+    shape of one result (a tuple of costs: `(5,)`). Pairs equal as pandas hashes them
+    count as one (see `by_value`)."""
+    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([np.asarray(first), np.asarray(second)]))
+    out = np.zeros((len(pairs), *shape), dtype=dtype)
+    if np.dtype(dtype) == object:
+        out.fill(None)
+    for k in range(len(pairs)) if where is None else np.unique(pair[where]):
+        out[k] = rule(*pairs[k])
+    rows = out[pair]
+    if where is not None:
+        rows[~np.asarray(where, bool)] = None if np.dtype(dtype) == object else 0
+    return rows

@@ -58,10 +58,10 @@ import pandas as pd
 
 from ...io.hlo_text import instruction_text
 from .cache import derived
-from .columns import by_value
+from .columns import by_pair, by_value
 from .planes import gpu_planes, is_derived_line
 from .runlike import RunLike
-from .tf_op import stat_ids
+from .tf_op import hlo_op_name, stat_ids
 
 #: How XLA names the kernels of a command buffer (a CUDA graph) in their `hlo_op` stat.
 COMMAND_BUFFER_PREFIX = "command_buffer"
@@ -538,20 +538,19 @@ def _line_events(line, modules):
     of = np.where(codes >= 0, kind[np.maximum(codes, 0)], 0)
     graph = np.flatnonzero(of == 1)
     own = np.flatnonzero((of == 2) & ~np.isnan(pid))
-    op_name = lambda h: h.rsplit("::", 1)[-1]  # noqa: E731
-    names = by_value(hlo[own], op_name)
-    # An op that is a `call` of a `command_buffer` computation: XLA before command buffers
-    # were formed from thunks. Looked up once per distinct (program, op).
-    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([pid[own], names]))
-    kinds = np.empty(len(pairs), dtype=object)
-    for k, (p, name) in enumerate(pairs):
+    names = by_value(hlo[own], hlo_op_name)
+
+    def kind_of(p, name):  # per distinct (program, op)
         instr = modules.instruction(int(p), name)
+        # An op that is a `call` of a `command_buffer` computation: XLA before command
+        # buffers were formed from thunks.
         older = instr is not None and instr.opcode == "call" and bool(instr.called)
         older = older and instr.called[0].name.startswith(COMMAND_BUFFER_PREFIX)
-        kinds[k] = "buffer" if older else ("op" if instr is not None else None)
-    what = kinds[pair]
+        return "buffer" if older else ("op" if instr is not None else None)
+
+    what = by_pair(pid[own], names, kind_of)
     graph = np.sort(np.concatenate([graph, own[what == "buffer"]]))
-    buffers = by_value(hlo[graph], op_name)
+    buffers = by_value(hlo[graph], hlo_op_name)
     ops = own[what == "op"]
     return (graph, buffers, pid[graph], corr[graph], node[graph]), (ops, names[what == "op"], pid[ops])
 

@@ -49,7 +49,7 @@ from .cache import derived
 from .command_buffers import attributed_ops
 from .derived_lines import DerivedLine, events_of, group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_planes, is_derived_line
-from .tf_op import name_scopes, parse_tf_op, stat_ids, tf_op_event_name
+from .tf_op import hlo_op_name, name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
 MAX_DERIVED_STREAMS = 16
 LINES_PER_STREAM = 7  # the stream and its six derived lines
@@ -276,7 +276,7 @@ def _inputs(run, space, plane, li, line, group, modules, tree):
     symbols = {}
     for i, (h, p) in enumerate(zip(hlo, pid)):
         if h is not None:
-            key = (p, h.split("::")[-1])
+            key = (p, hlo_op_name(h))
             if key not in symbols:
                 instr = None if np.isnan(p) else modules.instruction(int(p), key[1])
                 if instr is None:

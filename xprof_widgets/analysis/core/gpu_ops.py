@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .columns import by_pair
 from .op_stats import gpu_kernel_runs
 from .planes import TPU_PLANE_PREFIX
 from .tf_op import parse_tf_op
@@ -47,21 +48,19 @@ def gpu_device_ops(run, space) -> pd.DataFrame:
     runs = runs.copy()  # (kept with the file: its names are rewritten here)
     modules = program_modules(run)
     tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
-    provenance = {}
-    for pid, name in runs.loc[runs["xla"], ["program_id", "name"]].drop_duplicates().itertuples(index=False):
+
+    def provenance(pid, name):  # per distinct XLA op: its instruction's framework op
         op_name = modules.instruction(int(pid), name).metadata.op_name
-        provenance[(pid, name)] = parse_tf_op(op_name)[1] if op_name else name
+        return parse_tf_op(op_name)[1] if op_name else name
+
     xla = runs["xla"].to_numpy(bool)
     tf = np.flatnonzero(~xla)  # TF ops: few on XLA programs
     names = runs["name"].to_numpy(dtype=object).copy()
     tf_op = runs["tf_op"].to_numpy()
     names[tf] = [f"{tf_names[t]}/{e}" for t, e in zip(tf_op[tf], runs["event_name"].to_numpy()[tf])]
     runs["name"] = names
-    framework = np.empty(len(runs), dtype=object)
+    framework = by_pair(runs["program_id"], names, provenance, where=xla)
     framework[tf] = [tf_names[t] for t in tf_op[tf]]
-    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([runs["program_id"].to_numpy(), names]))
-    by_pair = np.array([provenance.get(key) for key in pairs], dtype=object)
-    framework[xla] = by_pair[pair[xla]]
     runs["framework_op"] = framework
     ops = runs.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
     return ops[GPU_OP_COLUMNS]

@@ -43,7 +43,7 @@ from .cache import per_run
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .runlike import RunLike
-from .tf_op import parse_tf_op, tf_op_fullname
+from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
 
 #: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
 MAX_KERNELS = 1000
@@ -254,7 +254,7 @@ def _host_reports(run, space, modules):
     for t, eq, is_xla, pid, has_pid, hlo, uses in combos.itertuples(index=False):
         name = parse_tf_op(t)[1] if t else ""
         ok = bool(t) and (einsum_tensor_core_eligible(eq) or op_tensor_core_eligible(name) or uses)
-        instr = modules.instruction(int(pid), hlo.split("::")[-1]) if is_xla and has_pid else None
+        instr = modules.instruction(int(pid), hlo_op_name(hlo)) if is_xla and has_pid else None
         if instr is not None:
             name = parse_tf_op(tf_op_fullname(instr.metadata.op_type, instr.metadata.op_name))[1]
             ok = op_tensor_core_eligible(name) or ok

@@ -27,13 +27,13 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived, per_run
-from .columns import by_value
+from .columns import by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
 from .gpu_device import gpu_peaks
 from .intervals import children_time
 from .planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
 from .runlike import RunLike
-from .tf_op import parse_tf_op, stat_ids
+from .tf_op import hlo_op_name, parse_tf_op, stat_ids
 
 IDLE = "IDLE"
 _OP_LINE = "XLA Ops"
@@ -459,15 +459,12 @@ def _gpu_kernel_runs(run, space):
             if not len(idx):
                 offset += n
                 continue
-            names = np.where(
-                is_hlo[idx], by_value(hlo[idx], lambda h: h.split("::")[-1] if isinstance(h, str) else ""), ""
-            )
-            names = names.astype(object)
+            names = np.full(len(idx), "", dtype=object)
+            names[is_hlo[idx]] = by_value(hlo[idx][is_hlo[idx]], hlo_op_name)
             pids = pid[idx]
             pids = np.where(np.isnan(pids), -1.0, pids)  # no program id (or not a number): found nowhere
-            pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([pids, names]))
-            found = np.array([p >= 0 and modules.instruction(int(p), nm) is not None for p, nm in pairs], dtype=bool)
-            keep = ~is_hlo[idx] | found[pair]
+            found = lambda p, nm: p >= 0 and modules.instruction(int(p), nm) is not None  # noqa: E731
+            keep = ~is_hlo[idx] | by_pair(pids, names, found, where=is_hlo[idx], dtype=bool)
             # Kernels of a command buffer: their op is the buffer, no instruction of the program.
             lost = idx[~keep][np.char.startswith(names[~keep].astype(str), COMMAND_BUFFER_PREFIX)]
             in_buffers += len(lost)
@@ -574,16 +571,13 @@ def _gpu_op_metrics(run):
         )
     runs = pd.concat(frames, ignore_index=True)
     # Costs per entry: the first event's instruction, once per kernel (XProf's EnterOp).
-    costs = np.zeros((len(runs), 5), dtype=np.float64)
     xla = runs["xla"].to_numpy(bool)
-    # Per distinct XLA op (program, name): its costs, from the program's cost model.
-    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([runs["program_id"].to_numpy(), runs["name"].to_numpy()]))
-    per_op = np.zeros((len(pairs), 5), dtype=np.float64)
-    for k in np.unique(pair[xla]):
-        program_id, name = pairs[k]
+
+    def cost(program_id, name):  # per distinct XLA op: from its program's cost model
         c = modules.costs(int(program_id), "gpu")
-        per_op[k] = c.of(name) if c is not None else (0, 0, 0, 0, 0)
-    costs[xla] = per_op[pair[xla]]
+        return c.of(name) if c is not None else (0, 0, 0, 0, 0)
+
+    costs = by_pair(runs["program_id"], runs["name"], cost, where=xla, dtype=np.float64, shape=(5,))
     occ = runs["occurrences"].to_numpy(np.float64)
     flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
     model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs

@@ -87,6 +87,12 @@ def tf_op_fullname(op_type: str, op_name: str) -> str:
     return f"{op_name}:{op_type}"
 
 
+def hlo_op_name(value):
+    """The HLO op an `hlo_op` stat names: its last `::` part (a GPU kernel's stat may name
+    the op's computations before it)."""
+    return value.rsplit("::", 1)[-1]
+
+
 def stat_ids(values):
     """A stat column of small ids (GPU program ids, graph ids...) as float64: NaN where a
     value is not a whole number in [0, 2**63) (missing, text, a double such as inf: a
