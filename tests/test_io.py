@@ -557,7 +557,7 @@ def test_tool_registry_and_rules_agree():
     """Every tool of the registry has its availability rule, in the same order (the order
     `run.tool_status()` and a host summary list them)."""
     from xprof_widgets.analysis.core.availability import STATUS
-    from xprof_widgets.tools import TABLES, TOOLS
+    from xprof_widgets.tools import TOOLS
 
-    assert [t.name for t in TOOLS + TABLES] == list(STATUS)
-    assert all(t.status is STATUS[t.name] for t in TOOLS + TABLES)
+    assert [t.name for t in TOOLS] == list(STATUS)
+    assert all(t.status is STATUS[t.name] for t in TOOLS)

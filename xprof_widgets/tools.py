@@ -44,9 +44,7 @@ TOOLS = [
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
     ]
 ]
-#: Analyses with XProf's tool name but no widget of their own (shown inside another): none now.
-TABLES: list[Tool] = []
-BY_NAME = {t.name: t for t in TOOLS + TABLES}
+BY_NAME = {t.name: t for t in TOOLS}
 #: Widgets that are not tools of a run.
 OTHER_WIDGETS = {
     "OpDetailsCard": ".widgets.op_details",

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import traitlets
 
-from ._html import data_json, esc
+from ._html import data_json, esc, options
 
 # Values a text field sorts ascending by default; numbers (and booleans) sort descending.
 _TEXT_KINDS = ("text", "code")
@@ -143,6 +143,20 @@ class SortedTable(traitlets.HasTraits):
         else:
             return False
         return True
+
+    def on_request(self, kind: str, params: dict) -> tuple[dict, None]:
+        """A table widget's requests: `table_request`'s; a widget with more extends it."""
+        if not self.table_request(kind, params):
+            raise ValueError(f"unknown request {kind!r}")
+        return {"ok": True}, None
+
+    def top_n_control(self, choices: Sequence[int]) -> str:
+        """The "Show top" select: `choices`, and the current `top_n` if it is not one."""
+        shown = [str(v) for v in sorted(set(choices) | {self.top_n})]
+        return (
+            '<label>Show top <select data-request="top_n" data-testid="top-n">'
+            f"{options(shown, str(self.top_n))}</select></label>"
+        )
 
     @contextlib.contextmanager
     def quietly(self) -> Iterator[None]:

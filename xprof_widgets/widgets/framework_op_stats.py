@@ -239,9 +239,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
             f'<label>Type <input type="text" data-request="type_filter" value="{esc(self.type_filter)}" '
             f'placeholder="filter" data-testid="type-filter" size="14"></label>'
             f'<label>Operation <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
-            f'placeholder="filter" data-testid="name-filter"></label>'
-            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f"{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>"
+            f'placeholder="filter" data-testid="name-filter"></label>' + self.top_n_control(TOP_N_CHOICES)
         )
 
     def _page(self, body):

@@ -20,7 +20,7 @@ from bokeh.palettes import Category10, Category20
 from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
-from ._html import esc, note, notice, options, stat_cards
+from ._html import esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
 from .op_details import op_details, op_details_html
@@ -121,15 +121,11 @@ class HloStatsWidget(SortedTable, BokehWidget):
 
     text_requests = ("name_filter", "category_filter")
 
-    def on_request(self, kind, params):
-        if not self.table_request(kind, params):
-            raise ValueError(f"unknown request {kind!r}")
-        return {"ok": True}, None
-
     # --- drawing -----------------------------------------------------------------
 
+    @cached_property
     def _colors(self):
-        """A colour per category, the same in every chart."""
+        """A colour per category, the same in every chart and every redraw."""
         cats = list(self.stats.groupby("category", sort=False)["self_time_ps"].sum().sort_values(ascending=False).index)
         palette = Category10[10] if len(cats) <= 10 else Category20[20]
         return {c: palette[k % len(palette)] for k, c in enumerate(cats)}
@@ -140,7 +136,7 @@ class HloStatsWidget(SortedTable, BokehWidget):
             self.set_figures({})
             return
         top = shown.sort_values("self_time_ps", ascending=False, kind="stable").head(CHART_OPS)
-        colors = self._colors()
+        colors = self._colors
         self.set_figures(
             {
                 "categories": self._category_chart(shown, colors),
@@ -176,8 +172,6 @@ class HloStatsWidget(SortedTable, BokehWidget):
                 "id": top.index.to_numpy(np.int32),
                 "y": np.arange(len(top), dtype=np.float64),
                 "time": top["self_time_us"].to_numpy(np.float64),
-                "flops": top["flop_rate_gflops"].to_numpy(np.float64),
-                "bw": top["memory_bw_gibs"].to_numpy(np.float64),
                 "occurrences": top["occurrences"].to_numpy(np.float64),
                 "name": [shorten(str(n), 120) for n in top["hlo_op_name"]],
                 "program": top["program"].astype(str).tolist(),
@@ -269,14 +263,12 @@ class HloStatsWidget(SortedTable, BokehWidget):
                 ("bound_by", "Self time by bound", _shares(bound, total_us)),
             ]
         )
-        top_choices = sorted(set(TOP_N_CHOICES) | {self.top_n})
         controls = (
             f'<label>Op name <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
             f'placeholder="filter" data-testid="name-filter"></label>'
             f'<label>Category <input type="text" data-request="category_filter" '
             f'value="{esc(self.category_filter)}" placeholder="filter" data-testid="category-filter"></label>'
-            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f"{options([str(v) for v in top_choices], str(self.top_n))}</select></label>"
+            + self.top_n_control(TOP_N_CHOICES)
         )
         matched = f"{len(table):,} of {len(s):,} HLO ops match" if len(table) != len(s) else f"{len(s):,} HLO ops"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""

@@ -23,7 +23,7 @@ from bokeh.models import ColumnDataSource, NumeralTickFormatter
 from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
-from ._html import data_json, esc, note, notice, options, stat_cards
+from ._html import data_json, esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
 from .op_details import op_details, op_details_html
@@ -321,11 +321,6 @@ class KernelStatsWidget(SortedTable, BokehWidget):
 
     text_requests = ("name_filter", "op_filter")
 
-    def on_request(self, kind, params):
-        if not self.table_request(kind, params):
-            raise ValueError(f"unknown request {kind!r}")
-        return {"ok": True}, None
-
     # --- drawing -----------------------------------------------------------------
 
     def _redraw_chart(self):
@@ -463,14 +458,11 @@ class KernelStatsWidget(SortedTable, BokehWidget):
                 ("eligible_time", "Time in TensorCore-eligible ops", share(eligible)),
             ]
         )
-        top_choices = sorted(set(TOP_N_CHOICES) | {self.top_n})
         controls = (
             f'<label>Kernel name <input type="text" data-request="name_filter" value="{esc(self.name_filter)}" '
             f'placeholder="filter" data-testid="name-filter"></label>'
             f'<label>Op name <input type="text" data-request="op_filter" value="{esc(self.op_filter)}" '
-            f'placeholder="filter" data-testid="op-filter"></label>'
-            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f"{options([str(v) for v in top_choices], str(self.top_n))}</select></label>"
+            f'placeholder="filter" data-testid="op-filter"></label>' + self.top_n_control(TOP_N_CHOICES)
         )
         matched = f"{len(table):,} of {len(s):,} kernels match" if len(table) != len(s) else f"{len(s):,} kernels"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""

@@ -445,8 +445,7 @@ class RooflineWidget(SortedTable, BokehWidget):
             f'placeholder="filter" data-testid="name-filter"></label>'
             f'<label><input type="checkbox" data-request="include_infeed_outfeed" data-testid="infeed-outfeed"'
             f"{' checked' if self.include_infeed_outfeed else ''}> Include infeed/outfeed</label>"
-            f'<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f"{options([str(v) for v in sorted(set(TOP_N_CHOICES) | {self.top_n})], str(self.top_n))}</select></label>"
+            + self.top_n_control(TOP_N_CHOICES)
         )
         notes = []
         if left_out:
