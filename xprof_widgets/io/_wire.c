@@ -386,6 +386,27 @@ int64_t xw_reach(const int64_t *ptr, const int32_t *out, int64_t n, const int32_
     return 0;
 }
 
+/* One hop of `xw_nearest_source` from the `count` nodes of `from`: a node not labelled
+ * before this hop (`step`) takes the smallest label of those with an edge to it, and is
+ * listed once: in `ctx` when it is a context node (from `split` on), else in `next`. */
+static void xw_hop(const int64_t *ptr, const int32_t *out, const int32_t *from, int64_t count, int32_t step,
+                   int64_t split, int32_t *label, int32_t *stamp, int32_t *next, int64_t *reached, int32_t *ctx,
+                   int64_t *contexts) {
+    for (int64_t i = 0; i < count; i++) {
+        int32_t u = from[i];
+        for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
+            int32_t v = out[e];
+            if (label[v] != INT32_MAX && stamp[v] != step) continue; /* labelled before this hop */
+            if (stamp[v] != step) {
+                stamp[v] = step;
+                if (v >= split) ctx[(*contexts)++] = v;
+                else next[(*reached)++] = v;
+            }
+            if (label[u] < label[v]) label[v] = label[u];
+        }
+    }
+}
+
 /* Per node, the index of the nearest of `sources` it descends from (grouping.py
  * `_nearest_source`): rounds of one hop from all sources at once; in a round a node not
  * labelled yet takes the smallest label of the frontier nodes with an edge to it. Nodes
@@ -395,7 +416,8 @@ int64_t xw_reach(const int64_t *ptr, const int32_t *out, int64_t n, const int32_
  * (room for total each) are scratch. */
 int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int64_t total, const int32_t *sources,
                           int64_t k, int32_t *label, int32_t *stamp, int32_t *frontier, int32_t *next, int32_t *ctx) {
-    int64_t size = 0, step = 0;
+    int64_t size = 0;
+    int32_t step = 0;
     for (int64_t v = 0; v < total; v++) {
         label[v] = INT32_MAX;
         stamp[v] = -1;
@@ -414,42 +436,15 @@ int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int
     }
     while (size > 0) {
         int64_t reached = 0, contexts = 0;
-        step++;
-        for (int64_t i = 0; i < size; i++) {
-            int32_t u = frontier[i];
-            for (int64_t e = ptr[u]; e < ptr[u + 1]; e++) {
-                int32_t v = out[e];
-                if (label[v] != INT32_MAX && stamp[v] != (int32_t)step) continue; /* labelled before */
-                if (stamp[v] != (int32_t)step) {
-                    stamp[v] = (int32_t)step;
-                    if (v >= n) ctx[contexts++] = v;
-                    else next[reached++] = v;
-                }
-                if (label[u] < label[v]) label[v] = label[u];
-            }
-        }
-        if (contexts > 0) {
-            step++;
-            for (int64_t i = 0; i < contexts; i++) {
-                int32_t c = ctx[i];
-                for (int64_t e = ptr[c]; e < ptr[c + 1]; e++) {
-                    int32_t v = out[e];
-                    if (label[v] != INT32_MAX && stamp[v] != (int32_t)step) continue;
-                    if (stamp[v] != (int32_t)step) {
-                        stamp[v] = (int32_t)step;
-                        next[reached++] = v;
-                    }
-                    if (label[c] < label[v]) label[v] = label[c];
-                }
-            }
-        } else {
-            /* no context crossed: the reached context nodes (none) stay out of the frontier */
-        }
+        if (step > INT32_MAX - 4) return XW_BAD;
+        /* A hop from the frontier, then (the round goes on through them) from the context
+         * nodes it reached; those stay out of the next frontier. */
+        xw_hop(ptr, out, frontier, size, ++step, n, label, stamp, next, &reached, ctx, &contexts);
+        if (contexts > 0) xw_hop(ptr, out, ctx, contexts, ++step, total, label, stamp, next, &reached, NULL, NULL);
         int32_t *swap = frontier;
         frontier = next;
         next = swap;
         size = reached;
-        if (step > INT32_MAX - 4) return XW_BAD;
     }
     return 0;
 }
