@@ -20,8 +20,9 @@ import pytest
 import xprof_widgets as xw
 from xprof_widgets import ProfileError
 from xprof_widgets.analysis import pod
-from xprof_widgets.analysis.core.kernels import MAX_KERNELS, all_hosts_reports, kernel_reports
+from xprof_widgets.analysis.core.kernels import MAX_KERNELS, all_hosts_reports
 from xprof_widgets.analysis.core.op_stats import device_op_metrics
+from xprof_widgets.analysis.core.steps import step_intersection
 from xprof_widgets.analysis.framework_op_stats import framework_op_stats
 from xprof_widgets.analysis.input_pipeline import input_pipeline
 from xprof_widgets.analysis.overview import overview
@@ -153,10 +154,10 @@ def test_op_metrics_equal_one_process(both):
 
 
 def test_kernel_reports_equal_one_process(both):
-    """Kernel reports mapped over the hosts (`run.map_hosts`) and combined equal the
-    reports of every host read in one process."""
-    _, alone, _ = both
-    a, b = kernel_reports(xw.load_run(alone.path, executor=INSTANT)), all_hosts_reports(alone)
+    """Kernel reports built on each host's worker and combined equal the reports of every
+    host read in one process."""
+    _, alone, combined = both
+    a, b = combined.stats.kernels, all_hosts_reports(alone)
     if isinstance(b, str):
         assert a == b
     else:
@@ -164,23 +165,21 @@ def test_kernel_reports_equal_one_process(both):
 
 
 def test_framework_op_stats_equal_one_process(both):
-    """Framework op stats of a pooled run (host parts mapped over the hosts, the device
-    database from the combined summaries) equal the one-process analysis."""
-    _, alone, _ = both
-    pooled = xw.load_run(alone.path, executor=INSTANT)
+    """Framework op stats of the hosts' stats combined equal the one-process analysis
+    (every host file read here)."""
+    _, alone, combined = both
     for exclude_idle in (False, True):
-        a = framework_op_stats(pooled, exclude_idle=exclude_idle)
-        b = framework_op_stats(alone, exclude_idle=exclude_idle, in_process=True)
+        a = framework_op_stats(combined.stats, exclude_idle=exclude_idle)
+        b = framework_op_stats(alone, exclude_idle=exclude_idle)
         pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
         assert a.attrs == b.attrs
 
 
 def test_roofline_equal_one_process(both):
-    """The roofline model of a pooled run (host parts mapped over the hosts, the device
-    database from the combined summaries) equals the one-process analysis."""
-    _, alone, _ = both
-    a = roofline_model(xw.load_run(alone.path, executor=INSTANT))
-    b = roofline_model(alone, in_process=True)
+    """The roofline model of the hosts' stats combined equals the one-process analysis."""
+    _, alone, combined = both
+    a = roofline_model(combined.stats)
+    b = roofline_model(alone)
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
     assert a.attrs == b.attrs
 
@@ -235,18 +234,18 @@ def test_copies_add_up(pod_of_copies):
     np.testing.assert_allclose(
         hs["self_time_fraction"].astype(float), hs1["self_time_fraction"].astype(float), rtol=1e-9
     )
-    # Kernels, mapped over the hosts when asked (not in the summaries): XProf's combiner
+    # Kernels, in each host's stats: XProf's combiner
     # concatenates the hosts' reports (no merging of equal kernels), sorts and cuts them,
     # so each report of the one host stands 16 times in a row.
     ks, ks1 = many.kernel_stats(), one.kernel_stats()
     repeated = ks1.loc[ks1.index.repeat(HOSTS)].head(len(ks)).reset_index(drop=True)
     pd.testing.assert_frame_equal(ks, repeated)
     assert len(ks) == min(HOSTS * len(ks1), MAX_KERNELS)
-    # Framework op stats, host parts mapped over the hosts: as every file read here.
+    # Framework op stats and roofline of the combined stats: as every file read here.
     pd.testing.assert_frame_equal(
-        framework_op_stats(many), framework_op_stats(many, in_process=True), check_exact=False, rtol=1e-12
+        framework_op_stats(many.stats()), framework_op_stats(many), check_exact=False, rtol=1e-12
     )
-    a, b = roofline_model(many), roofline_model(many, in_process=True)
+    a, b = roofline_model(many.stats()), roofline_model(many)
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
     assert a.attrs == b.attrs
 
@@ -294,7 +293,7 @@ def test_copies_on_dask(pod_of_copies):
             pd.testing.assert_frame_equal(
                 run.per_host().drop(columns="seconds"), many.per_host().drop(columns="seconds")
             )
-            pd.testing.assert_frame_equal(run.kernel_stats(), many.kernel_stats())  # a second map, on Dask
+            pd.testing.assert_frame_equal(run.kernel_stats(), many.kernel_stats())  # built on the workers
             # The run behind an fsspec URL, as gs:// would be: each worker opens its host
             # file through fsspec itself (fsspec's "local" protocol, which every process sees).
             pytest.importorskip("fsspec")
@@ -312,9 +311,17 @@ def test_summary_with_and_without_shared_stats(monkeypatch, name):
     shared = xw.run.host_summary(path)
     monkeypatch.setattr(pod, "SHARED_STATS_BYTES", 0)
     alone = xw.run.host_summary(path)
-    for field in ("host_ops", "gpu_ops", "input_ops", "steps", "memory", "module_ms"):
-        pd.testing.assert_frame_equal(getattr(shared, field), getattr(alone, field), obj=field)
-    pd.testing.assert_frame_equal(shared.op_metrics.ops, alone.op_metrics.ops)
+    pd.testing.assert_frame_equal(shared.memory, alone.memory, obj="memory")
+    a, b = shared.stats, alone.stats
+    for part in ("gpu_ops", "input_ops", "module_ms", "host_ops"):
+        pd.testing.assert_frame_equal(getattr(a, part), getattr(b, part), obj=part)
+    pd.testing.assert_frame_equal(a.step_db[0], b.step_db[0])
+    assert a.step_db[1] == b.step_db[1]
+    pd.testing.assert_frame_equal(a.op_metrics.ops, b.op_metrics.ops)
+    if isinstance(a.kernels, str):
+        assert a.kernels == b.kernels
+    else:
+        pd.testing.assert_frame_equal(a.kernels, b.kernels)
     assert {k: v for k, v in shared.row.items() if k != "seconds"} == {
         k: v for k, v in alone.row.items() if k != "seconds"
     }
@@ -372,10 +379,10 @@ def test_step_intersection_aligns_by_time():
     n = len(steps)
     assert n > 6
     # A host that missed the first two steps, one that missed the last: the steps all share.
-    first, count = pod.step_intersection([steps, steps.iloc[2:], steps.iloc[:-1]])
+    first, count = step_intersection([steps, steps.iloc[2:], steps.iloc[:-1]])
     assert first == [2, 0, 2] and count == n - 3
     # A coordinator (None) takes no part.
-    assert pod.step_intersection([steps, None]) == ([0, 0], n)
+    assert step_intersection([steps, None]) == ([0, 0], n)
 
 
 def test_combiner_folds_in_host_order_whatever_the_arrival():
@@ -393,5 +400,7 @@ def test_combiner_folds_in_host_order_whatever_the_arrival():
     _same_overview(shuffled.overview, in_order.overview)
     pd.testing.assert_frame_equal(shuffled.input_pipeline.input_ops, in_order.input_pipeline.input_ops)
     pd.testing.assert_frame_equal(shuffled.per_host, in_order.per_host)
-    assert all(s.light and s.host_ops.empty for s in shuffled.hosts)
+    assert all(s.light and s.stats.op_metrics.ops.empty for s in shuffled.hosts)
+    with pytest.raises(LookupError):
+        _ = shuffled.hosts[0].stats.host_op_db  # let go once folded in
     assert in_order.overview.steps["step_name"].iloc[0] == summaries[0].steps["step_name"].iloc[3]

@@ -30,6 +30,7 @@ from .io.xspace import event_frame, inflate, read_xspace
 
 if TYPE_CHECKING:
     from .analysis.compare import CompareResult
+    from .analysis.core.run_stats import RunStats
     from .analysis.graph_viewer import GraphView
     from .analysis.input_pipeline import InputPipelineResult
     from .analysis.memory_profile import MemoryProfileResult
@@ -321,7 +322,7 @@ class Run:
 
         def compute() -> PodSummary:
             hosts = list(self.hosts)
-            combiner = Combiner()
+            combiner = Combiner(self)
             paths = [self.files[h] for h in hosts]
             task = functools.partial(host_summary, attribute_cuda_graphs=self.attribute_cuda_graphs)
             map_hosts(task, paths, executor or self.executor, progress, on_result=combiner.add)
@@ -337,6 +338,16 @@ class Run:
             done = len(cached["pod"].hosts)
             progress(done, done)  # computed before: say so at once
         return derived(self, "pod", compute)
+
+    def stats(self) -> RunStats:
+        """The run's statistics, as XProf's OpStats (`analysis.core.run_stats.RunStats`): the
+        run environment and peaks, the device and host op databases, GPU kernel reports,
+        steps, input ops, ... Every all-hosts tool is a function of them. One host: its
+        parts are built the first time a tool asks; several hosts: each host's are built
+        on the run's executor and combined (`pod()`)."""
+        from .analysis.core.run_stats import run_stats
+
+        return self.pod().stats if self.pooled else run_stats(self)
 
     def map_hosts(self, function: Callable[[Any], Any], progress: HostsProgress | None = None) -> list:
         """`function(run of one host)` for each host of this run, in host order, each on
@@ -365,7 +376,7 @@ class Run:
         def compute() -> PodSummary:
             executor = self.executor or InProcessExecutor()
             task = functools.partial(host_summary, attribute_cuda_graphs=self.attribute_cuda_graphs)
-            return combine([executor.submit(task, self.files[host]).result()])
+            return combine([executor.submit(task, self.files[host]).result()], run=self)
 
         return derived(self, ("pod_host", host), compute)
 
@@ -559,9 +570,7 @@ class Run:
         when the run has no device ops."""
         from .analysis.hlo_stats import hlo_stats
 
-        if self.pooled:
-            self.pod()
-        return hlo_stats(self)
+        return hlo_stats(self.stats())
 
     def cuda_graph_kernels(self) -> pd.DataFrame:
         """The GPU kernels that ran inside CUDA graphs (XLA command buffers), every host: one
@@ -578,8 +587,8 @@ class Run:
         in µs. Empty, with `.attrs["reason"]`, when the run launched no GPU kernels."""
         from .analysis.kernel_stats import kernel_stats
 
-        # Many hosts: mapped over them (core.kernels.kernel_reports). Once per run, a copy each time.
-        return derived(self, "kernel_stats", lambda: kernel_stats(self)).copy()
+        # Once per run, a copy each time.
+        return derived(self, "kernel_stats", lambda: kernel_stats(self.stats())).copy()
 
     def framework_op_stats(self, exclude_idle: bool = False) -> pd.DataFrame:
         """XProf's framework op stats (TF / JAX ops on host and device, IDLE included unless
@@ -588,7 +597,7 @@ class Run:
 
         # Once per run and choice (the widget asks again); a copy each time: frames are mutable.
         key = ("framework_op_stats", exclude_idle)
-        return derived(self, key, lambda: framework_op_stats(self, exclude_idle=exclude_idle)).copy()
+        return derived(self, key, lambda: framework_op_stats(self.stats(), exclude_idle=exclude_idle)).copy()
 
     def roofline_model(self) -> pd.DataFrame:
         """XProf's roofline model: one row per op and step (and `Total`), with the device roofs
@@ -596,7 +605,7 @@ class Run:
         without a GPU or TPU."""
         from .analysis.roofline import roofline_model
 
-        return derived(self, "roofline_model", lambda: roofline_model(self)).copy()  # (see framework_op_stats)
+        return derived(self, "roofline_model", lambda: roofline_model(self.stats())).copy()  # (see framework_op_stats)
 
     def op_profile(
         self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"
@@ -606,9 +615,7 @@ class Run:
         "time" or "wasted_time". Returns an OpProfile (`.root`, `.to_dataframe()`)."""
         from .analysis.op_profile import op_profile
 
-        if self.pooled:
-            self.pod()
-        return op_profile(self, group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
+        return op_profile(self.stats(), group_by=group_by, exclude_idle=exclude_idle, top_n=top_n, sort_by=sort_by)
 
     def overview(self, host: str | None = None) -> OverviewResult:
         """XProf's overview page: step time (ms) and its breakdown, input %, duty
@@ -621,8 +628,8 @@ class Run:
 
         if self.pooled:
             return (self.pod() if host is None else self.pod_host(host)).overview
-        # Once per host: widgets ask again (ProfileWidget, OverviewWidget, compare).
-        return derived(self, ("overview", host), lambda: overview(self, host=host))
+        # Once: widgets ask again (ProfileWidget, OverviewWidget, compare).
+        return derived(self, "overview", lambda: overview(self.stats()))
 
     def input_pipeline(self, host: str | None = None) -> InputPipelineResult:
         """XProf's input pipeline analysis: steps (ms) with their breakdown, the % of
@@ -636,7 +643,7 @@ class Run:
 
         if self.pooled:
             return (self.pod() if host is None else self.pod_host(host)).input_pipeline
-        return derived(self, ("input_pipeline", host), lambda: input_pipeline(self, host=host))
+        return derived(self, "input_pipeline", lambda: input_pipeline(self.stats()))
 
     def memory_profile(self, memory_id: str | None = None, host: str | None = None) -> MemoryProfileResult:
         """XProf's memory profile: allocator timeline, summary and breakdown at peak.

@@ -35,14 +35,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .core.environment import combine_devices, combine_perf_env, host_device, host_perf_env, perf_env
-from .core.gpu_ops import gpu_tf_op_db
-from .core.grouping import eager_events
-from .core.host_ops import IDLE, OP_DB_COLUMNS, combine_host_op_dbs, host_op_db
+from .core.host_ops import IDLE, OP_DB_COLUMNS
 from .core.intervals import safe_divide
-from .core.kernels import kernel_reports
-from .core.op_stats import device_framework_ops
+from .core.op_stats import DeviceOpMetrics, device_framework_ops
 from .core.records import roofline_metrics
+from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
 from .core.tf_op import JAX_OP_TYPE, TF_OP_NAME, TF_OP_TYPE, name_scopes
 
@@ -64,30 +61,14 @@ NO_OP_TIME = (
 )
 
 
-# --- host: XProf's host op database -------------------------------------------------------
-
-
-def host_part(run):
-    """One host's part of the framework op stats of a many-host run (a `Run.map_hosts`
-    task): its perf env (`core.environment.host_perf_env`), device (type, cores) and host op
-    database."""
-
-    space = run.xspace()
-    return {
-        "env": host_perf_env(space),
-        "device": host_device(space),
-        "host": host_op_db([space], [eager_events(space)]),
-    }
-
-
 # --- device: XProf's TF-op database of the device ops ---------------------------------------
 
 
-def device_tf_db(run, db, gpu_tf_ops=None):
+def device_tf_db(db: DeviceOpMetrics, gpu_tf_ops: pd.DataFrame):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
     (DataFrame with OP_DB_COLUMNS, IDLE last) or None for a CPU-only run (no device ops in
-    XProf). GPU eager marks come from `core.gpu_ops.gpu_tf_op_db` (the device op database with
-    the grouping's `is_eager`), or `gpu_tf_ops` when given (a pod's, combined)."""
+    XProf). GPU eager marks come from `gpu_tf_ops` (`RunStats.gpu_tf_ops`: the device op
+    database with the grouping's `is_eager`)."""
     if db.source not in ("tpu", "gpu"):
         return None
     ops = db.ops
@@ -95,8 +76,7 @@ def device_tf_db(run, db, gpu_tf_ops=None):
         tf = device_framework_ops(ops)
         tf["is_eager"] = False
         if db.source == "gpu":
-            gpu = gpu_tf_ops if gpu_tf_ops is not None else gpu_tf_op_db(run, run.xspaces())
-            tf["is_eager"] = tf["name"].map(gpu["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
+            tf["is_eager"] = tf["name"].map(gpu_tf_ops["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
     else:
         tf = pd.DataFrame(columns=OP_DB_COLUMNS)
     idle = pd.DataFrame(
@@ -161,10 +141,9 @@ def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
     return out
 
 
-def _tensor_core_share(run):
+def _tensor_core_share(reports):
     """{op name: TensorCore kernel time / kernel time} over XProf's kernel reports
     (GroupKernelReportsByOpName)."""
-    reports = kernel_reports(run)
     if isinstance(reports, str) or reports.empty:
         return {}
     tc = np.where(reports["is_kernel_using_tensor_core"], reports["total_duration_ns"], 0)
@@ -188,9 +167,10 @@ def task_type(operations, types) -> str:
     return "Inference"
 
 
-def framework_op_stats(run: RunLike, exclude_idle=False, in_process=False) -> pd.DataFrame:
-    """XProf's framework op statistics of `run`, all hosts: device ops then host ops, each
-    by self time (see the module docstring).
+def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.DataFrame:
+    """XProf's framework op statistics of a run's statistics (`core.run_stats.RunStats`; a
+    run: its stats read in this process), all hosts: device ops then host ops, each by self
+    time (see the module docstring).
 
     Columns (XProf's ids): rank, host_or_device ("Device"/"Host"), type (op type),
     operation (op name), occurrences, total_time, avg_time, total_self_time,
@@ -201,36 +181,23 @@ def framework_op_stats(run: RunLike, exclude_idle=False, in_process=False) -> pd
     measured_memory_bw (GiB/s), operational_intensity (FLOP/byte), gpu_tensorcore_utilization
     (0-1; only on GPU runs, as XProf), bound_by, eager ("Eager" or "Function").
     `exclude_idle` leaves out the IDLE rows and makes the fractions of op time (XProf's
-    second table). A run of many hosts analysed host by host (`run.pooled`) gets each
-    host's part on its executor (`run.map_hosts`) unless `in_process` (every host file
-    read here). `attrs`: reason (why the frame is empty), device_type, task_type
+    second table). `attrs`: reason (why the frame is empty), device_type, task_type
     ("Training"/"Inference") and architecture_type, as XProf's table properties; notes
     (on GPUs, what became of kernels run in CUDA graphs: `command_buffers`).
     """
-    from .core.op_stats import device_op_metrics
-
-    if len(run.hosts) > 1 and run.pooled and not in_process:
-        # Many hosts: each host's part on the run's executor, the device op database from
-        # the combined per-host summaries; the driver reads no host file.
-        pod = run.pod()
-        parts = [p for p in run.map_hosts(host_part) if p is not None]
-        env = combine_perf_env([p["env"] for p in parts], combine_devices(p["device"] for p in parts))
-        db = pod.op_metrics if env["hardware"] != "CPU" else None
-        dev = device_tf_db(run, db, gpu_tf_ops=pod.gpu_tf_ops) if db is not None else None
-        host = combine_host_op_dbs([p["host"] for p in parts])
-    else:
-        spaces = run.xspaces()
-        env = perf_env(run)
-        eager = [eager_events(s) for s in spaces]
-        db = device_op_metrics(run) if env["hardware"] != "CPU" else None
-        dev = device_tf_db(run, db) if db is not None else None
-        host = host_op_db(spaces, eager)
+    stats = as_stats(source)
+    env = stats.perf_env
+    db = stats.op_metrics if env["hardware"] != "CPU" else None
+    dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
+    host = stats.host_op_db
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
     if dev is not None and db is not None:
         total = db.total_op_time_ps if exclude_idle else db.total_time_ps
-        parts.append(_records(dev, "Device", total, env, _tensor_core_share(run) if gpu else None, exclude_idle))
+        parts.append(
+            _records(dev, "Device", total, env, _tensor_core_share(stats.kernels) if gpu else None, exclude_idle)
+        )
     if host is not None:
         hdb, total_time, op_time = host
         parts.append(_records(hdb, "Host", op_time if exclude_idle else total_time, env, None, exclude_idle))

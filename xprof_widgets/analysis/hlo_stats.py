@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .core.op_stats import device_op_metrics
+from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
 
 _GIB_PER_GB = 1e9 / 2**30
@@ -37,8 +37,9 @@ _HLO_STATS_COLUMNS = [
 ]
 
 
-def hlo_stats(run: RunLike) -> pd.DataFrame:
-    """XProf's HLO op statistics: one row per HLO op, by self time descending.
+def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
+    """XProf's HLO op statistics of a run's statistics (`core.run_stats.RunStats`; a run: its
+    stats read in this process): one row per HLO op, by self time descending.
 
     Columns: rank, program_id, program ("name(id)"), category, hlo_op_name,
     expression (HLO text), framework_op, occurrences, total_time_ps,
@@ -56,7 +57,7 @@ def hlo_stats(run: RunLike) -> pd.DataFrame:
     (beyond XProf) fractions are of the summed op self time, hbm_bw_gibs is NaN
     and bound_by "Unknown" (no known peaks); `attrs["notes"]` says so.
     """
-    db = device_op_metrics(run)
+    db = as_stats(source).op_metrics
     if db.empty:
         out = pd.DataFrame(columns=_HLO_STATS_COLUMNS)
         out.attrs["reason"] = db.reason

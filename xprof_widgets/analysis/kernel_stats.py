@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .core.command_buffers import graph_kernel_words
-from .core.kernels import kernel_reports
+from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
 
 COLUMNS = [
@@ -46,8 +46,9 @@ def _empty(reason):
     return out
 
 
-def kernel_stats(run: RunLike) -> pd.DataFrame:
-    """XProf's GPU kernel statistics of `run`, all hosts: one row per distinct kernel launch,
+def kernel_stats(source: RunStats | RunLike) -> pd.DataFrame:
+    """XProf's GPU kernel statistics of a run's statistics (`core.run_stats.RunStats`; a run:
+    its stats read in this process), all hosts: one row per distinct kernel launch,
     longest total first (`core.kernels` says how XProf makes each report).
 
     Columns: kernel_name, registers_per_thread, shmem_bytes (static + dynamic shared
@@ -58,7 +59,8 @@ def kernel_stats(run: RunLike) -> pd.DataFrame:
     frame is empty and `attrs["reason"]` says why. `attrs["notes"]`: what became of the
     kernels run in CUDA graphs (their op names: `command_buffers`), "" if none ran so.
     """
-    reports = kernel_reports(run)
+    stats = as_stats(source)
+    reports = stats.kernels
     if isinstance(reports, str):
         return _empty(reports)
     total = reports["total_duration_ns"].to_numpy(np.int64)
@@ -87,5 +89,5 @@ def kernel_stats(run: RunLike) -> pd.DataFrame:
     )
     out.attrs["reason"] = ""
     graphs = reports.attrs.get("graph_kernels")
-    out.attrs["notes"] = graph_kernel_words(graphs, run.attribute_cuda_graphs) if graphs is not None else ""
+    out.attrs["notes"] = graph_kernel_words(graphs, stats.attribute_cuda_graphs) if graphs is not None else ""
     return out

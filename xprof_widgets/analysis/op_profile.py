@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .core.op_stats import IDLE, device_op_metrics
+from .core.op_stats import IDLE
+from .core.run_stats import RunStats, as_stats
+from .core.runlike import RunLike
+from .core.xla_ops import ProgramModules
+from .core.xla_ops import category as instruction_category
 
 
 @dataclass
@@ -178,13 +182,10 @@ def _add(node, op, as_self=False):
         node.on_chip_write_bytes += float(op["on_chip_write_bytes"])
 
 
-def _fused_children(run, ops):
+def _fused_children(modules: ProgramModules, ops):
     """{(program_id, op name): [(name, category, nested), ...]} from the HLO protos:
     fused computation instructions except parameters and tuples, in order, nested
     fusions kept nested (the TPU path reads XProf's own; XLA:CPU thunks have none)."""
-    from .core.xla_ops import category, program_modules
-
-    modules = program_modules(run)
 
     def expand(instr):
         kids = []
@@ -192,7 +193,7 @@ def _fused_children(run, ops):
             for i in comp.instructions:
                 if i.opcode in ("parameter", "tuple"):
                     continue
-                kids.append((i.name, category(i), expand(i)))
+                kids.append((i.name, instruction_category(i), expand(i)))
         return kids
 
     out = {}
@@ -226,8 +227,11 @@ def _fused_nodes(kids):
     return nodes
 
 
-def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="time") -> OpProfile:
-    """XProf's op profile of `run`'s device ops.
+def op_profile(
+    source: RunStats | RunLike, group_by="program", exclude_idle=False, top_n=100, sort_by="time"
+) -> OpProfile:
+    """XProf's op profile of the device ops of a run's statistics (`core.run_stats.RunStats`;
+    a run: its stats read in this process); fused ops from the run's HLO modules.
 
     group_by: "program" (program -> category -> deduplicated group -> op ->
     fused ops), "category" (category -> group -> op -> fused ops) or
@@ -239,13 +243,14 @@ def op_profile(run, group_by="program", exclude_idle=False, top_n=100, sort_by="
     """
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
-    db = device_op_metrics(run)
+    stats = as_stats(source)
+    db = stats.op_metrics
     root = OpNode(name=f"by_{group_by}", kind="root")
     if db.empty and not db.total_time_ps:
         return OpProfile(root, group_by, exclude_idle, reason=db.reason, source=db.source, notes=db.notes)
     ops = db.ops[~db.ops["name"].astype(str).str.startswith("region")]
     # XProf's GPU op profile has no fused ops (its GPU ops carry no children).
-    fused = _fused_children(run, ops) if db.source != "gpu" else {}
+    fused = _fused_children(stats.modules, ops) if db.source != "gpu" else {}
     programs: dict = {}
     categories: dict = {}
     groups: dict = {}

@@ -56,13 +56,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .core.environment import device_type
-from .core.gpu_ops import gpu_tf_op_db
-from .core.grouping import eager_events
-from .core.host_ops import host_op_metrics, merge_host_ops
-from .core.input_analysis import input_pipeline
-from .core.op_stats import device_framework_ops, device_op_metrics
-from .core.planes import gpu_planes, tensor_core_planes
+from .core.op_stats import device_framework_ops
+from .core.run_stats import RunStats, as_stats, input_pipeline_result
 from .core.runlike import RunLike
 
 TOP_OPS_SHOWN = 10
@@ -84,8 +79,6 @@ TOP_OP_COLUMNS = [
 ]
 
 LATENCY_COLUMNS = ["module", "executions", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
-
-_OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
 
 
 @dataclass
@@ -216,33 +209,23 @@ def device_framework_op_count(db) -> int:
     return int(tf["occurrences"].sum())
 
 
-def _host_ops(spaces, eager):
-    """The host op databases of all files combined: per op name (the index), occurrences,
-    self time and eager (XProf ORs the eager mark of an op over its executions, threads
-    and hosts)."""
-    return merge_host_ops([host_op_metrics(s, e) for s, e in zip(spaces, eager)]).set_index("name")
-
-
 def _eager_share(ops, time):
     if ops.empty:
         return 0.0
     return _pct(float(ops.loc[ops["is_eager"].astype(bool), time].sum()), float(ops[time].sum()))
 
 
-def eager_percents(run, spaces=None):
+def eager_percents(stats: RunStats) -> tuple[float, float]:
     """(host, device) % of op self time in eagerly executed ops, as XProf's overview.
 
-    Host: eager self time / self time over the framework ops of the host op
-    databases of all files (`host_op_metrics`; an op counts as eager when any of its
-    executions, on any thread or host, is). Device: the same over the TF ops of the
-    device op database (`gpu_device_ops`, per TF op the eager mark of its last
-    device op in database order, as XProf's `CreateTfMetricsDbFromDeviceOpMetricsDb`);
-    0 where there are no GPU ops (TPU ops carry no eager mark; CPU runs have no
-    device ops).
+    Host: eager self time / self time over the framework ops of the host op database
+    (`RunStats.host_ops`; an op counts as eager when any of its executions, on any thread
+    or host, is). Device: the same over the GPU TF-op database (`RunStats.gpu_tf_ops`, per
+    TF op the eager mark of its last device op in database order, as XProf's
+    `CreateTfMetricsDbFromDeviceOpMetricsDb`); 0 where there are no GPU ops (TPU ops carry
+    no eager mark; CPU runs have no device ops).
     """
-    spaces = spaces if spaces is not None else [run.xspace(h) for h in run.hosts]
-    eager = [eager_events(s) for s in spaces]
-    return _eager_share(_host_ops(spaces, eager), "self_time_ps"), _eager_share(gpu_tf_op_db(run, spaces), "time_ps")
+    return _eager_share(stats.host_ops, "self_time_ps"), _eager_share(stats.gpu_tf_ops, "time_ps")
 
 
 def eager_recommendation(host_percent, device_percent):
@@ -257,50 +240,6 @@ def eager_recommendation(host_percent, device_percent):
     return text
 
 
-def _union_length(start, end):
-    if not len(start):
-        return 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    prev = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
-    return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
-
-
-def tpu_duty_cycle(space):
-    """(busy_ps, idle_ps) summed over the TPU tensor cores of one file."""
-    busy = idle = 0
-    for plane in tensor_core_planes(space):
-        lo, hi, parts = None, None, []
-        for line in plane.lines:
-            if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
-                continue
-            start = line.start_ps
-            end = start + line.event_duration_ps
-            lo = start.min() if lo is None else min(lo, start.min())
-            hi = end.max() if hi is None else max(hi, end.max())
-            if line.name == "XLA Ops":
-                cat = line.stats(names=["hlo_category"]).get("hlo_category")
-                # Compared as they are: a bytes value (a damaged file) is no category,
-                # where turning it into str would fail to decode.
-                off = cat.isin(list(_OFF_DUTY)).to_numpy() if cat is not None else np.zeros(len(line), bool)
-                parts.append((start[~off], end[~off]))
-        if lo is None:
-            continue
-        active = _union_length(
-            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64),
-            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64),
-        )
-        busy += active
-        idle += int(hi - lo) - active
-    return busy, idle
-
-
-def module_latency(spaces) -> pd.DataFrame:
-    """Execution time spread of each XLA module over the device "XLA Modules" lines of all files."""
-    return executions_latency([module_executions(space) for space in spaces])
-
-
 def executions_latency(frames) -> pd.DataFrame:
     """`latency_table` of module executions (`module_executions` of several files)."""
     frames = [f for f in frames if len(f)]
@@ -309,21 +248,6 @@ def executions_latency(frames) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     df["ms"] = df["ms"].astype(np.float64)
     return latency_table(df)
-
-
-def module_executions(space) -> pd.DataFrame:
-    """Every execution of an XLA module on a device line "XLA Modules" of one file: module, ms."""
-    names, durations = [], []
-    for plane in space.planes:
-        if not plane.name.startswith("/device:"):
-            continue
-        for line in plane.lines:
-            if line.name == "XLA Modules" and len(line):
-                names.append(np.asarray(line.names().astype(object)))
-                durations.append(line.event_duration_ps)
-    if not names:
-        return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype=np.float64)})
-    return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
 
 
 def latency_table(df) -> pd.DataFrame:
@@ -349,36 +273,27 @@ def _pct(a, b):
     return 100.0 * a / b if b else 0.0
 
 
-def overview(run: RunLike, host=None) -> OverviewResult:
-    """XProf's overview page of a run (see `OverviewResult`; module doc for
-    how each number is computed). Steps come from `host` (default the first),
-    everything else from all hosts."""
-    spaces = [run.xspace(h) for h in run.hosts]
-    hostnames: set[str] = set()
-    for s in spaces:
-        hostnames.update(s.hostnames[:1] or [""])
-    kind, cores = device_type(spaces)
-    ip = input_pipeline(run, host=host)
-
-    db = device_op_metrics(run)
-    eager = [eager_events(s) for s in spaces]
-    has_tpu = any(tensor_core_planes(s) for s in spaces)
+def overview(source: RunStats | RunLike) -> OverviewResult:
+    """XProf's overview page (see `OverviewResult`; module doc for how each number is
+    computed) of a run's statistics (`core.run_stats.RunStats`; a run: its stats read in
+    this process). Steps come from the stats' step database (one host's, or the steps all
+    hosts share), everything else from all hosts."""
+    stats = as_stats(source)
     return assemble_overview(
-        ip,
-        db,
-        hostnames=hostnames,
-        device=(kind, cores),
-        host_ops=_host_ops(spaces, eager),
-        gpu_ops=gpu_tf_op_db(run, spaces),
-        duty_cycles=[tpu_duty_cycle(s) for s in spaces] if has_tpu else None,
-        has_gpu=any(gpu_planes(s) for s in spaces),
-        latency=module_latency(spaces),
+        input_pipeline_result(stats),
+        stats.op_metrics,
+        hostnames=set(stats.hostnames),
+        device=stats.device,
+        host_ops=stats.host_ops,
+        gpu_ops=stats.gpu_tf_ops,
+        duty_cycles=stats.duty_cycles if stats.has_tpu else None,
+        has_gpu=stats.has_gpu,
+        latency=executions_latency([stats.module_ms]),
     )
 
 
 def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency) -> OverviewResult:
-    """The overview page from its parts, however they were gathered (one process reading
-    every file, or `pod.Combiner` from per-host summaries): the input pipeline result
+    """The overview page from its parts: the input pipeline result
     `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
     the host op database `host_ops` (by name: occurrences, self_time_ps, is_eager), the
     GPU TF-op database `gpu_ops` (occurrences, time_ps, is_eager), each host's TPU duty

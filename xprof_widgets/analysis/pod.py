@@ -31,9 +31,12 @@ that `combine` over every host equals the one-process analyses of `overview`,
 `input_pipeline` and `op_stats` on the corpus runs, and that 16 copies of one host add
 up (times x16) or stay equal (averages).
 
-Not in the summary: kernel reports and the host parts of the framework op stats and
-the roofline model (each tool maps its own part over the hosts when it is opened:
-`Run.map_hosts`), the memory profile and trace (one host at a time, as XProf).
+Each host's summary holds its `core.run_stats.RunStats` (XProf's OpStats of the host,
+every part built on the worker), folded by `core.run_stats.StatsCombiner`: every
+all-hosts tool (overview, input pipeline, op profile, HLO stats, framework op stats,
+kernel stats, roofline) is then a function of the combined stats, and the driver reads no
+host file for them. Not in the summary: the memory profile and trace (one host at a time,
+as XProf).
 """
 
 from __future__ import annotations
@@ -49,28 +52,12 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from .core.availability import tool_status
-from .core.environment import combine_devices, device_type
-from .core.gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
-from .core.grouping import eager_events
-from .core.host_ops import HOST_OP_COLUMNS, host_op_metrics, merge_host_ops
-from .core.input_analysis import (
-    InputPipelineResult,
-    analyze_input_pipeline,
-    host_input_ops,
-    host_step_table,
-    merge_input_ops,
-)
-from .core.op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
-from .core.planes import gpu_planes, tensor_core_planes
-from .core.steps import STEP_COLUMNS, align_steps
-from .overview import (
-    OverviewResult,
-    assemble_overview,
-    executions_latency,
-    module_executions,
-    tpu_duty_cycle,
-)
+from .core.input_analysis import InputPipelineResult
+from .core.op_stats import DeviceOpMetrics
+from .core.run_stats import RunStats, StatsCombiner, light, run_stats
+from .core.steps import STEP_COLUMNS
+from .input_pipeline import input_pipeline
+from .overview import OverviewResult, overview
 
 #: `progress(hosts_done, hosts_total)`, called in the calling thread as host summaries arrive.
 HostsProgress = Callable[[int, int], None]
@@ -104,57 +91,39 @@ PER_HOST_COLUMNS = [
 
 @dataclass
 class HostSummary:
-    """What the all-hosts tools need of one host file: small tables, no events.
+    """What the all-hosts tools need of one host file: its statistics, no events.
 
     host: the host's name in the run (from its file name); path: its file.
     error: why the file could not be read ("" when it was; then nothing else is set).
-    hostname: the first host name the file records ("" when none); device_type,
-        device_cores: the file's run environment (as `overview`); has_gpu, has_tpu.
-    op_metrics: the host's `op_stats.DeviceOpMetrics`.
-    host_ops, gpu_ops: XProf's host op database and GPU device op database of the file
-        (`core.host_ops.host_op_metrics`, `core.gpu_ops.gpu_device_ops`), eager marks included.
-    duty_cycle_ps: (busy, idle) of the TPU tensor cores, None without TPU.
-    module_ms: DataFrame (module, ms), one row per execution of an XLA module on a device.
-    input_ops: the host's tf.data / enqueue ops (`input_pipeline.host_input_ops`).
-    steps: the host's step table (device steps on GPUs, else host steps; XProf's
-        columns, `begin_ps` absolute); steps_reason: why a host with a device has none
-        ("" otherwise: the table says).
+    stats: the host's `core.run_stats.RunStats`, every part built (`materialized`).
     memory: DataFrame, one row per allocator: memory_id, peak_bytes (heap + stack at
         its highest), capacity_bytes (heap + stack + free there).
-    tool_status: [(XProf's tool name, has data, why not)] of the host.
     modules: {module `name(program_id)`: digest of its HloProto}.
     seconds: how long the summary took (the worker's clock).
     row: the host's row of the per-host table (`per_host_table`), made on the worker.
-    light: True once a `Combiner` has folded in and let go of the op, host op, GPU op,
-        input op and module tables (the scalars, steps and allocators stay).
+    light: True once a `Combiner` has folded in and let go of its tables
+        (`core.run_stats.light`: the environment, scalars, steps and allocators stay).
     """
 
     host: str
     path: str
     error: str = ""
-    hostname: str = ""
-    device_type: str = "CPU"
-    device_cores: int = 0
-    has_gpu: bool = False
-    has_tpu: bool = False
-    op_metrics: DeviceOpMetrics | None = None
-    host_ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HOST_OP_COLUMNS))
-    gpu_ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GPU_OP_COLUMNS))
-    duty_cycle_ps: tuple[int, int] | None = None
-    module_ms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["module", "ms"]))
-    input_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
-    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_COLUMNS))
-    steps_reason: str = ""
+    stats: RunStats | None = None
     memory: pd.DataFrame = field(default_factory=pd.DataFrame)
-    tool_status: list = field(default_factory=list)
     modules: dict = field(default_factory=dict)
     seconds: float = 0.0
     row: dict = field(default_factory=dict)
     light: bool = False
 
     @property
-    def has_device(self) -> bool:
-        return self.has_gpu or self.has_tpu
+    def hostname(self) -> str:
+        return self.stats.hosts[0].hostname if self.stats is not None else ""
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The host's own steps (device steps on GPUs, else host steps; XProf's columns,
+        `begin_ps` absolute)."""
+        return self.stats.step_db[0] if self.stats is not None else pd.DataFrame(columns=STEP_COLUMNS)
 
 
 #: A host file up to this size is summarized with its lines' stats decoded once (see `summarize`).
@@ -181,28 +150,12 @@ def summarize(run) -> HostSummary:
 def _summary(run, host, space) -> HostSummary:
     from .memory_profile import allocator_peaks
 
-    kind, cores = device_type([space])
-    has_gpu = bool(gpu_planes(space))
-    has_tpu = bool(tensor_core_planes(space))
-    eager = eager_events(space)
     out = HostSummary(
         host=host,
         path=str(run.files[host]),
-        hostname=(space.hostnames[:1] or [""])[0],
-        device_type=kind,
-        device_cores=cores,
-        has_gpu=has_gpu,
-        has_tpu=has_tpu,
-        op_metrics=device_op_metrics(run),
-        host_ops=host_op_metrics(space, eager),
-        gpu_ops=gpu_device_ops(run, space),
-        duty_cycle_ps=tpu_duty_cycle(space) if has_tpu else None,
-        module_ms=module_executions(space),
-        input_ops=host_input_ops(space),
-        tool_status=tool_status(run),
+        stats=run_stats(run).materialized(),
         modules={k: hashlib.sha1(v).hexdigest() for k, v in run.hlo_protos.items()},
     )
-    out.steps, out.steps_reason = host_step_table(space)
     out.memory = allocator_peaks(run, host)
     out.row = _per_host_row(out)  # on the worker: the driver only collects rows
     return out
@@ -323,62 +276,58 @@ def local_pool(tasks: int) -> Any:
 class PodSummary:
     """The hosts of a run combined (see the module docstring).
 
-    op_metrics: `DeviceOpMetrics` of all hosts; input_pipeline: `InputPipelineResult`;
-    overview: `OverviewResult`; tool_status: [(tool, has data, why not)], a tool has
-    data when any host has; per_host: DataFrame, one row a host (see `per_host_table`);
-    module_hosts: {module: first host that holds it}; hosts: the hosts' summaries,
-    light (`HostSummary.light`: their big tables were folded in and let go);
-    gpu_tf_ops: the GPU TF-op database of all hosts (by framework op: occurrences,
-    time_ps, is_eager; empty without GPU ops).
+    stats: the run's `core.run_stats.RunStats`, all hosts combined (every all-hosts tool
+    is a function of it); overview: `OverviewResult` and input_pipeline:
+    `InputPipelineResult` of it; per_host: DataFrame, one row a host (see
+    `per_host_table`); module_hosts: {module: first host that holds it}; hosts: the hosts'
+    summaries, light (`HostSummary.light`: their tables were folded in and let go).
     """
 
-    op_metrics: DeviceOpMetrics
-    input_pipeline: InputPipelineResult
+    stats: RunStats
     overview: OverviewResult
-    tool_status: list
+    input_pipeline: InputPipelineResult
     per_host: pd.DataFrame
     module_hosts: dict
     hosts: list
-    gpu_tf_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def op_metrics(self) -> DeviceOpMetrics:
+        return self.stats.op_metrics
+
+    @property
+    def tool_status(self) -> list:
+        """[(tool, has data, why not)]: a tool has data when any host has."""
+        return self.stats.tool_status
 
 
-def combine(summaries: Sequence[HostSummary]) -> PodSummary:
+def combine(summaries: Sequence[HostSummary], run=None) -> PodSummary:
     """The all-hosts results of `summaries` (the reduce step), in host order. Hosts with
-    an `error` are left out; at least one must have none."""
-    combiner = Combiner()
+    an `error` are left out; at least one must have none. `run`: where the combined stats
+    read the HLO modules (the op profile's fused ops)."""
+    combiner = Combiner(run)
     for i, summary in enumerate(summaries):
         combiner.add(i, summary)
     return combiner.result()
 
 
-_FOLD_EVERY = 8  # hosts whose tables the combiner folds in one go
-
-
 class Combiner:
-    """Folds host summaries into the all-hosts results as they arrive, so the driver
-    keeps running tables (their size that of the distinct ops and input ops) and
-    a light summary per host, never every host's tables.
+    """Folds host summaries into the all-hosts results as they arrive: their stats into a
+    `core.run_stats.StatsCombiner` (running tables, the size of the distinct ops and steps),
+    and a light summary per host, never every host's tables.
 
     XProf's combiner is ordered (the first host's metadata and steps win), and results
     arrive in any order: `add(index, summary)` keeps an early one until the hosts before
     it are in, then folds them in host order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, run=None) -> None:
         self._waiting: dict[int, HostSummary] = {}
         self._next = 0
         self.hosts: list[HostSummary] = []  # light, in host order, errors included
-        self._ok: list[HostSummary] = []
-        self._dbs: dict[str, dict] = {}  # op metrics by source (see combine_op_metrics)
-        self._first_db: DeviceOpMetrics | None = None
-        self._input_ops: pd.DataFrame | None = None
-        self._host_ops: pd.DataFrame | None = None
-        self._gpu_ops: pd.DataFrame | None = None
-        self._module_ms: list[pd.DataFrame] = []
-        self._tool_status: list | None = None
+        self._stats = StatsCombiner(run)
+        self._ok = 0
         self._module_hosts: dict = {}
         self._rows: list[dict] = []
-        self._pending: list[HostSummary] = []  # full summaries whose tables wait to be folded
 
     def add(self, index: int, summary: HostSummary) -> None:
         """Summary of host number `index` (0-based, host order)."""
@@ -389,249 +338,46 @@ class Combiner:
 
     def _fold(self, s: HostSummary) -> None:
         self._rows.append(s.row or _per_host_row(s))
-        if s.error:
+        if s.error or s.stats is None:
             self.hosts.append(s)
             return
-        self._pending.append(s)
-        if len(self._pending) >= _FOLD_EVERY:
-            self._fold_tables()
-        if self._tool_status is None:
-            self._tool_status = list(s.tool_status)
-        else:
-            self._tool_status = [
-                (t, have or other, "" if have or other else why)
-                for (t, have, why), (_, other, _) in zip(self._tool_status, s.tool_status)
-            ]
+        self._stats.add(s.stats)
+        self._ok += 1
         for name in s.modules:
             self._module_hosts.setdefault(name, s.host)
-        light = _light(s)
-        self.hosts.append(light)
-        self._ok.append(light)
-
-    def _fold_tables(self) -> None:
-        """Folds the tables of the hosts waiting in `_pending` into the running ones, in
-        host order: a few hosts at a time, as sums and firsts come out the same in one
-        group-by over several hosts as host by host, and pandas' cost is per call."""
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        for s in batch:
-            self._fold_op_metrics(s.op_metrics)
-        self._input_ops = merge_input_ops([self._input_ops, *(s.input_ops for s in batch)])
-        self._host_ops = merge_host_ops([self._host_ops, *(s.host_ops for s in batch)])
-        if any(not s.gpu_ops.empty for s in batch):
-            self._gpu_ops = merge_gpu_device_ops([s.gpu_ops for s in batch], merged=self._gpu_ops)
-        self._module_ms.extend(s.module_ms for s in batch if len(s.module_ms))
-
-    def _fold_op_metrics(self, db: DeviceOpMetrics | None) -> None:
-        """XProf's `OpMetricsDbCombiner`, one host at a time, kept apart by kind of ops
-        until all are in (the run's kind is the first of TPU, GPU, XLA:CPU any host has)."""
-        if db is None:
-            return
-        if self._first_db is None:
-            self._first_db = db
-        if db.empty and not db.total_time_ps:
-            return
-        acc = self._dbs.get(db.source)
-        if acc is None:
-            self._dbs[db.source] = {
-                "first": db,
-                "count": 1,
-                "names": dict(db.program_names),
-                "total": db.total_time_ps,
-                "op_time": db.total_op_time_ps,
-                "peaks": db.peaks if not db.empty else None,
-                "ops": None if db.empty else db.ops,
-            }
-            return
-        acc["count"] += 1
-        for pid, name in db.program_names.items():
-            acc["names"].setdefault(pid, name)
-        acc["total"] += db.total_time_ps
-        acc["op_time"] += db.total_op_time_ps
-        if not db.empty:
-            if acc["peaks"] is None:
-                acc["peaks"] = db.peaks
-            acc["ops"] = db.ops if acc["ops"] is None else _merge_ops(acc["ops"], db.ops)
+        self.hosts.append(replace(s, stats=light(s.stats), modules={}, light=True))
 
     def result(self) -> PodSummary:
         """The all-hosts results of the hosts added so far (at least one without an error)."""
-        self._fold_tables()
-        ok = self._ok
-        if not ok:
+        if not self._ok:
             raise ValueError("no host summary without an error to combine")
-        db = self._op_metrics()
-        ip = combine_input_pipeline(ok, self._input_ops if self._input_ops is not None else pd.DataFrame())
-        gpu_tf = gpu_tf_ops(self._gpu_ops)
+        stats = self._stats.result()
         return PodSummary(
-            op_metrics=db,
-            input_pipeline=ip,
-            overview=self._overview(db, ip, gpu_tf),
-            tool_status=list(self._tool_status or []),
+            stats=stats,
+            overview=overview(stats),
+            input_pipeline=input_pipeline(stats),
             per_host=per_host_table(self._rows),
             module_hosts=dict(self._module_hosts),
             hosts=list(self.hosts),
-            gpu_tf_ops=gpu_tf,
         )
-
-    def _op_metrics(self) -> DeviceOpMetrics:
-        acc = next((self._dbs[k] for k in ("tpu", "gpu", "cpu") if k in self._dbs), None)
-        if acc is None:
-            assert self._first_db is not None
-            return self._first_db
-        first = acc["first"]
-        if acc["count"] == 1:
-            return first
-        peaks = acc["peaks"] if acc["peaks"] is not None else first.peaks
-        total, op_time, names = acc["total"], acc["op_time"], acc["names"]
-        if acc["ops"] is None:
-            return DeviceOpMetrics(
-                first.ops, total, op_time, names, peaks, reason=first.reason, source=first.source, notes=first.notes
-            )
-        out = acc["ops"].copy()
-        if first.source == "gpu":
-            out["hbm_bytes"] = out["hbm_read_bytes"] + out["hbm_write_bytes"]
-            out["has_breakdown"] = out["hbm_bytes"] > 0
-        else:
-            out["normalized_time_ps"] = out["time_ps"]
-        return DeviceOpMetrics(out, total, op_time, names, peaks, reason="", source=first.source, notes=first.notes)
-
-    def _overview(self, db, ip, gpu_tf) -> OverviewResult:
-        """The overview page from the hosts' parts, as `overview.overview` builds it from files."""
-        ok = self._ok
-        kind, cores = combine_devices((s.device_type, s.device_cores) for s in ok)
-        return assemble_overview(
-            ip,
-            db,
-            hostnames={s.hostname for s in ok},
-            device=(kind, cores),
-            host_ops=self._host_ops.set_index("name") if self._host_ops is not None else pd.DataFrame(),
-            gpu_ops=gpu_tf,
-            duty_cycles=[s.duty_cycle_ps for s in ok if s.duty_cycle_ps] if any(s.has_tpu for s in ok) else None,
-            has_gpu=any(s.has_gpu for s in ok),
-            latency=executions_latency(self._module_ms),
-        )
-
-
-def _merge_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Two op tables as one: rows of one op (program id, name) summed, the first's
-    metadata kept (GPUs: `num_cores` summed, every host's devices being its own;
-    `is_eager` if either)."""
-    ops = pd.concat([a, b], ignore_index=True)
-    sums = [c for c in (*SUM_COLUMNS, "kernels", "num_cores") if c in ops]
-    g = ops.groupby(["program_id", "name"], sort=False)
-    out = g.first().drop(columns=sums).join(g[sums].sum())
-    if "is_eager" in ops:
-        out["is_eager"] = g["is_eager"].any()
-    return out.reset_index()[list(a.columns)]
-
-
-def _light(s: HostSummary) -> HostSummary:
-    """`s` without the tables the combiner folded in: what the driver keeps of a host."""
-    db = s.op_metrics
-    if db is not None:
-        db = DeviceOpMetrics(
-            db.ops.iloc[:0], db.total_time_ps, db.total_op_time_ps, {}, db.peaks, db.reason, db.source, db.notes
-        )
-    empty = pd.DataFrame()
-    return replace(
-        s,
-        op_metrics=db,
-        host_ops=pd.DataFrame(columns=HOST_OP_COLUMNS),
-        gpu_ops=pd.DataFrame(columns=GPU_OP_COLUMNS),
-        module_ms=pd.DataFrame(columns=["module", "ms"]),
-        input_ops=empty,
-        modules={},
-        light=True,
-    )
-
-
-def combine_op_metrics(dbs: Sequence) -> DeviceOpMetrics:
-    """The device op metrics of several hosts as one (XProf's `OpMetricsDbCombiner`):
-    hosts of the first kind found (TPU, else GPU, else XLA:CPU) combined, rows of one op
-    summed, its first host's metadata kept."""
-    combiner = Combiner()
-    for db in dbs:
-        combiner._fold_op_metrics(db)
-    return combiner._op_metrics()
-
-
-def step_intersection(step_tables: Sequence[pd.DataFrame | None]) -> tuple[list[int], int]:
-    """XProf's step intersection (`StepIntersection`): ([first step index of each host],
-    number of steps all share). Each table needs begin_ps and step_time_ms; a host
-    that is None takes no part (index 0)."""
-    spans: list[tuple[np.ndarray, np.ndarray] | None] = []
-    for t in step_tables:
-        if t is None:
-            spans.append(None)
-            continue
-        starts = t["begin_ps"].to_numpy(np.float64) if len(t) else np.zeros(0)
-        duration = np.round(t["step_time_ms"].to_numpy(np.float64) * 1e9) if len(t) else np.zeros(0)
-        spans.append((starts, starts + duration))
-    workers = [i for i, s in enumerate(spans) if s is not None]
-    if not workers:
-        return [0] * len(spans), 0
-
-    def stepped(i):
-        b, e = spans[i]  # type: ignore[misc]  # (a worker's span is there)
-        real = e > b
-        return float(e[real].max() - b[real].min()) if real.any() else 0.0
-
-    chief = min(workers, key=stepped)  # the first of equals, in host order
-    chief_span = spans[chief]
-    assert chief_span is not None  # (a worker)
-    n_chief = len(chief_span[0])
-    if n_chief == 0:
-        return [0] * len(spans), 0
-    align: dict[int, tuple[int, int, int]] = {}
-    for i in workers:
-        align[i] = (0, 0, n_chief) if i == chief else align_steps(spans[i], chief_span)
-    begin = max(a[1] for a in align.values())
-    end = min(a[1] + a[2] for a in align.values())
-    if begin > end:
-        return [0] * len(spans), 0
-    first = [int(align[i][0] + begin - align[i][1]) if i in align else 0 for i in range(len(spans))]
-    return first, int(end - begin)
-
-
-def combine_input_pipeline(ok: Sequence[HostSummary], input_ops: pd.DataFrame | None = None) -> InputPipelineResult:
-    """XProf's input pipeline of the hosts: the first host's steps of the range all
-    workers share, the input ops of every host summed (`input_ops`: already summed)."""
-    if input_ops is None:
-        input_ops = merge_input_ops([s.input_ops for s in ok])
-    first = ok[0]
-    if first.steps_reason:
-        res = analyze_input_pipeline(pd.DataFrame(columns=STEP_COLUMNS), input_ops)
-        res.reason = first.steps_reason
-        return res
-    steps = first.steps
-    if len(ok) > 1:
-        accelerated = any(s.has_device for s in ok)
-        workers = [s.has_device or not accelerated for s in ok]
-        tables = [s.steps if w and not s.steps_reason else None for s, w in zip(ok, workers)]
-        if not workers[0]:  # the first host is a coordinator: XProf's combined steps are empty
-            steps = steps.iloc[:0]
-        else:
-            firsts, n = step_intersection(tables)
-            steps = steps.iloc[firsts[0] : firsts[0] + n].reset_index(drop=True)
-    return analyze_input_pipeline(steps, input_ops)
 
 
 def _per_host_row(s: HostSummary) -> dict:
     """The per-host table's row of a (full) host summary; see `per_host_table`."""
     row: dict = dict.fromkeys(PER_HOST_COLUMNS, np.nan)
     row.update(host=s.host, error=s.error, seconds=s.seconds, hostname=s.hostname, steps=0, device_cores=0)
-    if s.error:
+    if s.error or s.stats is None:
         return row
-    ip = combine_input_pipeline([s])
+    ip = input_pipeline(s.stats)
     t = ip.steps["step_time_ms"].to_numpy(np.float64) if len(ip.steps) else np.zeros(0)
-    db = s.op_metrics
-    device = db is not None and db.source in ("tpu", "gpu") and db.total_time_ps > 0
-    idle_pct = 100.0 * db.idle_time_ps / db.total_time_ps if device and db is not None else np.nan
+    db = s.stats.op_metrics
+    device = db.source in ("tpu", "gpu") and db.total_time_ps > 0
+    idle_pct = 100.0 * db.idle_time_ps / db.total_time_ps if device else np.nan
     peak = s.memory.iloc[int(np.argmax(s.memory["peak_bytes"].to_numpy()))] if len(s.memory) else None
+    kind, cores = s.stats.device
     row.update(
-        device_type=s.device_type,
-        device_cores=s.device_cores,
+        device_type=kind,
+        device_cores=cores,
         steps=len(t),
         step_time_ms=float(t.mean()) if len(t) else np.nan,
         max_step_time_ms=float(t.max()) if len(t) else np.nan,
@@ -639,7 +385,7 @@ def _per_host_row(s: HostSummary) -> dict:
         input_pct=ip.input_percent if len(t) else np.nan,
         memory_peak_bytes=float(peak["peak_bytes"]) if peak is not None else np.nan,
         memory_id_at_peak=str(peak["memory_id"]) if peak is not None else "",
-        op_time_ms=db.total_op_time_ps / 1e9 if db is not None else np.nan,
+        op_time_ms=db.total_op_time_ps / 1e9,
     )
     return row
 

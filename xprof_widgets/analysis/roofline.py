@@ -38,18 +38,9 @@ import html
 import numpy as np
 import pandas as pd
 
-from .core.environment import (
-    combine_devices,
-    combine_perf_env,
-    hardware,
-    host_device,
-    host_perf_env,
-    perf_env,
-    tpu_core_count,
-)
 from .core.intervals import safe_divide
-from .core.planes import TPU_PLANE_PREFIX, tensor_core_planes
 from .core.records import GIBI_IN_GIGA, peak_bandwidth, roofline_metrics
+from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
 from .core.steps import align_steps
 
@@ -142,49 +133,22 @@ EMPTY_INTERSECT = (
 # --- steps as XProf's combined step database has them ------------------------------------
 
 
-def _host_steps(space, kind):
-    """(step numbers, begin_ps, end_ps) of one host's step database; TPU: None (XProf's
-    TPU steps, from a `Steps` line, are not reimplemented) unless it has no step line."""
-    from .core.steps import gpu_device_steps
-
-    if kind == "TPU":
-        has_steps = any(
-            line.name == "Steps" and len(line)
-            for p in space.planes
-            if p.name.startswith(TPU_PLANE_PREFIX)
-            for line in p.lines
-        )
-        return None if has_steps else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    steps = gpu_device_steps(space)
-    if steps.empty:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    begin = steps["begin_ps"].to_numpy(np.int64)
-    end = begin + np.rint(steps["step_time_ms"].to_numpy(np.float64) * 1e9).astype(np.int64)
-    return steps["group_id"].to_numpy(np.int64), begin, end
-
-
-def step_rows(run):
+def step_rows(stats: RunStats):
     """(has the "Average" row, [step labels], notes) of the run's step database as XProf's
-    combined OpStats has it."""
-    spaces = run.xspaces()
-    kinds = [hardware(s) for s in spaces]
-    return steps_of_hosts(kinds, [lambda s=s, k=k: _host_steps(s, k) for s, k in zip(spaces, kinds)])
-
-
-def steps_of_hosts(kinds, host_steps):
-    """`step_rows` from each host's hardware kind and a callable giving its `_host_steps`
-    (called only for the hosts the intersection reads)."""
+    combined OpStats has it: from each host's hardware and device step spans
+    (`steps.device_step_spans`: None for a TPU host with a `Steps` line)."""
+    kinds = [h.hardware for h in stats.hosts]
+    host_steps = stats.step_spans
     if len(kinds) == 1:
-        steps = host_steps[0]()
+        steps = host_steps[0]
         if steps is None:
             return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
         return kinds[0] == "TPU", [str(s) for s in steps[0]], ""
     accel = any(k != "CPU" for k in kinds)
     hosts = []
-    for get_steps, kind in zip(host_steps, kinds):
+    for steps, kind in zip(host_steps, kinds):
         if accel and kind == "CPU":
             continue  # a coordinator: XProf leaves it out of the intersection
-        steps = get_steps()
         if steps is None:
             return True, [], "per-step rows of a TPU run with step markers are not reimplemented"
         hosts.append(steps)
@@ -419,30 +383,15 @@ def _empty(reason, columns=COLUMNS_TPU):
     return out
 
 
-def host_part(run):
-    """One host's part of the roofline model of a many-host run (a `Run.map_hosts` task):
-    its perf env (`host_perf_env`), device (type, cores), steps (`_host_steps`) and TPU
-    plane and core counts."""
-
-    space = run.xspace()
-    env = host_perf_env(space)
-    return {
-        "env": env,
-        "device": host_device(space),
-        "steps": _host_steps(space, env[0]),
-        "tpu_planes": sum(len(tensor_core_planes(s)) for s in run.xspaces()),
-        "tpu_cores": tpu_core_count(space),
-    }
-
-
 def _no_device(env):
     out = _empty(NO_DEVICE)
     out.attrs.update(roofs(env), time_scale_multiplier=0.0, diagnostics=[], notes="")
     return out
 
 
-def roofline_model(run: RunLike, in_process=False) -> pd.DataFrame:
-    """XProf's roofline model of `run`: one row per op and per step's program (see the
+def roofline_model(source: RunStats | RunLike) -> pd.DataFrame:
+    """XProf's roofline model of a run's statistics (`core.run_stats.RunStats`; a run: its
+    stats read in this process): one row per op and per step's program (see the
     module docstring), with infeed/outfeed ops and then without.
 
     Columns (XProf's; GPU runs have fewer, as XProf's GPU table): step ("Total",
@@ -461,30 +410,14 @@ def roofline_model(run: RunLike, in_process=False) -> pd.DataFrame:
     peak_cmem_read_bw, peak_cmem_write_bw, peak_vmem_read_bw, peak_vmem_write_bw (GiB/s),
     megacore, has_cmem, has_merged_vmem, the ridge points (FLOP/byte), and
     time_scale_multiplier; `diagnostics` ([(severity, message)]), `reason` (why it is
-    empty), `notes` (what is not as XProf). A run of many hosts analysed host by host
-    (`run.pooled`) gets each host's part on its executor (`run.map_hosts`) unless
-    `in_process` (every host file read here).
+    empty), `notes` (what is not as XProf).
     """
-    from .core.op_stats import device_op_metrics
-
-    if len(run.hosts) > 1 and run.pooled and not in_process:
-        # Many hosts: each host's part on the run's executor, the device op database from
-        # the combined per-host summaries; the driver reads no host file.
-        parts = [p for p in run.map_hosts(host_part) if p is not None]
-        env = combine_perf_env([p["env"] for p in parts], combine_devices(p["device"] for p in parts))
-        if env["hardware"] == "CPU":
-            return _no_device(env)
-        db = run.pod().op_metrics
-        has_average, steps, note = steps_of_hosts([p["env"][0] for p in parts], [lambda p=p: p["steps"] for p in parts])
-        tpu_planes, tpu_cores = sum(p["tpu_planes"] for p in parts), sum(p["tpu_cores"] for p in parts)
-    else:
-        env = perf_env(run)
-        if env["hardware"] == "CPU":
-            return _no_device(env)
-        db = device_op_metrics(run)
-        has_average, steps, note = step_rows(run)
-        tpu_planes = sum(len(tensor_core_planes(s)) for s in run.xspaces()) if db.source == "tpu" else 0
-        tpu_cores = sum(tpu_core_count(s) for s in run.xspaces()) if db.source == "tpu" else 0
+    stats = as_stats(source)
+    env = stats.perf_env
+    if env["hardware"] == "CPU":
+        return _no_device(env)
+    db = stats.op_metrics
+    has_average, steps, note = step_rows(stats)
     columns = COLUMNS_GPU if "GPU" in env["device_type"] else COLUMNS_TPU
     ops = _op_table(db)
     r = roofs(env)
@@ -513,8 +446,6 @@ def roofline_model(run: RunLike, in_process=False) -> pd.DataFrame:
     out.attrs["diagnostics"] = diag
     out.attrs["reason"] = ""
     notes = [note] if note and note != "empty_intersect" else []
-    if db.source == "tpu" and tpu_planes < tpu_cores:
-        notes.append("op_stats.device_op_metrics read the TPU ops of the first host only; XProf combines all hosts'")
     if db.source == "gpu" and db.notes:
         notes.append(db.notes)  # kernels run in CUDA graphs (command_buffers)
     out.attrs["notes"] = "; ".join(notes)

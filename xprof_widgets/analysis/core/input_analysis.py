@@ -33,7 +33,7 @@ import pandas as pd
 from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE
-from .steps import STEP_COLUMNS, gpu_device_steps, host_steps
+from .steps import STEP_COLUMNS, device_steps, host_steps
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -324,23 +324,6 @@ def analyze_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipel
     )
 
 
-def input_pipeline(run, host=None) -> InputPipelineResult:
-    """XProf's input pipeline analysis of a run.
-
-    Steps come from one host (`host`, default the first); input ops are summed
-    over all hosts, as XProf does for a multi-host session. CPU-only runs get
-    host steps; GPU runs the device steps (`steps.gpu_device_steps`); TPU
-    device steps are not reimplemented yet (input ops only, with a `reason`).
-    """
-    host = run.hosts[0] if host is None else host
-    ops = merge_input_ops([host_input_ops(run.xspace(h)) for h in run.hosts])
-    steps, reason = host_step_table(run.xspace(host))
-    res = analyze_input_pipeline(steps, ops)
-    if reason:
-        res.reason = reason
-    return res
-
-
 def host_step_table(space):
     """(steps, reason): the steps XProf's input pipeline reads of one file. With a GPU, the
     device steps; else the host steps of a CPU-only host; a host with a device and no
@@ -355,9 +338,9 @@ def host_step_table(space):
 
 def _host_step_table(space):
     if any(p.name.startswith("/device:GPU") for p in space.planes):
-        device_steps = gpu_device_steps(space)  # with a GPU, XProf's steps are the device's
-        if len(device_steps):
-            return device_steps, ""
+        gpu_steps = device_steps(space)  # with a GPU, XProf's steps are the device's
+        if len(gpu_steps):
+            return gpu_steps, ""
     steps = host_steps(space)
     if any(p.name.startswith(("/device:GPU", "/device:TPU")) for p in space.planes):
         why = "device (GPU/TPU) step analysis is not implemented yet; input ops only" if len(steps) else NO_STEPS_REASON

@@ -39,10 +39,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from .cache import per_run
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
-from .runlike import RunLike
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
 
 #: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
@@ -289,27 +287,10 @@ def _sorted_top(reports):
     return reports.loc[order[:MAX_KERNELS]].reset_index(drop=True)
 
 
-@per_run
-def kernel_reports(run: RunLike):
-    """XProf's kernel stats database of `run` (all hosts combined, sorted, cut), durations
-    in ns: DataFrame with the report key (kernel_name, grid_0..2, block_0..2,
-    registers_per_thread, static_shmem_bytes, dynamic_shmem_bytes,
-    is_kernel_using_tensor_core, is_op_tensor_core_eligible, op_name), occurrences,
-    total_duration_ns, min_duration_ns, max_duration_ns, occupancy_pct. A str (why there
-    is none) when the run has no kernel. Built once per run.
-
-    A run of many hosts analysed host by host (`run.pooled`) maps this over its hosts on
-    the run's executor (`run.map_hosts`) and combines the hosts' reports: the driver
-    never reads a host file for it."""
-    if len(run.hosts) > 1 and run.pooled:
-        return combine_kernel_reports(run.map_hosts(kernel_reports))
-    return all_hosts_reports(run)
-
-
 def combine_kernel_reports(reports):
-    """The reports of several hosts (`kernel_reports` of each, in host order; None for a
-    host left out) as `kernel_reports` of them all: every host's reports sorted and cut
-    again (a report in the top of all hosts is in the top of its own host), or why none."""
+    """The reports of several hosts (`all_hosts_reports` of each, in host order; None for a
+    host left out) as the reports of them all: every host's reports sorted and cut again (a
+    report in the top of all hosts is in the top of its own host), or why none."""
     frames = [r for r in reports if isinstance(r, pd.DataFrame)]
     if frames:
         return frames[0] if len(frames) == 1 else _combined(frames)
@@ -328,7 +309,13 @@ def _combined(frames):
 
 
 def all_hosts_reports(run):
-    """`kernel_reports` of `run` with every host's file read in this process."""
+    """XProf's kernel stats database of `run` (all hosts combined, sorted, cut), durations
+    in ns, with every host's file read in this process: DataFrame with the report key
+    (kernel_name, grid_0..2, block_0..2, registers_per_thread, static_shmem_bytes,
+    dynamic_shmem_bytes, is_kernel_using_tensor_core, is_op_tensor_core_eligible,
+    op_name), occurrences, total_duration_ns, min_duration_ns, max_duration_ns,
+    occupancy_pct. A str (why there is none) when the run has no kernel. A part of
+    `run_stats.RunStats` (`kernels`), built once per run."""
     from .xla_ops import program_modules
 
     spaces = run.xspaces()

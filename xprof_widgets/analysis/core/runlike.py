@@ -4,8 +4,7 @@ import `run.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ...io.xspace import XSpaceFile
 
@@ -19,15 +18,8 @@ class RunLike(Protocol):
     def hosts(self) -> list[str]: ...
 
     @property
-    def pooled(self) -> bool: ...
-
-    @property
     def hlo_protos(self) -> dict[str, bytes]: ...
 
     def xspace(self, host: str | None = None) -> XSpaceFile: ...
 
     def xspaces(self) -> list[XSpaceFile]: ...
-
-    def map_hosts(self, function: Callable[[Any], Any]) -> list: ...
-
-    def pod(self) -> Any: ...

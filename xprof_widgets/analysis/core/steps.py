@@ -45,13 +45,15 @@ Times are picoseconds unless a name says otherwise.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ...io.sorting import order_by_key
+from .cache import derived
 from .grouping import forward_filled_group_ids, group_ids, step_events
-from .planes import HOST_PLANE, gpu_planes
+from .planes import HOST_PLANE, TPU_PLANE_PREFIX, gpu_planes
 
 # XProf's `EventType` priorities (higher wins where events overlap).
 UNKNOWN_TIME = 0
@@ -478,6 +480,12 @@ def gpu_event_type(names, shapes=None):
     return out
 
 
+def device_steps(space) -> pd.DataFrame:
+    """`gpu_device_steps(space)`, computed once per file (the input pipeline's step database
+    and the roofline's step spans both read it): shared, do not change it."""
+    return derived(space, "gpu_device_steps", lambda: gpu_device_steps(space))
+
+
 def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     """The steps of one host with GPUs, as XProf's step database for GPU.
 
@@ -599,3 +607,61 @@ def align_steps(sub, chief):
     best = int(order[np.argmax(sim[order + n - 1])])
     bs, bc = (0, best) if best >= 0 else (-best, 0)
     return bs, bc, min(n - bs, m - bc)
+
+
+def device_step_spans(space, kind):
+    """(step numbers, begin_ps, end_ps) of one host's step database as the roofline model
+    reads it (`kind`: the host's hardware); TPU: None (XProf's TPU steps, from a `Steps`
+    line, are not reimplemented) unless it has no step line."""
+    if kind == "TPU":
+        has_steps = any(
+            line.name == "Steps" and len(line)
+            for p in space.planes
+            if p.name.startswith(TPU_PLANE_PREFIX)
+            for line in p.lines
+        )
+        return None if has_steps else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    steps = device_steps(space)
+    if steps.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    begin = steps["begin_ps"].to_numpy(np.int64)
+    end = begin + np.rint(steps["step_time_ms"].to_numpy(np.float64) * 1e9).astype(np.int64)
+    return steps["group_id"].to_numpy(np.int64), begin, end
+
+
+def step_intersection(step_tables: Sequence[pd.DataFrame | None]) -> tuple[list[int], int]:
+    """XProf's step intersection (`StepIntersection`): ([first step index of each host],
+    number of steps all share). Each table needs begin_ps and step_time_ms; a host
+    that is None takes no part (index 0)."""
+    spans: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for t in step_tables:
+        if t is None:
+            spans.append(None)
+            continue
+        starts = t["begin_ps"].to_numpy(np.float64) if len(t) else np.zeros(0)
+        duration = np.round(t["step_time_ms"].to_numpy(np.float64) * 1e9) if len(t) else np.zeros(0)
+        spans.append((starts, starts + duration))
+    workers = [i for i, s in enumerate(spans) if s is not None]
+    if not workers:
+        return [0] * len(spans), 0
+
+    def stepped(i):
+        b, e = spans[i]  # type: ignore[misc]  # (a worker's span is there)
+        real = e > b
+        return float(e[real].max() - b[real].min()) if real.any() else 0.0
+
+    chief = min(workers, key=stepped)  # the first of equals, in host order
+    chief_span = spans[chief]
+    assert chief_span is not None  # (a worker)
+    n_chief = len(chief_span[0])
+    if n_chief == 0:
+        return [0] * len(spans), 0
+    align: dict[int, tuple[int, int, int]] = {}
+    for i in workers:
+        align[i] = (0, 0, n_chief) if i == chief else align_steps(spans[i], chief_span)
+    begin = max(a[1] for a in align.values())
+    end = min(a[1] + a[2] for a in align.values())
+    if begin > end:
+        return [0] * len(spans), 0
+    first = [int(align[i][0] + begin - align[i][1]) if i in align else 0 for i in range(len(spans))]
+    return first, int(end - begin)

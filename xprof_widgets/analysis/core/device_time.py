@@ -1,0 +1,67 @@
+"""Device time per host file that the overview reads: the TPU duty cycle and the executions
+of XLA modules (XProf's `xplane_to_op_stats.cc`, `ComputeTpuDutyCycle`-like, and the "XLA
+Modules" lines)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .planes import tensor_core_planes
+
+#: HLO categories XProf leaves out of a TensorCore's busy time.
+_OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
+
+
+def _union_length(start, end):
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
+    return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
+
+
+def tpu_duty_cycle(space):
+    """(busy_ps, idle_ps) summed over the TPU tensor cores of one file."""
+    busy = idle = 0
+    for plane in tensor_core_planes(space):
+        lo, hi, parts = None, None, []
+        for line in plane.lines:
+            if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
+                continue
+            start = line.start_ps
+            end = start + line.event_duration_ps
+            lo = start.min() if lo is None else min(lo, start.min())
+            hi = end.max() if hi is None else max(hi, end.max())
+            if line.name == "XLA Ops":
+                cat = line.stats(names=["hlo_category"]).get("hlo_category")
+                # Compared as they are: a bytes value (a damaged file) is no category,
+                # where turning it into str would fail to decode.
+                off = cat.isin(list(_OFF_DUTY)).to_numpy() if cat is not None else np.zeros(len(line), bool)
+                parts.append((start[~off], end[~off]))
+        if lo is None:
+            continue
+        active = _union_length(
+            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64),
+            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64),
+        )
+        busy += active
+        idle += int(hi - lo) - active
+    return busy, idle
+
+
+def module_executions(space) -> pd.DataFrame:
+    """Every execution of an XLA module on a device line "XLA Modules" of one file: module, ms."""
+    names, durations = [], []
+    for plane in space.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            if line.name == "XLA Modules" and len(line):
+                names.append(np.asarray(line.names().astype(object)))
+                durations.append(line.event_duration_ps)
+    if not names:
+        return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype=np.float64)})
+    return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
