@@ -14,6 +14,9 @@ times start after the imports and cover `load_run` + `overview()` + `op_profile(
   started (its start is reported apart), `load_run(path, executor=client)`;
 * XProf 2.24.2: `xspace_to_tool_data(all files, "overview_page")` on fresh copies.
 
+`--all-tools` then times kernel stats, framework op stats and the roofline model of the
+same run (reported apart, as "then 3 tools").
+
 Peak RSS is the driver's (`ru_maxrss` of the measuring process); for the pool the
 largest worker's too. Medians of `--repeat` runs; the machine's load is printed, since
 the numbers are only comparable on an idle machine.
@@ -37,6 +40,7 @@ DEFAULT = (
 OURS = r"""
 import json, resource, sys, time
 mode, folder = sys.argv[1], sys.argv[2]
+all_tools = sys.argv[3:] == ["all"]
 def main():
     import xprof_widgets as xw
     from xprof_widgets.analysis import pod
@@ -63,6 +67,16 @@ def main():
         res = run.overview()
         prof = run.op_profile()
     seconds = time.perf_counter() - t0
+    if all_tools:  # the rest of the all-hosts tools, after the overview and op profile
+        t1 = time.perf_counter()
+        if mode == "sequential":
+            from xprof_widgets.analysis.framework_op_stats import framework_op_stats
+            from xprof_widgets.analysis.kernel_stats import kernel_stats
+            from xprof_widgets.analysis.roofline import roofline_model
+            kernel_stats(run), framework_op_stats(run), roofline_model(run)
+        else:
+            run.kernel_stats(), run.framework_op_stats(), run.roofline_model()
+        extra["more_tools_s"] = time.perf_counter() - t1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if client is not None:
@@ -104,6 +118,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--modes", nargs="+", default=MODES + ["xprof"])
     ap.add_argument("--xprof-python", default=sys.executable)
+    ap.add_argument("--all-tools", action="store_true", help="also time kernel, framework op stats, roofline")
     args = ap.parse_args()
     size = Path(args.file).stat().st_size / 1e6
     print(f"{Path(args.file).name} ({size:.1f} MB) x N hosts; {os.cpu_count()} cores; load {os.getloadavg()}")
@@ -117,7 +132,8 @@ def main():
                     if mode == "xprof":
                         rows[mode].append(measure([args.xprof_python, "-c", XPROF, str(folder)]))
                     else:
-                        rows[mode].append(measure([sys.executable, "-c", OURS, mode, str(folder)], env=_env()))
+                        more = ["all"] if args.all_tools else []
+                        rows[mode].append(measure([sys.executable, "-c", OURS, mode, str(folder), *more], env=_env()))
         base = median(rows["sequential"], "seconds") if rows.get("sequential") else None
         for mode, got in rows.items():
             if not got:
@@ -126,6 +142,8 @@ def main():
             workers = median(got, "worker_peak_rss_bytes") / 1e6 if "worker_peak_rss_bytes" in got[0] else float("nan")
             ratio = f"{base / s:.2f}x" if base else ""
             extra = f"  (cluster start {median(got, 'cluster_start_s'):.1f} s)" if "cluster_start_s" in got[0] else ""
+            if "more_tools_s" in got[0]:
+                extra += f"  then 3 tools {median(got, 'more_tools_s'):.2f} s"
             print(
                 f"{n:>5} {mode:>10} {s:>9.2f} {median(got, 'peak_rss_bytes') / 1e6:>10.0f} {workers:>10.0f} "
                 f"{ratio:>13}{extra}",

@@ -40,14 +40,20 @@ OP_DB_COLUMNS = [
 ]
 
 
-def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat):
+def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat, by_categories):
     """The framework-op activities of one host line in XProf's push order (by event, an
     event's name-op before its `tf_op` op): begin, end (ps), op id (in `parsed`, the op
-    strings seen so far; `known` maps event names that are ops to theirs), is_eager."""
+    strings seen so far; `known` maps event names that are ops to theirs), is_eager.
+    `by_categories` keeps the op id of each name of a plane's names (its lines share them)."""
     names = line.names()
     codes = np.asarray(names.codes)
-    cats = np.asarray(names.categories, dtype=object)
-    op_of_code = np.array([known.get(c, -1) for c in cats] + [-1], dtype=np.int64)
+    kept = by_categories.get(id(names.categories))
+    if kept is not None and kept[0] is names.categories:
+        op_of_code = kept[1]
+    else:
+        cats = np.asarray(names.categories, dtype=object)
+        op_of_code = np.array([known.get(c, -1) for c in cats] + [-1], dtype=np.int64)
+        by_categories[id(names.categories)] = (names.categories, op_of_code)
     ops = op_of_code[codes]  # -1 where the event's name is no framework op
     by_name = np.flatnonzero(ops >= 0)
     ev, sub, key = [by_name], [np.zeros(len(by_name), np.int64)], [ops[by_name]]
@@ -154,11 +160,12 @@ def host_op_db(spaces, eager=None):
         for c in cats:
             if c and parse_tf_op(c)[0] != "unknown":
                 known[c] = parsed.setdefault(c, len(parsed))
+        by_categories: dict = {}
         for li, line in enumerate(plane.lines):
             if not len(line) or is_derived_id(line.id):
                 continue
             mask = marks.get((HOST_PLANE, li), np.zeros(len(line), bool))
-            begin, end, key, is_eager = _line_activities(line, known, parsed, mask, has_tf_op_stat)
+            begin, end, key, is_eager = _line_activities(line, known, parsed, mask, has_tf_op_stat, by_categories)
             if not len(begin):
                 continue
             counted, self_ps = stack_self_time(begin, end)
