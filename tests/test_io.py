@@ -3,6 +3,7 @@
 import gzip
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -487,16 +488,24 @@ def test_decode_head_equals_the_general_decoder(monkeypatch, block):
         fields += b"".join(b"\x22\x02\x08\x01" for _ in range(int(rng.integers(0, 3))))
         events.append(fields)
     events += [b"\x10\x05\x08\x07", b"\x08\x01\x08\x02\x18\x03", b"\x08\x01\x12\x01\x00", b"\x18\x01\x10\x02", b""]
+    # Fields after the stats, stats split by another field, an unknown field first.
+    events += [b"\x08\x01\x22\x02\x08\x01\x10\x05", b"\x08\x01\x22\x02\x08\x01\x28\x01\x22\x02\x08\x02"]
+    events += [b"\x48\x01\x08\x07\x10\x02\x18\x03", b"\x22\x02\x08\x01\x08\x09"]
     records = [b"\x22" + varint(len(e)) + e for e in events]
     buf, size = wire.padded(b"".join(records))
     data = np.frombuffer(buf, dtype=np.uint8)
     pos = np.cumsum([0] + [len(r) for r in records])[:-1]
-    want = wire.decode_records(data, pos, scalars=(1, 2, 3), end=size, rest=True)
     got = wire.decode_head(data, pos, (1, 2, 3), end=size)
-    for n in (1, 2, 3):
-        assert got.present[n].tolist() == want.present[n].tolist()
-        assert got.scalar[n].tolist() == want.scalar[n].tolist()
-    assert got.rest.tolist() == want.rest.tolist()
+    # As protobuf's parser reads them: any order, the last value winning; and the stats
+    # read from `rest` to the record's end are all of the event's.
+    from xprof_widgets.io import schema
+
+    starts, stops = wire.record_payloads(data, pos, size)
+    parsed = [schema.XEvent.FromString(bytes(buf[a:b])) for a, b in zip(starts.tolist(), stops.tolist())]
+    for n, field in ((1, "metadata_id"), (2, "offset_ps"), (3, "duration_ps")):
+        assert got.scalar[n].tolist() == [getattr(e, field) % 2**64 for e in parsed], field
+    owner, _, _ = wire.repeated_run(data, pos + got.rest, stops, 4)
+    assert np.bincount(owner, minlength=len(pos)).tolist() == [len(e.stats) for e in parsed]
 
 
 def test_record_payloads_of_long_and_short_lengths():
@@ -561,3 +570,98 @@ def test_tool_registry_and_rules_agree():
 
     assert [t.name for t in TOOLS] == list(STATUS)
     assert all(t.status is STATUS[t.name] for t in TOOLS)
+
+
+# --- legal encodings writers do not produce: fields in any order, split, repeated --------
+
+
+def _varint(value):
+    value %= 2**64
+    out = bytearray()
+    while True:
+        b, value = value & 0x7F, value >> 7
+        out.append(b | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _len_field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _scrambled_event(event, rng):
+    """XEvent bytes protobuf reads as `event`, in a layout no writer makes: fields 1-3 and an
+    unknown field 9 in random order among the stats (whose order stays), the metadata id
+    written twice (a wrong one first), stats whose key is written twice (a wrong one first)."""
+    stats = []
+    for s in event.stats:
+        body = s.SerializeToString()
+        if s.metadata_id and rng.random() < 0.3:
+            body = b"\x08" + _varint(999_999) + body  # the later key wins
+        stats.append(_len_field(4, body))
+    others = [
+        _varint(n << 3) + _varint(v) for n, v in ((1, event.metadata_id), (2, event.offset_ps), (3, event.duration_ps))
+    ]
+    others.append(b"\x48\x07")  # field 9: unknown to the schema, skipped
+    rng.shuffle(others)
+    parts = list(stats)
+    for other in others:  # each at a random place among the stats
+        parts.insert(int(rng.integers(len(parts) + 1)), other)
+    return b"\x08" + _varint(424_242) + b"".join(parts)
+
+
+def _scrambled_space(path, rng):
+    """The file at `path` with every event scrambled (`_scrambled_event`), lines and planes
+    written with their events and lines after their other fields."""
+    space = schema.XSpace.FromString(path.read_bytes())
+    planes = []
+    for plane in space.planes:
+        lines = []
+        for line in plane.lines:
+            events = [_len_field(4, _scrambled_event(e, rng)) for e in line.events]
+            shell = schema.XLine()
+            shell.CopyFrom(line)
+            del shell.events[:]
+            lines.append(_len_field(3, shell.SerializeToString() + b"".join(events)))
+        shell = schema.XPlane()
+        shell.CopyFrom(plane)
+        del shell.lines[:]
+        planes.append(_len_field(1, shell.SerializeToString() + b"".join(lines)))
+    rest = schema.XSpace()
+    rest.CopyFrom(space)
+    del rest.planes[:]
+    return b"".join(planes) + rest.SerializeToString()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_any_field_order_reads_as_protobuf(monkeypatch, tmp_path, compiled):
+    """Protobuf reads fields in any order, a repeated field split into runs, a field written
+    twice (the last value wins), unknown fields skipped: an event so written gives the
+    same metadata id, times and stats as the real file (compiled loops and numpy alike)."""
+    from xprof_widgets.io import native
+
+    if compiled and not native.available():
+        pytest.skip(f"the compiled loops are not built here: {native.why_not()}")
+    if not compiled:
+        monkeypatch.setattr(native, "_LIB", None)
+    source = next(Path(xw.sample_run("gpu").path).glob("*.xplane.pb*"))
+    if source.name.endswith(".gz"):
+        plain = tmp_path / "plain.xplane.pb"
+        plain.write_bytes(gzip.decompress(source.read_bytes()))
+        source = plain
+    scrambled = tmp_path / "scrambled.xplane.pb"
+    scrambled.write_bytes(_scrambled_space(source, np.random.default_rng(7)))
+    want, got = read_xspace(source, cache=False), read_xspace(scrambled, cache=False)
+    compared = 0
+    for plane, other in zip(want.planes, got.planes, strict=True):
+        for line, mine in zip(plane.lines, other.lines, strict=True):
+            np.testing.assert_array_equal(mine.metadata_id, line.metadata_id)
+            np.testing.assert_array_equal(mine.start_ps, line.start_ps)
+            np.testing.assert_array_equal(mine.event_duration_ps, line.event_duration_ps)
+            if len(line):
+                every = line.stats()
+                pd.testing.assert_frame_equal(mine.stats(), every)
+                for name in list(every.columns)[:3]:  # one stat asked for: the others skipped by key
+                    pd.testing.assert_frame_equal(mine.stats(names=[name]), line.stats(names=[name]))
+                compared += len(line)
+    assert compared > 1000

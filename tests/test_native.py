@@ -113,9 +113,19 @@ def test_decode_head_equals_numpy(monkeypatch, block):
 
     ours, theirs = _both(monkeypatch, head)
     assert ours == theirs
-    # and both as the general decoder reads them
-    want = wire.decode_records(data, pos, scalars=(1, 2, 3), end=size, rest=True)
-    assert ours[:3] == [want.scalar[n].tolist() for n in (1, 2, 3)]
+    # and both as protobuf's parser reads them (any field order, the last value winning)
+    from xprof_widgets.io import schema
+
+    events = [schema.XEvent.FromString(_payload(r)) for r in records]
+    want = [[e.metadata_id % 2**64 for e in events], [e.offset_ps % 2**64 for e in events]]
+    want.append([e.duration_ps % 2**64 for e in events])
+    assert ours[:3] == want
+
+
+def _payload(record):
+    """The payload of a LENGTH record (tag byte, varint length, payload)."""
+    _, at = wire.read_varint(record, 1, len(record))
+    return bytes(record[at:])
 
 
 @pytest.mark.parametrize("cut", [None, b"\x08\x81", b"\x08\x01\x10"])  # the line's end; varints cut
@@ -170,7 +180,9 @@ def test_mutants_open_alike(monkeypatch, tmp_path):
             ours, theirs = _both(monkeypatch, lambda: _columns(path))
             assert ours == theirs, k
             seen["error" if ours.startswith("ProfileError") else "opened"] += 1
-    assert seen["opened"] > 10 and seen["error"] > 10, seen
+    # Opening walks each event to its end (fields may come in any order), so most damaged
+    # bytes are found at open.
+    assert seen["opened"] > 5 and seen["error"] > 10, seen
 
 
 def _stat(rng):

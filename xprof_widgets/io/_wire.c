@@ -24,7 +24,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 5; }
+int32_t xw_abi(void) { return 6; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -40,6 +40,43 @@ static int64_t varint(const uint8_t *data, int64_t i, int64_t limit, uint64_t *o
         }
     }
     return XW_BAD;
+}
+
+/* The field whose tag starts at data[p] (p < stop), any number and wire type: its number
+ * in *number, its wire type in *wire_type, where its value starts in *body and where the
+ * field ends in *end (a LENGTH's payload is [*body, *end)). XW_BAD when it cannot be read
+ * inside [p, stop) or has a group wire type (none in a profile's messages). */
+static int skip_field(const uint8_t *data, int64_t p, int64_t stop, uint64_t *number, int *wire_type, int64_t *body,
+                      int64_t *end) {
+    uint64_t tag, value;
+    int64_t q = varint(data, p, stop, &tag);
+    if (q < 0) return XW_BAD;
+    *number = tag >> 3;
+    *wire_type = (int)(tag & 7);
+    *body = q;
+    switch (tag & 7) {
+    case 0: /* VARINT */
+        q = varint(data, q, stop, &value);
+        if (q < 0) return XW_BAD;
+        *end = q;
+        return 0;
+    case 1: /* FIXED64 */
+        if (stop - q < 8) return XW_BAD;
+        *end = q + 8;
+        return 0;
+    case 2: /* LENGTH */
+        q = varint(data, q, stop, &value);
+        if (q < 0 || value > (uint64_t)(stop - q)) return XW_BAD;
+        *body = q;
+        *end = q + (int64_t)value;
+        return 0;
+    case 5: /* FIXED32 */
+        if (stop - q < 4) return XW_BAD;
+        *end = q + 4;
+        return 0;
+    default:
+        return XW_BAD;
+    }
 }
 
 /* `wire.scan_run` without a limit: the positions of a run of LENGTH records whose
@@ -75,14 +112,14 @@ int64_t xw_find_records(const uint8_t *data, int64_t size, int64_t start, int64_
  * read in that order where present, each a VARINT of at most 7 bytes; values[k * n + r]
  * and present[k * n + r] receive field k (0 and 0 where absent), rest[r] where the
  * fields not read start (from pos[r]), ok[r] whether the record is in that layout:
- * each of those fields once, in order, nothing of the same numbers after them. A
- * record not `ok` is decoded again by the caller's general decoder. Returns how many
- * records are not ok, or XW_BAD (a record's payload runs past `end`). */
+ * each of those fields once, in order, and none of their numbers in the rest of the
+ * record (walked to its end: protobuf lets fields come in any order and again, the last
+ * value winning). A record not `ok` is decoded again by the caller's general decoder.
+ * Returns how many records are not ok, or XW_BAD (a record's payload runs past `end`). */
 int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, int64_t n, const int32_t *numbers,
                        int32_t count, int64_t end, uint64_t *values, uint8_t *present, int64_t *rest, uint8_t *ok) {
     int64_t odd = 0;
     if (count < 1 || end > size) return XW_BAD;
-    int32_t last = numbers[count - 1];
     for (int64_t r = 0; r < n; r++) {
         int64_t at = pos[r];
         if (at < 0 || at + 1 >= end) return XW_BAD;
@@ -117,10 +154,27 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
             values[slot] = value;
             p = q;
         }
-        if (good && p < e && !present[(int64_t)(count - 1) * n + r]) {
-            /* What follows must be a later field than those read. */
-            uint8_t next = data[p];
-            good = next >= 0x80 || (next >> 3) > last;
+        /* The rest of the record must hold none of these fields again. */
+        for (int64_t q = p; good && q < e;) {
+            uint8_t tag = data[q];
+            if ((tag & 7) == 2 && tag < 0x80 && data[q + 1] < 0x80) { /* usual: a short LENGTH field */
+                int32_t k = 0;
+                while (k < count && (uint8_t)(numbers[k] << 3) != (tag & 0xF8)) k++;
+                if (k < count) good = 0;
+                q += 2 + data[q + 1];
+                if (q > e) good = 0;
+                continue;
+            }
+            uint64_t number;
+            int wire_type;
+            int64_t body, next;
+            if (skip_field(data, q, e, &number, &wire_type, &body, &next) < 0) {
+                good = 0; /* the general decoder says what is wrong */
+                break;
+            }
+            for (int32_t k = 0; k < count; k++)
+                if (number == (uint64_t)numbers[k]) good = 0;
+            q = next;
         }
         rest[r] = p - at;
         ok[r] = (uint8_t)good;
@@ -129,27 +183,29 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
     return odd;
 }
 
-/* A run of a repeated LENGTH field met a field numbered at or below it: the numpy code
- * reads such a layout (protobuf allows it; writers do not produce it). */
-#define XW_UNUSUAL (-2)
-
-/* The element of a repeated LENGTH field at data[p] (p < stop): 1 with its payload in
- * [*body, *end); 0 when a later field ends the run; XW_UNUSUAL; XW_BAD. */
+/* The field at data[p] (p < stop) in the rest of a record that holds a repeated LENGTH
+ * field with one-byte tag `tag_byte`: 1 when it is an element of that field (its payload
+ * in [*body, *end)), 0 when it is another field (skipped: *end is where the next field
+ * starts; the elements may come in several runs, split by other fields, as protobuf
+ * allows), XW_BAD. */
 static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag_byte, int64_t *body, int64_t *end) {
-    uint8_t tag = data[p];
-    if (tag != tag_byte) return (tag >= 0x80 || (tag >> 3) > (tag_byte >> 3)) ? 0 : XW_UNUSUAL;
-    uint64_t length;
-    int64_t b = varint(data, p + 1, stop, &length);
-    if (b < 0 || length > (uint64_t)(stop - b)) return XW_BAD;
-    *body = b;
-    *end = b + (int64_t)length;
-    return 1;
+    if (data[p] == tag_byte) {
+        uint64_t length;
+        int64_t b = varint(data, p + 1, stop, &length);
+        if (b < 0 || length > (uint64_t)(stop - b)) return XW_BAD;
+        *body = b;
+        *end = b + (int64_t)length;
+        return 1;
+    }
+    uint64_t number;
+    int wire_type;
+    return skip_field(data, p, stop, &number, &wire_type, body, end) < 0 ? XW_BAD : 0;
 }
 
 /* `wire.repeated_run` and `wire._keyed_block` in one pass, for the stats of events.
  *
- * Record i's rest, data[starts[i]:stops[i]), opens with a run of the repeated LENGTH
- * field whose tag is `tag_byte` (an event's stats); each element is a keyed record
+ * Record i's rest, data[starts[i]:stops[i]), holds the elements of the repeated LENGTH
+ * field whose tag is `tag_byte` (an event's stats), among other fields; each element is a keyed record
  * (XStat: key in field 1, then one value field), owned by owner_offset + i. With
  * `owner` NULL, returns how many elements there are (nothing decoded). Else decodes at
  * most `cap` of them, in (owner, file) order, and returns how many it wrote:
@@ -158,8 +214,8 @@ static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag
  * of 8 bytes or a LENGTH whose bytes end the record), the value's field number (kinds[tag];
  * 0 when not ok), its raw bits and, for LENGTH, where its bytes start (text_start). An
  * element in the usual layout whose key is not wanted (keys[key] == 0, or key >= nkeys;
- * keys NULL: all wanted) is not written. Returns XW_BAD or XW_UNUSUAL where the numpy
- * code must look. */
+ * keys NULL: all wanted) is not written (one in another layout is: its key is known once
+ * the caller has walked it). Returns XW_BAD where the numpy code must look. */
 int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts, const int64_t *stops, int64_t n,
                        uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds, const uint8_t *keys,
                        int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
@@ -171,8 +227,8 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
         while (p < stop) {
             int r = run_element(data, p, stop, tag_byte, &s, &e);
             if (r < 0) return r;
-            if (r == 0) break;
             p = e;
+            if (r == 0) continue; /* another field */
             if (owner == NULL) {
                 out++;
                 continue;
@@ -184,8 +240,6 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
             if (v0 < 0 || v0 >= size) return XW_BAD;
             v0 += 1; /* past the value's tag */
             int head_ok = data[s] == 0x08;
-            if (keys != NULL && head_ok && v0 <= e && !(k < (uint64_t)nkeys && keys[k])) continue;
-            if (out == cap) return XW_BAD;
             uint8_t tag = data[v0 - 1];
             int8_t num = kinds[tag];
             int64_t sz = e - v0;
@@ -211,6 +265,10 @@ int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts,
                     text = t;
                 }
             }
+            /* Only an element in the usual layout is known to hold key k (another may set
+             * its key again further on). */
+            if (keys != NULL && good && !(k < (uint64_t)nkeys && keys[k])) continue;
+            if (out == cap) return XW_BAD;
             owner[out] = owner_offset + i;
             key[out] = k;
             number[out] = good ? num : 0;

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 5
+ABI = 6
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)

@@ -310,6 +310,62 @@ def varints(data, pos):
     raise WireError(f"varint longer than 10 bytes at byte {p[0] - 9}")
 
 
+def skip_fields(data, pos, stops):
+    """The field whose tag is at each position (pos < stops), any number and wire type:
+    (field numbers as int64, wire types, where each field's value starts, where each
+    field ends). A LENGTH field's payload is [value start, end). Raises WireError for a
+    group (no profile message has one) or a field that runs past its stop."""
+    pos = np.asarray(pos, dtype=np.int64)
+    stops = np.asarray(stops, dtype=np.int64)
+    tag, width = varints(data, pos)
+    body = pos + width
+    wire_type = (tag & np.uint64(7)).astype(np.int64)
+    size = np.zeros(len(pos), dtype=np.uint64)
+    for wt in np.flatnonzero(np.bincount(wire_type, minlength=8)).tolist():
+        m = np.flatnonzero(wire_type == wt)
+        if wt == VARINT:
+            size[m] = varints(data, body[m])[1].astype(np.uint64)
+        elif wt in (FIXED64, FIXED32):
+            size[m] = 8 if wt == FIXED64 else 4
+        elif wt == LENGTH:
+            length, w = varints(data, body[m])
+            body[m] += w
+            size[m] = length
+        else:
+            raise WireError(f"wire type {wt} (a group) at byte {int(pos[m[0]])}: not in a profile")
+    # Compared unsigned, before adding: a length near 2**64 must not wrap around.
+    room = np.maximum(stops - body, 0).astype(np.uint64)
+    over = (size > room) | (body > stops)
+    if over.any():
+        raise WireError(f"truncated: the field at byte {int(pos[np.argmax(over)])} runs past its record")
+    return (tag >> np.uint64(3)).astype(np.int64), wire_type, body, body + size.astype(np.int64)
+
+
+def _rest_clear(data, pos, stops, numbers):
+    """Whether [pos, stops) of each record holds none of the fields `numbers` (walked field
+    by field to the record's end, every wire type skipped)."""
+    clear = np.ones(len(pos), bool)
+    top = max(numbers)
+    wanted = np.zeros(top + 2, bool)
+    wanted[list(numbers)] = True
+    todo = np.flatnonzero(pos < stops)
+    p, stop = pos[todo], stops[todo]
+    while todo.size:
+        tag, size = data[p], data[p + 1]
+        if ((tag & 0x87) == LENGTH).all() and (size < 0x80).all():  # usual: short LENGTH fields
+            number = (tag >> 3).astype(np.int64)
+            nxt = p + 2 + size
+            if (nxt > stop).any():
+                raise WireError(f"truncated: the field at byte {int(p[np.argmax(nxt > stop)])} runs past its record")
+        else:
+            number, _, _, nxt = skip_fields(data, p, stop)
+        hit = wanted[np.clip(number, 0, top + 1)]
+        clear[todo[hit]] = False
+        more = (nxt < stop) & ~hit
+        todo, p, stop = todo[more], nxt[more], stop[more]
+    return clear
+
+
 def fixed(data, pos, width):
     """Little-endian fixed-width values at each position, as uint64 or uint32."""
     raw = data[np.asarray(pos, dtype=np.int64)[:, None] + np.arange(width)]
@@ -430,9 +486,12 @@ def decode_head(data, record_pos, numbers, end=None):
     absent: protobuf leaves out zeros), e.g. an event's metadata id, offset and duration.
 
     Each field is read with one unaligned 64-bit load; its varint's end is the first
-    byte without the high bit, found with bit arithmetic, not byte by byte. Records in
+    byte without the high bit, found with bit arithmetic, not byte by byte. The rest of
+    each record is walked to its end: it must hold none of `numbers` again. Records in
     any other layout (fields out of order or repeated, other wire types, varints longer
-    than 8 bytes such as negative numbers) are decoded by the general decoder.
+    than 8 bytes such as negative numbers) are decoded by the general decoder, read to
+    their end as protobuf reads them (any order, the last value of a field winning), and
+    their `rest` is where their payload starts (the fields not asked for may be anywhere).
     """
     record_pos = np.asarray(record_pos, dtype=np.int64)
     count = len(record_pos)
@@ -442,7 +501,6 @@ def decode_head(data, record_pos, numbers, end=None):
         out.present[n] = np.zeros(count, dtype=bool)
     out.rest = np.zeros(count, dtype=np.int64)
     words = _words(data)
-    last = max(numbers)
 
     def block(c):
         part = slice(c, c + BLOCK_RECORDS)
@@ -469,10 +527,14 @@ def decode_head(data, record_pos, numbers, end=None):
             out.scalar[n][part] = np.where(has, value, 0)
             out.present[n][part] = has
             p = p + np.where(has, 1 + size, 0)
-        # What follows must be a later field (or the end), unless the last field was read.
-        nxt = data[np.minimum(p, len(data) - 1)]
-        ok &= (p >= e) | out.present[last][part] | (nxt >= 0x80) | ((nxt >> 3) > last)
         ok &= p <= e
+        # The rest must hold none of these fields again (one that cannot be walked goes to
+        # the general decoder, which says what is wrong).
+        usual = np.flatnonzero(ok)
+        try:
+            ok[usual] = _rest_clear(data, p[usual], e[usual], numbers)
+        except WireError:
+            ok[:] = False
         out.rest[part] = np.minimum(p, e) - record_pos[part]
         odd = np.flatnonzero(~ok)
         if len(odd):  # the general decoder for these
@@ -483,11 +545,10 @@ def decode_head(data, record_pos, numbers, end=None):
         for n in numbers:
             tmp.scalar[n] = np.zeros(len(rows), dtype=np.uint64)
             tmp.present[n] = np.zeros(len(rows), dtype=bool)
-        tmp.rest = np.zeros(len(rows), dtype=np.int64)
-        _decode_block(data, s, e, numbers, (), tmp, 0)
+        _decode_block(data, s, e, numbers, (), tmp, 0, to_end=True)
         for n in numbers:
             out.scalar[n][rows], out.present[n][rows] = tmp.scalar[n], tmp.present[n]
-        out.rest[rows] = tmp.rest - record_pos[rows]
+        out.rest[rows] = s - record_pos[rows]
 
     _map_blocks(count, block)
     return out
@@ -521,9 +582,9 @@ def repeated_run(data, starts, stops, number):
     `(owner, start, stop)` ordered by owner, then as in the file: what
     `decode_fields(data, starts, stops, lengths=(number,)).ranges[number]`
     gives, with less work per element (the tag is one known byte). Blocks of
-    records go to the thread pool. A record whose run meets a field numbered
-    `number` or lower that is not the repeated field (a layout protobuf allows
-    but writers do not produce) sends the whole call to `decode_fields`.
+    records go to the thread pool. Other fields among the elements (a layout protobuf
+    allows, writers do not produce: the elements split into several runs) are skipped,
+    each record's part walked to its end.
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
@@ -533,8 +594,6 @@ def repeated_run(data, starts, stops, number):
         return _repeated_block(data, starts[part], stops[part], number, c)
 
     found = _map_blocks(len(starts), block)
-    if any(f is None for f in found):
-        return decode_fields(data, starts, stops, lengths=(number,)).ranges[number]
     if not found:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
@@ -542,23 +601,26 @@ def repeated_run(data, starts, stops, number):
 
 
 def _repeated_block(data, starts, stops, number, offset):
-    """`repeated_run` on one block of records (owners from `offset`); None: not the usual layout."""
+    """`repeated_run` on one block of records (owners from `offset`)."""
     tag_byte = (number << 3) | LENGTH
     todo = np.flatnonzero(starts < stops)
     p, stop = starts[todo], stops[todo]
-    steps = []  # (owners, payload starts, payload ends) of the k-th element of each run
-    count = np.zeros(len(starts), dtype=np.int64)  # elements per record, set when its run ends
+    steps = []  # (owners, payload starts, payload ends) of the k-th element of each record
+    count = np.zeros(len(starts), dtype=np.int64)  # elements per record
     while todo.size:
         tag = data[p]
-        if not (tag == tag_byte).all():
-            later = (tag >= 0x80) | ((tag >> 3) > number)  # a later field ends the run
-            if not (later | (tag == tag_byte)).all():
-                return None
-            count[todo[later]] = len(steps)
-            keep = ~later
-            todo, p, stop = todo[keep], p[keep], stop[keep]
+        other = tag != tag_byte
+        while other.any():  # other fields: skipped (rare), until an element or the end
+            at = np.flatnonzero(other)
+            p[at] = skip_fields(data, p[at], stop[at])[3]
+            more = p < stop
+            todo, p, stop = todo[more], p[more], stop[more]
             if not todo.size:
                 break
+            tag = data[p]
+            other = tag != tag_byte
+        if not todo.size:
+            break
         size = data[p + 1]
         if (size < 0x80).all():  # usual: payloads under 128 bytes, one-byte lengths
             body = p + 2
@@ -567,12 +629,13 @@ def _repeated_block(data, starts, stops, number, offset):
             size, width = varints(data, p + 1)
             body = p + 1 + width
             end = body + size.astype(np.int64)
-        if (end > stop).any():
-            at = todo[np.argmax(end > stop)]
+        if (end > stop).any() or (end < body).any():
+            at = todo[np.argmax((end > stop) | (end < body))]
             raise WireError(f"truncated: field runs past the record at byte {starts[at]}")
-        steps.append((todo, body, end))
+        # Element number count[r] of each record r here.
+        steps.append((todo, count[todo].copy(), body, end))
+        count[todo] += 1
         more = end < stop
-        count[todo[~more]] = len(steps)
         todo, p, stop = todo[more], end[more], stop[more]
     # Element k of record r goes to first[r] + k: the output is in (owner, file) order, no sort.
     first = np.cumsum(count) - count
@@ -582,7 +645,7 @@ def _repeated_block(data, starts, stops, number, offset):
     owner = np.empty(total, dtype=np.int32 if offset + len(starts) < 2**31 else np.int64)
     start = np.empty(total, dtype=pos_type)
     stop = np.empty(total, dtype=pos_type)
-    for k, (owners, body, end) in enumerate(steps):
+    for owners, k, body, end in steps:
         at = first[owners] + k
         owner[at], start[at], stop[at] = owners + offset, body, end
     return owner, start, stop
@@ -751,13 +814,6 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths, keys=None):
         key, width = varints(data, s + 1)
         tag = data[s + 1 + width]
         v0 = s + 2 + width
-    kept = None
-    if keys is not None:
-        usual = head_ok & (v0 <= e)  # the key read above is the record's
-        wanted = ~usual | (keys[np.minimum(key, len(keys) - 1)] & (key < len(keys)))
-        if not wanted.all():
-            kept = np.flatnonzero(wanted)
-            s, e, head_ok, key, tag, v0 = (x[kept] for x in (s, e, head_ok, key, tag, v0))
     ok = head_ok.copy()
     number = kinds[tag]
     wire_type = tag & 7
@@ -790,6 +846,17 @@ def _keyed_block(data, words, kinds, s, e, scalars, lengths, keys=None):
     number = np.where(ok, number, 0).astype(np.int8)
     fine = ok[text_rows]
     text = (text_rows[fine], text_start[fine], text_stop[fine])
+    kept = None
+    if keys is not None:
+        # Only a record in the usual layout is known to hold the key read above (another
+        # may set its key again further on): those of unwanted keys are left out.
+        wanted = ~ok | (keys[np.minimum(key, len(keys) - 1)] & (key < len(keys)))
+        if not wanted.all():
+            kept = np.flatnonzero(wanted)
+            new_row = np.cumsum(wanted) - 1
+            keep_text = wanted[text[0]]
+            text = (new_row[text[0][keep_text]], text[1][keep_text], text[2][keep_text])
+            s, e, key, number, raw, ok = (x[kept] for x in (s, e, key, number, raw, ok))
     return (kept, *_walk_odd(data, s, e, key, number, raw, ok, text, scalars, lengths))
 
 
@@ -873,8 +940,10 @@ def _decode(data, starts, stops, scalars, lengths, end=None, want_rest=False):
     return out
 
 
-def _decode_block(data, starts, stops, scalars, lengths, out, offset):
-    """Decode records into `out`'s columns from row `offset`; returns the LENGTH ranges found."""
+def _decode_block(data, starts, stops, scalars, lengths, out, offset, to_end=False):
+    """Decode records into `out`'s columns from row `offset`; returns the LENGTH ranges found.
+    Records are left once past the highest field wanted (writers put fields in number order)
+    unless `to_end`: then read to their end, as protobuf reads any order."""
     scalar = {n: out.scalar[n][offset : offset + len(starts)] for n in scalars}
     present = {n: out.present[n][offset : offset + len(starts)] for n in scalars}
     found = {n: [] for n in lengths}
@@ -936,7 +1005,8 @@ def _decode_block(data, starts, stops, scalars, lengths, out, offset):
             raise WireError(f"truncated: field runs past the record at byte {starts[todo[over][0]]}")
         pos[todo] = nxt
         more = nxt < stops[todo]
-        more &= (number < last_wanted) | ((number == last_wanted) & repeated_last)
+        if not to_end:
+            more &= (number < last_wanted) | ((number == last_wanted) & repeated_last)
         if rest is not None:
             done = ~more & (number <= last_wanted)  # read to the end of a wanted field
             rest[todo[done]] = nxt[done]
