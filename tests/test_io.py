@@ -665,3 +665,37 @@ def test_any_field_order_reads_as_protobuf(monkeypatch, tmp_path, compiled):
                     pd.testing.assert_frame_equal(mine.stats(names=[name]), line.stats(names=[name]))
                 compared += len(line)
     assert compared > 1000
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        b"\x22" + _varint(2**63) + b"\x08\x01",  # an event whose length is 2**63
+        b"\x22" + _varint(2**64 - 3) + b"\x08\x01",  # one that wraps around to -3
+        b"\x22\x04\x08\x01\x22" + _varint(2**63 + 1),  # a stat whose length is 2**63 + 1
+        b"\x22\x05\x08\x01\x22" + _varint(2**64 - 4) + b"\x08",  # a stat that wraps around
+        b"\x22\x04\x08\x01\x22\x7f",  # a stat past its event
+    ],
+    ids=["event-2^63", "event-wraps", "stat-2^63", "stat-wraps", "stat-past"],
+)
+def test_huge_lengths_are_a_profile_error(monkeypatch, tmp_path, compiled, event):
+    """Lengths of 2**63 and more, or that wrap around int64, in an event or stat record: a
+    ProfileError naming the file (never an IndexError, nor a walk that loops), both ways."""
+    from xprof_widgets.io import native
+
+    if compiled and not native.available():
+        pytest.skip(f"the compiled loops are not built here: {native.why_not()}")
+    if not compiled:
+        monkeypatch.setattr(native, "_LIB", None)
+    good = b"\x22\x06\x08\x01\x10\x02\x18\x03"
+    line = _len_field(2, b"ops") + good * 20_000 + event + good  # a long run: walked in chunks
+    plane = b"\x08\x01" + _len_field(2, b"/host:CPU") + _len_field(3, line)
+    path = tmp_path / "huge.xplane.pb"
+    path.write_bytes(_len_field(1, plane))
+    with pytest.raises(xw.ProfileError) as caught:
+        space = read_xspace(path, cache=False)
+        for plane in space.planes:
+            for line in plane.lines:
+                line.stats()
+    assert str(path) in str(caught.value)

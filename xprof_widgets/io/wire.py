@@ -170,7 +170,10 @@ def _walk_block(buf, data, start, limit, end, tag_byte):
         p = pos[live]
         steps.append((live, p))
         length, width = varints(data, p + 1)
-        nxt = p + 1 + width + length.astype(np.int64)
+        # A length past the message (a walker off the chain reads any bytes; a damaged
+        # file may hold 2**63 or more) leaves the chunk: clamped before it is added, so
+        # that no walker wraps around to a position behind it.
+        nxt = p + 1 + width + np.minimum(length, np.uint64(end + 1)).astype(np.int64)
         inside = nxt < limits[live]
         off = inside & (data[np.minimum(nxt, end)] != tag_byte)
         if off.any():  # not on a tag: inside a record, or the run ended here
@@ -382,12 +385,17 @@ def record_payloads(data, record_pos, end=None):
     start = record_pos + 2
     stop = start + first
     long = np.flatnonzero(first >= 0x80)
+    limit = len(data) if end is None else end
     if len(long):
         length, width = varints(data, record_pos[long] + 1)
         start[long] = record_pos[long] + 1 + width
+        # Compared unsigned before it is added: a length of 2**63 or more never wraps.
+        room = np.maximum(limit - start[long], 0).astype(np.uint64)
+        if (length > room).any():
+            raise WireError(f"truncated: a record runs past byte {limit}")
         stop[long] = start[long] + length.astype(np.int64)
-    if end is not None and len(stop) and stop.max() > end:
-        raise WireError(f"truncated: a record runs past byte {end}")
+    if len(stop) and stop.max() > limit:
+        raise WireError(f"truncated: a record runs past byte {limit}")
     return start, stop
 
 
@@ -432,6 +440,8 @@ def string_codes(data, starts, stops, decode=lambda b: b.decode("utf-8", "replac
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(stops, dtype=np.int64) - starts
+    if len(lengths) and (lengths.min() < 0 or starts.min() < 0 or int((starts + lengths).max()) > len(data)):
+        raise WireError("a string's length runs outside its record")
     codes = np.zeros(len(starts), dtype=np.int64)
     values = []
     order = np.argsort(lengths, kind="stable")
@@ -981,6 +991,9 @@ def _decode_block(data, starts, stops, scalars, lengths, out, offset, to_end=Fal
                 size, w = varints(data, pm)
                 value = None
                 body = pm + w
+                # Compared unsigned before it is added: a length of 2**63 or more never wraps.
+                if (size > np.maximum(stops[owners] - body, 0).astype(np.uint64)).any():
+                    raise WireError(f"truncated: field runs past the record at byte {starts[owners[0]]}")
                 nxt[m] = body + size.astype(np.int64)
                 for n in found:
                     k = numbers == n
