@@ -313,8 +313,11 @@ def _steps(path):
         def build():
             w = cls(run(), **kwargs)
             w.to_html()
-            if cls is xw.TraceViewerWidget and getattr(w, "trace", None) is not None and w.window_ps:
-                span_ms = (w.window_ps[1] - w.window_ps[0]) / 1e9
+            if cls is xw.TraceViewerWidget:
+                # What a page may ask, whatever the trace holds (none of its events included).
+                span_ms = max(w.window_ps[1] - w.window_ps[0], 10**6) / 1e9
+                for kind, params in (("search", {"value": "fusion"}), ("next", {}), ("prev", {}), ("zoom-out", {})):
+                    w.on_request(kind, params)
                 for part in (1, 16, 4096):  # the whole trace, then zoomed in
                     w.on_request(
                         "view",
@@ -345,8 +348,12 @@ def _steps(path):
 
     def trace():
         t = run().trace()
-        t.query(t.start_ps, t.end_ps, 1000)
+        q = t.query(t.start_ps, t.end_ps, 1000)
         t.search("fusion")
+        # The details of a few events (what a tap shows): every stat read and shown.
+        real = q[q["index"] >= 0]
+        for track, index in list(zip(real["track"].tolist(), real["index"].tolist()))[:: max(len(real) // 8, 1)]:
+            t.event(track, index)
 
     return [
         ("load_run", load),

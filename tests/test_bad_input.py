@@ -158,7 +158,7 @@ TPU = REPO / "tests/data/profiles/tpu_v6e_inference/plugins/profile/2025_tpu_inf
 
 
 @pytest.mark.parametrize("profile", [GPU, TPU], ids=["gpu", "tpu"])
-@pytest.mark.parametrize("kind", ["str", "int", "bytes", "ref", "compressed", "double"])
+@pytest.mark.parametrize("kind", ["str", "nan-text", "int", "bytes", "ref", "compressed", "double"])
 def test_stats_of_the_wrong_kind(tmp_path, kind, profile):
     """Every stat of the events and of their metadata. (TPU, bytes: the duty cycle turned
     the metadata's `hlo_category` into str, a fuzz finding; TPU, int: a huge negative
@@ -169,6 +169,8 @@ def test_stats_of_the_wrong_kind(tmp_path, kind, profile):
         for st in (st for owner in owners for st in owner.stats):
             if kind == "str":
                 st.str_value = "\x00\ufffd not a number"
+            elif kind == "nan-text":
+                st.str_value = "NaN"
             elif kind == "int":
                 st.int64_value = -(2**62)
             elif kind == "bytes":
@@ -421,3 +423,24 @@ def test_file_rewritten_while_read(tmp_path):
 def test_zlib_stream_is_not_gzip(tmp_path):
     path = _write(tmp_path, zlib.compress(_space().SerializeToString()), name="h.xplane.pb.gz")
     assert _assert_handled(path)["load_run"] == "ProfileError"
+
+
+@pytest.mark.parametrize("lines", [0, 1, 2000])
+def test_trace_viewer_of_empty_planes_and_lines(tmp_path, lines):
+    """Planes with no lines, or thousands of lines without events, and a million event
+    metadata entries: the trace viewer says there are no events and answers the page's
+    requests (view, search, next, zoom out) without an error."""
+    space = schema.XSpace()
+    host = space.planes.add(name="/host:CPU", id=1)
+    for i in range(lines):
+        host.lines.add(id=i, name=f"thread {i}")
+    space.planes.add(name="/device:GPU:0", id=2)
+    if lines == 1:
+        for i in range(1, 1_000_001):
+            host.event_metadata[i].id = i
+    path = _write(tmp_path, space)
+    results = _assert_handled(path)
+    assert results["TraceViewerWidget"] == "ok"
+    w = xw.TraceViewerWidget(xw.load_run(path))
+    assert "no events" in w.html
+    w.on_request("view", {"figure": "timeline", "x_start": 0.0, "x_end": 1.0, "width_px": 800})

@@ -1418,9 +1418,23 @@ def _plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _program_id(value):
+    """A `program_id` stat as an int, None where it is not one (a damaged or odd file may hold
+    a string, a NaN, bytes)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return int(value) if np.isfinite(value) and float(value).is_integer() else None
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value.strip()):
+        return int(value)
+    return None
+
+
 def _xla_context(plane, t, line, src, name, stats):
     """The HLO op, module (`name(program_id)`) and program id of an event, where known."""
-    op, module, program = stats.get("hlo_op"), stats.get("hlo_module"), stats.get("program_id")
+    op, module, program = stats.get("hlo_op"), stats.get("hlo_module"), _program_id(stats.get("program_id"))
     if t.name == XLA_OPS_LINE and plane.name.startswith(TPU_PLANE_PREFIX):
         op = op or name
         modules = plane.line(XLA_MODULES_LINE)
@@ -1436,9 +1450,9 @@ def _xla_context(plane, t, line, src, name, stats):
         if m:
             program = program if program is not None else int(m.group(2))
         elif program is not None:
-            module = f"{module}({int(program)})"
+            module = f"{module}({program})"
     return {
         "hlo_op": None if op is None else str(op),
         "program": None if module is None else str(module),
-        "program_id": None if program is None else int(program),
+        "program_id": program,
     }

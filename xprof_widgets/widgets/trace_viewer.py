@@ -108,11 +108,14 @@ class TraceViewerWidget(BokehWidget):
         self._matches, self._match_at, self._measure, self.selected_event = None, -1, {}, {}
         t = self.trace
         self.origin_ps = int(t.start_ps)
+        # What a view request reads, empty until a timeline is drawn (a page may ask for a
+        # window before, or of a host with no events).
+        self._offset, self._row0 = {}, np.zeros(1, dtype=np.int64)
+        self.window_ps = [int(t.start_ps), int(max(t.end_ps, t.start_ps))]
         if t.end_ps <= t.start_ps:
             self.set_figures({})
             self.html = notice(f"The trace of host {self.host} has no events.")
             return
-        self.window_ps = [int(t.start_ps), int(t.end_ps)]
         self._draw()
 
     def _layout(self):
