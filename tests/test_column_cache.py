@@ -167,6 +167,32 @@ def _positions_outside(path):
     np.save(path, positions)
 
 
+def _one_value(change):
+    """Damage that changes one value of an array and keeps the file well formed (its header,
+    length and type): only a check of every value finds it."""
+
+    def damage(path):
+        array = np.load(path)
+        at = len(array) * 2 // 3
+        array[at] = change(array[at], array)
+        np.save(path, array)
+
+    damage.__name__ = f"one_value_{change.__name__}"
+    return damage
+
+
+def _past_the_file(value, array):
+    return min(int(value) + 1_000_000, np.iinfo(array.dtype).max)
+
+
+def _negative(value, array):
+    return -5
+
+
+def _other(value, array):
+    return value + 1
+
+
 def _json_garbage(path):
     path.write_text('{"format": 1, "planes": [')
 
@@ -188,9 +214,11 @@ def _wrong_types(path):
 
 
 DAMAGE = {
-    "start_ps.npy": (_truncate, _garbage, _bad_header, _wrong_type),
-    "record_pos.npy": (_truncate, _positions_outside),
-    "stats_at.npy": (_truncate,),
+    "start_ps.npy": (_truncate, _garbage, _bad_header, _wrong_type, _one_value(_other)),
+    "record_pos.npy": (_truncate, _positions_outside, _one_value(_past_the_file), _one_value(_other)),
+    "stats_at.npy": (_truncate, _one_value(_other)),
+    "duration_ps.npy": (_one_value(_negative),),
+    "metadata_id.npy": (_one_value(_other),),
     "shells.npy": (_garbage, _truncate),
     "manifest.json": (_truncate, _garbage, _json_garbage, _wrong_layout, _wrong_types),
 }
@@ -210,6 +238,21 @@ def test_a_damaged_entry_is_rebuilt_never_an_error(cache_dir, profile, name, dam
     again = _open(profile)  # and the entry was written anew
     assert _from_cache(again)
     pd.testing.assert_frame_equal(again.events(), expected)
+
+
+def test_one_damaged_value_is_never_served(cache_dir, profile):
+    """A record position moved inside the file (the sampled check of earlier versions
+    passed it): rebuilt, and every stat read as from the file."""
+    expected = _open(profile)
+    stats = {
+        i: line.stats() for i, line in enumerate(ln for p in expected.xspace().planes for ln in p.lines) if len(line)
+    }
+    _one_value(_other)(_entry(profile) / "record_pos.npy")
+    run = _open(profile)
+    assert not _from_cache(run)
+    lines = [ln for p in run.xspace().planes for ln in p.lines]
+    for i, want in stats.items():
+        pd.testing.assert_frame_equal(lines[i].stats(), want)
 
 
 def test_a_missing_entry_file_is_rebuilt(cache_dir, profile):
@@ -253,6 +296,60 @@ def test_a_file_changed_after_a_cached_open_is_refused_by_name(cache_dir, profil
     with pytest.raises(ProfileError, match="changed on disk") as error:
         line.stats()
     assert str(profile) in str(error.value)
+
+
+def test_a_file_rewritten_in_place_with_its_size_and_mtime_put_back_is_refused(cache_dir, profile):
+    """Same size, same mtime (put back with utime), other bytes: the ctime changed, so the
+    stats of a session opened from the cache are not read at the old positions."""
+    _open(profile)
+    run = _open(profile)
+    assert _from_cache(run)
+    st = profile.stat()
+    data = bytearray(profile.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(profile, "r+b") as f:  # in place: same inode
+        f.write(bytes(data))
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert profile.stat().st_size == st.st_size and profile.stat().st_mtime_ns == st.st_mtime_ns
+    line = max((ln for p in run.xspace().planes for ln in p.lines), key=len)
+    with pytest.raises(ProfileError, match="changed on disk"):
+        line.stats()
+
+
+def _elsewhere(tmp_path):
+    """A folder outside the cache with a file of someone else's in it."""
+    other = tmp_path / "elsewhere"
+    other.mkdir(parents=True)
+    (other / "keep.txt").write_text("not the cache's")
+    return other
+
+
+def test_a_link_in_the_cache_is_never_followed(cache_dir, profile, tmp_path, monkeypatch):
+    """An entry's `derived` folder, or the version folder, made a link to another folder:
+    nothing is written there, nothing of it deleted, and the profile still opens."""
+    first = _open(profile)
+    first.trace()
+    column_cache.wait_for_writers()
+    derived = _entry(profile) / "derived"
+    shutil.rmtree(derived)
+    other = _elsewhere(tmp_path)
+    derived.symlink_to(other, target_is_directory=True)
+    (other / "trace-1").mkdir()  # what a trace index through the link would replace
+    run = _open(profile)
+    assert run.trace()._start.flags.writeable  # built, not read through the link
+    column_cache.wait_for_writers()
+    assert sorted(p.name for p in other.iterdir()) == ["keep.txt", "trace-1"]
+    assert not any((other / "trace-1").iterdir())
+    # The version folder a link: no entry is written through it, nothing pruned there.
+    shutil.rmtree(cache_dir)
+    cache_dir.mkdir()
+    other2 = _elsewhere(tmp_path / "b")
+    (cache_dir / f"v{column_cache.FORMAT_VERSION}").symlink_to(other2, target_is_directory=True)
+    monkeypatch.setenv(column_cache.ENV_MAX_BYTES, "1")  # a cap that would prune everything
+    run = _open(profile)
+    assert len(run.events()) == 87808
+    assert sorted(p.name for p in other2.iterdir()) == ["keep.txt"]
+    assert not _from_cache(_open(profile))
 
 
 def test_a_new_process_reopens_from_the_cache(cache_dir, profile):
