@@ -299,10 +299,16 @@ def test_impossible_dimensions(tmp_path, dim):
 # --- files and folders ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("start", [b"\0", b"\x0a" + b"\xff" * 9 + b"\x01"])
-def test_gzip_bomb_file(tmp_path, start):
+@pytest.mark.parametrize(
+    "start, ratio",
+    [(b"\0", None), (b"\x0a" + b"\xff" * 9 + b"\x01", None), (b"\x0a" + b"\xff" * 9 + b"\x01", 10**6)],
+    ids=["zeros", "header", "header-past-the-process-limit"],
+)
+def test_gzip_bomb_file(tmp_path, start, ratio):
     """A 2 MB .gz that inflates to 2 GB (zeros, or an XSpace header then zeros): refused
-    before it is inflated, in a process capped at 1.5 GB."""
+    before it is inflated, in a process capped at 1.5 GB. With the ratio cap lifted (as a
+    20 GB bomb of 20 MB would pass it), the process's own limit holds: a ProfileError,
+    never a MemoryError."""
     run = tmp_path / "plugins" / "profile" / "run"
     run.mkdir(parents=True)
     path = run / "host.xplane.pb.gz"
@@ -313,6 +319,7 @@ def test_gzip_bomb_file(tmp_path, start):
             f.write(zeros)
     code = (
         "import resource, xprof_widgets as xw\n"
+        f"xw.io.xspace.MAX_INFLATE_RATIO = {ratio or 200}\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**29, 3 * 2**29))\n"
         f"try:\n    xw.load_run({str(path)!r})\nexcept xw.ProfileError as e:\n    print('ProfileError:', e)\n"
     )

@@ -884,6 +884,9 @@ def inflate(packed, path):
     free = available_memory_bytes()
     if free is not None:
         cap = min(cap, int(free / MEMORY_PER_FILE_BYTE))
+    room = address_space_room()
+    if room is not None:  # a limit on this process (ulimit -v, a container): the growing
+        cap = min(cap, room // 3)  # buffer may briefly need twice its size while it moves
     out = bytearray()
     rest = bytes(packed)
     try:
@@ -891,16 +894,16 @@ def inflate(packed, path):
             inflater = zlib.decompressobj(wbits=31)  # one gzip member
             chunk = inflater.decompress(rest, _INFLATE_STEP)
             while True:
-                out += chunk
-                if out and out[0] not in _XSPACE_FIRST_BYTES:
-                    raise ProfileError(
-                        path, f"holds a gzip stream that is not an XSpace profile (first byte {out[0]:#04x})"
-                    )
-                if len(out) > cap:
+                if len(out) + len(chunk) > cap:  # before the memory is taken
                     raise ProfileError(
                         path,
                         f"would inflate past {cap / 2**20:,.0f} MiB ({len(packed):,} bytes "
                         f"compressed): a damaged file or a gzip bomb; refused",
+                    )
+                out += chunk
+                if out and out[0] not in _XSPACE_FIRST_BYTES:
+                    raise ProfileError(
+                        path, f"holds a gzip stream that is not an XSpace profile (first byte {out[0]:#04x})"
                     )
                 if inflater.eof or not inflater.unconsumed_tail and not chunk:
                     break
@@ -910,6 +913,10 @@ def inflate(packed, path):
             rest = inflater.unused_data.lstrip(b"\0")  # another member may follow (padding zeros: none)
     except zlib.error as e:
         raise ProfileError(path, f"is not a valid gzip file ({e})") from None
+    except MemoryError:
+        raise ProfileError(
+            path, f"inflates to more than this process can hold ({len(out) / 2**20:,.0f} MiB so far)"
+        ) from None
     return out
 
 
@@ -936,6 +943,22 @@ def available_memory_bytes():
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
+        return None
+
+
+def address_space_room():
+    """Bytes this process may still map under its address-space limit (`RLIMIT_AS`: `ulimit
+    -v`, some containers and job schedulers), or None without a limit (or where unknown)."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return max(limit - used, 0)
+    except (ImportError, OSError, ValueError, IndexError, AttributeError):
         return None
 
 
