@@ -451,3 +451,23 @@ def test_trace_viewer_of_empty_planes_and_lines(tmp_path, lines):
     w = xw.TraceViewerWidget(xw.load_run(path))
     assert "no events" in w.html
     w.on_request("view", {"figure": "timeline", "x_start": 0.0, "x_end": 1.0, "width_px": 800})
+
+
+@pytest.mark.parametrize("peak", [float("inf"), 1e308, 5e-324, float("nan"), -7.0])
+def test_device_peaks_outside_any_device_are_unknown(tmp_path, peak):
+    """A TPU plane whose peak FLOP rate and bandwidths are infinite, overflow, are tiny or
+    negative: unknown peaks (0, as XProf shows a missing one), never an OverflowError in the
+    roofline or op profile widgets."""
+    space = _space(TPU)
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for st in plane.stats:
+            if names.get(st.metadata_id, "").startswith("peak_"):
+                st.double_value = peak
+    path = _write(tmp_path, space)
+    _assert_handled(path)
+    run = xw.load_run(path)
+    roofline = run.roofline_model()
+    assert roofline.attrs["peak_flop_rate"] == 0.0
+    for widget in (xw.RooflineWidget, xw.OpProfileWidget, xw.HloStatsWidget, xw.FrameworkOpStatsWidget):
+        widget(run).to_html()

@@ -404,3 +404,38 @@ def test_combiner_folds_in_host_order_whatever_the_arrival():
     with pytest.raises(LookupError):
         _ = shuffled.hosts[0].stats.host_op_db  # let go once folded in
     assert in_order.overview.steps["step_name"].iloc[0] == summaries[0].steps["step_name"].iloc[3]
+
+
+def test_profile_errors_cross_processes_whole():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ProfileError("/logs/host7.xplane.pb", "is damaged")))
+    assert isinstance(error, ProfileError)
+    assert (error.path, error.problem) == ("/logs/host7.xplane.pb", "is damaged")
+
+
+def test_one_bad_host_leaves_every_tool_working(tmp_path, monkeypatch):
+    """A truncated host file, and a host whose analysis raises what no check foresaw (an
+    IndexError): each left out, named, with why; every all-hosts tool answers for the rest."""
+    source = _one_host_file("tf_gpu_multiworker")
+    folder = _copies(tmp_path, source, n=4)
+    (folder / "host001.xplane.pb").write_bytes(source.read_bytes()[:300_000])
+    real = pod.summarize
+
+    def flaky(run):
+        if run.hosts == ["host002"]:
+            raise IndexError("index 7 is out of bounds")
+        return real(run)
+
+    monkeypatch.setattr(pod, "summarize", flaky)
+    run = xw.load_run(folder, executor=INSTANT)
+    with pytest.warns(UserWarning, match="host00[12]"):
+        overview = run.overview()
+    assert run.hosts == ["host000", "host003"]
+    assert "truncated" in run.unreadable["host001"] and "IndexError" in run.unreadable["host002"]
+    one = xw.load_run(source, executor=INSTANT)
+    _same_overview(overview, one.overview(), adds=2)
+    assert run.input_pipeline().input_percent == pytest.approx(one.input_pipeline().input_percent)
+    for tool in ("kernel_stats", "framework_op_stats", "roofline_model"):
+        assert len(getattr(run, tool)()), tool
+    assert run.hlo_stats().attrs["reason"] == one.hlo_stats().attrs["reason"]  # TF ops: no HLO ops

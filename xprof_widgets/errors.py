@@ -12,6 +12,11 @@ class ProfileError(Exception):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Whole across processes (a pool's or Dask's worker raises it): the default would
+        # call ProfileError(message) with one argument.
+        return (ProfileError, (self.path, self.problem))
+
 
 NO_SUCH_FILE = {FileNotFoundError: "no such file"}
 

@@ -167,15 +167,20 @@ def sample_run(kind: str = "cpu") -> Run:
 def host_summary(path: PathLike, attribute_cuda_graphs: bool = True) -> HostSummary:
     """The small per-host results of one host file (`analysis.pod.HostSummary`): what
     executors run for `Run.host_summaries`, in a worker that reads the file itself. A file
-    that cannot be read gives a summary whose `error` says why (a ProfileError would not
-    cross processes whole). `attribute_cuda_graphs` as in `load_run`."""
+    that cannot be read or analysed gives a summary whose `error` says why: the run goes
+    on without that host and says so (`Run.unreadable`). `attribute_cuda_graphs` as in
+    `load_run`."""
     from .analysis.pod import HostSummary, summarize
 
+    def failed(problem: str) -> HostSummary:
+        return HostSummary(host=host_of(fs.name(_local(path))), path=str(path), error=problem)
+
     try:
-        run = _one_host(path, attribute_cuda_graphs)
+        return summarize(_one_host(path, attribute_cuda_graphs))
     except ProfileError as error:
-        return HostSummary(host=host_of(fs.name(_local(path))), path=str(path), error=error.problem)
-    return summarize(run)
+        return failed(error.problem)
+    except Exception as error:  # what no check foresaw: this host is left out, saying why
+        return failed(f"could not be analysed ({type(error).__name__}: {error})")
 
 
 def on_host(function: Callable[[Any], Any], path: PathLike, attribute_cuda_graphs: bool = True) -> Any:

@@ -5,7 +5,7 @@ device's peak FLOP/s and bandwidths (GPUs: `gpu_device`)."""
 
 from __future__ import annotations
 
-from .gpu_device import gpu_model_name, gpu_peaks
+from .gpu_device import gpu_model_name, gpu_peaks, peak_stat
 from .planes import GPU_PLANE_PREFIX, TPU_PLANE_PREFIX, gpu_planes, tensor_core_planes
 
 
@@ -57,7 +57,7 @@ def plane_perf_env(plane):
     st = plane.stats
 
     def num(k):
-        return float(st.get(k) or 0.0)
+        return peak_stat(st, k)
 
     if plane.name.startswith(TPU_PLANE_PREFIX):
         bws = [

@@ -45,6 +45,7 @@ bytes per CU per cycle (CDNA 1-3) and 256 (CDNA 4).
 from __future__ import annotations
 
 import bisect
+import math
 import re
 
 # (compute capability key major*1000+minor*10, FLOPs per SM per cycle used as peak)
@@ -69,12 +70,39 @@ _NVIDIA_ARCH = {2: "Fermi", 3: "Kepler", 5: "Maxwell", 6: "Pascal", 9: "Hopper",
 _GFX = re.compile(r"^gfx[0-9A-Fa-f]{3,}$")
 
 
+#: The most a device stat can sanely be; past it (a damaged or hostile profile: inf, 1e308,
+#: 2**63) the value is unknown (0), as is one that is not a finite number, or a peak that is
+#: not a real one (5e-324 TFLOP/s would make every utilisation overflow).
+_STAT_MAX = {
+    "core_count": 10**6,
+    "clock_rate": 10**8,  # kHz
+    "memory_bandwidth": 10**16,  # bytes/s
+    "compute_cap_major": 100,
+    "compute_cap_minor": 100,
+}
+PEAK_TFLOPS_RANGE = (1e-6, 1e7)
+PEAK_GBPS_RANGE = (1e-6, 1e9)
+
+
 def _int(stats, key):
     v = stats.get(key)
     try:
-        return int(v) if v is not None else 0
-    except (TypeError, ValueError):
+        value = int(v) if v is not None else 0
+    except (TypeError, ValueError, OverflowError):
         return 0
+    return value if 0 <= value <= _STAT_MAX.get(key, 2**62) else 0
+
+
+def peak_stat(stats, key) -> float:
+    """A peak stat of a device plane (`peak_teraflops_per_second`, `peak_*_gigabytes_per_second`)
+    as a float, 0.0 (unknown) when absent, not a finite number, or outside what a device
+    can have (`PEAK_TFLOPS_RANGE`, `PEAK_GBPS_RANGE`)."""
+    try:
+        value = float(stats.get(key) or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    low, high = PEAK_TFLOPS_RANGE if "teraflops" in key else PEAK_GBPS_RANGE
+    return value if math.isfinite(value) and low <= value <= high else 0.0
 
 
 def amd_gfx(stats) -> str:
@@ -130,7 +158,7 @@ def gpu_peaks(stats) -> dict:
     peak_hbm_bw, peak_on_chip_read_bw, peak_on_chip_write_bw (shared memory / LDS;
     bytes/s), and `source` (how the FLOP/s were found)."""
     cores, ghz = _int(stats, "core_count"), _clock_ghz(stats)
-    tflops = float(stats.get("peak_teraflops_per_second") or 0.0)
+    tflops = peak_stat(stats, "peak_teraflops_per_second")
     per_core = flops_per_core_cycle(stats)
     if tflops > 0:
         flops, source = tflops * 1e12, "the profile's peak_teraflops_per_second"
@@ -149,8 +177,8 @@ def gpu_peaks(stats) -> dict:
     else:
         shm_per_cycle = 0
     shm = cores * shm_per_cycle * ghz * 1e9
-    read = float(stats.get("peak_sram_rd_bw_gigabytes_per_second") or 0.0) * 1e9 or shm
-    write = float(stats.get("peak_sram_wr_bw_gigabytes_per_second") or 0.0) * 1e9 or shm
+    read = peak_stat(stats, "peak_sram_rd_bw_gigabytes_per_second") * 1e9 or shm
+    write = peak_stat(stats, "peak_sram_wr_bw_gigabytes_per_second") * 1e9 or shm
     return {
         "peak_flops": float(flops),
         "peak_hbm_bw": float(_int(stats, "memory_bandwidth")),

@@ -29,7 +29,7 @@ import pandas as pd
 from .cache import derived, per_run
 from .columns import by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
-from .gpu_device import gpu_peaks
+from .gpu_device import gpu_peaks, peak_stat
 from .intervals import children_time
 from .planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
 from .runlike import RunLike
@@ -241,7 +241,7 @@ def chip_peaks(run) -> dict:
     """
     planes = _device_planes(run)
     stats = planes[0].stats if planes else {}
-    g = lambda k: float(stats.get(k, 0.0) or 0.0)  # noqa: E731
+    g = lambda k: peak_stat(stats, k)  # noqa: E731  (unknown, 0, where not a sane peak)
     return {
         "peak_flops": g("peak_teraflops_per_second") * 1e12,
         "peak_hbm_bw": g("peak_hbm_bw_gigabytes_per_second") * 1e9,
