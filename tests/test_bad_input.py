@@ -471,3 +471,35 @@ def test_device_peaks_outside_any_device_are_unknown(tmp_path, peak):
     assert roofline.attrs["peak_flop_rate"] == 0.0
     for widget in (xw.RooflineWidget, xw.OpProfileWidget, xw.HloStatsWidget, xw.FrameworkOpStatsWidget):
         widget(run).to_html()
+
+
+@pytest.mark.parametrize("where", ["fusion-calls-itself", "callee-calls-entry"])
+def test_hlo_call_graph_cycle(tmp_path, where):
+    """A module whose computations call each other in a cycle (a fusion calling its own
+    computation; a called computation calling the entry back): left out of the run, named
+    with the cycle, and every tool still answers in seconds (no RecursionError, no walk
+    that never ends)."""
+
+    def edit(proto):
+        module = proto.hlo_module
+        entry = next(c for c in module.computations if c.id == module.entry_computation_id)
+        for comp in module.computations:
+            for instr in comp.instructions:
+                if where == "fusion-calls-itself" and instr.opcode == "fusion":
+                    instr.called_computation_ids.append(comp.id)
+                    return
+                if where == "callee-calls-entry" and comp.id != entry.id:
+                    instr.called_computation_ids.append(entry.id)
+                    return
+
+    path = _hlo_edit(tmp_path, edit)
+    started = time.perf_counter()
+    with pytest.warns(UserWarning, match="cycle"):
+        results = _assert_handled(path)
+    assert time.perf_counter() - started < 120
+    assert all(v in ("ok", "ProfileError") for v in results.values())
+    run = xw.load_run(path)
+    with pytest.warns(UserWarning, match="cycle"):
+        _ = run.hlo_protos
+    assert any("cycle" in why for why in run.unreadable_modules.values())
+    xw.GraphViewerWidget(run).to_html()

@@ -478,7 +478,7 @@ class Run:
             found = hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes]))
             for key, data in found.items():
                 try:
-                    hlo.parse_hlo_proto(data, key)
+                    hlo.check_module(hlo.parse_hlo_proto(data, key).hlo_module, key)
                 except ProfileError as error:
                     self.unreadable_modules[key] = f"{self.files[host]}: {error}"
                     continue

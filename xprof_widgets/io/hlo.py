@@ -84,6 +84,46 @@ def parse_hlo_proto(data: bytes, name: str = "HloProto"):
         raise ProfileError(name, f"not a valid xla.HloProto ({exc})") from None
 
 
+def call_cycle(module_proto) -> list[str] | None:
+    """The names of computations that call each other in a cycle (the first found, its
+    first name again at the end), or None. XLA's call graph is acyclic (a `while` calls
+    its body, a fusion its fused computation, never back): a module with a cycle is not a
+    valid module, and every walk over its calls would go round for good."""
+    calls = {}
+    names = {}
+    for comp in module_proto.computations:
+        names[comp.id] = comp.name
+        calls[comp.id] = sorted({c for i in comp.instructions for c in i.called_computation_ids})
+    state = dict.fromkeys(calls, 0)  # 0 unseen, 1 on the current path, 2 done
+    for root in calls:
+        if state[root]:
+            continue
+        path, stack = [root], [iter(calls[root])]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif nxt in calls and state[nxt] == 1:
+                cycle = path[path.index(nxt) :] + [nxt]
+                return [names.get(c, str(c)) for c in cycle]
+            elif nxt in calls and state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(calls[nxt]))
+    return None
+
+
+def check_module(module_proto, name: str = "HloModule") -> None:
+    """Raise ProfileError for a module no walk over its calls could finish (`call_cycle`)."""
+    cycle = call_cycle(module_proto)
+    if cycle:
+        raise ProfileError(
+            name, f"not a valid HLO module: computations call each other in a cycle ({' -> '.join(cycle)})"
+        )
+
+
 # --- The HLO graph: instructions linked to their operands, users and computations ----------
 
 # Bits per element of each PrimitiveType (xla/primitive_util.h); the bytes an element
@@ -391,6 +431,7 @@ class HloModule:
             self.computations = {c.id: HloComputation(c) for c in module_proto.computations}
         except ValueError as exc:
             raise ProfileError(label, f"not a valid HLO module ({exc})") from None
+        check_module(module_proto, label)
         by_name = {}
         for comp in self.computations.values():
             for instr in comp.instructions:
