@@ -8,16 +8,19 @@ server: `pip install jax` (CPU) or the tests that need it skip.
 
 import importlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import textwrap
 import time
 from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
 import xprof_widgets as xw
+from xprof_widgets.errors import ProfileError
 
 from .conftest import free_port
 
@@ -198,3 +201,51 @@ def test_no_client_says_what_to_install(monkeypatch):
     monkeypatch.setattr(capture_mod, "available_client", lambda: None)
     with pytest.raises(ImportError, match="pip install xprof"):
         xw.capture(9999)
+
+
+def test_reading_what_the_server_wrote_is_bounded_by_the_deadline(tmp_path, monkeypatch):
+    """What the server wrote is read first in a child process, by the capture's deadline: a
+    profile no reader finishes is a ProfileError, not a call that never returns."""
+    folder = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+    folder.mkdir(parents=True)
+    source = next(Path(xw.sample_run("cpu").path).glob("*.xplane.pb*"))
+    shutil.copy(source, folder / source.name)
+    started = time.monotonic()
+    run = capture_mod._open_capture("localhost:1", str(tmp_path), {}, True, started + 30)
+    assert len(run.events())  # a good profile opens
+    monkeypatch.setattr(capture_mod, "_READ_SCRIPT", "import time; time.sleep(120)")  # a reader that spins
+    monkeypatch.setattr(capture_mod, "MIN_READ_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(ProfileError, match="could not be read within"):
+        capture_mod._open_capture("localhost:1", str(tmp_path), {}, True, started + 1)
+    assert time.monotonic() - started < 20
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    """A `*.xplane.pb` that is a FIFO (opening it would wait for a writer for good): a
+    ProfileError naming it, at once."""
+    import threading
+
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    fifo = folder / "host.xplane.pb"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load(path):
+        try:
+            xw.load_run(path)
+        except ProfileError as error:
+            outcome.append(str(error))
+
+    for path in (fifo, folder):  # the file named, and the run folder holding it
+        thread = threading.Thread(target=load, args=(path,), daemon=True)
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive(), f"load_run({path}) waited on the FIFO"
+    assert str(fifo) in outcome[0] and "pipe" in outcome[0]
+    assert len(outcome) == 2  # the folder: no profile file in it
+    from xprof_widgets.io.xspace import read_xspace
+
+    with pytest.raises(ProfileError, match="not a regular file"):
+        read_xspace(fifo)  # as a pool's worker reads a host file

@@ -155,7 +155,9 @@ def capture(
     levels are XProf's capture options (host 0-3, device 0-1, Python 0-1);
     `delay_ms` waits before tracing starts; `num_tracing_attempts` retries a
     capture that collected nothing. `timeout_s` (default: duration times attempts
-    plus 60 s) bounds the whole call.
+    plus 60 s) bounds the whole call: the capture, and the first reading of what the
+    server wrote (in a child process, so that a profile no reader can finish is a
+    ProfileError, not a call that never returns).
 
     Returns the new profile as a `Run`. Raises ImportError when no capture
     client is installed (it names the package), and ProfileError when nothing
@@ -223,7 +225,7 @@ def capture(
         raise ProfileError(
             service_addr, _explain(result["error"], proc.stderr, duration_ms, time.monotonic() - started)
         )
-    return _open_capture(service_addr, logdir, before, local)
+    return _open_capture(service_addr, logdir, before, local, started + timeout_s)
 
 
 def _last_json(stdout):
@@ -263,7 +265,50 @@ def _explain(error, stderr, duration_ms, elapsed_s):
     return f"the capture failed: {error}"
 
 
-def _open_capture(service_addr, logdir, before, local):
+#: A capture's first read of what the server wrote runs in a child process, given at least
+#: this long even when the capture used up its time.
+MIN_READ_S = 10.0
+
+_READ_SCRIPT = """
+import sys
+from xprof_widgets.errors import ProfileError
+from xprof_widgets.io.xspace import read_xspace
+try:
+    for path in sys.argv[1:]:
+        read_xspace(path)
+except ProfileError as error:
+    print(str(error), file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def _read_within(paths, deadline, where):
+    """Read each profile file once in a child process, by `deadline` (time.monotonic()), so
+    that this process never starts on a file no reader finishes (a damaged or hostile one
+    may make a reader spin): ProfileError if it fails or runs out of time. (Files big
+    enough for the column cache are then opened here from the entry the child wrote.)"""
+    seconds = max(deadline - time.monotonic(), MIN_READ_S)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _READ_SCRIPT, *paths],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise ProfileError(
+            where, f"the captured profile could not be read within {seconds:.0f} s (the capture's time limit)"
+        ) from None
+    if done.returncode == 3:
+        raise ProfileError(where, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "cannot be read")
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.strip().splitlines()[-2:])
+        raise ProfileError(where, f"the captured profile could not be read (exit code {done.returncode}: {tail})")
+
+
+def _open_capture(service_addr, logdir, before, local, deadline=None):
     from .run import load_run
 
     if not local:  # remote logdirs: the newest run the capture wrote
@@ -277,7 +322,10 @@ def _open_capture(service_addr, logdir, before, local):
         )
     # One capture writes one run folder (one file per host); keep the newest folder's files.
     newest = max({os.path.dirname(p) for p in new})
-    run = load_run([p for p in new if os.path.dirname(p) == newest])
+    files = [p for p in new if os.path.dirname(p) == newest]
+    if deadline is not None:
+        _read_within(files, deadline, newest)
+    run = load_run(files)
     if not any(len(ln) for space in run.xspaces() for plane in space.planes for ln in plane.lines):
         raise ProfileError(
             newest,

@@ -7,6 +7,8 @@ otherwise the user gets a ProfileError that says what to install.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -91,7 +93,21 @@ def read_bytes(path: str) -> bytes:
         return _fs(str(path)).cat_file(path)
 
 
+def check_regular(path: Path | str) -> None:
+    """Raise ProfileError unless the local `path` is a regular file (opening a FIFO waits for
+    a writer, a device may never end: neither is a profile). URLs are their store's files."""
+    if is_url(path):
+        return
+    with os_errors(path):
+        mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise ProfileError(path, "is a directory, not a .xplane.pb file")
+    if not stat.S_ISREG(mode):
+        raise ProfileError(path, "is not a regular file (a FIFO, socket or device): a profile is a file")
+
+
 def read_head(path: Path | str, n: int = 2) -> bytes:
     """The first `n` bytes of a file."""
+    check_regular(path)
     with os_errors(path), _fs(str(path)).open(path, "rb") if is_url(path) else open(path, "rb") as f:
         return f.read(n)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NO_SUCH_FILE, ProfileError, os_errors
-from . import column_cache, schema, wire
+from . import column_cache, fs, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
@@ -854,6 +854,7 @@ def read_padded(path, progress=None):
     decompression follows the last call. Raises ProfileError.
     """
     problems = {**NO_SUCH_FILE, IsADirectoryError: "is a directory, not a .xplane.pb file"}
+    fs.check_regular(path)
     with os_errors(path, problems=problems), open(Path(path), "rb") as f:
         head = f.read(2)
         f.seek(0)
