@@ -48,7 +48,7 @@ import pandas as pd
 from .cache import derived
 from .command_buffers import attributed_ops
 from .derived_lines import DerivedLine, events_of, group_stat, libstdcxx_sort_order, stack_shrink_ns
-from .planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_planes, is_derived_line
+from .planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_plane_index, is_derived_line
 from .tf_op import hlo_op_name, name_scopes, parse_tf_op, stat_ids, tf_op_event_name
 
 MAX_DERIVED_STREAMS = 16
@@ -661,7 +661,7 @@ def _launch_stats_line(space, plane):
     host = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if host is None:
         return None
-    device = gpu_planes(space).index(plane)
+    device = gpu_plane_index(space, plane)
     groups = group_ids(space)
     names = _step_names(space)
     if not names:

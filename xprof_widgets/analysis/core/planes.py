@@ -11,6 +11,7 @@ skip them (`IsDerivedThreadId`).
 from __future__ import annotations
 
 from ...io.hlo import METADATA_PLANE
+from .cache import derived
 
 HOST_PLANE = "/host:CPU"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -74,6 +75,14 @@ def is_derived_line(line) -> bool:
 def gpu_planes(space) -> list:
     """The `/device:GPU:N` planes of one file, in file order."""
     return [p for p in space.planes if p.name.startswith(GPU_PLANE_PREFIX)]
+
+
+def gpu_plane_index(space, plane) -> int:
+    """The position of `plane` among `gpu_planes(space)` (its device ordinal as the host's
+    launches name it); -1 when it is not one. One lookup: a file of 20,000 GPU planes
+    asks for each."""
+    index = derived(space, "gpu_plane_index", lambda: {id(p): i for i, p in enumerate(gpu_planes(space))})
+    return index.get(id(plane), -1)
 
 
 def tensor_core_planes(space) -> list:
