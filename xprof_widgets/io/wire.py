@@ -361,7 +361,16 @@ def _rest_clear(data, pos, stops, numbers):
             if (nxt > stop).any():
                 raise WireError(f"truncated: the field at byte {int(p[np.argmax(nxt > stop)])} runs past its record")
         else:
-            number, _, _, nxt = skip_fields(data, p, stop)
+            try:
+                number, _, _, nxt = skip_fields(data, p, stop)
+            except WireError:  # some field cannot be read: those records alone are not clear
+                number, nxt = np.zeros(len(p), np.int64), np.empty(len(p), np.int64)
+                for k in range(len(p)):
+                    try:
+                        got = skip_fields(data, p[k : k + 1], stop[k : k + 1])
+                        number[k], nxt[k] = got[0][0], got[3][0]
+                    except WireError:
+                        number[k], nxt[k] = numbers[0], stop[k]  # counted as a hit: not clear
         hit = wanted[np.clip(number, 0, top + 1)]
         clear[todo[hit]] = False
         more = (nxt < stop) & ~hit
@@ -541,10 +550,7 @@ def decode_head(data, record_pos, numbers, end=None):
         # The rest must hold none of these fields again (one that cannot be walked goes to
         # the general decoder, which says what is wrong).
         usual = np.flatnonzero(ok)
-        try:
-            ok[usual] = _rest_clear(data, p[usual], e[usual], numbers)
-        except WireError:
-            ok[:] = False
+        ok[usual] = _rest_clear(data, p[usual], e[usual], numbers)
         out.rest[part] = np.minimum(p, e) - record_pos[part]
         odd = np.flatnonzero(~ok)
         if len(odd):  # the general decoder for these

@@ -1145,7 +1145,9 @@ def _parse_line(plane, buf, start, end):
             fields[number] = _signed(value)
         elif wt == wire.LENGTH:
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
-    record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs) if runs else np.zeros(0, np.int64)
+    if not runs:  # a line without events (a file may hold a million): shared empty columns
+        return _empty_line(plane, fields)
+    record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs)
     ev = wire.decode_head(data, record_pos, (_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end)
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
@@ -1171,6 +1173,38 @@ def _parse_line(plane, buf, start, end):
         metadata_id=_narrow(metadata_id),
         record_pos=_narrow(record_pos, fits=plane.space.size < _INT32_POSITIONS),
         stats_at=stats_at,
+    )
+
+
+def _read_only(dtype):
+    out = np.zeros(0, dtype)
+    out.flags.writeable = False
+    return out
+
+
+# One set of columns for every line without events (read-only, as the column cache's).
+_NO_EVENTS = {
+    "start_ps": _read_only(np.int64),
+    "event_duration_ps": _read_only(np.int64),
+    "metadata_id": _read_only(np.int32),
+    "record_pos": _read_only(np.int32),
+    "stats_at": _read_only(np.uint16),
+}
+
+
+def _empty_line(plane, fields):
+    timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
+    name = str(fields.get(_LINE_NAME, ""))
+    _check_times(plane, name, timestamp_ns, _NO_EVENTS["start_ps"], _NO_EVENTS["event_duration_ps"])
+    return Line(
+        plane=plane,
+        id=int(fields.get(_LINE_ID, 0)),
+        name=name,
+        display_id=int(fields.get(_LINE_DISPLAY_ID, 0)),
+        display_name=str(fields.get(_LINE_DISPLAY_NAME, "")),
+        timestamp_ns=timestamp_ns,
+        duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
+        **_NO_EVENTS,
     )
 
 
