@@ -11,6 +11,7 @@
 import json
 import os
 import shutil
+import time
 import warnings
 
 import numpy as np
@@ -439,3 +440,67 @@ def test_one_bad_host_leaves_every_tool_working(tmp_path, monkeypatch):
     for tool in ("kernel_stats", "framework_op_stats", "roofline_model"):
         assert len(getattr(run, tool)()), tool
     assert run.hlo_stats().attrs["reason"] == one.hlo_stats().attrs["reason"]  # TF ops: no HLO ops
+
+
+def _hang_on_odd(path):
+    import time as _time
+
+    if str(path).endswith("1"):
+        _time.sleep(600)  # a reader that never finishes
+    return str(path)
+
+
+def _alive(pids):
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] != "Z":
+                    alive.append(pid)
+        except (OSError, IndexError):
+            pass
+    return alive
+
+
+def _children():
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
+
+
+def test_a_hanging_host_times_out_and_leaves_nothing_running(monkeypatch):
+    """A host whose reading never ends: a ProfileError naming it once the time limit is
+    past, and the pool's workers ended (none left at 100 % CPU)."""
+    pytest.importorskip("psutil")
+    from xprof_widgets.analysis.pod import map_hosts
+
+    monkeypatch.setenv("XPROF_WIDGETS_HOST_TIMEOUT_S", "3")
+    before = set(_children())
+    started = time.monotonic()
+    with pytest.raises(ProfileError, match="no result for 3 s") as caught:
+        map_hosts(_hang_on_odd, ["/logs/host0", "/logs/host1"])
+    assert time.monotonic() - started < 30
+    assert "host1" in str(caught.value)
+    time.sleep(1)
+    assert not _alive(set(_children()) - before)
+
+
+def test_an_interrupt_returns_at_once_and_leaves_nothing_running():
+    """Ctrl-C while a host hangs: the KeyboardInterrupt comes back at once (no wait for the
+    pool) and its workers are ended."""
+    pytest.importorskip("psutil")
+    from xprof_widgets.analysis.pod import map_hosts
+
+    before = set(_children())
+
+    def interrupt(done, total):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        map_hosts(_hang_on_odd, ["/logs/host0", "/logs/host1"], progress=interrupt)
+    assert time.monotonic() - started < 30
+    time.sleep(1)
+    assert not _alive(set(_children()) - before)

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from ..errors import ProfileError
 from .core.input_analysis import InputPipelineResult
 from .core.op_stats import DeviceOpMetrics
 from .core.run_stats import RunStats, StatsCombiner, light, run_stats
@@ -177,6 +178,32 @@ class InProcessExecutor:
         return future
 
 
+#: How long a host's task may wait for its result (seconds) before the call gives up on
+#: it: `XPROF_WIDGETS_HOST_TIMEOUT_S` changes it.
+HOST_TIMEOUT_S = 1800.0
+
+
+def host_timeout_s() -> float:
+    import os
+
+    try:
+        return float(os.environ.get("XPROF_WIDGETS_HOST_TIMEOUT_S", HOST_TIMEOUT_S))
+    except ValueError:
+        return HOST_TIMEOUT_S
+
+
+def _stop_pool(pool) -> None:
+    """Shut a pool of this module's own down without waiting, its worker processes ended:
+    a Ctrl-C returns at once and no worker is left running."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # (shutdown lets go of them)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.terminate()
+        except Exception:  # already gone
+            pass
+
+
 def map_hosts(
     function: Callable,
     paths: Sequence,
@@ -192,30 +219,57 @@ def map_hosts(
     to a queue): `on_result(index, result)` if given, and then the result is let go (so a
     reduce can keep what it needs and no more; the list returned is then empty), else
     they are returned in order. `progress(done, total)` hears of each.
+
+    No result for `host_timeout_s()` seconds (a reader that hangs): a ProfileError naming
+    the hosts still out. An interrupt (Ctrl-C) or any error returns at once: the pool this
+    call made is shut down without waiting, its workers ended; an executor's futures still
+    running are cancelled.
     """
     own = None
     if executor is None:
         own = executor = local_pool(len(paths))
+    finished = False
+    futures: list = []
     try:
         arrived: queue.SimpleQueue = queue.SimpleQueue()
-        futures: list = []
         for i, path in enumerate(paths):
             future = executor.submit(function, path)
             future.add_done_callback(lambda _f, i=i: arrived.put(i))
             futures.append(future)
         if progress is not None:
             progress(0, len(paths))
+        limit = host_timeout_s()
+        waiting = set(range(len(paths)))
         for done in range(1, len(paths) + 1):
-            i = arrived.get()
+            try:
+                i = arrived.get(timeout=limit)
+            except queue.Empty:
+                late = sorted(waiting)
+                names = ", ".join(str(paths[k]).rsplit("/", 1)[-1] for k in late[:5])
+                raise ProfileError(
+                    str(paths[late[0]]),
+                    f"no result for {limit:.0f} s from {len(late)} host file(s) ({names}): their reading "
+                    "hangs or is too slow (XPROF_WIDGETS_HOST_TIMEOUT_S sets the limit)",
+                ) from None
+            waiting.discard(i)
             if on_result is not None:
                 on_result(i, _result(futures[i], paths[i]))
                 futures[i] = None  # a Dask future let go frees its result on the cluster too
             if progress is not None:
                 progress(done, len(paths))
-        return [] if on_result is not None else [_result(f, p) for f, p in zip(futures, paths, strict=True)]
+        out = [] if on_result is not None else [_result(f, p) for f, p in zip(futures, paths, strict=True)]
+        finished = True
+        return out
     finally:
         if own is not None:
-            own.shutdown(wait=True, cancel_futures=True)
+            if finished:
+                own.shutdown(wait=True, cancel_futures=True)
+            else:  # an error, a timeout or Ctrl-C: return now, leave nothing running
+                _stop_pool(own)
+        elif not finished:
+            for future in futures:
+                if future is not None:
+                    future.cancel()
 
 
 def _result(future, path):
@@ -223,8 +277,6 @@ def _result(future, path):
     ProfileError naming the folder of the host files, and what to do (every task of a
     broken pool fails, not only the one that broke it)."""
     from concurrent.futures.process import BrokenProcessPool
-
-    from ..errors import ProfileError
 
     try:
         return future.result()
