@@ -613,10 +613,15 @@ def _command_buffers(ev, module_new):
 
 
 def _step_names(space):
+    """{group id: step name} of the file (once per file: every GPU plane asks; shared, do
+    not change it)."""
     from .grouping import step_events
 
-    steps = step_events(space)
-    return dict(zip(steps["group_id"].astype(np.int64), steps["step_name"].astype(str)))
+    def compute():
+        steps = step_events(space)
+        return dict(zip(steps["group_id"].astype(np.int64), steps["step_name"].astype(str)))
+
+    return derived(space, "gpu_lines.step_names", compute)
 
 
 def steps_line(space, plane, groups):
@@ -654,44 +659,62 @@ def steps_line(space, plane, groups):
     )
 
 
-def _launch_stats_line(space, plane):
-    """Per step, the span of the host's kernel launches for this device (XProf's Launch Stats)."""
+def _host_launches(space):
+    """The host's kernel launches in a step, every device's: DataFrame (device, group,
+    begin, end), or None without a host plane or step names. Once per file (each GPU
+    plane takes its device's rows: with 8 GPUs and a million host events, the per-event
+    work was done 8 times)."""
     from .grouping import group_ids
 
-    host = next((p for p in space.planes if p.name == HOST_PLANE), None)
-    if host is None:
-        return None
-    device = gpu_plane_index(space, plane)
-    groups = group_ids(space)
-    names = _step_names(space)
-    if not names:
-        return None
-    parts = []
-    for li, line in enumerate(host.lines):
-        if not len(line) or is_derived_line(line):
-            continue
-        g = np.asarray(groups.get((host.name, li), np.full(len(line), -1)), dtype=np.int64)
-        if not (g >= 0).any():
-            continue
-        cols = line.stat_columns(names=["device_id", "correlation_id"], metadata=False)
-        dev, corr = _int_col(cols, "device_id", len(line)), _int_col(cols, "correlation_id", len(line))
-        shown = np.asarray(line.names(), dtype=object)
-        launch = (g >= 0) & (dev == device) & ~np.isnan(corr) & np.array([not str(s).startswith("cu") for s in shown])
-        launch &= np.isin(g, list(names))
-        idx = np.flatnonzero(launch)
-        if len(idx):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "group": g[idx],
-                        "begin": line.start_ps[idx].astype(np.int64),
-                        "end": (line.start_ps[idx] + line.event_duration_ps[idx]).astype(np.int64),
-                    }
+    def compute():
+        host = next((p for p in space.planes if p.name == HOST_PLANE), None)
+        if host is None:
+            return None
+        names = _step_names(space)
+        if not names:
+            return None
+        groups = group_ids(space)
+        parts = []
+        for li, line in enumerate(host.lines):
+            if not len(line) or is_derived_line(line):
+                continue
+            g = np.asarray(groups.get((host.name, li), np.full(len(line), -1)), dtype=np.int64)
+            if not (g >= 0).any():
+                continue
+            cols = line.stat_columns(names=["device_id", "correlation_id"], metadata=False)
+            dev, corr = _int_col(cols, "device_id", len(line)), _int_col(cols, "correlation_id", len(line))
+            cats = line.names()
+            not_cu = ~np.asarray(pd.Index(cats.categories, dtype=object).astype(str).str.startswith("cu"), dtype=bool)
+            codes = np.asarray(cats.codes)
+            launch = (g >= 0) & ~np.isnan(corr) & np.where(codes >= 0, not_cu[np.maximum(codes, 0)], True)
+            launch &= np.isin(g, list(names))
+            idx = np.flatnonzero(launch)
+            if len(idx):
+                parts.append(
+                    pd.DataFrame(
+                        {
+                            "device": dev[idx],
+                            "group": g[idx],
+                            "begin": line.start_ps[idx].astype(np.int64),
+                            "end": (line.start_ps[idx] + line.event_duration_ps[idx]).astype(np.int64),
+                        }
+                    )
                 )
-            )
-    if not parts:
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    return derived(space, "gpu_lines.host_launches", compute)
+
+
+def _launch_stats_line(space, plane):
+    """Per step, the span of the host's kernel launches for this device (XProf's Launch Stats)."""
+    launches = _host_launches(space)
+    if launches is None:
         return None
-    df = pd.concat(parts, ignore_index=True)
+    names = _step_names(space)
+    device = gpu_plane_index(space, plane)
+    df = launches[launches["device"] == device].drop(columns="device").reset_index(drop=True)
+    if df.empty:
+        return None
     df["dur_us"] = (df["end"] - df["begin"]) / 1e6
     agg = df.groupby("group", sort=True).agg(
         start=("begin", "min"),
