@@ -178,9 +178,10 @@ class _Nodes:
         edge_count = 0
         offset = 0
         for pi, plane in enumerate(space.planes):
-            md_names = set(plane.event_metadata["name"]) if len(plane.lines) else set()
-            if md_names & set(LOOP_OPS):
-                self.loop_ops = True
+            # (From the message: the metadata DataFrame costs a millisecond a plane, and a
+            # file may hold 20,000 planes.)
+            if not self.loop_ops and plane.lines:
+                self.loop_ops = any(m.name in LOOP_OPS for m in plane.message.event_metadata.values())
             pid = plane.stats.get("process_id") if plane.lines else None
             plane_names = None
             for li, line in enumerate(plane.lines):
