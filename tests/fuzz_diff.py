@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .fuzz import varint
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = [
     REPO / "xprof_widgets/data/sample_gpu/plugins/profile/2026_02_20_13_54_10/tw003.xplane.pb.gz",
@@ -36,18 +38,8 @@ SOURCES = [
 ]
 
 
-def _varint(value):
-    value %= 2**64
-    out = bytearray()
-    while True:
-        b, value = value & 0x7F, value >> 7
-        out.append(b | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _len_field(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def _event_bytes(event, rng, damage):
@@ -57,26 +49,26 @@ def _event_bytes(event, rng, damage):
     for s in event.stats:
         body = s.SerializeToString()
         if s.metadata_id and rng.random() < 0.2:
-            body = b"\x08" + _varint(int(rng.integers(1, 2**20))) + body  # key twice: the later wins
+            body = b"\x08" + varint(int(rng.integers(1, 2**20))) + body  # key twice: the later wins
         stats.append(_len_field(4, body))
     head = [
-        _varint(n << 3) + _varint(v) for n, v in ((1, event.metadata_id), (2, event.offset_ps), (3, event.duration_ps))
+        varint(n << 3) + varint(v) for n, v in ((1, event.metadata_id), (2, event.offset_ps), (3, event.duration_ps))
     ]
     if rng.random() < 0.3:
-        head.append(_varint(int(rng.integers(6, 40)) << 3) + _varint(int(rng.integers(0, 2**40))))  # unknown
-    if rng.random() < 0.2:
-        head.insert(0, b"\x08" + _varint(int(rng.integers(0, 2**30))))  # metadata id twice: the later wins
+        head.append(varint(int(rng.integers(6, 40)) << 3) + varint(int(rng.integers(0, 2**40))))  # unknown
     order = rng.permutation(len(head)) if rng.random() < 0.5 else np.arange(len(head))
     parts = list(stats)
     for k in order:
         parts.insert(int(rng.integers(len(parts) + 1)) if rng.random() < 0.5 else 0, head[k])
+    if rng.random() < 0.2:  # the metadata id written twice, a wrong one first: the later wins
+        parts.insert(0, b"\x08" + varint(int(rng.integers(0, 2**30))))
     data = b"".join(parts)
     if damage and data:
         kind = int(rng.integers(4))
         if kind == 0:  # a stat whose length is huge, or wraps around
-            data += b"\x22" + _varint(int(rng.choice([2**63, 2**64 - 3, 2**62 + 5])))
+            data += b"\x22" + varint(int(rng.choice([2**63, 2**64 - 3, 2**62 + 5])))
         elif kind == 1:  # a length past the end
-            data += b"\x22" + _varint(int(rng.integers(1, 200)))
+            data += b"\x22" + varint(int(rng.integers(1, 200)))
         elif kind == 2:  # cut inside
             data = data[: int(rng.integers(len(data)))]
         else:  # a group wire type (none in the schema)
@@ -94,6 +86,15 @@ def structured_mutant(seed, source=None):
     space = schema.XSpace.FromString(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
     scramble = rng.random()  # the share of events rewritten
     damaged = rng.random() < 0.5
+    return f"{path.name.split('.')[0]}-{seed}", rewrite_space(space, rng, scramble, damaged)
+
+
+def rewrite_space(space, rng, scramble=1.0, damaged=False):
+    """The bytes of the XSpace message `space` with a share `scramble` of its events written
+    as `_event_bytes` writes them (a few of them damaged if `damaged`), each line's events
+    and each plane's lines after their other fields."""
+    from xprof_widgets.io import schema
+
     planes = []
     for plane in space.planes:
         lines = []
@@ -106,7 +107,7 @@ def structured_mutant(seed, source=None):
                 else:
                     events.append(_len_field(4, e.SerializeToString()))
             if len(events) > 2 and rng.random() < 0.1:  # a line field among the events
-                events.insert(len(events) // 2, _varint(2 << 3 | 2) + _varint(4) + b"name")
+                events.insert(len(events) // 2, varint(2 << 3 | 2) + varint(4) + b"name")
             shell = schema.XLine()
             shell.CopyFrom(line)
             del shell.events[:]
@@ -118,7 +119,7 @@ def structured_mutant(seed, source=None):
     rest = schema.XSpace()
     rest.CopyFrom(space)
     del rest.planes[:]
-    return f"{path.name.split('.')[0]}-{seed}", b"".join(planes) + rest.SerializeToString()
+    return b"".join(planes) + rest.SerializeToString()
 
 
 def _ours(path):

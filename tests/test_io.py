@@ -15,6 +15,7 @@ from xprof_widgets.io.xspace import read_xspace, stat_value
 
 from .conftest import PROFILES, profile_files
 from .fuzz import varint
+from .fuzz_diff import _len_field, rewrite_space
 
 
 @pytest.fixture(scope="module", params=profile_files(), ids=lambda p: f"{p.parts[-5]}/{p.parts[-2]}/{p.name}")
@@ -575,64 +576,6 @@ def test_tool_registry_and_rules_agree():
 # --- legal encodings writers do not produce: fields in any order, split, repeated --------
 
 
-def _varint(value):
-    value %= 2**64
-    out = bytearray()
-    while True:
-        b, value = value & 0x7F, value >> 7
-        out.append(b | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _len_field(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _scrambled_event(event, rng):
-    """XEvent bytes protobuf reads as `event`, in a layout no writer makes: fields 1-3 and an
-    unknown field 9 in random order among the stats (whose order stays), the metadata id
-    written twice (a wrong one first), stats whose key is written twice (a wrong one first)."""
-    stats = []
-    for s in event.stats:
-        body = s.SerializeToString()
-        if s.metadata_id and rng.random() < 0.3:
-            body = b"\x08" + _varint(999_999) + body  # the later key wins
-        stats.append(_len_field(4, body))
-    others = [
-        _varint(n << 3) + _varint(v) for n, v in ((1, event.metadata_id), (2, event.offset_ps), (3, event.duration_ps))
-    ]
-    others.append(b"\x48\x07")  # field 9: unknown to the schema, skipped
-    rng.shuffle(others)
-    parts = list(stats)
-    for other in others:  # each at a random place among the stats
-        parts.insert(int(rng.integers(len(parts) + 1)), other)
-    return b"\x08" + _varint(424_242) + b"".join(parts)
-
-
-def _scrambled_space(path, rng):
-    """The file at `path` with every event scrambled (`_scrambled_event`), lines and planes
-    written with their events and lines after their other fields."""
-    space = schema.XSpace.FromString(path.read_bytes())
-    planes = []
-    for plane in space.planes:
-        lines = []
-        for line in plane.lines:
-            events = [_len_field(4, _scrambled_event(e, rng)) for e in line.events]
-            shell = schema.XLine()
-            shell.CopyFrom(line)
-            del shell.events[:]
-            lines.append(_len_field(3, shell.SerializeToString() + b"".join(events)))
-        shell = schema.XPlane()
-        shell.CopyFrom(plane)
-        del shell.lines[:]
-        planes.append(_len_field(1, shell.SerializeToString() + b"".join(lines)))
-    rest = schema.XSpace()
-    rest.CopyFrom(space)
-    del rest.planes[:]
-    return b"".join(planes) + rest.SerializeToString()
-
-
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
 def test_any_field_order_reads_as_protobuf(monkeypatch, tmp_path, compiled):
     """Protobuf reads fields in any order, a repeated field split into runs, a field written
@@ -650,7 +593,9 @@ def test_any_field_order_reads_as_protobuf(monkeypatch, tmp_path, compiled):
         plain.write_bytes(gzip.decompress(source.read_bytes()))
         source = plain
     scrambled = tmp_path / "scrambled.xplane.pb"
-    scrambled.write_bytes(_scrambled_space(source, np.random.default_rng(7)))
+    # Every event rewritten (fields in any order, twice, unknown fields, stats split, keys twice).
+    space = schema.XSpace.FromString(source.read_bytes())
+    scrambled.write_bytes(rewrite_space(space, np.random.default_rng(7)))
     want, got = read_xspace(source, cache=False), read_xspace(scrambled, cache=False)
     compared = 0
     for plane, other in zip(want.planes, got.planes, strict=True):
@@ -671,10 +616,10 @@ def test_any_field_order_reads_as_protobuf(monkeypatch, tmp_path, compiled):
 @pytest.mark.parametrize(
     "event",
     [
-        b"\x22" + _varint(2**63) + b"\x08\x01",  # an event whose length is 2**63
-        b"\x22" + _varint(2**64 - 3) + b"\x08\x01",  # one that wraps around to -3
-        b"\x22\x04\x08\x01\x22" + _varint(2**63 + 1),  # a stat whose length is 2**63 + 1
-        b"\x22\x05\x08\x01\x22" + _varint(2**64 - 4) + b"\x08",  # a stat that wraps around
+        b"\x22" + varint(2**63) + b"\x08\x01",  # an event whose length is 2**63
+        b"\x22" + varint(2**64 - 3) + b"\x08\x01",  # one that wraps around to -3
+        b"\x22\x04\x08\x01\x22" + varint(2**63 + 1),  # a stat whose length is 2**63 + 1
+        b"\x22\x05\x08\x01\x22" + varint(2**64 - 4) + b"\x08",  # a stat that wraps around
         b"\x22\x04\x08\x01\x22\x7f",  # a stat past its event
     ],
     ids=["event-2^63", "event-wraps", "stat-2^63", "stat-wraps", "stat-past"],

@@ -201,14 +201,7 @@ def capture(
     }
     started = time.monotonic()
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CLIENT_SCRIPT, json.dumps(args)],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _python(_CLIENT_SCRIPT, [json.dumps(args)], timeout_s)
     except subprocess.TimeoutExpired:
         raise ProfileError(
             service_addr,
@@ -226,6 +219,19 @@ def capture(
             service_addr, _explain(result["error"], proc.stderr, duration_ms, time.monotonic() - started)
         )
     return _open_capture(service_addr, logdir, before, local, started + timeout_s)
+
+
+def _python(script, args, seconds):
+    """`script` run by a fresh Python with `args`, its output captured, within `seconds`
+    (raises subprocess.TimeoutExpired past them, the child killed)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=seconds,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _last_json(stdout):
@@ -289,14 +295,7 @@ def _read_within(paths, deadline, where):
     enough for the column cache are then opened here from the entry the child wrote.)"""
     seconds = max(deadline - time.monotonic(), MIN_READ_S)
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _READ_SCRIPT, *paths],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-            stdin=subprocess.DEVNULL,
-        )
+        done = _python(_READ_SCRIPT, list(paths), seconds)
     except subprocess.TimeoutExpired:
         raise ProfileError(
             where, f"the captured profile could not be read within {seconds:.0f} s (the capture's time limit)"

@@ -1146,28 +1146,19 @@ def _parse_line(plane, buf, start, end):
         elif wt == wire.LENGTH:
             fields[number] = bytes(buf[s:e]).decode("utf-8", "replace")
     if not runs:  # a line without events (a file may hold a million): shared empty columns
-        return _empty_line(plane, fields)
+        return _line(plane, fields, **_NO_EVENTS)
     record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs)
     ev = wire.decode_head(data, record_pos, (_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end)
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
     stats_at = _narrow(ev.rest, np.uint16)
-    name = str(fields.get(_LINE_NAME, ""))
-    timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
-    start_ps = ev.value(_EVENT_OFFSET_PS)
+    start_ps = ev.value(_EVENT_OFFSET_PS)  # the line's timestamp is added by _line
     duration_ps = ev.value(_EVENT_DURATION_PS)
-    _check_times(plane, name, timestamp_ns, start_ps, duration_ps)
-    start_ps += timestamp_ns * 1000
     metadata_id = ev.value(_EVENT_METADATA_ID)
     del ev  # its other event-sized arrays go before the narrow copies below are made
-    return Line(
-        plane=plane,
-        id=int(fields.get(_LINE_ID, 0)),
-        name=name,
-        display_id=int(fields.get(_LINE_DISPLAY_ID, 0)),
-        display_name=str(fields.get(_LINE_DISPLAY_NAME, "")),
-        timestamp_ns=timestamp_ns,
-        duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
+    return _line(
+        plane,
+        fields,
         start_ps=start_ps,
         event_duration_ps=duration_ps,
         metadata_id=_narrow(metadata_id),
@@ -1192,10 +1183,14 @@ _NO_EVENTS = {
 }
 
 
-def _empty_line(plane, fields):
+def _line(plane, fields, start_ps, event_duration_ps, **columns):
+    """The Line of a plane from its fields and its event columns (`start_ps`: the events'
+    offsets, made absolute here once their times are checked)."""
     timestamp_ns = int(fields.get(_LINE_TIMESTAMP_NS, 0))
     name = str(fields.get(_LINE_NAME, ""))
-    _check_times(plane, name, timestamp_ns, _NO_EVENTS["start_ps"], _NO_EVENTS["event_duration_ps"])
+    _check_times(plane, name, timestamp_ns, start_ps, event_duration_ps)
+    if len(start_ps):
+        start_ps += timestamp_ns * 1000
     return Line(
         plane=plane,
         id=int(fields.get(_LINE_ID, 0)),
@@ -1204,7 +1199,9 @@ def _empty_line(plane, fields):
         display_name=str(fields.get(_LINE_DISPLAY_NAME, "")),
         timestamp_ns=timestamp_ns,
         duration_ps=int(fields.get(_LINE_DURATION_PS, 0)),
-        **_NO_EVENTS,
+        start_ps=start_ps,
+        event_duration_ps=event_duration_ps,
+        **columns,
     )
 
 
