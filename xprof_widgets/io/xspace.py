@@ -95,7 +95,9 @@ def _is_object(values):
     return dtype is not None and dtype.kind == "O"
 
 
-@dataclass(eq=False)  # one line is equal to itself only: comparing fields would walk the file
+# Equal to itself only (comparing fields would walk the file); slots, no __dict__: a file
+# may hold a million lines.
+@dataclass(eq=False, slots=True)
 class Line:
     """One timeline of a plane, with its events as columns.
 
