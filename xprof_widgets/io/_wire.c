@@ -43,16 +43,21 @@ static int64_t varint(const uint8_t *data, int64_t i, int64_t limit, uint64_t *o
 }
 
 /* The field whose tag starts at data[p] (p < stop), any number and wire type: its number
- * in *number, its wire type in *wire_type, where its value starts in *body and where the
- * field ends in *end (a LENGTH's payload is [*body, *end)). XW_BAD when it cannot be read
- * inside [p, stop) or has a group wire type (none in a profile's messages). */
-static int skip_field(const uint8_t *data, int64_t p, int64_t stop, uint64_t *number, int *wire_type, int64_t *body,
-                      int64_t *end) {
+ * in *number, where its value starts in *body and where the field ends in *end (a
+ * LENGTH's payload is [*body, *end)). XW_BAD when it cannot be read inside [p, stop) or
+ * has a group wire type (none in a profile's messages). */
+static int skip_field(const uint8_t *data, int64_t p, int64_t stop, uint64_t *number, int64_t *body, int64_t *end) {
+    uint8_t first = data[p];
+    if ((first & 0x87) == 2 && data[p + 1] < 0x80) { /* usual: a short LENGTH field (an event's stat) */
+        *number = first >> 3;
+        *body = p + 2;
+        *end = p + 2 + data[p + 1];
+        return *end <= stop ? 0 : XW_BAD;
+    }
     uint64_t tag, value;
     int64_t q = varint(data, p, stop, &tag);
     if (q < 0) return XW_BAD;
     *number = tag >> 3;
-    *wire_type = (int)(tag & 7);
     *body = q;
     switch (tag & 7) {
     case 0: /* VARINT */
@@ -156,19 +161,9 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
         }
         /* The rest of the record must hold none of these fields again. */
         for (int64_t q = p; good && q < e;) {
-            uint8_t tag = data[q];
-            if ((tag & 7) == 2 && tag < 0x80 && data[q + 1] < 0x80) { /* usual: a short LENGTH field */
-                int32_t k = 0;
-                while (k < count && (uint8_t)(numbers[k] << 3) != (tag & 0xF8)) k++;
-                if (k < count) good = 0;
-                q += 2 + data[q + 1];
-                if (q > e) good = 0;
-                continue;
-            }
             uint64_t number;
-            int wire_type;
             int64_t body, next;
-            if (skip_field(data, q, e, &number, &wire_type, &body, &next) < 0) {
+            if (skip_field(data, q, e, &number, &body, &next) < 0) {
                 good = 0; /* the general decoder says what is wrong */
                 break;
             }
@@ -198,8 +193,7 @@ static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag
         return 1;
     }
     uint64_t number;
-    int wire_type;
-    return skip_field(data, p, stop, &number, &wire_type, body, end) < 0 ? XW_BAD : 0;
+    return skip_field(data, p, stop, &number, body, end) < 0 ? XW_BAD : 0;
 }
 
 /* `wire.repeated_run` and `wire._keyed_block` in one pass, for the stats of events.

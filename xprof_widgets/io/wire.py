@@ -313,40 +313,55 @@ def varints(data, pos):
     raise WireError(f"varint longer than 10 bytes at byte {p[0] - 9}")
 
 
-def skip_fields(data, pos, stops):
+def skip_fields(data, pos, stops, strict=True):
     """The field whose tag is at each position (pos < stops), any number and wire type:
     (field numbers as int64, wire types, where each field's value starts, where each
-    field ends). A LENGTH field's payload is [value start, end). Raises WireError for a
-    group (no profile message has one) or a field that runs past its stop."""
+    field ends). A LENGTH field's payload is [value start, end). A group (no profile message
+    has one) or a field that runs past its stop raises WireError; with `strict` False it is
+    marked in a fifth array, `bad` (its number then 0, its end its stop), instead."""
     pos = np.asarray(pos, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)
-    tag, width = varints(data, pos)
-    body = pos + width
-    wire_type = (tag & np.uint64(7)).astype(np.int64)
-    size = np.zeros(len(pos), dtype=np.uint64)
-    for wt in np.flatnonzero(np.bincount(wire_type, minlength=8)).tolist():
-        m = np.flatnonzero(wire_type == wt)
-        if wt == VARINT:
-            size[m] = varints(data, body[m])[1].astype(np.uint64)
-        elif wt in (FIXED64, FIXED32):
-            size[m] = 8 if wt == FIXED64 else 4
-        elif wt == LENGTH:
-            length, w = varints(data, body[m])
-            body[m] += w
-            size[m] = length
-        else:
-            raise WireError(f"wire type {wt} (a group) at byte {int(pos[m[0]])}: not in a profile")
+    tag, size = data[pos], data[pos + 1]
+    if ((tag & 0x87) == LENGTH).all() and (size < 0x80).all():  # usual: short LENGTH fields
+        tag, body, size = tag.astype(np.uint64), pos + 2, size.astype(np.uint64)
+        wire_type = np.full(len(pos), LENGTH, dtype=np.int64)
+        bad = np.zeros(len(pos), bool)
+    else:
+        tag, width = varints(data, pos)
+        body = pos + width
+        wire_type = (tag & np.uint64(7)).astype(np.int64)
+        size = np.zeros(len(pos), dtype=np.uint64)
+        bad = ~np.isin(wire_type, (VARINT, FIXED64, LENGTH, FIXED32))
+        for wt in np.flatnonzero(np.bincount(wire_type, minlength=8)).tolist():
+            m = np.flatnonzero(wire_type == wt)
+            if wt == VARINT:
+                size[m] = varints(data, body[m])[1].astype(np.uint64)
+            elif wt in (FIXED64, FIXED32):
+                size[m] = 8 if wt == FIXED64 else 4
+            elif wt == LENGTH:
+                length, w = varints(data, body[m])
+                body[m] += w
+                size[m] = length
     # Compared unsigned, before adding: a length near 2**64 must not wrap around.
     room = np.maximum(stops - body, 0).astype(np.uint64)
-    over = (size > room) | (body > stops)
-    if over.any():
-        raise WireError(f"truncated: the field at byte {int(pos[np.argmax(over)])} runs past its record")
-    return (tag >> np.uint64(3)).astype(np.int64), wire_type, body, body + size.astype(np.int64)
+    bad |= (size > room) | (body > stops)
+    if bad.any():
+        at = int(pos[np.argmax(bad)])
+        if strict:
+            wt = int(wire_type[np.argmax(bad)])
+            if wt not in (VARINT, FIXED64, LENGTH, FIXED32):
+                raise WireError(f"wire type {wt} (a group) at byte {at}: not in a profile")
+            raise WireError(f"truncated: the field at byte {at} runs past its record")
+        size[bad], body[bad] = 0, stops[bad]
+    number = np.where(bad, 0, (tag >> np.uint64(3)).astype(np.int64))
+    out = (number, wire_type, body, body + size.astype(np.int64))
+    return out if strict else (*out, bad)
 
 
 def _rest_clear(data, pos, stops, numbers):
     """Whether [pos, stops) of each record holds none of the fields `numbers` (walked field
-    by field to the record's end, every wire type skipped)."""
+    by field to the record's end, every wire type skipped); a record whose rest cannot be
+    walked is not clear (the general decoder says what is wrong with it)."""
     clear = np.ones(len(pos), bool)
     top = max(numbers)
     wanted = np.zeros(top + 2, bool)
@@ -354,24 +369,8 @@ def _rest_clear(data, pos, stops, numbers):
     todo = np.flatnonzero(pos < stops)
     p, stop = pos[todo], stops[todo]
     while todo.size:
-        tag, size = data[p], data[p + 1]
-        if ((tag & 0x87) == LENGTH).all() and (size < 0x80).all():  # usual: short LENGTH fields
-            number = (tag >> 3).astype(np.int64)
-            nxt = p + 2 + size
-            if (nxt > stop).any():
-                raise WireError(f"truncated: the field at byte {int(p[np.argmax(nxt > stop)])} runs past its record")
-        else:
-            try:
-                number, _, _, nxt = skip_fields(data, p, stop)
-            except WireError:  # some field cannot be read: those records alone are not clear
-                number, nxt = np.zeros(len(p), np.int64), np.empty(len(p), np.int64)
-                for k in range(len(p)):
-                    try:
-                        got = skip_fields(data, p[k : k + 1], stop[k : k + 1])
-                        number[k], nxt[k] = got[0][0], got[3][0]
-                    except WireError:
-                        number[k], nxt[k] = numbers[0], stop[k]  # counted as a hit: not clear
-        hit = wanted[np.clip(number, 0, top + 1)]
+        number, _, _, nxt, bad = skip_fields(data, p, stop, strict=False)
+        hit = wanted[np.clip(number, 0, top + 1)] | bad
         clear[todo[hit]] = False
         more = (nxt < stop) & ~hit
         todo, p, stop = todo[more], nxt[more], stop[more]
