@@ -42,6 +42,7 @@ as XProf).
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import time
 from collections.abc import Callable, Sequence
@@ -184,8 +185,6 @@ HOST_TIMEOUT_S = 1800.0
 
 
 def host_timeout_s() -> float:
-    import os
-
     try:
         return float(os.environ.get("XPROF_WIDGETS_HOST_TIMEOUT_S", HOST_TIMEOUT_S))
     except ValueError:

@@ -15,7 +15,7 @@ format version, and the file's path, size, mtime, ctime and inode as they are no
 every array has the shape and type the manifest says and the CRC-32 the manifest
 records for it (every byte of every array is checked at open: one damaged value is
 found, ~0.1 s for ten million events, on two threads), the lines' rows tile the
-columns, and record positions ascend inside the file. Anything else (stale,
+columns, and record positions lie inside the file. Anything else (stale,
 truncated, garbage, unreadable) makes `load` return None, so the file is decoded
 again and the entry rewritten: a damaged cache is rebuilt, never an error, never
 served. The cache acts only inside its folder: a link anywhere below it (an entry,
@@ -341,14 +341,12 @@ def store(space, key):
     folder = entry_dir(key["path"])
     tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex}"
     try:
-        if not _no_links(folder):
-            return
         lines = [line for plane in space.planes for line in plane.lines]
         if any(line.stats_at is None for line in lines):
             return
         count = sum(len(line) for line in lines)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        if not _no_links(folder):  # (made meanwhile)
+        if not _no_links(folder):  # (checked once the folders above it exist)
             return
         if shutil.disk_usage(folder.parent).free < count * 40 + MIN_FREE_BYTES:
             return

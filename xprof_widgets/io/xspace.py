@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import NO_SUCH_FILE, ProfileError, os_errors
+from ..errors import ProfileError, os_errors
 from . import column_cache, fs, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
@@ -855,9 +855,8 @@ def read_padded(path, progress=None):
     (`READ_CHUNK_BYTES`); for a gzip file these are compressed bytes, and the
     decompression follows the last call. Raises ProfileError.
     """
-    problems = {**NO_SUCH_FILE, IsADirectoryError: "is a directory, not a .xplane.pb file"}
-    fs.check_regular(path)
-    with os_errors(path, problems=problems), open(Path(path), "rb") as f:
+    fs.check_regular(path)  # (a folder, a FIFO or a device is refused before it is opened)
+    with os_errors(path), open(Path(path), "rb") as f:
         head = f.read(2)
         f.seek(0)
         size = os.fstat(f.fileno()).st_size

@@ -63,5 +63,10 @@ def module_executions(space) -> pd.DataFrame:
                 names.append(np.asarray(line.names().astype(object)))
                 durations.append(line.event_duration_ps)
     if not names:
-        return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype=np.float64)})
+        return no_module_executions()
     return pd.DataFrame({"module": np.concatenate(names), "ms": np.concatenate(durations) / 1e9})
+
+
+def no_module_executions() -> pd.DataFrame:
+    """`module_executions`' table with no row."""
+    return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype=np.float64)})

@@ -45,7 +45,7 @@ import pandas as pd
 
 from .availability import tool_status
 from .cache import derived
-from .device_time import module_executions, tpu_duty_cycle
+from .device_time import module_executions, no_module_executions, tpu_duty_cycle
 from .environment import combine_devices, combine_perf_env, hardware, host_device, host_perf_env
 from .gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
 from .grouping import eager_events
@@ -287,12 +287,16 @@ def as_stats(source: RunStats | RunLike) -> RunStats:
 def input_pipeline_result(stats: RunStats) -> InputPipelineResult:
     """XProf's input pipeline analysis of the stats' steps and input ops
     (`input_analysis.analyze_input_pipeline`); the step database's reason when it has no
-    steps."""
-    steps, reason = stats.step_db
-    res = analyze_input_pipeline(steps.copy(), stats.input_ops)
-    if reason:
-        res.reason = reason
-    return res
+    steps. Once per RunStats (the overview shows part of it): shared, do not change it."""
+
+    def compute():
+        steps, reason = stats.step_db
+        res = analyze_input_pipeline(steps.copy(), stats.input_ops)
+        if reason:
+            res.reason = reason
+        return res
+
+    return derived(stats, "input_pipeline", compute)
 
 
 def run_stats(run: RunLike) -> RunStats:
@@ -451,7 +455,7 @@ class StatsCombiner:
             step_spans=list(self._step_spans),
             input_ops=self._input_ops if self._input_ops is not None else pd.DataFrame(),
             duty_cycles=list(self._duty),
-            module_ms=(pd.concat(self._module_ms, ignore_index=True) if self._module_ms else module_executions_empty()),
+            module_ms=(pd.concat(self._module_ms, ignore_index=True) if self._module_ms else no_module_executions()),
             tool_status=list(self._tool_status or []),
             attribute_cuda_graphs=bool(self._graphs),
         )
@@ -464,10 +468,6 @@ def combine(stats: Iterable[RunStats], run: RunLike | None = None) -> RunStats:
     for s in stats:
         combiner.add(s)
     return combiner.result()
-
-
-def module_executions_empty() -> pd.DataFrame:
-    return pd.DataFrame({"module": pd.Series(dtype=object), "ms": pd.Series(dtype="float64")})
 
 
 def combined_step_db(hosts: Sequence[tuple[pd.DataFrame, str, bool]]) -> tuple[pd.DataFrame, str]:
@@ -497,14 +497,6 @@ def _merge_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     if "is_eager" in ops:
         out["is_eager"] = g["is_eager"].any()
     return out.reset_index()[list(a.columns)]
-
-
-def combine_op_metrics(dbs: Sequence[DeviceOpMetrics]) -> DeviceOpMetrics:
-    """The device op metrics of several hosts as one (XProf's `OpMetricsDbCombiner`)."""
-    combiner = StatsCombiner()
-    for db in dbs:
-        combiner._fold_op_metrics(db)
-    return combiner._op_metrics()
 
 
 def light(stats: RunStats) -> RunStats:
