@@ -179,7 +179,16 @@ class Line:
         if runs is None:
             owner, s, e = self._stat_records(idx)
             return wire.decode_keyed_by_key(data, s, e, owner=owner, **kinds)
-        return wire.decode_keyed_by_key(data, *runs, repeated=_EVENT_STATS, **kinds)
+        starts, stops = runs
+        live = np.flatnonzero(stops > starts)
+        if len(live) * 2 >= len(starts):
+            return wire.decode_keyed_by_key(data, starts, stops, repeated=_EVENT_STATS, **kinds)
+        # Most events carry no stats (a Python tracer's line: a million calls, a few
+        # thousand with stats): only the others are walked, their owners mapped back.
+        found = wire.decode_keyed_by_key(data, starts[live], stops[live], repeated=_EVENT_STATS, **kinds)
+        for records in found.values():
+            records.owner = live[records.owner].astype(records.owner.dtype, copy=False)
+        return found
 
     def stat_table(self, names=None, events=None):
         """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.

@@ -58,7 +58,7 @@ import pandas as pd
 
 from ...io.hlo_text import instruction_text
 from .cache import derived
-from .columns import by_pair, by_value
+from .columns import Groups, by_pair, by_value
 from .planes import gpu_planes, is_derived_line
 from .runlike import RunLike
 from .tf_op import hlo_op_name, stat_ids
@@ -611,9 +611,15 @@ def _graph_attribution(run, space):
     ev = ev.assign(launch=_launches(ev))
     seq = pd.concat([ev, _own_ops_within(ev, own_frames)], ignore_index=True)
     seq = seq.sort_values(["launch", "start", "line", "event"], kind="stable").reset_index(drop=True)
-    seq["place"] = seq.groupby("launch").cumcount()
-    sequences = seq.groupby("launch", sort=False).agg(program_id=("program_id", "first"), kernels=("kernel", tuple))
-    signature, distinct = pd.factorize(pd.Series(list(zip(sequences["program_id"], sequences["kernels"]))))
+    # Sorted by launch: each launch's rows are one run, its kernels in order.
+    launch = seq["launch"].to_numpy()
+    g = Groups(launch)
+    seq["place"] = np.arange(len(seq)) - np.repeat(g.starts, g.sizes)
+    kernel_names = seq["kernel"].to_numpy(object)
+    kernels_of = [tuple(kernel_names[a:b]) for a, b in zip(g.starts.tolist(), (g.starts + g.sizes).tolist())]
+    program_of = g.first(seq["program_id"])
+    sequences = pd.Series(list(zip(program_of.tolist(), kernels_of)), index=g.first(launch), dtype=object)
+    signature, distinct = pd.factorize(sequences)
     plans: dict = {}
     budget = _Budget()
     op_table, reason_table, offsets = [], [], np.zeros(len(distinct) + 1, dtype=np.int64)
@@ -626,8 +632,7 @@ def _graph_attribution(run, space):
         op_table.extend(r[0] for r in result)
         reason_table.extend(r[1] for r in result)
         offsets[s + 1] = offsets[s] + len(kernels)
-    launch_signature = pd.Series(signature, index=sequences.index)
-    flat = offsets[launch_signature.loc[seq["launch"]].to_numpy()] + seq["place"].to_numpy()
+    flat = offsets[signature[g.codes]] + seq["place"].to_numpy()
     seq["op"] = np.asarray(op_table, dtype=object)[flat]
     seq["reason"] = np.asarray(reason_table, dtype=object)[flat]
     ev = seq[seq["event"] >= 0].astype({"event": np.int64, "line": np.int64, "plane": np.int64, "time_ps": np.int64})
@@ -636,12 +641,10 @@ def _graph_attribution(run, space):
         names = by_value(part["op"], lambda o: o if isinstance(o, str) else None)
         ops[(int(pi), int(li))] = (part["event"].to_numpy(np.int64), names)
     keys = ["program_id", "command_buffer", "kernel", "op", "reason"]
-    kernels = (
-        ev.assign(op=ev["op"].fillna(""))
-        .groupby(keys, sort=False)
-        .agg(launches=("event", "size"), time_ps=("time_ps", "sum"))
-        .reset_index()
-    )
+    key_columns = {k: ev[k].to_numpy() for k in keys}
+    key_columns["op"] = ev["op"].fillna("").to_numpy(object)
+    g = Groups(*key_columns.values())
+    kernels = g.frame(key_columns, launches=g.size(), time_ps=g.sum(ev["time_ps"].to_numpy(np.int64)))
     kernels["op"] = kernels["op"].where(kernels["op"] != "")
     return GraphAttribution(ops, kernels[_KERNEL_COLUMNS])
 
@@ -653,10 +656,14 @@ def _own_ops_within(ev, own_frames):
     """The kernels of the launches' programs that name their op, on the launches' planes,
     starting while a launch ran (XLA ran their thunks outside the graph): rows of the
     launch sequences with kernel `_OWN_OP + op` and event -1."""
-    spans = ev.assign(end=ev["start"] + ev["time_ps"]).groupby("launch", sort=False)
-    spans = spans.agg(
-        plane=("plane", "first"), program_id=("program_id", "first"), lo=("start", "min"), hi=("end", "max")
-    )
+    g = Groups(ev["launch"])
+    spans = g.frame(
+        {"launch": ev["launch"]},
+        plane=g.first(ev["plane"]),
+        program_id=g.first(ev["program_id"]),
+        lo=g.min(ev["start"]),
+        hi=g.max(ev["start"].to_numpy() + ev["time_ps"].to_numpy()),
+    ).set_index("launch")
     parts = [pd.DataFrame({"plane": p, "start": s, "program_id": pid, "kernel": n}) for p, s, pid, n in own_frames]
     parts = [p for p in parts if len(p)]
     if not parts:

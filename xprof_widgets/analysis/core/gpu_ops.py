@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .columns import by_pair
+from .columns import Groups, by_pair
 from .op_stats import gpu_kernel_runs
 from .planes import TPU_PLANE_PREFIX
 from .tf_op import parse_tf_op
@@ -22,13 +22,18 @@ GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", 
 
 
 # One device op (program id, name) from its kernel runs, or from several files' rows.
-_DEVICE_OP_AGG = {
-    "order": ("order", "first"),
-    "framework_op": ("framework_op", "first"),
-    "occurrences": ("occurrences", "sum"),
-    "time_ps": ("time_ps", "sum"),
-    "is_eager": ("is_eager", "any"),
-}
+def _device_ops(runs):
+    """Per (program_id, name) in order of first appearance: the first order and framework
+    op, occurrences and time summed, eager if any."""
+    g = Groups(runs["program_id"], runs["name"])
+    return g.frame(
+        {"program_id": runs["program_id"], "name": runs["name"]},
+        order=g.first(runs["order"]),
+        framework_op=g.first(runs["framework_op"]),
+        occurrences=g.sum(runs["occurrences"]),
+        time_ps=g.sum(runs["time_ps"]),
+        is_eager=g.any(runs["is_eager"]),
+    )
 
 
 def gpu_device_ops(run, space) -> pd.DataFrame:
@@ -62,8 +67,7 @@ def gpu_device_ops(run, space) -> pd.DataFrame:
     framework = by_pair(runs["program_id"], names, provenance, where=xla)
     framework[tf] = [tf_names[t] for t in tf_op[tf]]
     runs["framework_op"] = framework
-    ops = runs.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
-    return ops[GPU_OP_COLUMNS]
+    return _device_ops(runs)[GPU_OP_COLUMNS]
 
 
 def merge_gpu_device_ops(frames, merged=None):
@@ -76,7 +80,7 @@ def merge_gpu_device_ops(frames, merged=None):
     if not frames:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
     ops = pd.concat(frames, ignore_index=True)
-    return ops.groupby(["program_id", "name"], sort=False).agg(**_DEVICE_OP_AGG).reset_index()
+    return _device_ops(ops)
 
 
 def gpu_tf_ops(device_ops):
@@ -84,9 +88,13 @@ def gpu_tf_ops(device_ops):
     most occurrences of its device ops, their time, the eager mark of the last."""
     if device_ops is None or device_ops.empty:
         return pd.DataFrame(columns=["occurrences", "time_ps", "is_eager"])
-    return device_ops.groupby("framework_op", sort=False).agg(
-        occurrences=("occurrences", "max"), time_ps=("time_ps", "sum"), is_eager=("is_eager", "last")
-    )
+    g = Groups(device_ops["framework_op"])
+    return g.frame(
+        {"framework_op": device_ops["framework_op"]},
+        occurrences=g.max(device_ops["occurrences"]),
+        time_ps=g.sum(device_ops["time_ps"]),
+        is_eager=g.last(device_ops["is_eager"]),
+    ).set_index("framework_op")
 
 
 def gpu_tf_op_db(run, spaces):

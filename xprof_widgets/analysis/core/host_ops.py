@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .columns import Groups
 from .grouping import eager_events
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, is_derived_id
@@ -196,16 +197,14 @@ def host_op_db(spaces, eager=None):
     if frames:
         # Summed per op string first (integer keys), in the order they entered; _op_db then
         # keys them by name (several strings may name one op).
-        ops = (
-            pd.concat(frames, ignore_index=True)
-            .groupby("op", sort=False)
-            .agg(
-                occurrences=("time_ps", "size"),
-                time_ps=("time_ps", "sum"),
-                self_time_ps=("self_time_ps", "sum"),
-                is_eager=("is_eager", "any"),
-            )
-            .reset_index()
+        rows = pd.concat(frames, ignore_index=True)
+        g = Groups(rows["op"])
+        ops = g.frame(
+            {"op": rows["op"]},
+            occurrences=g.size(),
+            time_ps=g.sum(rows["time_ps"]),
+            self_time_ps=g.sum(rows["self_time_ps"]),
+            is_eager=g.any(rows["is_eager"]),
         )
         ops["name"] = np.asarray(names, dtype=object)[ops["op"].to_numpy()]
         ops["type"] = np.asarray(types, dtype=object)[ops["op"].to_numpy()]
@@ -218,17 +217,14 @@ def _op_db(ops, total_time, op_time):
     name, the type the first entered row's that has one (XProf keeps the first
     non-empty), IDLE last (the time no op ran)."""
     if ops is not None and len(ops):
-        ops = ops.assign(type_or_none=ops["type"].where(ops["type"] != "", None))
-        db = (
-            ops.groupby("name", sort=False)
-            .agg(
-                type=("type_or_none", "first"),
-                occurrences=("occurrences", "sum"),
-                time_ps=("time_ps", "sum"),
-                self_time_ps=("self_time_ps", "sum"),
-                is_eager=("is_eager", "any"),
-            )
-            .reset_index()
+        g = Groups(ops["name"])
+        db = g.frame(
+            {"name": ops["name"]},
+            type=g.first(ops["type"].where(ops["type"] != "", None).to_numpy(object)),
+            occurrences=g.sum(ops["occurrences"]),
+            time_ps=g.sum(ops["time_ps"]),
+            self_time_ps=g.sum(ops["self_time_ps"]),
+            is_eager=g.any(ops["is_eager"]),
         )
         db["type"] = db["type"].fillna("")
     else:
@@ -279,8 +275,10 @@ def merge_host_ops(frames):
     columns = ["name", "occurrences", "self_time_ps", "is_eager"]
     frames = [f[columns] for f in frames if f is not None]
     host = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    return (
-        host.groupby("name", sort=False)
-        .agg(occurrences=("occurrences", "sum"), self_time_ps=("self_time_ps", "sum"), is_eager=("is_eager", "any"))
-        .reset_index()
+    g = Groups(host["name"])
+    return g.frame(
+        {"name": host["name"]},
+        occurrences=g.sum(host["occurrences"]),
+        self_time_ps=g.sum(host["self_time_ps"]),
+        is_eager=g.any(host["is_eager"]),
     )

@@ -39,6 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .columns import Groups
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
@@ -247,9 +248,9 @@ def _host_reports(run, space, modules):
     ev = pd.concat(frames, ignore_index=True)
     # The framework op and its eligibility, per distinct combination (never per event).
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
-    combos = ev[cols].drop_duplicates()
+    by_combo = Groups(*(ev[c] for c in cols), dropna=False)
     names, flags = [], []
-    for t, eq, is_xla, pid, has_pid, hlo, uses in combos.itertuples(index=False):
+    for t, eq, is_xla, pid, has_pid, hlo, uses in zip(*(by_combo.first(ev[c], skipna=False) for c in cols)):
         name = parse_tf_op(t)[1] if t else ""
         ok = bool(t) and (einsum_tensor_core_eligible(eq) or op_tensor_core_eligible(name) or uses)
         instr = modules.instruction(int(pid), hlo_op_name(hlo)) if is_xla and has_pid else None
@@ -258,23 +259,42 @@ def _host_reports(run, space, modules):
             ok = op_tensor_core_eligible(name) or ok
         names.append(name)
         flags.append(ok)
-    combos = combos.assign(op_name=names, is_op_tensor_core_eligible=flags)
-    ev = ev.merge(combos, on=cols, how="left", sort=False)
-    # Launch details parsed once per distinct text, spread to the events by code.
+    op_name = np.asarray(names, dtype=object)[by_combo.codes]
+    eligible = np.asarray(flags, dtype=bool)[by_combo.codes]
+    # Launch details parsed once per distinct text, spread to the events by code; the
+    # report's key fields numbered per distinct value (texts differing in occupancy only
+    # are one key).
     code, texts = pd.factorize(ev["details"].to_numpy(dtype=object))
     launch = [parse_kernel_details(d) for d in texts]
-    for k in ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes", "occupancy_pct"):
-        ev[k] = np.array([v[k] for v in launch])[code]
-    for k in ("grid", "block"):
-        for i in range(3):
-            ev[f"{k}_{i}"] = np.array([v[k][i] for v in launch])[code]
-    ev = ev.rename(columns={"name": "kernel_name", "uses_tc": "is_kernel_using_tensor_core"})
-    groups = ev.groupby(_KEY, sort=False)
-    reports = groups["duration_ns"].agg(
-        occurrences="size", total_duration_ns="sum", min_duration_ns="min", max_duration_ns="max"
+    fields = ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")
+    launch_key = pd.factorize(
+        pd.Series([(*v["grid"], *v["block"], *(v[k] for k in fields)) for v in launch], dtype=object)
+    )[0]
+    name = ev["name"].to_numpy(object)
+    g = Groups(name, launch_key[code], op_name, eligible, ev["uses_tc"].to_numpy(bool))
+    first = g.order[g.starts]
+    first_launch = [launch[k] for k in code[first].tolist()]
+    duration = ev["duration_ns"].to_numpy()
+    reports = pd.DataFrame(
+        {
+            "kernel_name": name[first],
+            **{
+                f"{k}_{i}": np.array([v[k][i] for v in first_launch], dtype=np.int64)
+                for k in ("grid", "block")
+                for i in range(3)
+            },
+            **{k: np.array([v[k] for v in first_launch], dtype=np.int64) for k in fields},
+            "is_kernel_using_tensor_core": ev["uses_tc"].to_numpy(bool)[first],
+            "is_op_tensor_core_eligible": eligible[first],
+            "op_name": op_name[first],
+            "occurrences": g.size(),
+            "total_duration_ns": g.sum(duration),
+            "min_duration_ns": g.min(duration),
+            "max_duration_ns": g.max(duration),
+            "occupancy_pct": np.array([v["occupancy_pct"] for v in first_launch], dtype=np.float64),
+        }
     )
-    reports["occupancy_pct"] = groups["occupancy_pct"].first()
-    out = _sorted_top(reports.reset_index())
+    out = _sorted_top(reports)
     out.attrs["graph_kernels"] = host_graph_summary(run, space)
     return out
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived, per_run
-from .columns import by_pair, by_value
+from .columns import Groups, by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
 from .gpu_device import gpu_peaks, peak_stat
 from .intervals import children_time
@@ -331,9 +331,13 @@ def device_framework_ops(ops: pd.DataFrame) -> pd.DataFrame:
     counts = {c: ops[c].to_numpy(np.int64) for c in ("occurrences", "time_ps", "self_time_ps")}
     amounts = {c: ops[c].to_numpy(np.float64) for c in ("flops", "model_flops", "bytes_accessed")}
     df = pd.DataFrame({"name": [k[0] for k in key], "type": [k[1] for k in key], **counts, **amounts})
-    sums = {c: (c, "sum") for c in ("time_ps", "self_time_ps", *amounts)}
-    tf = df.groupby("name", sort=False).agg(type=("type", "first"), occurrences=("occurrences", "max"), **sums)
-    return tf.reset_index()
+    g = Groups(df["name"])
+    return g.frame(
+        {"name": df["name"]},
+        type=g.first(df["type"]),
+        occurrences=g.max(df["occurrences"]),
+        **{c: g.sum(df[c]) for c in ("time_ps", "self_time_ps", *amounts)},
+    )
 
 
 @per_run
@@ -472,38 +476,29 @@ def _gpu_kernel_runs(run, space):
             if not len(idx):
                 offset += n
                 continue
-            ev = pd.DataFrame(
-                {
-                    "pos": offset + idx,
-                    "xla": is_hlo[idx],
-                    "name": names,
-                    "program_id": pids,
-                    "tf_op": tf_op[idx],
-                    "event_name": np.asarray(line.names()[idx], dtype=object),
-                    "group": filled[li][idx],
-                    "time_ps": line.event_duration_ps[idx].astype(np.int64),
-                    "is_eager": of_line(eager, plane, li, False)[idx],
-                }
-            )
+            xla = is_hlo[idx]
+            group = filled[li][idx]
+            pos = offset + idx
             # A new entry where the op or step changes (an event without a step compares
             # unequal to any), or a TF op comes between.
-            prev_xla = np.concatenate([[False], ev["xla"].to_numpy()[:-1]])
+            prev_xla = np.concatenate([[False], xla[:-1]])
             prev_name = np.concatenate([[None], names[:-1]])
-            prev_group = np.concatenate([[-2], ev["group"].to_numpy()[:-1]])
-            group = ev["group"].to_numpy()
-            new = ~ev["xla"].to_numpy() | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
-            ev["run"] = np.cumsum(new) - 1
-            runs = ev.groupby("run", sort=True).agg(
-                xla=("xla", "first"),
-                program_id=("program_id", "first"),
-                name=("name", "first"),
-                tf_op=("tf_op", "first"),
-                event_name=("event_name", "first"),
-                occurrences=("pos", "size"),
-                time_ps=("time_ps", "sum"),
-                is_eager=("is_eager", "first"),
-                first=("pos", "first"),
-                last=("pos", "last"),
+            prev_group = np.concatenate([[-2], group[:-1]])
+            new = ~xla | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
+            g = Groups(np.cumsum(new) - 1, sort=True)
+            runs = pd.DataFrame(
+                {
+                    "xla": g.first(xla),
+                    "program_id": g.first(pids),
+                    "name": g.first(names),
+                    "tf_op": g.first(tf_op[idx]),
+                    "event_name": g.first(np.asarray(line.names()[idx], dtype=object)),
+                    "occurrences": g.size(),
+                    "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
+                    "is_eager": g.first(of_line(eager, plane, li, False)[idx]),
+                    "first": g.first(pos),
+                    "last": g.last(pos),
+                }
             )
             # An XLA entry enters XProf's database when the next op arrives: after its last event.
             runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
@@ -604,20 +599,15 @@ def _gpu_op_metrics(run):
             "device": runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy(),
         }
     )
-    g = df.groupby(["program_id", "name"], sort=False)
-    ops = g.agg(
-        xla=("xla", "first"),
-        tf_op=("tf_op", "first"),
-        occurrences=("occurrences", "sum"),
-        time_ps=("time_ps", "sum"),
-        flops=("flops", "sum"),
-        model_flops=("model_flops", "sum"),
-        bytes_accessed=("bytes_accessed", "sum"),
-        hbm_read_bytes=("hbm_read_bytes", "sum"),
-        hbm_write_bytes=("hbm_write_bytes", "sum"),
-        is_eager=("is_eager", "any"),
-        num_cores=("device", "nunique"),
-    ).reset_index()
+    g = Groups(df["program_id"], df["name"])
+    ops = g.frame(
+        {"program_id": df["program_id"], "name": df["name"]},
+        xla=g.first(df["xla"]),
+        tf_op=g.first(df["tf_op"]),
+        **{k: g.sum(df[k]) for k in ["occurrences", "time_ps", *_GPU_COST_COLUMNS]},
+        is_eager=g.any(df["is_eager"]),
+        num_cores=g.nunique(df["device"]),
+    )
     rows = []
     for pid, name, is_xla, tf_op in zip(ops["program_id"], ops["name"], ops["xla"], ops["tf_op"]):
         if is_xla:

@@ -555,10 +555,9 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                     if "shape" in st
                     else np.full(ok.sum(), "", dtype=object)
                 )
-                key = pd.MultiIndex.from_arrays([names, shapes])
-                distinct, inverse = np.unique(
-                    key.codes[0] * (len(key.levels[1]) + 1) + key.codes[1], return_inverse=True
-                )
+                name_code = pd.factorize(names, use_na_sentinel=False)[0]
+                shape_code, shape_values = pd.factorize(shapes, use_na_sentinel=False)
+                inverse = pd.factorize(name_code.astype(np.int64) * len(shape_values) + shape_code)[0]
                 first = np.unique(inverse, return_index=True)[1]
                 types = gpu_event_type(names[first], shapes[first])[inverse]
                 parts["group"].append(group[ok].astype(np.int64))
