@@ -26,12 +26,17 @@ def by_pair(first, second, rule: Callable[[object, object], object], *, where=No
     rows, the other rows getting the dtype's empty value (None, 0, False). `shape`: the
     shape of one result (a tuple of costs: `(5,)`). Pairs equal as pandas hashes them
     count as one (see `by_value`)."""
-    pair, pairs = pd.factorize(pd.MultiIndex.from_arrays([np.asarray(first), np.asarray(second)]))
-    out = np.zeros((len(pairs), *shape), dtype=dtype)
+    # Each column coded on its own, the pair as one integer (a MultiIndex of the pairs
+    # costs a Python tuple per row).
+    a, a_values = pd.factorize(np.asarray(first), use_na_sentinel=False)
+    b, b_values = pd.factorize(np.asarray(second), use_na_sentinel=False)
+    pair, distinct = pd.factorize(a.astype(np.int64) * max(len(b_values), 1) + b)
+    a_of, b_of = np.divmod(distinct, max(len(b_values), 1))
+    out = np.zeros((len(distinct), *shape), dtype=dtype)
     if np.dtype(dtype) == object:
         out.fill(None)
-    for k in range(len(pairs)) if where is None else np.unique(pair[where]):
-        out[k] = rule(*pairs[k])
+    for k in range(len(distinct)) if where is None else np.unique(pair[where]):
+        out[k] = rule(a_values[a_of[k]], b_values[b_of[k]])
     rows = out[pair]
     if where is not None:
         rows[~np.asarray(where, bool)] = None if np.dtype(dtype) == object else 0
