@@ -359,9 +359,10 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
         assert (starts["g_ref"] >= 0).any() and (starts["g_ref"] == starts["g_ours"]).all()
 
 
-def test_row_codes_number_distinct_rows_in_order_of_first_appearance():
+def test_row_codes_number_distinct_rows_densely():
     """Small-range columns combined directly, wide ones hashed, and the combination re-hashed
-    when it would overflow: the same numbering as distinct rows in first-seen order."""
+    when it would overflow: equal rows get one number, distinct rows distinct numbers, and
+    the numbers are 0 to the count of distinct rows - 1 (in no set order)."""
     rng = np.random.default_rng(3)
     for case in range(20):
         n = int(rng.integers(1, 3000))
@@ -373,6 +374,7 @@ def test_row_codes_number_distinct_rows_in_order_of_first_appearance():
         if case % 3 == 0:  # four ranges just under 2**20: their product overflows
             columns += [rng.choice([0, 2**20 - 2], n) for _ in range(4)]
         rows = list(zip(*(c.tolist() for c in columns)))
-        first = {}
-        want = [first.setdefault(r, len(first)) for r in rows]
-        assert G._row_codes(*columns).tolist() == want
+        codes = G._row_codes(*columns).tolist()
+        code_of = dict(zip(rows, codes))
+        assert [code_of[r] for r in rows] == codes  # equal rows, one number
+        assert sorted(code_of.values()) == list(range(len(code_of)))  # distinct rows, distinct numbers

@@ -250,7 +250,7 @@ def _allocator_events(run, space, host):
         shared = [ln for ln in plane.lines if len(ln)]
         with space.sharing_stats(shared):
             with ThreadPoolExecutor(max_workers=1) as pool:
-                grouping = pool.submit(group_ids, space)
+                grouping = pool.submit(group_ids, space, eager_marks=False)
                 for ln in reversed(shared):
                     ln.stat_table(names=())
                 lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
@@ -516,16 +516,27 @@ def memory_profile(run, memory_id=None, host=None):
     memory_id = str(memory_id)
     if memory_id not in ids:
         raise KeyError(f"no memory id {memory_id!r} on host {host!r}; memory ids: {ids}")
-    ev = ev[(ev["memory_id"] == memory_id).to_numpy()].reset_index(drop=True)
+    # This allocator's events, in file order (its rows of the host's, not copied: a
+    # million-event frame is taken once, below, in time order).
+    one = len(ids) == 1 and not ev["memory_id"].isna().any()
+    mine = None if one else np.flatnonzero((ev["memory_id"] == memory_id).to_numpy())
+    column = (lambda c: ev[c].to_numpy()) if mine is None else (lambda c: ev[c].to_numpy()[mine])
 
     # Summary, in file order as XProf visits the events.
-    total = ev["heap_bytes"].to_numpy() + ev["stack_bytes"].to_numpy()
+    total = column("heap_bytes") + column("stack_bytes")
     peak_bytes = total.max()
     p = int(np.flatnonzero(total == peak_bytes)[-1])
-    peak = ev.iloc[p]
+    peak = ev.iloc[p if mine is None else int(mine[p])]
+    last_peak_in_use = int(column("peak_bytes_in_use")[-1])
 
     # Time order (stable: ties keep file order), then XProf's two fix-ups.
-    tl = ev.iloc[np.argsort(ev["time_offset_ps"].to_numpy(), kind="stable")].reset_index(drop=True)
+    time = column("time_offset_ps")
+    if len(time) < 2 or (time[1:] >= time[:-1]).all():
+        order = mine  # in time order already (one line, or lines one after another)
+    else:
+        order = np.argsort(time, kind="stable")
+        order = order if mine is None else mine[order]
+    tl = (ev.copy(deep=False) if order is None else ev.take(order)).reset_index(drop=True)
     tl["step_id"] = _fill_steps(tl["step_id"].to_numpy())
     tl = _copy_allocation_metadata(tl)
     tl["activity"] = pd.Categorical.from_codes(np.where(tl["is_alloc"].to_numpy(), 0, 1), categories=ACTIVITIES)
@@ -555,7 +566,7 @@ def memory_profile(run, memory_id=None, host=None):
         memory_id=memory_id,
         memory_ids=ids,
         timeline=tl[TIMELINE_COLUMNS],
-        peak_bytes_in_use=int(ev["peak_bytes_in_use"].iloc[-1]),
+        peak_bytes_in_use=last_peak_in_use,
         peak_heap_bytes=int(peak["heap_bytes"]),
         peak_stack_bytes=int(peak["stack_bytes"]),
         peak_free_bytes=int(peak["free_bytes"]),

@@ -248,9 +248,9 @@ class _Nodes:
         self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
         self.name = cat(names, np.int32)  # codes into name_table; -1: none (the table's last entry)
         empty = np.zeros(0, np.int64)
+        joined = lambda x: x[0] if len(x) == 1 else np.concatenate(x)  # noqa: E731 (one line: no copy)
         self.stat = {
-            k: _Stat(*(np.concatenate(x) for x in zip(*parts))) if parts else _Stat(empty, empty)
-            for k, parts in sparse.items()
+            k: _Stat(*(joined(x) for x in zip(*parts))) if parts else _Stat(empty, empty) for k, parts in sparse.items()
         }
         self.nesting = nesting[:, :edge_count]
 
@@ -293,15 +293,16 @@ def _context_edges(nodes):
     cons, c_at, ct_at = _with_both(st["_c"], st["_ct"])
     if len(prod) == 0 or len(cons) == 0:
         return np.zeros((2, 0), np.int64), 0
-    pid = nodes.pid_of
-    own_pid, has_pid = st["_pid"].at(cons)
-    # Only consumers may change the pid (`_pid`); -1 stands for "no pid".
-    # Contexts numbered in order of first appearance (producers, then consumers).
-    ctx = _row_codes(
+    columns = [
         np.concatenate([st["_p"].values[p_at], st["_c"].values[c_at]]),
         np.concatenate([st["_pt"].values[pt_at], st["_ct"].values[ct_at]]),
-        np.concatenate([pid(prod), np.where(has_pid, own_pid, pid(cons))]),
-    )
+    ]
+    # Only consumers may change the pid (`_pid`); -1 stands for "no pid". Events of one
+    # process, none changing it (the usual file): the pid tells no context apart.
+    if len(st["_pid"].events) or len(np.unique(nodes.line_pid)) > 1:
+        own_pid, has_pid = st["_pid"].at(cons)
+        columns.append(np.concatenate([nodes.pid_of(prod), np.where(has_pid, own_pid, nodes.pid_of(cons))]))
+    ctx = _row_codes(*columns)
     ctx_prod, ctx_cons = ctx[: len(prod)], ctx[len(prod) :]
     count = ctx.max() + 1
     n_prod = np.bincount(ctx_prod, minlength=count)
@@ -328,10 +329,11 @@ def _with_both(a, b):
 
 
 def _row_codes(*columns):
-    """Each row's number among the distinct rows of these integer columns, in order of
-    first appearance. Columns with a small range (a context's type, a process id) are
-    their own codes, offset; all combined into one integer while that fits, so one
-    hash pass numbers the rows (else one pass per column)."""
+    """Each row's number among the distinct rows of these integer columns (0 to their
+    count - 1, in no set order: a context's number names it, nothing more). Columns
+    with a small range (a context's type, a process id) are their own codes, offset;
+    all combined into one integer while that fits, then numbered by a table over the
+    combined range where that is small (no hashing), else by one hash pass."""
     codes, size = None, 1
     for column in columns:
         lo, hi = (int(column.min()), int(column.max())) if len(column) else (0, 0)
@@ -347,6 +349,12 @@ def _row_codes(*columns):
         else:
             codes, seen = pd.factorize(codes)  # renumbered: below the row count
             codes, size = codes * width + col, len(seen) * width
+    if codes is None:
+        return np.zeros(0, np.int64)
+    if size <= 4 * len(codes) + 4096:
+        used = np.zeros(size, bool)
+        used[codes] = True
+        return (np.cumsum(used) - 1)[codes]
     return pd.factorize(codes)[0]
 
 
@@ -586,8 +594,9 @@ def _eager_nodes(space, nodes, graph):
     return targets[is_func[order][nearest[targets]] == 0]
 
 
-def _forest(space):
-    """(nodes, node group id (-1 none), step table, eager nodes) of XProf's grouping."""
+def _forest(space, eager=True):
+    """(nodes, node group id (-1 none), step table, eager nodes) of XProf's grouping
+    (`eager=False`: no eager nodes looked for)."""
     nodes = _Nodes(space)
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
@@ -628,7 +637,7 @@ def _forest(space):
             edges.append(np.stack([first[other], df["node"].to_numpy()[other]]))
     graph = _Graph(n + contexts, np.concatenate([e.astype(nodes.dtype, copy=False) for e in edges], axis=1))
     total = graph.n  # events, then one node per producer/consumer context
-    eager = _eager_nodes(space, nodes, graph)
+    eager = _eager_nodes(space, nodes, graph) if eager else np.zeros(0, np.int64)
 
     level = np.zeros(n, np.int64)
     level[nodes.stat["_r"].events] = nodes.stat["_r"].values
@@ -723,17 +732,20 @@ def _file_group_ids(space):
     return out
 
 
-def group_ids(space, recompute=False):
+def group_ids(space, recompute=False, eager_marks=True):
     """The step (group id) of every event: {(plane name, line index): int64 array}.
 
     One array per line of every plane, in the line's file order; -1 where an
     event belongs to no group. If the file has `group_id` stats (see
     `is_grouped`) they are returned as they are, as XProf does; with
     `recompute=True` they are ignored and the grouping is computed.
+    `eager_marks=False`: the caller will not ask for `eager_events` (the memory
+    profile): the grouping is computed without them (a walk of the whole graph
+    less), unless it is kept with them already.
     """
     if is_grouped(space) and not recompute:
         return derived(space, "file_group_ids", lambda: _file_group_ids(space))
-    return _computed(space)[0]
+    return _computed(space, eager_marks)[0]
 
 
 def forward_filled_group_ids(space, plane):
@@ -788,18 +800,21 @@ _STEP_COLUMNS = [
 ]
 
 
-def _computed(space):
-    """(group ids by line, step table) of one grouping pass, kept with the space.
+def _computed(space, eager=True):
+    """(group ids by line, step table, eager nodes by line) of one grouping pass, kept
+    with the space. Per host the memory profile, the overview and the steps all ask
+    for them; the pass is the costly part (seconds on millions of events).
 
-    Per host the memory profile, the overview and the steps all ask for them;
-    the pass is the costly part (seconds on millions of events).
-    """
+    `eager=False`: the eager nodes are not looked for (None), unless the pass that
+    found them is kept already."""
 
-    def compute():
-        nodes, group, steps, eager = _forest(space)
-        return _split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, eager)
+    def compute(eager):
+        nodes, group, steps, marked = _forest(space, eager)
+        return _split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None
 
-    return derived(space, "grouping", compute)
+    if not eager and "grouping" not in space.__dict__.get("_derived", {}):
+        return derived(space, "grouping_without_eager", lambda: compute(False))
+    return derived(space, "grouping", lambda: compute(True))
 
 
 def _split(nodes, group):
