@@ -118,6 +118,8 @@ def test_hlo_stats_matches_xprof(op_run):
         assert o["cmem_write_bw_gibs"] == ap(r["cmem_write_bw"])
         assert o["operational_intensity"] == ap(r["operational_intensity"])
         assert o["bound_by"] == r["bound_by"]
+        assert ("Yes" if o["rematerialization"] else "No") == r["hlo_rematerialization"]
+        assert ("Yes" if o["outside_compilation"] else "No") == r["outside_compilation"]
 
 
 @pytest.mark.parametrize(
@@ -170,3 +172,17 @@ def test_tpu_ops_are_measured_not_estimated(tpu_run):
     assert not any(n.flops_estimated for n, _, _ in prof.root.walk())
     stats = hlo_stats(tpu_run)
     assert not stats["flops_estimated"].any() and stats.attrs["notes"] == ""
+
+
+def test_rematerialization_and_outside_compilation_follow_xprofs_rules():
+    """XProf's `IsRematerialization` reads the op's own name (the HLO text before `=`), not its
+    operands; its `IsOutsideCompilationOp` wants a host `send-done` or TF's host transfer ops."""
+    from xprof_widgets.analysis.hlo_stats import is_outside_compilation, is_rematerialization
+
+    assert is_rematerialization("%fusion.remat2 = f32[8]{0} fusion(%p), kind=kLoop", "")
+    assert not is_rematerialization("%fusion.3 = f32[8]{0} fusion(%fusion.remat), kind=kLoop", "")
+    assert is_rematerialization("%fusion.3 = f32[8]{0} fusion(%p)", "jit(f)/rematted_computation/dot_general")
+    assert not is_rematerialization("", "jit(f)/checkpoint/dot_general")
+    assert is_outside_compilation("model/outside:XlaSendToHost", "")
+    assert is_outside_compilation("", "%send-done.1 = token[] send-done(%send.1), is_host_transfer=true")
+    assert not is_outside_compilation("", "%send-done.1 = token[] send-done(%send.1), channel_id=2")

@@ -48,6 +48,8 @@ def test_run_environment(page):
     assert res.host_count == int(env["host_count"])
     assert res.device_type == env["device_type"]
     assert res.device_core_count == int(env["device_core_count"])
+    # XProf's ModelTracker over the HLO modules' metadata (TF without XLA: no modules, false).
+    assert res.is_training == (env["is_training"] == "true")
 
 
 def test_step_time(page):

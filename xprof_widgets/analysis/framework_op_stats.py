@@ -41,7 +41,7 @@ from .core.op_stats import DeviceOpMetrics, device_framework_ops
 from .core.records import roofline_metrics
 from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
-from .core.tf_op import JAX_OP_TYPE, TF_OP_NAME, TF_OP_TYPE, name_scopes
+from .core.tf_op import has_gradients
 
 #: XProf shows at most this many ops per part (op_stats_to_tf_stats.cc kMaxNumOfOps).
 MAX_OPS = 500
@@ -152,19 +152,9 @@ def _tensor_core_share(reports):
 
 
 def task_type(operations, types) -> str:
-    """XProf's ModelTracker guess from the listed ops: "Training" when a TensorFlow op sits in
-    a `gradient_tape` or `gradients*` name scope or a JAX op in a `transpose(...)` one (a
-    gradient), else "Inference"."""
-    for name, kind in set(zip(operations, types)):
-        if TF_OP_TYPE.fullmatch(kind) and TF_OP_NAME.fullmatch(name):
-            for scope in name_scopes(name):
-                if scope.startswith("gradient") and (scope[8:] == "_tape" or scope[8:].startswith("s")):
-                    return "Training"
-        elif (kind == "" or (name and JAX_OP_TYPE.fullmatch(kind) and kind in name.split("/")[-1])) and any(
-            part.startswith("transpose(") for part in name.split("/")
-        ):
-            return "Training"
-    return "Inference"
+    """XProf's ModelTracker guess from the listed ops (`tf_op.has_gradients`): "Training"
+    when they hold a gradient, else "Inference"."""
+    return "Training" if has_gradients(zip(operations, types)) else "Inference"
 
 
 def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.DataFrame:

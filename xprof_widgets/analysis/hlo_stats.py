@@ -33,8 +33,24 @@ _HLO_STATS_COLUMNS = [
     "cmem_write_bw_gibs",
     "operational_intensity",
     "bound_by",
+    "rematerialization",
+    "outside_compilation",
     "flops_estimated",
 ]
+
+
+def is_rematerialization(expression: str, framework_op: str) -> bool:
+    """XProf's `IsRematerialization`: `.remat` in the op's name (its HLO text before the
+    first `=`, the `%name`), or a framework op inside a `rematted_computation`."""
+    return ".remat" in expression.split("=", 1)[0] or "/rematted_computation/" in framework_op
+
+
+def is_outside_compilation(framework_op: str, expression: str) -> bool:
+    """XProf's `IsOutsideCompilationOp`: TF's host transfer ops of outside compilation, or
+    an HLO `send-done` to the host."""
+    return framework_op.endswith((":XlaSendToHost", ":XlaRecvFromHost")) or (
+        "send-done" in expression and "is_host_transfer=true" in expression
+    )
 
 
 def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
@@ -48,8 +64,11 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
     flop_rate_gflops and model_flop_rate_gflops (GFLOP/s), memory_bw_gibs
     (all bytes accessed), hbm_bw_gibs, cmem_read_bw_gibs, cmem_write_bw_gibs
     (GiB/s, as XProf's table), operational_intensity (FLOP/byte), bound_by
-    ("Compute", "HBM", ... or "Unknown"), flops_estimated (FLOPs and bytes
-    derived from the HloProto, not measured). Empty (with `attrs["reason"]`)
+    ("Compute", "HBM", ... or "Unknown"), rematerialization (the op recomputes a value
+    to save memory: `.remat` in its name, or a framework op in a `rematted_computation`),
+    outside_compilation (a transfer to the host of TF's outside compilation:
+    `XlaSendToHost`/`XlaRecvFromHost`, or a host `send-done`), flops_estimated (FLOPs
+    and bytes derived from the HloProto, not measured). Empty (with `attrs["reason"]`)
     when the profile has no device ops.
 
     On GPUs rows come from the kernels as XProf counts them (see
@@ -103,6 +122,8 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
         names.append("Shm/L1")
     labels = np.array(["Unknown"] + names, dtype=object)
     best = np.where(utils.max(axis=0) > 0, utils.argmax(axis=0) + 1, 0)
+    expression = np.where(ops["expression"] == "", ops["name"], ops["expression"])
+    framework = ops["provenance"].astype(str).to_numpy(object)
     self_ps = ops["self_time_ps"].to_numpy(dtype=np.int64)
     frac = self_ps / db.total_time_ps if db.total_time_ps else np.zeros(len(ops))
     occ = ops["occurrences"].to_numpy(dtype=np.int64)
@@ -114,7 +135,7 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
             "program": [db.program_names.get(int(x), "main") for x in pid],
             "category": ops["category"].to_numpy(),
             "hlo_op_name": ops["name"].to_numpy(),
-            "expression": np.where(ops["expression"] == "", ops["name"], ops["expression"]),
+            "expression": expression,
             "framework_op": ops["provenance"].to_numpy(),
             "occurrences": occ,
             "total_time_ps": ops["time_ps"].to_numpy(dtype=np.int64),
@@ -131,6 +152,12 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
             "cmem_write_bw_gibs": cmem_w,
             "operational_intensity": intensity,
             "bound_by": labels[best],
+            "rematerialization": [
+                is_rematerialization(str(e), f) for e, f in zip(ops["expression"].to_numpy(object), framework)
+            ],
+            "outside_compilation": [
+                is_outside_compilation(f, str(e)) for e, f in zip(ops["expression"].to_numpy(object), framework)
+            ],
             "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool)
             if "flops_estimated" in ops
             else np.zeros(len(ops), dtype=bool),

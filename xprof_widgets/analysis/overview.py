@@ -86,7 +86,8 @@ class OverviewResult:
     """The overview page of a run.
 
     host_count, device_type ("CPU", "GPU", "TPU v6 Lite", ...),
-    device_core_count (0 on CPU): the run environment.
+    device_core_count (0 on CPU), is_training (an XLA program of the run computes a
+    gradient, XProf's rule): the run environment.
     steps: DataFrame, one row a step, as `input_pipeline(run).steps`
         (step_time_ms and the breakdown columns, ms).
     avg_step_time_ms, min_step_time_ms, max_step_time_ms, std_step_time_ms:
@@ -119,6 +120,7 @@ class OverviewResult:
     device_type: str
     device_core_count: int
     steps: pd.DataFrame
+    is_training: bool = False
     avg_step_time_ms: float = 0.0
     min_step_time_ms: float = 0.0
     max_step_time_ms: float = 0.0
@@ -289,10 +291,13 @@ def overview(source: RunStats | RunLike) -> OverviewResult:
         duty_cycles=stats.duty_cycles if stats.has_tpu else None,
         has_gpu=stats.has_gpu,
         latency=executions_latency([stats.module_ms]),
+        is_training=stats.is_training,
     )
 
 
-def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency) -> OverviewResult:
+def assemble_overview(
+    ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency, is_training=False
+) -> OverviewResult:
     """The overview page from its parts: the input pipeline result
     `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
     the host op database `host_ops` (by name: occurrences, self_time_ps, is_eager), the
@@ -335,6 +340,7 @@ def assemble_overview(ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycl
         host_count=len(hostnames),
         device_type=kind,
         device_core_count=cores,
+        is_training=is_training,
         top_ops=top,
         op_placement=placement,
         host_op_time_eager_percent=host_eager,

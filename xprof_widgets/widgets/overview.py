@@ -108,6 +108,7 @@ class OverviewWidget(BokehWidget):
                 ("host_count", "Hosts", f"{r.host_count}"),
                 ("device_type", "Device type", r.device_type),
                 ("device_core_count", "Device cores", f"{r.device_core_count}"),
+                ("is_training", "Task", "Training" if r.is_training else "Inference"),
             ]
         )
         no_steps = f'<div class="xw-note" data-testid="no-steps">{esc(r.reason)}</div>' if r.reason else ""

@@ -270,6 +270,16 @@ class RunStats:
         return derived(self, "gpu_tf_ops", lambda: gpu_tf_ops(self.gpu_ops))
 
     @property
+    def is_training(self) -> bool:
+        """XProf's run environment `is_training`: some XLA program computes a gradient
+        (`ProgramModules.is_training`); False without programs."""
+        try:
+            modules = self.modules
+        except LookupError:
+            return False
+        return modules.is_training()
+
+    @property
     def modules(self) -> ProgramModules:
         """The run's XLA programs (`xla_ops.program_modules`): read from the run's HLO protos,
         not part of the statistics (a combined RunStats reads them from the run it was given)."""

@@ -76,6 +76,23 @@ def name_scopes(name):
     return name.split("/")[:-1]
 
 
+def has_gradients(ops) -> bool:
+    """XProf's ModelTracker guess from (op name, op type) pairs (framework ops, or HLO
+    instructions' metadata): True when a TensorFlow op sits in a `gradient_tape` or
+    `gradients*` name scope or a JAX op (or an op without a type) in a `transpose(...)`
+    one: a gradient, so the program trains."""
+    for name, kind in set(ops):
+        if TF_OP_TYPE.fullmatch(kind) and TF_OP_NAME.fullmatch(name):
+            for scope in name_scopes(name):
+                if scope.startswith("gradient") and (scope[8:] == "_tape" or scope[8:].startswith("s")):
+                    return True
+        elif (kind == "" or (name and JAX_OP_TYPE.fullmatch(kind) and kind in name.split("/")[-1])) and any(
+            part.startswith("transpose(") for part in name.split("/")
+        ):
+            return True
+    return False
+
+
 def tf_op_fullname(op_type: str, op_name: str) -> str:
     """XProf's TfOpFullname from an HLO instruction's metadata: `op_name:op_type`, ""
     when both are empty (XLA_Args / XLA_Retvals name their own type)."""

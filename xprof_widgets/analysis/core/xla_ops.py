@@ -16,7 +16,7 @@ from ...io.hlo import hlo_module
 from ...io.hlo_text import instruction_text
 from .cache import per_run
 from .hlo_cost import module_costs
-from .tf_op import tf_op_fullname
+from .tf_op import has_gradients, tf_op_fullname
 
 _DATA_FORMATTING = frozenset({"transpose", "copy", "reshape", "dynamic-reshape"})
 _FUSION_CATEGORY = {
@@ -127,6 +127,7 @@ class ProgramModules:
                 self.names[pid] = key
         self._modules = {}
         self._costs = {}
+        self._training = None
 
     def __contains__(self, pid):
         return pid in self._protos
@@ -146,6 +147,22 @@ class ProgramModules:
     def instruction(self, pid, name):
         mod = self.module(pid)
         return mod.instruction(name) if mod is not None else None
+
+    def is_training(self) -> bool:
+        """XProf's run environment `is_training`: its ModelTracker over the metadata (op
+        name and type) of every instruction of every module finds a gradient
+        (`tf_op.has_gradients`). False without modules (TF without XLA)."""
+        if self._training is None:
+            self._training = any(
+                has_gradients(
+                    (i.proto.metadata.op_name, i.proto.metadata.op_type)
+                    for c in mod.computations.values()
+                    for i in c.instructions
+                )
+                for mod in (self.module(pid) for pid in self._protos)
+                if mod is not None
+            )
+        return self._training
 
     def costs(self, pid, mode="gpu"):
         key = (pid, mode)
