@@ -220,3 +220,30 @@ def test_hlo_protos_from_xspace_without_metadata_plane():
     space = schema.XSpace()
     space.planes.add(name="/host:CPU")
     assert hlo_protos_from_xspace(space) == {}
+
+
+def test_every_memory_space_the_module_uses_matches_xprof():
+    """The TPU module puts buffers in HBM, VMEM, Sflag and host memory: the viewer lists
+    those spaces only, and in each one gives XProf's numbers (XProf run on the same file)."""
+    from xprof_widgets.analysis.memory_viewer import memory_space_name
+
+    from . import xprof_oracle
+    from .conftest import VENDORED
+
+    files = sorted((VENDORED / "tpu_v6e_inference").rglob("*.xplane.pb"))
+    module = "jit_f(12190760917235803885)"
+    protos = hlo_protos_from_xspace(schema.XSpace.FromString(files[0].read_bytes()))
+    first = memory_viewer(protos[module], module_name=module)
+    assert first.memory_spaces == [0, 1, 2, 5]
+    assert [memory_space_name(c) for c in first.memory_spaces] == ["HBM", "VMEM", "Sflag", "Host"]
+    mib = 2**20
+    for color in first.memory_spaces:
+        ours = memory_viewer(protos[module], memory_space=color, module_name=module)
+        xprof = xprof_oracle.tool_data(files, "memory_viewer", {"module_name": module, "memory_space": str(color)})
+        assert ours.memory_space == color
+        assert ours.peak_heap_bytes / mib == pytest.approx(xprof.get("peakHeapMib", 0), rel=1e-12), color
+        assert ours.total_allocation_bytes / mib == pytest.approx(xprof.get("totalBufferAllocationMib", 0), rel=1e-12)
+        assert ours.indefinite_allocation_bytes / mib == pytest.approx(
+            xprof.get("indefiniteBufferAllocationMib", 0), rel=1e-12
+        )
+        assert len(ours.buffers_at_peak) == len(xprof.get("maxHeap", []))

@@ -647,3 +647,20 @@ def test_op_card_links_to_the_graph_viewer():
     alone.select_op("custom-call.1")
     assert "show-in-graph" not in alone.html
     assert f"xw.GraphViewerWidget(run, op=&#x27;custom-call.1&#x27;, module=&#x27;{module}&#x27;)" in alone.html
+
+
+def test_memory_space_selector_lists_the_spaces_the_module_uses():
+    """A TPU module's buffers live in HBM, VMEM, Sflag and host memory: the selector offers
+    those (XProf's names), and choosing one from the page shows that space's numbers."""
+    from .conftest import VENDORED
+
+    w = xw.MemoryViewerWidget(VENDORED / "tpu_v6e_inference", module="jit_f(12190760917235803885)")
+    assert 'data-testid="memory-space">' in w.html
+    for value, name in ((0, "HBM"), (1, "VMEM"), (2, "Sflag"), (5, "Host")):
+        assert f'<option value="{value}"' in w.html and f">{name}</option>" in w.html
+    assert '<option value="3"' not in w.html  # CMEM: the module has no buffer there
+    content, _ = w.on_request("memory_space", {"value": "5"})
+    assert content == {"memory_space": 5} and w.memory_space == 5
+    assert w.result.peak_heap_bytes == 15360 * 2**20  # XProf's 15360 MiB of host memory
+    assert f'data-stat="peak_heap_bytes">{15360:,.2f} MiB<' in w.html
+    assert '<option value="5" selected>Host</option>' in w.html

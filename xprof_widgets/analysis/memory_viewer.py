@@ -596,6 +596,9 @@ class MemoryViewerResult:
     has none, e.g. indefinite buffers) and `color_index` (XProf's colour
     number).
 
+    `memory_spaces`: the colours the module's buffers use (0 always; names in
+    `MEMORY_SPACE_NAMES`), the ones worth choosing.
+
     `fragmentation` is XProf's "HLO temp fragmentation" ratio:
     (total allocation − peak heap) / (total allocation − indefinite), 0 when
     the denominator is 0.
@@ -620,6 +623,7 @@ class MemoryViewerResult:
     logical_buffer_spans: dict = field(default_factory=dict)
     module_name: str = ""
     entry_computation_name: str = ""
+    memory_spaces: list = field(default_factory=lambda: [0])
 
     @property
     def heap_temp_bytes(self) -> int:
@@ -629,6 +633,15 @@ class MemoryViewerResult:
     def buffers_by_size(self) -> pd.DataFrame:
         """`buffers_at_peak` ordered by size, largest first (XProf's by-size list)."""
         return self.buffers_at_peak.sort_values("size_rank").reset_index(drop=True)
+
+
+#: XProf's names of the memory spaces (buffer colours) its memory viewer offers.
+MEMORY_SPACE_NAMES = {0: "HBM", 1: "VMEM", 2: "Sflag", 3: "CMEM", 4: "SMEM", 5: "Host", 6: "SparseCore"}
+
+
+def memory_space_name(color: int) -> str:
+    """XProf's name of a memory space (`MEMORY_SPACE_NAMES`), else "memory space N"."""
+    return MEMORY_SPACE_NAMES.get(int(color), f"memory space {int(color)}")
 
 
 def _source_text(file_name, line):
@@ -792,4 +805,5 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         logical_buffer_spans=spans,
         module_name=hlo.hlo_module.name,
         entry_computation_name=hlo.hlo_module.entry_computation_name,
+        memory_spaces=sorted({0, color} | {int(a.color) for a in assignment.allocations}),
     )

@@ -19,6 +19,7 @@ from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
 from ..analysis.core.modules import default_module
+from ..analysis.memory_viewer import memory_space_name
 from ..format import mib
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_chrome
@@ -142,6 +143,9 @@ class MemoryViewerWidget(BokehWidget):
         if kind == "module":
             self.module = str(params["value"])
             return {"module": self.module}, None
+        if kind == "memory_space":
+            self.memory_space = int(params["value"])
+            return {"memory_space": self.memory_space}, None
         raise ValueError(f"unknown request {kind!r}")
 
     def on_hover(self, source, id, figure):
@@ -294,6 +298,11 @@ class MemoryViewerWidget(BokehWidget):
             return self.html
         r = self.result
         modules = options(sorted(self.run.hlo_protos, key=lambda m: (m != self.module, m)), self.module)
+        # Only the spaces the module's buffers use (XProf lists its seven whatever the module).
+        spaces = "".join(
+            f'<option value="{c}"{" selected" if c == r.memory_space else ""}>{esc(memory_space_name(c))}</option>'
+            for c in r.memory_spaces
+        )
         stats = [
             ("peak_heap_bytes", "Peak heap", mib(r.peak_heap_bytes)),
             ("peak_unpadded_heap_bytes", "Unpadded peak", mib(r.peak_unpadded_heap_bytes)),
@@ -312,7 +321,7 @@ class MemoryViewerWidget(BokehWidget):
 <div class="xw-mv">
   <div class="xw-head"><b>Memory viewer</b>
     <label>Module <select data-request="module" data-testid="module">{modules}</select></label>
-    <span>memory space {self.memory_space}</span>
+    <label>Memory space <select data-request="memory_space" data-testid="memory-space">{spaces}</select></label>
   </div>
   {stat_cards(stats)}
   <div data-figure="heap"></div>
