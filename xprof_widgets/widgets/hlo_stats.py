@@ -227,10 +227,12 @@ class HloStatsWidget(SortedTable, BokehWidget):
         )
         flops_top = float(src.data["flops"].max()) if n else 0.0
         bw_top = float(src.data["bw"].max()) if n else 0.0
-        title = "FLOP rate (bars, GFLOP/s) and memory BW (dots, GiB/s)"
-        fig = ranked_bars_figure(n, title, flops_top, self._op_labels(top))
+        # A short title (Bokeh does not wrap one, and a long one ran past a half-width
+        # chart): the units are on the two axes.
+        fig = ranked_bars_figure(n, "FLOP rate and memory BW", flops_top, self._op_labels(top))
+        fig.xaxis[0].axis_label = "FLOP rate, GFLOP/s (bars)"
         fig.extra_x_ranges = {"bw": Range1d(0, (bw_top or 1.0) * 1.04)}
-        fig.add_layout(LinearAxis(x_range_name="bw", axis_label="GiB/s"), "above")
+        fig.add_layout(LinearAxis(x_range_name="bw", axis_label="memory BW, GiB/s (dots)"), "above")
         bars = fig.hbar(y="y", right="flops", height=0.6, source=src, fill_color="#4e79a7", line_color=None)
         fig.scatter(x="bw", y="y", source=src, x_range_name="bw", size=8, color="#e15759")
         fig.xaxis[0].formatter = NumeralTickFormatter(format="0,0.[00]")
