@@ -458,13 +458,31 @@ def test_profile_widget_shows_errors_from_the_thread(tmp_path):
     assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and "vm.xplane.pb" not in w.message
 
 
-def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
+def test_profile_widget_to_html_exports_every_tool_with_a_menu(tmp_path, monkeypatch):
+    import json
+    import re
+
     w = xw.ProfileWidget(PROFILES / "tf_keras_cpu", background=True)
     out = w.to_html(tmp_path / "page.html")  # waits for the run
     assert out == tmp_path / "page.html"
     page = out.read_text(encoding="utf-8")
-    assert page.startswith("<!DOCTYPE html>") and "OverviewWidget" in page
-    assert w.to_html(title="t").startswith("<!DOCTYPE html>")
+    assert page.startswith("<!DOCTYPE html>") and "Static export of <b>ProfileWidget</b>" in page
+    data = json.loads(re.search(r'id="xprof-export-data">(.*?)</script>', page, re.S).group(1))
+    # Every tool offered for the run, the one shown first, each with its own synced page.
+    from xprof_widgets.widgets.profile import TOOLS
+
+    assert [t["label"] for t in data["tools"]] == [TOOLS[n].label for n in w.tools]
+    assert data["tools"][0]["widget"] == "OverviewWidget"
+    assert all(t["state"]["html"] for t in data["tools"])
+    assert page.count('id="xprof-export-bokeh"') == 1  # BokehJS once for all tools
+    menu = re.search(r'<select id="xprof-export-tool" data-testid="export-tool">(.*?)</select>', page).group(1)
+    assert menu.count("<option") == len(w.tools)
+    # One tool: the single-widget page.
+    shown = w.to_html(tools="shown", title="t")
+    assert shown.startswith("<!DOCTYPE html>") and "Static export of <b>OverviewWidget</b>" in shown
+    assert 'id="xprof-export-tool"' not in shown
+    with pytest.raises(ValueError, match="no tool 'nothing'"):
+        w.to_html(tools=["nothing"])
     # No HLO modules in a TF CPU run: the memory viewer is not offered, the page says why.
     assert "memory_viewer" not in w.tools
     assert "Memory viewer</b>: no HLO modules" in w.message
@@ -473,11 +491,17 @@ def test_profile_widget_to_html_exports_the_tool_shown(tmp_path, monkeypatch):
         raise xw.ProfileError(run.path, "line 3 of the host plane does not decode")
 
     monkeypatch.setattr(xw, "TraceViewerWidget", broken)  # a tool that cannot show this run
+    w = xw.ProfileWidget(PROFILES / "tf_keras_cpu", background=True)  # nothing built yet
+    w.wait()
     w.tool = "trace_viewer"
     assert w.current is None and "does not decode" in w.message
     with pytest.raises(xw.ProfileError, match="Trace viewer tool has no view of this run.*does not decode"):
-        w.to_html(tmp_path / "trace.html")
+        w.to_html(tmp_path / "trace.html", tools="shown")
     assert not (tmp_path / "trace.html").exists()
+    # Exporting them all leaves out the tool that cannot show the run.
+    every = json.loads(re.search(r'id="xprof-export-data">(.*?)</script>', w.to_html(), re.S).group(1))
+    widgets = [t["widget"] for t in every["tools"]]
+    assert "TraceViewerWidget" not in widgets and "OverviewWidget" in widgets
     empty = tmp_path / "empty"
     (empty / "plugins" / "profile").mkdir(parents=True)
     nothing = xw.ProfileWidget(empty)

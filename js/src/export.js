@@ -90,17 +90,17 @@ class StaticModel {
   }
 }
 
-const model = new StaticModel(DATA.state);
-const el = byId("xprof-export-root");
-let replayed = false;
+// The views the page holds: one widget's, or a ProfileWidget's tools (a menu).
+const VIEWS = DATA.tools ?? [{ label: DATA.widget, state: DATA.state, ranges: DATA.ranges, pushes: DATA.pushes }];
+const root = byId("xprof-export-root");
+let widgetModule = null; // the front end, imported once for every view
+const mounted = new Map(); // view index -> its element
 
 // The view as it was: x ranges first (their requests are answered without
 // data), then the last data Python sent per source.
-function replay() {
-  if (replayed) return;
-  replayed = true;
-  for (const range of DATA.ranges) model.emit("msg:custom", { type: "range", ...range }, []);
-  for (const push of DATA.pushes) {
+function replay(model, view, index) {
+  for (const range of view.ranges) model.emit("msg:custom", { type: "range", ...range }, []);
+  for (const push of view.pushes) {
     model.emit(
       "msg:custom",
       push.msg,
@@ -108,15 +108,12 @@ function replay() {
     );
   }
   requestAnimationFrame(() => {
-    document.documentElement.dataset.xprofReplayed = String(DATA.pushes.length);
+    document.documentElement.dataset.xprofShown = String(index);
+    if (index === 0) document.documentElement.dataset.xprofReplayed = String(view.pushes.length);
   });
 }
 
-model.on("change:status", () => {
-  if (model.get("status") === "ready") replay();
-});
-
-function showError(error) {
+function showError(error, el) {
   console.error("xprof_widgets static export:", error);
   const pre = document.createElement("pre");
   pre.className = "xprof-error";
@@ -125,20 +122,50 @@ function showError(error) {
   document.documentElement.dataset.xprofReplayed = "error";
 }
 
-const url = URL.createObjectURL(new Blob([blockBytes("xprof-export-widget")], { type: "text/javascript" }));
-import(url).then(
-  async (module) => {
-    URL.revokeObjectURL(url);
-    const widget = module.default ?? module;
+async function loadFrontEnd() {
+  if (widgetModule == null) {
+    const url = URL.createObjectURL(new Blob([blockBytes("xprof-export-widget")], { type: "text/javascript" }));
     try {
-      await widget.initialize?.({ model });
-      await widget.render({ model, el });
-    } catch (error) {
-      showError(error);
+      const module = await import(url);
+      widgetModule = module.default ?? module;
+    } finally {
+      URL.revokeObjectURL(url);
     }
-  },
-  (error) => {
-    URL.revokeObjectURL(url);
-    showError(error);
-  },
-);
+  }
+  return widgetModule;
+}
+
+// Shows view `index`, drawn on its first showing (drawn while visible: Bokeh sizes
+// plots from their container); the others are hidden, kept as they were.
+async function show(index) {
+  for (const [k, el] of mounted) el.hidden = k !== index;
+  if (mounted.has(index)) {
+    document.documentElement.dataset.xprofShown = String(index);
+    return;
+  }
+  const view = VIEWS[index];
+  const el = document.createElement("div");
+  el.className = "xprof-export-view";
+  el.dataset.view = String(index);
+  root.appendChild(el);
+  mounted.set(index, el);
+  const model = new StaticModel(view.state);
+  let replayed = false;
+  model.on("change:status", () => {
+    if (model.get("status") === "ready" && !replayed) {
+      replayed = true;
+      replay(model, view, index);
+    }
+  });
+  try {
+    const widget = await loadFrontEnd();
+    await widget.initialize?.({ model });
+    await widget.render({ model, el });
+  } catch (error) {
+    showError(error, el);
+  }
+}
+
+const menu = byId("xprof-export-tool");
+menu?.addEventListener("change", () => show(Number(menu.value)));
+show(0);

@@ -155,3 +155,38 @@ def test_base64_blocks_load_too(page, tmp_path, monkeypatch):
     widget = open_export(page, path, "overview-base64")
     assert widget.evaluate(PAINTED_PIXELS_JS) > 1000
     assert_self_contained(page, path)
+
+
+def test_profile_widget_export_switches_tools_offline(page, tmp_path):
+    """ProfileWidget.to_html puts every tool of the run in one page: the first (the tool shown)
+    is drawn on opening, and choosing another in the banner's menu draws it, with its numbers,
+    from the page alone (no kernel, nothing fetched); going back shows the first as it was."""
+    w = xw.ProfileWidget(PROFILES / "tf_keras_cpu")
+    run = w.wait()
+    path = w.to_html(tmp_path / "profile.html")
+    widget = open_export(page, path, "profile")
+    menu = page.locator("[data-testid='export-tool']")
+    labels = menu.locator("option").all_inner_texts()
+    from xprof_widgets.widgets.profile import TOOLS
+
+    assert labels == [TOOLS[n].label for n in w.tools] and labels[0] == "Overview"
+    overview = run.overview()
+    assert widget.locator("[data-stat='host_count']").inner_text() == str(overview.host_count)
+
+    menu.select_option(label="Memory profile")
+    index = labels.index("Memory profile")
+    page.wait_for_selector(f".xprof-export-view[data-view='{index}'] .xprof-widget[data-ready='1']", timeout=30_000)
+    page.wait_for_function(f"() => document.documentElement.dataset.xprofShown === '{index}'")
+    page.wait_for_timeout(300)
+    memory = page.locator(f".xprof-export-view[data-view='{index}'] .xprof-widget")
+    expected = run.memory_profile()
+    assert memory.locator("[data-stat='peak_heap_bytes']").inner_text() == human_bytes(expected.peak_heap_bytes)
+    assert memory.evaluate(PAINTED_PIXELS_JS) > 5000
+    assert not page.locator(".xprof-export-view[data-view='0']").is_visible()
+    save_screenshot(page, "export-profile-widget-memory")
+
+    menu.select_option(label="Overview")
+    page.wait_for_function("() => document.documentElement.dataset.xprofShown === '0'")
+    assert widget.is_visible() and not memory.is_visible()
+    assert widget.locator("[data-stat='host_count']").inner_text() == str(overview.host_count)
+    assert_self_contained(page, path)

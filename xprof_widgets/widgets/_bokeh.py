@@ -179,6 +179,17 @@ def _bokeh_bundle_bytes() -> bytes:
     return _bokeh_bundle
 
 
+def bokeh_bundle_for_export() -> bytes:
+    """The BokehJS bundle a static page embeds; a RuntimeError that says how to build it
+    when the package's front end is missing."""
+    try:
+        return _bokeh_bundle_bytes()
+    except OSError as error:
+        raise RuntimeError(
+            f"BokehJS bundle missing ({error}); rebuild the package front end (npm run build in js/)"
+        ) from error
+
+
 def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryview]]:
     """Turn named columns into the wire format: (metadata list, binary buffers).
 
@@ -404,6 +415,31 @@ class BokehWidget(anywidget.AnyWidget):
         from .._version import __version__
         from . import _export  # the page template: only when exporting
 
+        parts = self._export_parts()
+        cls, subject = parts["widget"], parts["subject"]
+        page = _export.export_page(
+            title=title if title is not None else (f"{cls} \u2014 {subject}" if subject else cls),
+            widget_class=cls,
+            subject=subject,
+            esm=parts["esm"],
+            bokeh_js=bokeh_bundle_for_export(),
+            bokeh_version=bokeh.__version__,
+            state=parts["state"],
+            ranges=parts["ranges"],
+            pushes=parts["pushes"],
+            package_version=__version__,
+            css=parts["css"],
+        )
+        if path is None:
+            return page
+        path = pathlib.Path(path)
+        path.write_text(page, encoding="utf-8")
+        return path
+
+    def _export_parts(self) -> dict[str, Any]:
+        """What a static page needs of this widget: its class name (`widget`), `subject`,
+        front end (`esm`, bytes) and `css`, synced `state`, x `ranges` and recorded
+        `pushes` (see :meth:`to_html`; a ProfileWidget puts several in one page)."""
         self._refresh_ranges()
         state = self.get_state()
         esm = state.get("_esm") or _MISSING_FRONT_END_ESM
@@ -418,36 +454,19 @@ class BokehWidget(anywidget.AnyWidget):
                 continue
             synced[name] = value
         synced["status"] = ""
-        cls = type(self).__name__
-        subject = self._export_subject()
-        try:
-            bundle = _bokeh_bundle_bytes()
-        except OSError as error:
-            raise RuntimeError(
-                f"BokehJS bundle missing ({error}); rebuild the package front end (npm run build in js/)"
-            ) from error
-        page = _export.export_page(
-            title=title if title is not None else (f"{cls} \u2014 {subject}" if subject else cls),
-            widget_class=cls,
-            subject=subject,
-            esm=esm.encode("utf-8") if isinstance(esm, str) else bytes(esm),
-            bokeh_js=bundle,
-            bokeh_version=bokeh.__version__,
-            state=synced,
-            ranges=[
+        return {
+            "widget": type(self).__name__,
+            "subject": self._export_subject(),
+            "esm": esm.encode("utf-8") if isinstance(esm, str) else bytes(esm),
+            "css": css,
+            "state": synced,
+            "ranges": [
                 {"figure": figure, "start": entry["params"]["x_start"], "end": entry["params"]["x_end"]}
                 for figure, entry in self._export_ranges.items()
                 if figure in self.figures
             ],
-            pushes=self._recorded_pushes(),
-            package_version=__version__,
-            css=css,
-        )
-        if path is None:
-            return page
-        path = pathlib.Path(path)
-        path.write_text(page, encoding="utf-8")
-        return path
+            "pushes": self._recorded_pushes(),
+        }
 
     def _export_subject(self) -> str:
         """What the page shows, for its title and banner: the run (or runs) and host."""

@@ -96,6 +96,13 @@ def script_block(element_id: str, data: bytes) -> str:
     return f'<script type="text/plain" id="{element_id}" data-encoding="base64">{encoded}</script>'
 
 
+def _pushes(pushes: Iterable[tuple[Mapping[str, Any], list[bytes]]]) -> list[dict[str, Any]]:
+    return [
+        {"msg": dict(msg), "buffers": [base64.b64encode(bytes(b)).decode("ascii") for b in buffers]}
+        for msg, buffers in pushes
+    ]
+
+
 def export_page(
     *,
     title: str,
@@ -109,26 +116,45 @@ def export_page(
     pushes: Iterable[tuple[Mapping[str, Any], list[bytes]]],
     package_version: str = "",
     css: str = "",
+    tools: Iterable[Mapping[str, Any]] = (),
 ) -> str:
-    """The page's HTML. ``pushes``: ``(push message, its buffers)`` in replay order."""
-    data = {
-        "bokeh_version": bokeh_version,
-        "widget": widget_class,
-        "state": dict(state),
-        "ranges": [dict(r) for r in ranges],
-        "pushes": [
-            {"msg": dict(msg), "buffers": [base64.b64encode(bytes(b)).decode("ascii") for b in buffers]}
-            for msg, buffers in pushes
-        ],
-    }
+    """The page's HTML. ``pushes``: ``(push message, its buffers)`` in replay order.
+
+    ``tools``: several views in one page (a ProfileWidget's tools), each a mapping with
+    ``label``, ``widget`` (class name), ``state``, ``ranges`` and ``pushes`` as above;
+    the page then has a menu of them (``data-testid="export-tool"``), shows the first,
+    and draws each on its first choice. ``state``/``ranges``/``pushes`` are then unused.
+    """
+    data: dict[str, Any] = {"bokeh_version": bokeh_version, "widget": widget_class}
+    views = [dict(t) for t in tools]
+    if views:
+        data["tools"] = [
+            {
+                "label": str(t["label"]),
+                "widget": str(t["widget"]),
+                "state": dict(t["state"]),
+                "ranges": [dict(r) for r in t["ranges"]],
+                "pushes": _pushes(t["pushes"]),
+            }
+            for t in views
+        ]
+    else:
+        data.update(state=dict(state), ranges=[dict(r) for r in ranges], pushes=_pushes(pushes))
     exported = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     about = f"{_ascii_html(subject)} &mdash; " if subject else ""
     meta = f"exported {exported}; xprof-widgets {package_version}, BokehJS {bokeh_version}"
     loader = _loader()
     style = (_page_css() + "\n" + (css or "")).replace("</", "<\\/")  # CSS reads \/ as /; HTML cannot end it
+    menu = ""
+    if views:
+        labels = "".join(f'<option value="{k}">{_ascii_html(t["label"])}</option>' for k, t in enumerate(views))
+        menu = (
+            f'<label class="xprof-export-tool">Tool <select id="xprof-export-tool" data-testid="export-tool">'
+            f"{labels}</select></label> ({len(views)} tools) &mdash; "
+        )
     banner = (
         '<div class="xprof-export-banner" role="note" data-testid="export-banner">'
-        f"Static export of <b>{_ascii_html(widget_class)}</b> &mdash; {about}"
+        f"Static export of <b>{_ascii_html(widget_class)}</b> &mdash; {about}{menu}"
         "no kernel: zoom/pan work, new data does not load"
         f'<span class="xprof-export-meta">{_ascii_html(meta)}</span></div>'
     )

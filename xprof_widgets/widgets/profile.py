@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import contextvars
 import html
+import pathlib
 import threading
 from concurrent.futures import Future
 
+import bokeh
 import numpy as np
 import traitlets
 
@@ -92,7 +94,7 @@ class ProfileWidget(HostWidget):
     tools without data (and why) or what went wrong. `background` reads runs in a
     thread so the cell returns at once; default: in a Jupyter kernel yes, elsewhere
     no. `wait()` (or the `ready` future) tells when the selected run is shown;
-    `to_html(path)` exports the tool shown as a self-contained page.
+    `to_html(path)` exports the run's tools as one self-contained page with a tool menu.
     """
 
     OWN_REQUESTS = frozenset({"choose", "refresh", "show-graph"})
@@ -153,23 +155,79 @@ class ProfileWidget(HostWidget):
         could not be read, TimeoutError after `timeout` seconds."""
         return self._future.result(timeout)
 
-    def to_html(self, path=None, **kwargs):
-        """The tool shown, as one self-contained HTML page (see `BokehWidget.to_html`):
+    def to_html(self, path=None, *, tools="all", title=None):
+        """The run's tools as one self-contained HTML page (see `BokehWidget.to_html`):
         the text when `path` is None, else written there (the path is returned).
 
-        Waits for the run to open first. A tool without data for the run
-        exports the page that says why. Raises ProfileError when there is
-        nothing to export: no run, a run that could not be read, or a tool
-        that could not be built for it (the message says why).
+        `tools`: "all" (default) puts every tool offered for the run and host in the
+        page, behind a tool menu that works offline (each tool is built here if it was
+        not shown yet; the one shown comes first); "shown" only the tool shown; or a
+        list of XProf tool names. Tools that could not be built for the run are left
+        out (the widget says why). BokehJS and the front end are in the page once.
+
+        Waits for the run to open first. Raises ProfileError when there is nothing to
+        export: no run, a run that could not be read, or no tool that could be built
+        for it (the message says why).
         """
+        from .._version import __version__
+        from . import _export
+        from ._bokeh import bokeh_bundle_for_export
+
         run = self.wait()
-        if self.current is None:
-            label = TOOLS[self.tool].label
-            if run is None:
-                raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
-            why = self._built.get((run.name, self.host, self.tool), "it shows no page")
-            raise ProfileError(run.path, f"nothing to export: the {label} tool has no view of this run ({why})")
-        return self.current.to_html(path, **kwargs)
+        if run is None:
+            raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
+        if tools == "shown":
+            names = [self.tool]
+        elif tools == "all":
+            names = [self.tool] + [t for t in self.tools if t != self.tool]
+        else:
+            names = [_ALIASES.get(t, t) for t in tools]
+            unknown = [t for t in names if t not in TOOLS]
+            if unknown:
+                raise ValueError(f"no tool {unknown[0]!r}; tools: {list(TOOLS)}")
+        built, why = [], {}
+        for name in names:
+            widget = self._tool_widget(run, self.host, name)
+            if isinstance(widget, str):
+                why[name] = widget
+            else:
+                built.append((name, widget))
+        if not built:
+            label = TOOLS[names[0]].label if names else "no"
+            reason = why.get(names[0], "it shows no page") if names else "no tool was asked for"
+            raise ProfileError(run.path, f"nothing to export: the {label} tool has no view of this run ({reason})")
+        if len(built) == 1:
+            return built[0][1].to_html(path, title=title)
+        parts = [(name, widget._export_parts()) for name, widget in built]
+        subject = parts[0][1]["subject"] or f"run {run.name}"
+        page = _export.export_page(
+            title=title if title is not None else f"ProfileWidget \u2014 {subject}",
+            widget_class="ProfileWidget",
+            subject=subject,
+            esm=parts[0][1]["esm"],
+            bokeh_js=bokeh_bundle_for_export(),
+            bokeh_version=bokeh.__version__,
+            state={},
+            ranges=(),
+            pushes=(),
+            package_version=__version__,
+            css=parts[0][1]["css"],
+            tools=[
+                {
+                    "label": TOOLS[name].label,
+                    "widget": p["widget"],
+                    "state": p["state"],
+                    "ranges": p["ranges"],
+                    "pushes": p["pushes"],
+                }
+                for name, p in parts
+            ],
+        )
+        if path is None:
+            return page
+        path = pathlib.Path(path)
+        path.write_text(page, encoding="utf-8")
+        return path
 
     # --- the page -----------------------------------------------------------------------
 
@@ -521,21 +579,27 @@ class ProfileWidget(HostWidget):
             f"{''.join(rows)}</table></details>"
         )
 
-    def _show(self):
+    def _tool_widget(self, run, host, tool):
+        """The widget of `tool` for `run` and `host`, built once (shown in this widget,
+        through its comm), or the ProfileError's message when it cannot be built."""
         with self._lock:
-            run, host, tool = self.run, self.host, self.tool
-            if run is None or host is None:
-                return
             key = (run.name, host, tool)
             if key not in self._built:
                 cls = _widget_class(TOOLS[tool].widget)
                 kwargs = {"host": None if host == ALL_HOSTS else host} if TOOLS[tool].per_host else {}
                 try:
-                    with built_without_comm():  # shown in this widget, through its comm
+                    with built_without_comm():
                         self._built[key] = cls(run, **kwargs)
                 except ProfileError as error:
                     self._built[key] = str(error)  # said on the page instead of the tool
-            built = self._built[key]
+            return self._built[key]
+
+    def _show(self):
+        with self._lock:
+            run, host, tool = self.run, self.host, self.tool
+            if run is None or host is None:
+                return
+            built = self._tool_widget(run, host, tool)
             failed = isinstance(built, str)
             self.message = self._status_html(run) + (
                 f'<div class="xw-profile-error"><b>{html.escape(built)}</b></div>' if failed else ""
