@@ -441,3 +441,24 @@ def test_hlo_stats_without_ops_says_why_and_names_are_escaped():
     w.stats.loc[0, "hlo_op_name"] = "<img src=x onerror=alert(1)>"
     w.name_filter = "img"
     assert "<img src=x" not in w.html and "&lt;img src=x" in w.html
+
+
+def test_columns_menu_hides_and_shows_table_columns(gpu_run):
+    """The Columns menu of a table tool: a checkbox per column but the sticky name; unticking
+    one takes it out of the table (header and cells), the menu stays open and counts it;
+    ticking it brings it back. From Python: `hidden_columns`."""
+    w = KernelStatsWidget(gpu_run)
+    headers = lambda: re.findall(r'<th [^>]*data-col="([^"]+)"', w.html)  # noqa: E731
+    assert "occurrences" in headers() and 'data-testid="columns">' in w.html
+    assert 'data-col="kernel_name" checked' not in w.html  # the sticky name column has no box
+    cells = len(re.findall(r"<td", w.html))
+    w.on_request("show_column", {"column": "occurrences", "value": False})
+    assert w.hidden_columns == ["occurrences"] and "occurrences" not in headers()
+    rows = int(re.search(r'data-testid="kernel-table" data-rows="\d+" data-shown="(\d+)"', w.html).group(1))
+    assert len(re.findall(r"<td", w.html)) == cells - rows  # one cell less per row
+    assert '<details class="xw-columns" data-testid="columns" open><summary>Columns (1 hidden)' in w.html
+    assert 'data-col="occurrences">' in w.html  # its box, unticked
+    w.on_request("show_column", {"column": "occurrences", "value": True})
+    assert w.hidden_columns == [] and "occurrences" in headers()
+    w.hidden_columns = ["op_name", "kernel_name"]  # from Python; the name column stays
+    assert "op_name" not in headers() and "kernel_name" in headers()

@@ -102,6 +102,20 @@ def test_kernel_stats_in_lab(page, jupyter_lab):
         assert abs(name.bounding_box()["x"] - left) < 2 and name.bounding_box()["x"] <= before
     wrap.evaluate("el => { el.scrollLeft = 0; }")
 
+    # The Columns menu: unticking "Op name" takes it out of the table, the menu stays open.
+    widget.locator("[data-testid='columns'] > summary").click()
+    widget.locator("[data-testid='columns'] input[data-col='op_name']").uncheck()
+    page.wait_for_function(
+        "() => !document.querySelector(\".xw-ks [data-testid='kernel-table'] th[data-col='op_name']\")",
+        timeout=15_000,
+    )
+    assert widget.locator("[data-testid='columns']").get_attribute("open") is not None
+    assert "1 hidden" in widget.locator("[data-testid='columns'] > summary").inner_text()
+    save_screenshot(page, "kernel-stats-columns-menu")
+    widget.locator("[data-testid='columns'] input[data-col='op_name']").check()
+    page.wait_for_selector(".xw-ks [data-testid='kernel-table'] th[data-col='op_name']", timeout=15_000)
+    widget.locator("[data-testid='columns'] > summary").click()  # closed again
+
     # A header click sorts on that column, largest first; a second one flips it.
     widget.locator("th[data-col='occurrences']").click()
     page.wait_for_selector(".xw-ks th.sorted[data-col='occurrences']", timeout=15_000)

@@ -128,7 +128,11 @@ class SortedTable(traitlets.HasTraits):
     # Requests that set the text trait of the same name to the page control's value.
     text_requests: ClassVar[tuple[str, ...]] = ()
     top_n = traitlets.Int(100, min=1, help="Table rows shown (all are in `table`).").tag(sync=True)
+    hidden_columns = traitlets.List(
+        traitlets.Unicode(), help="Keys of the table columns the user hid (the Columns menu)."
+    ).tag(sync=True)
     _quiet = False
+    _columns_open = False  # the Columns menu was just used: drawn open
     _ready = False  # the widget sets it once its data is in place: no redraw before
 
     def table_request(self, kind: str, params: dict) -> bool:
@@ -138,6 +142,11 @@ class SortedTable(traitlets.HasTraits):
             self.sort_on(str(params["column"]))
         elif kind == "top_n":
             self.top_n = int(params["value"])
+        elif kind == "show_column":
+            key, show = str(params["column"]), bool(params.get("value"))
+            hidden = [k for k in self.hidden_columns if k != key] + ([] if show else [key])
+            self._columns_open = True
+            self.hidden_columns = hidden
         elif kind in self.text_requests:
             setattr(self, kind, str(params.get("value", "")))
         else:
@@ -151,12 +160,43 @@ class SortedTable(traitlets.HasTraits):
         return {"ok": True}, None
 
     def top_n_control(self, choices: Sequence[int]) -> str:
-        """The "Show top" select: `choices`, and the current `top_n` if it is not one."""
+        """The "Show top" select (`choices`, and the current `top_n` if it is not one),
+        then the Columns menu (`columns_control`)."""
         shown = [str(v) for v in sorted(set(choices) | {self.top_n})]
         return (
             '<label>Show top <select data-request="top_n" data-testid="top-n">'
-            f"{options(shown, str(self.top_n))}</select></label>"
+            f"{options(shown, str(self.top_n))}</select></label>" + self.columns_control()
         )
+
+    def columns_control(self, columns: Sequence[Column] | None = None) -> str:
+        """The Columns menu: a checkbox per column (`columns`, the widget's by default) that
+        shows or hides it; the sticky name column always stays."""
+        columns = self.all_columns() if columns is None else columns
+        hidden = set(self.hidden_columns)
+        is_open = " open" if self._columns_open else ""
+        self._columns_open = False  # open again after a toggle (the page is drawn anew), then as the user leaves it
+        boxes = "".join(
+            f'<label><input type="checkbox" data-request="show_column" '
+            f'data-params="{data_json({"column": c.key})}" data-col="{esc(c.key)}"'
+            f"{'' if c.key in hidden else ' checked'}> {esc(c.header)}</label>"
+            for c in columns
+            if not c.sticky
+        )
+        count = sum(1 for c in columns if c.key in hidden and not c.sticky)
+        summary = f"Columns ({count} hidden)" if count else "Columns"
+        return (
+            f'<details class="xw-columns" data-testid="columns"{is_open}><summary>{summary}</summary>'
+            f'<div class="xw-columns-list">{boxes}</div></details>'
+        )
+
+    def all_columns(self) -> Sequence[Column]:
+        """The columns the table can show (a widget whose columns depend on the run overrides)."""
+        return self.columns
+
+    def visible(self, columns: Sequence[Column]) -> list[Column]:
+        """`columns` less the ones the user hid (a sticky column always stays)."""
+        hidden = set(self.hidden_columns)
+        return [c for c in columns if c.sticky or c.key not in hidden]
 
     @contextlib.contextmanager
     def quietly(self) -> Iterator[None]:
@@ -180,7 +220,7 @@ class SortedTable(traitlets.HasTraits):
             self.sort_descending = natural_descending(self.columns, change["new"])
         self._redraw_table()
 
-    @traitlets.observe("sort_descending", "top_n")
+    @traitlets.observe("sort_descending", "top_n", "hidden_columns")
     def _sort_changed(self, change):
         if not self._quiet:
             self._redraw_table()
@@ -213,7 +253,7 @@ class SortedTable(traitlets.HasTraits):
         selects its id (the frame's index) in that source of that figure; `selected` is
         the id drawn as selected. `data-rows` is `total_rows` (the rows that matched),
         `data-shown` the rows drawn."""
-        columns = self.columns if columns is None else columns
+        columns = self.visible(self.columns if columns is None else columns)
         head = []
         for c in columns:
             on = c.key == self.sort_by

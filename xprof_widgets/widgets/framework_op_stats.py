@@ -120,7 +120,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
             keep &= (s["host_or_device"] == self.place).to_numpy(bool)
         return self.sorted(s[keep])
 
-    def _columns(self):
+    def all_columns(self):
         return [c for c in COLUMNS if c.key in self.stats.columns]
 
     # --- browser messages ----------------------------------------------------------
@@ -295,7 +295,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
         matched = f"{len(table):,} of {len(s):,} ops match" if filtered else f"{len(s):,} ops"
         cut = f", the first {len(shown):,} shown" if len(shown) < len(table) else ""
         clear = ' <button data-request="clear" data-testid="clear-filters">clear filters</button>' if filtered else ""
-        grid = self.table_html(shown, "op-table", columns=self._columns(), total_rows=len(table))
+        grid = self.table_html(shown, "op-table", columns=self.all_columns(), total_rows=len(table))
         return self._page(f"""
   {stat_cards(cards)}{note(s.attrs.get("notes", ""))}
   <div class="xw-pies">{self._pie_slot("Device")}{self._pie_slot("Host")}</div>
