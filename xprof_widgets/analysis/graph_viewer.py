@@ -36,7 +36,7 @@ from .core.xla_ops import category, program_id_of, program_modules, source_text
 
 # Layout units (the widget draws at about 55 px a unit): node boxes, the vertical
 # distance between layers, the least gap between boxes, the width a bent edge takes.
-NODE_WIDTH = 2.3
+NODE_WIDTH = 3.3  # 165 px: a 28-character label (io names, shapes) in full
 NODE_HEIGHT = 0.8
 LAYER_GAP = 1.5
 X_GAP = 0.4

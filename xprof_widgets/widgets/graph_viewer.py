@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 COLOR_BY = ("category", "time", "flops")
 RADII = tuple(range(9))
 PX_PER_UNIT = 50  # the drawing's scale when first shown: labels fit their boxes
-NARROW_PX = 640  # a graph wider than this is first shown around its centre op
+NARROW_PX = 860  # a graph wider than this is first shown around its centre op (a notebook at 1,400 px has ~900)
 MAX_HEIGHT_PX = 760
-LABEL_CHARS = 20  # characters of a 10 px label that fit a box
+LABEL_CHARS = 28  # characters of a 10 px label that fit a box (NODE_WIDTH)
 MAX_LISTED = 24  # operands / users listed in the card
 NOT_MEASURED = "#f4f4f4"
 
