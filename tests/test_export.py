@@ -60,6 +60,7 @@ def test_page_is_self_contained(viewer_page):
     # Outside those two files (which only name URLs: SVG namespaces, help links), the page names none,
     # loads nothing from anywhere (no src / href attributes, no @import, no url()).
     rest = BLOCK.sub("", page)
+    rest = re.sub(r'"data":"[A-Za-z0-9+/=]*"', '""', rest)  # Bokeh's base64 arrays may hold "//f"
     assert not re.search(r"https?:|//[a-z]", rest, re.I), re.search(r".{40}https?:.{40}", rest)
     assert not re.search(r"\s(src|href)=|@import|(?<![\w.])url\(", rest, re.I)
     # The state is the widget's: figures and html, the selection; the banner says what it is.

@@ -134,6 +134,29 @@ def test_matches_xprof(ref):
 
 @needs_shared
 @pytest.mark.parametrize("ref", REFERENCES, ids=IDS)
+def test_allocation_timeline_matches_xprofs_buffer_blocks(ref):
+    """Each buffer's place in memory over its lifespan, as XProf's buffer allocation
+    timeline (`bufferBlocks`) has it: the same blocks in the same order, with their
+    allocation containers."""
+    r, d = _result(ref)
+    want = d.get("bufferBlocks", [])
+    got = r.allocation_blocks
+    assert len(got) == len(want)
+    for (_, row), block in zip(got.iterrows(), want):
+        assert row["logical_buffer_id"] == int(block.get("logicalBufferId", 0))
+        assert row["name"] == block.get("name", "")
+        assert row["category"] == block.get("category", "")
+        assert row["offset_bytes"] == int(block.get("offset", 0))
+        assert row["size_bytes"] == int(block.get("size", 0))
+        assert (row["start_step"], row["end_step"]) == (int(block.get("startStep", 0)), int(block.get("endStep", 0)))
+        if row["logical_buffer_id"] >= 0:
+            assert row["shape"] == block.get("shapeString", "")
+            assert row["tf_op_name"] == block.get("tfOpName", "")
+            assert row["unpadded_size_bytes"] == int(block.get("unpaddedSize", 0))
+
+
+@needs_shared
+@pytest.mark.parametrize("ref", REFERENCES, ids=IDS)
 def test_by_size_index_maps_match_xprof(ref):
     r, d = _result(ref)
     ranks = list(r.buffers_at_peak["size_rank"])

@@ -17,14 +17,15 @@ def test_default_module_and_numbers_on_the_page(viewer):
     mv = xw.sample_run().memory_viewer()
     assert viewer.module == mv.module == "jit_step(30)"  # the largest module, not the first
     assert f'data-stat="peak_heap_bytes">{mv.peak_heap_bytes / 2**20:,.2f} MiB<' in viewer.html
-    assert set(viewer.figures) == {"heap", "buffers"}
+    assert set(viewer.figures) == {"heap", "buffers", "allocations"}
 
 
 def test_selected_buffer_round_trip(viewer):
     viewer.select_buffer("dot.1")
     assert viewer.selected_buffer["instruction_name"] == "dot.1"
     assert viewer.selected_buffer["size_bytes"] == 4194304
-    assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0, "linked": ["by_order", "by_size"]}
+    linked = ["by_order", "by_size", "blocks"]
+    assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0, "linked": linked}
     assert 'data-testid="card-name">dot.1<' in viewer.html
     # What the page sends on a tap in the by-size chart.
     order = viewer.result.buffers_at_peak.set_index("size_rank")
@@ -39,6 +40,32 @@ def test_selected_buffer_round_trip(viewer):
     assert viewer.selected_buffer == {}
     with pytest.raises(traitlets.TraitError, match="no buffer"):
         viewer.select_buffer("not-a-buffer")
+
+
+def test_allocation_chart_is_xprofs_timeline_linked_to_the_buffers(viewer):
+    """The buffer allocation chart draws every block of XProf's timeline (allocation boxes
+    apart): a buffer live at the peak carries its program order index, so a tap on its block
+    selects it (card, bars) and a selection elsewhere highlights the block."""
+    import json as json_
+
+    blocks = viewer.result.allocation_blocks
+    buffers = blocks[blocks["logical_buffer_id"] >= 0]
+    figure = json_.dumps(viewer.figures["allocations"])
+    assert '"name":"blocks"' in figure.replace(" ", "")
+    at_peak = viewer.result.buffers_at_peak.set_index("logical_buffer_id")
+    live = buffers[buffers["logical_buffer_id"].isin(at_peak.index)].iloc[0]
+    order = int(at_peak.loc[live["logical_buffer_id"], "program_order_index"])
+    viewer.selected = {"figure": "allocations", "source": "blocks", "id": order}
+    assert viewer.selected_buffer["logical_buffer_id"] == live["logical_buffer_id"]
+    assert "blocks" in viewer.selected["linked"]
+    gone = buffers[~buffers["logical_buffer_id"].isin(at_peak.index)]
+    if len(gone):  # a block not live at the peak: no card, no selection
+        viewer.selected = {
+            "figure": "allocations",
+            "source": "blocks",
+            "id": -2 - int(gone.iloc[0]["logical_buffer_id"]),
+        }
+        assert viewer.selected_buffer == {}
 
 
 def test_module_switch_from_python_and_page(viewer):

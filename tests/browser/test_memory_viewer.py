@@ -16,6 +16,29 @@ def _mib(n):
     return f"{n / 2**20:,.2f} MiB"
 
 
+# The page point at the middle of the allocation chart's block of a buffer (its id: the
+# buffer's program order index).
+BLOCK_CENTRE_JS = """
+async (id) => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  for (const view of Object.values(Bokeh.embed.index)) {
+    if (!view.el.isConnected || view.frame == null) continue;
+    const source = [...view.model.document.all_models].find((m) => m.name === "blocks" && m.data !== undefined);
+    if (source == null) continue;
+    const i = [...source.data.id].map(Number).indexOf(id);
+    if (i < 0) return null;
+    const d = source.data;
+    const rect = view.canvas_view.el.getBoundingClientRect();
+    return {
+      x: rect.left + view.frame.x_scale.compute((d.left[i] + d.right[i]) / 2),
+      y: rect.top + view.frame.y_scale.compute((d.bottom[i] + d.top[i]) / 2),
+    };
+  }
+  return null;
+}
+"""
+
+
 def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     url, token, notebook_dir = jupyter_lab
     shutil.copy(REPO_ROOT / "notebooks" / "quickstart.ipynb", notebook_dir / "quickstart.ipynb")
@@ -77,6 +100,32 @@ def test_quickstart_memory_viewer_in_lab(page, jupyter_lab):
     widget.scroll_into_view_if_needed()
     save_screenshot(page, "memory-viewer-2-buffer-card")
     widget.screenshot(path=str(ARTIFACTS / "memory-viewer-widget-selected.png"))
+
+    # The buffer allocation chart (XProf's timeline): a click on a temporary buffer's block,
+    # one live at the peak, selects that buffer (its card).
+    blocks = expected.allocation_blocks
+    at_peak = expected.buffers_at_peak.set_index("logical_buffer_id")
+    buffers = blocks[blocks["logical_buffer_id"] >= 0]  # (-1: the allocations' boxes)
+    temp = buffers[buffers["logical_buffer_id"].isin(at_peak.index)].sort_values("size_bytes").iloc[-1]
+    order_index = int(at_peak.loc[temp["logical_buffer_id"], "program_order_index"])
+    chart = widget.locator("[data-figure='allocations']")
+    chart.scroll_into_view_if_needed()
+    point = None
+    for _ in range(50):  # the chart draws once it is in view
+        point = page.evaluate(BLOCK_CENTRE_JS, order_index)
+        if point is not None:
+            break
+        page.wait_for_timeout(200)
+    assert point is not None
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function(
+        "v => document.querySelector(\"[data-testid='card-name']\")?.innerText === v",
+        arg=at_peak.loc[temp["logical_buffer_id"], "instruction_name"],
+        timeout=15_000,
+    )
+    assert chart.evaluate(PAINTED_PIXELS_JS) > 2000
+    page.mouse.move(1, 1)
+    chart.screenshot(path=str(ARTIFACTS / "memory-viewer-allocations.png"))
 
     # Another module from the selector: the numbers follow.
     other = xw.sample_run().memory_viewer("jit__normal(16)")

@@ -391,6 +391,65 @@ class _Assignment:
         return result
 
 
+BLOCK_COLUMNS = [
+    "logical_buffer_id",
+    "name",
+    "allocation",
+    "category",
+    "offset_bytes",
+    "size_bytes",
+    "unpadded_size_bytes",
+    "start_step",
+    "end_step",
+    "shape",
+    "tf_op_name",
+]
+
+
+def _allocation_blocks(assignment: _Assignment, color: int) -> pd.DataFrame:
+    """XProf's buffer allocation timeline (`ConvertAllocationTimeline`): the allocations of
+    the colour that are not live for the whole program and have a heap-simulator trace,
+    stacked (each at the sum of the sizes before it), each a container row (logical buffer
+    id -1, the whole trace long) and a row per logical buffer assigned to it with a
+    lifespan: its offset in the stack (the allocation's + its own in it), size and
+    steps. Call after the replay (which sets the lifespans)."""
+    kept = [a for a in assignment.allocations_of(color) if not a.indefinite and a.trace_id is not None]
+    steps = max((len(assignment.traces[a.trace_id].events) for a in kept), default=0)
+    rows: list[tuple] = []
+    base = 0
+    for allocation in kept:
+        cat = allocation.category
+        rows.append((-1, cat, allocation.index, cat, base, allocation.size, allocation.size, 0, steps, "", ""))
+        for assigned in allocation.proto.assigned:
+            buffer = assignment.buffers.get(assigned.logical_buffer_id)
+            if buffer is None or buffer.span is None:
+                continue  # (XProf 2.24.2 draws the buffers that share another's memory too)
+            instruction = buffer.instruction
+            shape = _subshape_last_index(instruction.shape, list(buffer.proto.defined_at.shape_index))
+            rows.append(
+                (
+                    buffer.id,
+                    buffer.name_with_index(),
+                    allocation.index,
+                    cat,
+                    base + assigned.offset,
+                    buffer.size,
+                    buffer.unpadded,
+                    buffer.span[0],
+                    buffer.span[1],
+                    shape_string(shape),
+                    instruction.metadata.op_name,
+                )
+            )
+        base += allocation.size
+    frame = pd.DataFrame(rows, columns=BLOCK_COLUMNS)
+    for column in ("logical_buffer_id", "allocation", "offset_bytes", "size_bytes", "unpadded_size_bytes"):
+        frame[column] = frame[column].astype(np.int64)
+    frame["start_step"] = frame["start_step"].astype(np.int64)
+    frame["end_step"] = frame["end_step"].astype(np.int64)
+    return frame
+
+
 # --------------------------------------------------------------------------
 # Heap-simulator replay
 
@@ -597,7 +656,10 @@ class MemoryViewerResult:
     number).
 
     `memory_spaces`: the colours the module's buffers use (0 always; names in
-    `MEMORY_SPACE_NAMES`), the ones worth choosing.
+    `MEMORY_SPACE_NAMES`), the ones worth choosing. `allocation_blocks`: XProf's buffer
+    allocation timeline (`_allocation_blocks`): each buffer's place in memory
+    (`offset_bytes`, `size_bytes`) over its lifespan (`start_step` to `end_step`, heap
+    simulator steps), under a container row per allocation (`logical_buffer_id` -1).
 
     `fragmentation` is XProf's "HLO temp fragmentation" ratio:
     (total allocation − peak heap) / (total allocation − indefinite), 0 when
@@ -624,6 +686,7 @@ class MemoryViewerResult:
     module_name: str = ""
     entry_computation_name: str = ""
     memory_spaces: list = field(default_factory=lambda: [0])
+    allocation_blocks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BLOCK_COLUMNS))
 
     @property
     def heap_temp_bytes(self) -> int:
@@ -806,4 +869,5 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         module_name=hlo.hlo_module.name,
         entry_computation_name=hlo.hlo_module.entry_computation_name,
         memory_spaces=sorted({0, color} | {int(a.color) for a in assignment.allocations}),
+        allocation_blocks=_allocation_blocks(assignment, color),
     )

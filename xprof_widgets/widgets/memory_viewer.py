@@ -15,6 +15,7 @@ import traitlets
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource
 from bokeh.models.annotations import Span
+from bokeh.palettes import Category20
 from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
@@ -35,7 +36,7 @@ CATEGORY_COLORS = {
     "Temporary": "#e15759",
     "": "#bab0ac",
 }
-BUFFER_SOURCES = ("by_order", "by_size")
+BUFFER_SOURCES = ("by_order", "by_size", "blocks")  # the ids: program order indices of buffers at the peak
 
 
 class MemoryViewerWidget(BokehWidget):
@@ -78,7 +79,7 @@ class MemoryViewerWidget(BokehWidget):
         self._render()
 
     def on_tap(self, sel):
-        if sel.get("source") not in BUFFER_SOURCES or sel.get("id") is None:
+        if sel.get("source") not in BUFFER_SOURCES or sel.get("id") is None or int(sel["id"]) < 0:
             if self.selected_buffer:
                 self.selected_buffer = {}
             return
@@ -151,7 +152,7 @@ class MemoryViewerWidget(BokehWidget):
     def on_hover(self, source, id, figure):
         if source not in BUFFER_SOURCES:
             return
-        self.push_columns("lifespan", self._lifespan(None if id is None else int(id)))
+        self.push_columns("lifespan", self._lifespan(None if id is None or int(id) < 0 else int(id)))
 
     def _lifespan(self, order_index):
         empty = {"left": np.zeros(0), "right": np.zeros(0), "top": np.zeros(0)}
@@ -170,8 +171,96 @@ class MemoryViewerWidget(BokehWidget):
     # --- drawing -----------------------------------------------------------------
 
     def _render(self):
-        self.set_figures({"heap": self._heap_figure(), "buffers": self._buffer_figures()})
+        figures = {"heap": self._heap_figure(), "buffers": self._buffer_figures()}
+        allocations = self._allocation_figure()
+        if allocations is not None:
+            figures["allocations"] = allocations
+        self.set_figures(figures)
         self.html = self._html()
+
+    def _allocation_figure(self):
+        """XProf's buffer allocation timeline: each buffer where it sits in memory (y, MiB)
+        over its lifespan (x, heap-simulator steps), in its allocation's box. A buffer live
+        at the peak has its program order index as id (a tap selects it, as in the bar
+        charts); the others a negative one."""
+        blocks = self.result.allocation_blocks
+        if not (blocks["logical_buffer_id"] >= 0).any():
+            return None
+        at_peak = dict(
+            zip(
+                self.result.buffers_at_peak["logical_buffer_id"].astype(np.int64),
+                self.result.buffers_at_peak["program_order_index"].astype(np.int64),
+            )
+        )
+        boxes, rows = blocks[blocks["logical_buffer_id"] < 0], blocks[blocks["logical_buffer_id"] >= 0]
+        ids = [at_peak.get(int(b), -2 - int(b)) for b in rows["logical_buffer_id"]]
+        bottom = rows["offset_bytes"].to_numpy(np.float64) / MIB
+        src = ColumnDataSource(
+            {
+                "id": np.asarray(ids, dtype=np.int64),
+                "left": rows["start_step"].to_numpy(np.float64),
+                "right": np.maximum(
+                    rows["end_step"].to_numpy(np.float64), rows["start_step"].to_numpy(np.float64) + 0.5
+                ),
+                "bottom": bottom,
+                "top": bottom + rows["size_bytes"].to_numpy(np.float64) / MIB,
+                "name": rows["name"].astype(str).tolist(),
+                "category": rows["category"].astype(str).tolist(),
+                "size": rows["size_bytes"].to_numpy(np.float64) / MIB,
+                "shape": rows["shape"].astype(str).tolist(),
+                "op": rows["tf_op_name"].astype(str).tolist(),
+                "span": [f"{a} to {b}" for a, b in zip(rows["start_step"], rows["end_step"])],
+                # A colour per buffer (XProf's timeline too): neighbours told apart.
+                "color": [Category20[20][k % 20] for k in range(len(rows))],
+            },
+            name="blocks",
+        )
+        fig = figure(
+            height=320,
+            sizing_mode="stretch_width",
+            title="Buffer allocations: where each buffer sits in memory over its lifespan",
+            x_axis_label="heap-simulator step",
+            y_axis_label="MiB",
+            tools="pan,wheel_zoom,box_zoom,reset,save",
+            active_scroll="wheel_zoom",
+        )
+        box_bottom = boxes["offset_bytes"].to_numpy(np.float64) / MIB
+        fig.quad(
+            left=0,
+            right=boxes["end_step"].to_numpy(np.float64),
+            bottom=box_bottom,
+            top=box_bottom + boxes["size_bytes"].to_numpy(np.float64) / MIB,
+            fill_color=None,
+            line_color="#999999",
+            line_dash="dashed",
+        )
+        quads = fig.quad(
+            left="left",
+            right="right",
+            bottom="bottom",
+            top="top",
+            source=src,
+            fill_color="color",
+            fill_alpha=0.8,
+            line_color="white",
+            line_width=0.5,
+            **selection_look(),
+        )
+        hover_and_tap(
+            fig,
+            quads,
+            [
+                ("buffer", "@name"),
+                ("category", "@category"),
+                ("size", "@size{0,0.000} MiB"),
+                ("steps", "@span"),
+                ("shape", "@shape"),
+                ("framework op", "@op"),
+            ],
+        )
+        fig.y_range.start = 0
+        strip_chrome(fig, "")
+        return fig
 
     def _heap_figure(self):
         r = self.result
@@ -328,6 +417,7 @@ class MemoryViewerWidget(BokehWidget):
   <div class="xw-legend">{legend}</div>
   <div data-figure="buffers"></div>
   {self._card_html()}
+  {'<div data-figure="allocations"></div>' if "allocations" in self.figures else ""}
 </div>"""
 
     def _card_html(self):
