@@ -24,7 +24,7 @@ def test_selected_buffer_round_trip(viewer):
     viewer.select_buffer("dot.1")
     assert viewer.selected_buffer["instruction_name"] == "dot.1"
     assert viewer.selected_buffer["size_bytes"] == 4194304
-    linked = ["by_order", "by_size", "blocks"]
+    linked = ["by_order", "by_size", "by_padding", "blocks"]
     assert viewer.selected == {"figure": "buffers", "source": "by_order", "id": 0, "linked": linked}
     assert 'data-testid="card-name">dot.1<' in viewer.html
     # What the page sends on a tap in the by-size chart.
@@ -66,6 +66,24 @@ def test_allocation_chart_is_xprofs_timeline_linked_to_the_buffers(viewer):
             "id": -2 - int(gone.iloc[0]["logical_buffer_id"]),
         }
         assert viewer.selected_buffer == {}
+
+
+def test_by_padding_chart_where_buffers_are_padded(viewer):
+    """XProf's by-padding list: on the TPU module (its one padded buffer at the peak) a
+    chart of the bytes layouts add, linked to the others; on the CPU sample (none padded)
+    a sentence instead."""
+    import json as json_
+
+    from .conftest import VENDORED
+
+    assert "by_padding" not in json_.dumps(viewer.figures["buffers"])
+    assert 'data-testid="no-padding">No buffer live at the peak is padded' in viewer.html
+    tpu = xw.MemoryViewerWidget(VENDORED / "tpu_v6e_inference", module="jit_f(12190760917235803885)")
+    padded = tpu.result.buffers_at_peak.query("padding_bytes > 0")
+    assert len(padded) == 1
+    assert '"name": "by_padding"' in json_.dumps(tpu.figures["buffers"]) and "no-padding" not in tpu.html
+    tpu.selected = {"figure": "buffers", "source": "by_padding", "id": int(padded.iloc[0]["program_order_index"])}
+    assert tpu.selected_buffer["padding_bytes"] == int(padded.iloc[0]["padding_bytes"])
 
 
 def test_module_switch_from_python_and_page(viewer):

@@ -36,7 +36,8 @@ CATEGORY_COLORS = {
     "Temporary": "#e15759",
     "": "#bab0ac",
 }
-BUFFER_SOURCES = ("by_order", "by_size", "blocks")  # the ids: program order indices of buffers at the peak
+# The buffer charts' sources; their ids are the program order indices of the buffers at the peak.
+BUFFER_SOURCES = ("by_order", "by_size", "by_padding", "blocks")
 
 
 class MemoryViewerWidget(BokehWidget):
@@ -331,11 +332,22 @@ class MemoryViewerWidget(BokehWidget):
     def _buffer_figures(self):
         table = self.result.buffers_at_peak
         figs = []
-        for name, order, title in (
+        charts = [
             ("by_order", table.sort_values("program_order_index"), "Buffers at peak, in program order"),
             ("by_size", table.sort_values("size_rank"), "Buffers at peak, by size"),
-        ):
-            sizes = order.size_bytes.to_numpy(dtype=np.float64) / MIB
+        ]
+        padded = table[table["padding_bytes"] > 0]
+        if len(padded):  # XProf's by-padding list: the bytes each layout adds, largest first
+            charts.append(
+                (
+                    "by_padding",
+                    padded.sort_values("padding_bytes", ascending=False, kind="stable"),
+                    "Buffers at peak, by padding (bytes their layout adds)",
+                )
+            )
+        for name, order, title in charts:
+            widths = order.padding_bytes if name == "by_padding" else order.size_bytes
+            sizes = widths.to_numpy(dtype=np.float64) / MIB
             right = np.cumsum(sizes)
             src = ColumnDataSource(
                 {
@@ -344,7 +356,8 @@ class MemoryViewerWidget(BokehWidget):
                     "right": right,
                     "name": order.instruction_name.astype(str).tolist(),
                     "category": order.category.astype(str).tolist(),
-                    "size": sizes,
+                    "size": order.size_bytes.to_numpy(dtype=np.float64) / MIB,
+                    "padding": order.padding_bytes.to_numpy(dtype=np.float64) / MIB,
                     "shape": order["shape"].astype(str).tolist(),
                     "color": [CATEGORY_COLORS.get(c, "#bab0ac") for c in order.category.astype(str)],
                 },
@@ -375,6 +388,7 @@ class MemoryViewerWidget(BokehWidget):
                     ("buffer", "@name"),
                     ("category", "@category"),
                     ("size", "@size{0,0.000} MiB"),
+                    ("padding", "@padding{0,0.000} MiB"),
                     ("shape", "@shape"),
                 ],
             )
@@ -403,6 +417,12 @@ class MemoryViewerWidget(BokehWidget):
             ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
             ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
         ]
+        padding_note = (
+            ""
+            if (r.buffers_at_peak["padding_bytes"] > 0).any()
+            else '<div class="xw-note" data-testid="no-padding">No buffer live at the peak is padded: '
+            "their layouts add no bytes, so there is no by-padding chart.</div>"
+        )
         legend = "".join(
             f'<span><i style="background:{c}"></i>{esc(k)}</span>' for k, c in CATEGORY_COLORS.items() if k
         )
@@ -416,6 +436,7 @@ class MemoryViewerWidget(BokehWidget):
   <div data-figure="heap"></div>
   <div class="xw-legend">{legend}</div>
   <div data-figure="buffers"></div>
+  {padding_note}
   {self._card_html()}
   {'<div data-figure="allocations"></div>' if "allocations" in self.figures else ""}
 </div>"""
