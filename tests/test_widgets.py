@@ -733,3 +733,6 @@ def test_memory_space_selector_lists_the_spaces_the_module_uses():
     assert w.result.peak_heap_bytes == 15360 * 2**20  # XProf's 15360 MiB of host memory
     assert f'data-stat="peak_heap_bytes">{15360:,.2f} MiB<' in w.html
     assert '<option value="5" selected>Host</option>' in w.html
+    assert w.figures == {} and 'data-testid="no-heap">No Host buffer' in w.html  # no empty charts
+    w.memory_space = 0
+    assert set(w.figures) >= {"heap", "buffers"} and "no-heap" not in w.html

@@ -8,7 +8,14 @@ import numpy as np
 
 import xprof_widgets as xw
 
-from .harness import ARTIFACTS, REPO_ROOT, run_notebook_in_lab, run_notebook_in_notebook7, save_screenshot
+from .harness import (
+    ARTIFACTS,
+    REPO_ROOT,
+    run_notebook_in_lab,
+    run_notebook_in_notebook7,
+    save_screenshot,
+    show_widget,
+)
 from .test_platform import PAINTED_PIXELS_JS
 
 
@@ -159,3 +166,34 @@ def test_quickstart_in_notebook7(page, jupyter_lab):
     assert widget.evaluate(PAINTED_PIXELS_JS) > 5000
     save_screenshot(page, "memory-viewer-notebook7")
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
+
+
+def test_memory_space_selector_on_a_tpu_module(page, jupyter_lab):
+    """The TPU module's memory spaces in the selector (HBM, VMEM, Sflag, Host: the ones its
+    buffers use); choosing Host shows host memory's numbers (XProf's 15,360 MiB peak) and its
+    allocation chart, and the selector keeps the choice."""
+    from ..conftest import VENDORED
+
+    path = VENDORED / "tpu_v6e_inference"
+    module = "jit_f(12190760917235803885)"
+    cell = f"import xprof_widgets as xw\nw = xw.MemoryViewerWidget({str(path)!r}, module={module!r})\nw"
+    widget = show_widget(page, jupyter_lab, "memory_space.ipynb", cell)
+    select = widget.locator("[data-testid='memory-space']")
+    assert select.locator("option").all_inner_texts() == ["HBM", "VMEM", "Sflag", "Host"]
+    hbm = xw.load_run(path).memory_viewer(module)
+    assert widget.locator("[data-stat='peak_heap_bytes']").inner_text() == _mib(hbm.peak_heap_bytes)
+    select.select_option(label="Host")
+    page.wait_for_function(
+        "v => document.querySelector(\"[data-stat='peak_heap_bytes']\")?.innerText === v",
+        arg=_mib(15360 * 2**20),
+        timeout=15_000,
+    )
+    assert widget.locator("[data-testid='memory-space']").input_value() == "5"
+    # Host memory holds only whole-program buffers: a sentence says so, no empty charts.
+    note = widget.locator("[data-testid='no-heap']").inner_text()
+    assert note.startswith("No Host buffer of this module has a heap-simulator lifetime: its 15,360.00 MiB")
+    assert widget.locator("[data-figure]").count() == 0
+    page.wait_for_selector(".xprof-widget[data-ready='1']", timeout=30_000)
+    page.mouse.move(1, 1)
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(ARTIFACTS / "memory-viewer-memory-space-host.png"))

@@ -731,9 +731,49 @@ def layered_layout(n, src, dst, operand_index=None, group=None, centre=0, keep_t
     path_x, path_y = [], []
     for e, (a, b) in enumerate(zip(src.tolist(), dst.tolist())):
         port = ((in_rank[e] + 0.5) / in_count[b] - 0.5) * NODE_WIDTH * 0.7
-        path_x.append((float(x[a]),) + bends_x[e] + (float(x[b] + port),))
-        path_y.append((float(y[a] - NODE_HEIGHT / 2),) + bends_y[e] + (float(y[b] + NODE_HEIGHT / 2),))
+        px = (float(x[a]),) + bends_x[e] + (float(x[b] + port),)
+        py = (float(y[a] - NODE_HEIGHT / 2),) + bends_y[e] + (float(y[b] + NODE_HEIGHT / 2),)
+        if len(px) > 2:
+            px, py = _straightened(px, py, x, y, (a, b))
+        path_x.append(px)
+        path_y.append(py)
     return {"depth": layer, "x": x, "y": y + 0.0, "path_x": path_x, "path_y": path_y}
+
+
+def _straightened(px, py, x, y, ends):
+    """A polyline with the bend points it does not need: from each point kept, straight to
+    the farthest later point that the segment reaches crossing no box (its own two ends'
+    boxes aside). The layout's bend points keep a long edge clear of the boxes it passes,
+    but also take it out and back around boxes a straight line misses."""
+    half_w, half_h = NODE_WIDTH / 2 + 0.05, NODE_HEIGHT / 2 + 0.05
+    others = np.ones(len(x), bool)
+    others[list(ends)] = False
+    bx0, bx1 = x[others] - half_w, x[others] + half_w
+    by0, by1 = y[others] - half_h, y[others] + half_h
+    keep, i, last = [0], 0, len(px) - 1
+    while i < last:
+        j = last
+        while j > i + 1 and _crosses(px[i], py[i], px[j], py[j], bx0, bx1, by0, by1):
+            j -= 1
+        keep.append(j)
+        i = j
+    return tuple(px[k] for k in keep), tuple(py[k] for k in keep)
+
+
+def _crosses(x0, y0, x1, y1, bx0, bx1, by0, by1) -> bool:
+    """Whether the segment (x0, y0)-(x1, y1) passes through any of the boxes (Liang-Barsky
+    clipping, all boxes at once)."""
+    if not len(bx0):
+        return False
+    lo, hi = np.zeros(len(bx0)), np.ones(len(bx0))
+    for p, q in ((x0 - x1, x0 - bx0), (x1 - x0, bx1 - x0), (y0 - y1, y0 - by0), (y1 - y0, by1 - y0)):
+        if p == 0:
+            lo = np.where(q < 0, 2.0, lo)  # parallel to this side and outside it
+        elif p < 0:
+            lo = np.maximum(lo, q / p)
+        else:
+            hi = np.minimum(hi, q / p)
+    return bool((lo < hi).any())
 
 
 def _core(

@@ -172,7 +172,12 @@ class MemoryViewerWidget(BokehWidget):
     # --- drawing -----------------------------------------------------------------
 
     def _render(self):
-        figures = {"heap": self._heap_figure(), "buffers": self._buffer_figures()}
+        figures = {}
+        r = self.result
+        if len(r.heap_sizes):
+            figures["heap"] = self._heap_figure()
+        if len(r.buffers_at_peak):
+            figures["buffers"] = self._buffer_figures()
         allocations = self._allocation_figure()
         if allocations is not None:
             figures["allocations"] = allocations
@@ -417,6 +422,20 @@ class MemoryViewerWidget(BokehWidget):
             ("fragmentation", "Fragmentation", f"{100 * r.fragmentation:.1f} %"),
             ("buffers_at_peak", "Buffers at peak", f"{len(r.buffers_at_peak)}"),
         ]
+        space = memory_space_name(r.memory_space)
+        empty_note = ""
+        if not len(r.heap_sizes) and not len(r.buffers_at_peak):
+            empty_note = (
+                f'<div class="xw-note" data-testid="no-heap">No {esc(space)} buffer of this module has a '
+                "heap-simulator lifetime"
+                + (
+                    f": its {mib(r.indefinite_allocation_bytes)} are held for the whole program "
+                    "(parameters, outputs, constants)"
+                    if r.indefinite_allocation_bytes
+                    else ""
+                )
+                + ", so there is no heap chart and no buffer at a peak.</div>"
+            )
         padding_note = (
             ""
             if (r.buffers_at_peak["padding_bytes"] > 0).any()
@@ -433,11 +452,11 @@ class MemoryViewerWidget(BokehWidget):
     <label>Memory space <select data-request="memory_space" data-testid="memory-space">{spaces}</select></label>
   </div>
   {stat_cards(stats)}
-  <div data-figure="heap"></div>
-  <div class="xw-legend">{legend}</div>
-  <div data-figure="buffers"></div>
-  {padding_note}
-  {self._card_html()}
+  {empty_note}
+  {'<div data-figure="heap"></div>' if "heap" in self.figures else ""}
+  {f'<div class="xw-legend">{legend}</div><div data-figure="buffers"></div>' if "buffers" in self.figures else ""}
+  {padding_note if "buffers" in self.figures else ""}
+  {self._card_html() if "buffers" in self.figures else ""}
   {'<div data-figure="allocations"></div>' if "allocations" in self.figures else ""}
 </div>"""
 
