@@ -50,12 +50,18 @@ export class WidgetView {
     // Enter in a text field asks at once; the notebook must not take the key
     // (JupyterLab's command mode would otherwise swallow it).
     this.onKey = (event) => {
-      if (event.key !== "Enter" || !event.target.matches?.("input[data-request]")) return;
-      event.preventDefault();
-      event.stopPropagation();
-      this.domRequest(event, "change");
+      if (event.key === "Enter" && event.target.matches?.("input[data-request]")) {
+        event.preventDefault();
+        event.stopPropagation();
+        this.domRequest(event, "change");
+      } else if (this.keyNavigate(event)) {
+        event.preventDefault();
+        event.stopPropagation(); // JupyterLab 4 reads shortcuts as the key bubbles: A, S, D are its
+      }
     };
     this.root.addEventListener("keydown", this.onKey);
+    // Focusable (not in the tab order): a click on a plot gives the widget the keys.
+    if (this.root.tabIndex < 0 && !this.root.hasAttribute("tabindex")) this.root.tabIndex = -1;
     this.root.addEventListener("mouseover", this.onOver);
   }
 
@@ -278,6 +284,35 @@ export class WidgetView {
     } else if (msg.type === "reply" && msg.view === this.viewId) {
       this.handleReply(msg, buffers);
     }
+  }
+
+  // XProf's (and Perfetto's) keys on the plots whose x range asks for data (the trace
+  // viewer's): W / S zoom in / out by a fifth around the middle, A / D pan by a fifth.
+  // Not while typing in a field, nor with a modifier. True when a plot moved.
+  keyNavigate(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.target.matches?.("input, select, textarea")) {
+      return false;
+    }
+    const key = event.key?.toLowerCase();
+    if (!["w", "s", "a", "d"].includes(key)) return false;
+    let moved = false;
+    for (const slot of this.slots.values()) {
+      for (const doc of slot.docs ?? []) {
+        for (const model of doc.all_models) {
+          const tags = Array.isArray(model.tags) ? model.tags : [];
+          if (model.x_range == null || !tags.some((t) => typeof t === "string" && t.startsWith(RANGE_TAG))) continue;
+          const { start, end } = model.x_range;
+          const width = end - start;
+          if (!(width > 0)) continue;
+          const middle = (start + end) / 2;
+          const half = key === "w" ? width * 0.4 : key === "s" ? width * 0.625 : width / 2;
+          const shift = key === "a" ? -width * 0.2 : key === "d" ? width * 0.2 : 0;
+          model.x_range.setv({ start: middle + shift - half, end: middle + shift + half });
+          moved = true;
+        }
+      }
+    }
+    return moved;
   }
 
   // A "range" message: Python moves the x range of a figure's range-tagged

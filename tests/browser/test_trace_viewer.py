@@ -155,3 +155,56 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
     widget.locator("[data-testid='op-card']").wait_for(timeout=30_000)
     assert widget.locator("[data-testid='op-card-name']").inner_text().startswith(target["name"])
     finish(page, widget, "trace-viewer.png")
+
+
+# The x range of the last connected range-tagged plot (the trace viewer's timeline).
+X_RANGE_JS = """
+async () => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  const view = [...Object.values(Bokeh.embed.index)]
+    .filter((v) => v.el.isConnected && (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
+    .pop();
+  return view == null ? null : [view.model.x_range.start, view.model.x_range.end];
+}
+"""
+
+
+def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
+    """XProf's keys once the timeline has been clicked: W zooms in by a fifth around the
+    middle, S out, A and D pan by a fifth; each new window's boxes arrive; JupyterLab's own
+    shortcuts for those keys (A: insert a cell, D D: delete it) do not fire."""
+    widget = show_widget(
+        page,
+        jupyter_lab,
+        "trace-keys.ipynb",
+        "import xprof_widgets as xw\nw = xw.TraceViewerWidget(xw.sample_run())\nw",
+    )
+    cells = page.locator(".jp-Notebook .jp-Cell").count()
+    plot = widget.locator(".xprof-figure").first
+    box = plot.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] - 5)  # focus, on no box
+    start, end = page.evaluate(X_RANGE_JS)
+
+    def press(key):
+        before = int(page.evaluate("() => Number(document.querySelector('.xprof-widget').dataset.drawnReplies ?? 0)"))
+        page.keyboard.press(key)
+        page.wait_for_function(
+            "n => Number(document.querySelector('.xprof-widget').dataset.drawnReplies ?? 0) > n",
+            arg=before,
+            timeout=30_000,
+        )
+        return page.evaluate(X_RANGE_JS)
+
+    width, middle = end - start, (start + end) / 2
+    s, e = press("w")
+    assert e - s == pytest.approx(0.8 * width) and (s + e) / 2 == pytest.approx(middle)
+    s2, e2 = press("d")
+    assert s2 - s == pytest.approx(0.2 * (e - s)) and e2 - s2 == pytest.approx(e - s)
+    s3, e3 = press("a")
+    assert (s3, e3) == (pytest.approx(s), pytest.approx(e))
+    s4, e4 = press("s")
+    assert e4 - s4 == pytest.approx(width)
+    page.keyboard.press("d")  # JupyterLab's "D, D" would delete the cell
+    page.wait_for_timeout(300)
+    assert page.locator(".jp-Notebook .jp-Cell").count() == cells
+    finish(page, widget, "trace-viewer-keys.png")

@@ -1,20 +1,19 @@
 """TraceViewerWidget: every device and host thread on one timeline, for millions of events.
 
-Shows `Run.trace()`: one section per device (its XLA Modules, XLA Ops, ...
-rows) and one for the host threads, each row split into its nesting depths.
-The page never holds the profile: each view (wheel zoom, drag pan, a range
-set from Python) asks Python for that window at the plot's pixel width and
-gets binary columns back: every event at least a pixel wide, and merged
-boxes (count and dominant name, drawn lighter) where shorter events crowd a
-pixel, so the answer is bounded by pixels x rows. A click on an event shows
-its details (all stats, decoded for it alone); on an XLA op, the same op
-details card as the op profile. Box select (drag with the select tool)
-measures: the span from the first selected start to the last end, and the
-events in it. Search finds events by name (substring or regex), with next /
-previous. `selected_event` and `window_ps` are traits Python can read;
-`show_range()`, `find()` and `link()` drive the view from Python and from
-the other widgets (a step in OverviewWidget, an op in OpProfileWidget, a
-moment in MemoryProfileWidget).
+Shows `Run.trace()`: one section per device (its XLA Modules, XLA Ops, ... rows) and one
+for the host threads, each row split into its nesting depths. The page never holds the
+profile: each view (wheel zoom, drag pan, XProf's W / S zoom and A / D pan keys once the
+timeline was clicked, a range set from Python) asks Python for that window at the plot's
+pixel width and gets binary columns back: every event at least a pixel wide, and merged
+boxes (count and dominant name, drawn lighter) where shorter events crowd a pixel, so
+the answer is bounded by pixels x rows. A click on an event shows its details (all
+stats, decoded for it alone); on an XLA op, the same op details card as the op profile.
+Box select (drag with the select tool) measures: the span from the first selected start
+to the last end, and the events in it. Search finds events by name (substring or regex),
+with next / previous. `selected_event` and `window_ps` are traits Python can read;
+`show_range()`, `find()` and `link()` drive the view from Python and from the other
+widgets (a step in OverviewWidget, an op in OpProfileWidget, a moment in
+MemoryProfileWidget).
 """
 
 from __future__ import annotations
