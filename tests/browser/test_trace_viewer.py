@@ -208,3 +208,23 @@ def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
     page.wait_for_timeout(300)
     assert page.locator(".jp-Notebook .jp-Cell").count() == cells
     finish(page, widget, "trace-viewer-keys.png")
+
+    # Box select over the lower rows (the python thread): XProf's selection table, a row per
+    # name with occurrences, wall and self time; the names are the python thread's.
+    widget.locator(".bk-tool-icon-box-select").first.click()
+    box = plot.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.80)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] * 0.95, steps=8)
+    page.mouse.up()
+    table = widget.locator("[data-testid='selection-table']")
+    table.wait_for(timeout=30_000)
+    rows = table.locator("tr").all_inner_texts()[1:]
+    assert rows and all(len(r.split("\t")) == 5 for r in rows)
+    import xprof_widgets as xw
+
+    trace = xw.sample_run().trace()
+    python = trace.events(int(trace.tracks.index[trace.tracks["name"] == "python"][0]))
+    assert {r.split("\t")[0] for r in rows} <= set(python["name"].astype(str))
+    widget.locator("[data-testid='measure']").scroll_into_view_if_needed()
+    save_screenshot(page, "trace-viewer-selection-table")

@@ -80,10 +80,12 @@ import pandas as pd
 from ..io import column_cache, native
 from ..io.sorting import order_by_key
 from .core.cache import derived
+from .core.columns import Groups
 from .core.command_buffers import graph_attribution
 from .core.derived_lines import DerivedLine, derive_lines, derives_lines
 from .core.gpu_lines import derive_gpu_lines, derives_gpu_lines
 from .core.grouping import INTERNAL_EVENTS
+from .core.intervals import children_time
 from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
 
 CUSTOM_PLANE_PREFIX = "/device:CUSTOM:"
@@ -214,6 +216,16 @@ def track_labels(sections, names, line_ids):
             seen[(section, b)] += 1
             labels.append(f"{b} #{seen[(section, b)]}")
     return labels
+
+
+#: `Trace.summary`'s columns.
+SUMMARY_DTYPES = {
+    "name": object,
+    "occurrences": np.int64,
+    "wall_ps": np.int64,
+    "self_ps": np.int64,
+    "avg_ps": np.float64,
+}
 
 
 class Trace:
@@ -751,6 +763,46 @@ class Trace:
         )
         frame.index.name = "index"
         return frame
+
+    def summary(self, start_ps=None, end_ps=None, tracks=None) -> pd.DataFrame:
+        """What a box selection over [start_ps, end_ps] on `tracks` holds, as XProf's trace
+        viewer sums it (its selection table): per event name, `occurrences`, `wall_ps`
+        (their durations summed), `self_ps` (less the time of their direct children, the
+        events nested in them on their track, counted over the whole track) and `avg_ps`
+        (wall / occurrences). An event is in the selection when it overlaps the window
+        (ends have it: a zero-length event on an edge counts). `start_ps`/`end_ps`:
+        absolute ps, None for the trace's start / end; `tracks`: track ids (`tracks`'
+        index), None for all. Sorted by wall time, longest first, then name."""
+        lo = self.start_ps if start_ps is None else int(start_ps)
+        hi = self.end_ps if end_ps is None else int(end_ps)
+        names, wall, own = [], [], []
+        for track in self.tracks.index if tracks is None else tracks:
+            ev = self.events(int(track))
+            if ev.empty:
+                continue
+            begin, end = ev["start_ps"].to_numpy(np.int64), ev["end_ps"].to_numpy(np.int64)
+            inside = (begin <= hi) & (end >= lo)
+            if not inside.any():
+                continue
+            duration = end - begin
+            names.append(np.asarray(ev["name"].cat.codes)[inside])
+            wall.append(duration[inside])
+            own.append((duration - children_time(begin, end))[inside])
+        if not names:
+            return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SUMMARY_DTYPES.items()})
+        g = Groups(np.concatenate(names))
+        occurrences, wall_ps = g.size(), g.sum(np.concatenate(wall))
+        out = pd.DataFrame(
+            {
+                "name": np.asarray(self.names, dtype=object)[g.first(np.concatenate(names))],
+                "occurrences": occurrences,
+                "wall_ps": wall_ps,
+                "self_ps": g.sum(np.concatenate(own)),
+                "avg_ps": wall_ps / occurrences,
+            }
+        )
+        order = np.lexsort((out["name"].astype(str).to_numpy(), -out["wall_ps"].to_numpy()))
+        return out.iloc[order].reset_index(drop=True)
 
     def search(self, pattern, regex=False):
         """Events whose name contains `pattern` (case-insensitive), by start time.

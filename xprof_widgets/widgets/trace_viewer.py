@@ -50,6 +50,7 @@ ROW_PX = 18  # height of one nesting row on the page
 MAX_HEIGHT_PX = 640  # taller layouts scroll vertically (drag pan)
 LABEL_MIN_PX = 60  # boxes at least this wide carry their name
 SEARCH_SHOWN = 20  # matches listed under the search box
+SUMMARY_SHOWN = 20  # names listed in a box selection's table (XProf's selection summary)
 _ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 below 2**53
 
 
@@ -180,7 +181,7 @@ class TraceViewerWidget(BokehWidget):
         p.add_tools(
             pan,
             wheel,
-            BoxSelectTool(dimensions="width", renderers=[quad]),
+            BoxSelectTool(dimensions="both", renderers=[quad]),  # the rows dragged over, as XProf
             TapTool(renderers=[quad]),
             HoverTool(
                 renderers=[quad],
@@ -382,11 +383,15 @@ class TraceViewerWidget(BokehWidget):
                 names.append(ev["name"])
                 count += 1
             if len(s):
-                by_name = pd.Series(e - s).groupby(pd.Series(names, dtype=object)).sum()
+                # XProf's selection table: the selected events' tracks over their time span.
+                real_ids = wanted[wanted >= 0].astype(np.int64)
+                tracks = sorted(set((real_ids // _ID_TRACK).tolist())) or None
+                table = self.trace.summary(int(s.min()), int(e.max()), tracks=tracks)
                 self._measure = {
                     "events": count,
                     "span_ps": int(e.max() - s.min()),
-                    "top": list(by_name.sort_values(ascending=False).head(5).items()),
+                    "table": table.head(SUMMARY_SHOWN),
+                    "names": len(table),
                 }
         self.html = self._html()
 
@@ -471,11 +476,17 @@ class TraceViewerWidget(BokehWidget):
         parts = []
         if self._measure:
             ms = self._measure
-            top = "".join(f"<tr><td>{esc(n)}</td><td>{_ms(d)}</td></tr>" for n, d in ms["top"])
+            rows = "".join(
+                f"<tr><td>{esc(r.name)}</td><td class=num>{r.occurrences:,}</td><td class=num>{_ms(r.wall_ps)}</td>"
+                f"<td class=num>{_ms(r.self_ps)}</td><td class=num>{_ms(r.avg_ps)}</td></tr>"
+                for r in ms["table"].itertuples()
+            )
+            more = f" (the first {len(ms['table'])} of {ms['names']:,} names)" if ms["names"] > len(ms["table"]) else ""
             parts.append(
                 f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
-                f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>'
-                f"<table>{top}</table></div>"
+                f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>{more}'
+                '<table class="xw-selection" data-testid="selection-table"><tr><th>Name</th><th>Occurrences</th>'
+                f"<th>Wall duration</th><th>Self time</th><th>Average</th></tr>{rows}</table></div>"
             )
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
