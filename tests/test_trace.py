@@ -920,8 +920,12 @@ def test_trace_viewer_widget_state():
     run = corpus_run("tpu_v6e_inference")
     w = xw.TraceViewerWidget(run)
     assert set(w.figures) == {"timeline"} and f"{run.trace().event_count:,} events" in w.html
-    content, cols = w.on_request("view", {"x_start": 0.0, "x_end": 10.0, "width_px": 800})
-    assert content["boxes"] == len(cols["x0"]) and w.window_ps[0] == run.trace().start_ps
+    # Times on the page are XProf's: ms from the profile's start (its trace events' `ts`), not
+    # from the first event.
+    assert w.origin_ps == 0
+    first_ms = run.trace().start_ps / 1e9
+    content, cols = w.on_request("view", {"x_start": first_ms, "x_end": first_ms + 10.0, "width_px": 800})
+    assert content["boxes"] == len(cols["x0"]) > 0 and w.window_ps[0] == run.trace().start_ps
     # search outlines the matches and selects the first; its op card shows for an XLA op
     m = w.find("copy-done")
     assert len(m) and w.selected_event["hlo_op"].startswith("copy-done")

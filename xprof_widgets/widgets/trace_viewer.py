@@ -107,7 +107,9 @@ class TraceViewerWidget(BokehWidget):
         self.trace = self.run.trace(self.host)
         self._matches, self._match_at, self._measure, self.selected_event = None, -1, {}, {}
         t = self.trace
-        self.origin_ps = int(t.start_ps)
+        # XProf's origin: the profile's start (the file's time 0), not the first event, so
+        # that times read here are XProf's `ts` and can be compared with it and with logs.
+        self.origin_ps = 0
         # What a view request reads, empty until a timeline is drawn (a page may ask for a
         # window before, or of a host with no events).
         self._offset, self._row0 = {}, np.zeros(1, dtype=np.int64)
