@@ -942,7 +942,8 @@ def test_trace_viewer_widget_state():
     table = run.trace().summary(int(two.start_ps.min()), int(two.end_ps.max()), tracks=sorted(set(two.track)))
     assert 'data-testid="selection-table"' in w.html
     first_row = table.iloc[0]
-    assert f"<td>{html.escape(str(first_row['name']))}</td><td class=num>{first_row['occurrences']:,}</td>" in w.html
+    name = html.escape(str(first_row["name"]))
+    assert f'<td title="{name}">{name}</td><td class=num>{first_row["occurrences"]:,}</td>' in w.html
     # names from the profile are escaped
     assert "<script" not in w.html
 

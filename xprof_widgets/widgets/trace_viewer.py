@@ -462,8 +462,10 @@ class TraceViewerWidget(BokehWidget):
       data-testid="search" size="28"> {found}</div>
   {note(self._graph_note())}
   <div class="xw-sections">{boxes}</div>
-  <div data-figure="timeline"></div>
-  {details}
+  <div class="xw-tv-main">
+    <div class="xw-tv-plot" data-figure="timeline"></div>
+    {f'<div class="xw-tv-side" data-testid="details-panel">{details}</div>' if details else ""}
+  </div>
 </div>"""
 
     def _graph_note(self):
@@ -479,7 +481,8 @@ class TraceViewerWidget(BokehWidget):
         if self._measure:
             ms = self._measure
             rows = "".join(
-                f"<tr><td>{esc(r.name)}</td><td class=num>{r.occurrences:,}</td><td class=num>{_ms(r.wall_ps)}</td>"
+                f'<tr><td title="{esc(r.name)}">{esc(r.name)}</td><td class=num>{r.occurrences:,}</td>'
+                f"<td class=num>{_ms(r.wall_ps)}</td>"
                 f"<td class=num>{_ms(r.self_ps)}</td><td class=num>{_ms(r.avg_ps)}</td></tr>"
                 for r in ms["table"].itertuples()
             )
@@ -487,8 +490,8 @@ class TraceViewerWidget(BokehWidget):
             parts.append(
                 f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
                 f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>{more}'
-                '<table class="xw-selection" data-testid="selection-table"><tr><th>Name</th><th>Occurrences</th>'
-                f"<th>Wall duration</th><th>Self time</th><th>Average</th></tr>{rows}</table></div>"
+                '<table class="xw-selection" data-testid="selection-table"><tr><th>Name</th><th>#</th>'
+                f"<th>Wall</th><th>Self</th><th>Average</th></tr>{rows}</table></div>"
             )
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
