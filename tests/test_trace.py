@@ -1090,3 +1090,22 @@ def test_selection_summary_is_xprofs_over_its_own_events():
     # No window: every event of the tracks; an empty window: nothing.
     assert trace.summary(tracks=chosen)["occurrences"].sum() == tracks.loc[chosen, "events"].sum()
     assert trace.summary(trace.end_ps + 10, trace.end_ps + 20).empty
+
+
+def test_trace_viewer_thread_filter():
+    """A regex over thread names (label or line name, any case) keeps only those threads in
+    the timeline, from Python or from the page; a pattern that is not a regex says so and
+    keeps them all."""
+    w = xw.TraceViewerWidget(xw.sample_run())
+    tracks = w.trace.tracks
+    eigen = set(tracks.index[tracks["name"].str.contains("eigen", case=False)])
+    assert 0 < len(eigen) < len(tracks)
+    w.on_request("thread_filter", {"value": "EIGEN"})
+    assert set(w._offset) == eigen
+    assert f'data-testid="thread-count">{len(eigen)} of {len(tracks)} threads<' in w.html
+    content, cols = w.on_request("view", {"x_start": 0.0, "x_end": 1e6, "width_px": 800})
+    assert content["boxes"] > 0
+    w.thread_filter = "(["
+    assert set(w._offset) == set(tracks.index) and 'data-testid="thread-filter-error"' in w.html
+    w.thread_filter = ""
+    assert set(w._offset) == set(tracks.index) and "thread-count" not in w.html

@@ -228,3 +228,14 @@ def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
     assert {r.split("\t")[0] for r in rows} <= set(python["name"].astype(str))
     widget.locator("[data-testid='measure']").scroll_into_view_if_needed()
     save_screenshot(page, "trace-viewer-selection-table")
+
+    # The thread filter: only the python thread is drawn.
+    threads = widget.locator("[data-testid='thread-filter']")
+    threads.fill("python")
+    threads.press("Enter")
+    total = len(trace.tracks)
+    page.wait_for_function(
+        "t => document.querySelector(\"[data-testid='thread-count']\")?.innerText === t",
+        arg=f"1 of {total} threads",
+        timeout=30_000,
+    )

@@ -88,6 +88,9 @@ class TraceViewerWidget(BokehWidget):
     selected_event = traitlets.Dict(help="Details of the clicked event; {} for none.").tag(sync=True)
     search = traitlets.Unicode("", help="Search pattern (substring; /.../ for a regex).").tag(sync=True)
     collapsed = traitlets.List(traitlets.Unicode(), help="Sections folded to their header.").tag(sync=True)
+    thread_filter = traitlets.Unicode(
+        "", help="Only the threads (tracks) whose name matches this case-insensitive regex; empty: all."
+    ).tag(sync=True)
 
     def __init__(self, run, host=None, **kwargs):
         self.run = as_run(run)
@@ -123,6 +126,10 @@ class TraceViewerWidget(BokehWidget):
     def _layout(self):
         """Track -> first y row, and the y ticks (a label per track, a header per section)."""
         tracks = self.trace.tracks
+        pattern = self._thread_pattern()
+        if pattern is not None:
+            keep = [bool(pattern.search(f"{label}\n{name}")) for label, name in zip(tracks["label"], tracks["name"])]
+            tracks = tracks[keep]
         offset = {}
         ticks, labels = [], {}
         y = 0
@@ -265,6 +272,9 @@ class TraceViewerWidget(BokehWidget):
         if kind == "search":
             self.search = str(params.get("value", ""))
             return {}, None
+        if kind == "thread_filter":
+            self.thread_filter = str(params.get("value", ""))
+            return {}, None
         if kind in ("next", "prev"):
             self._step_match(1 if kind == "next" else -1)
             return {}, None
@@ -318,10 +328,21 @@ class TraceViewerWidget(BokehWidget):
         if change["old"] and change["old"] != change["new"]:
             self._open_host()
 
-    @traitlets.observe("collapsed")
+    @traitlets.observe("collapsed", "thread_filter")
     def _on_collapsed(self, change):
         if hasattr(self, "trace"):
             self._draw()
+
+    def _thread_pattern(self):
+        """`thread_filter` compiled (None: no filter, or not a valid regex: then the page
+        says why and shows every thread)."""
+        text = self.thread_filter.strip()
+        if not text:
+            return None
+        try:
+            return re.compile(text, re.IGNORECASE)
+        except re.error:
+            return None
 
     @traitlets.observe("search")
     def _on_search(self, change):
@@ -459,7 +480,9 @@ class TraceViewerWidget(BokehWidget):
     <span data-testid="event-count">{t.event_count:,} events</span>
     <button data-request="zoom-out">Whole profile</button>
     <input type="text" placeholder="search names (/regex/)" value="{esc(self.search)}" data-request="search"
-      data-testid="search" size="28"> {found}</div>
+      data-testid="search" size="28"> {found}
+    <input type="text" placeholder="threads (regex)" value="{esc(self.thread_filter)}"
+      data-request="thread_filter" data-testid="thread-filter" size="16"> {self._thread_filter_note()}</div>
   {note(self._graph_note())}
   <div class="xw-sections">{boxes}</div>
   <div class="xw-tv-main">
@@ -467,6 +490,14 @@ class TraceViewerWidget(BokehWidget):
     {f'<div class="xw-tv-side" data-testid="details-panel">{details}</div>' if details else ""}
   </div>
 </div>"""
+
+    def _thread_filter_note(self):
+        text = self.thread_filter.strip()
+        if not text:
+            return ""
+        if self._thread_pattern() is None:
+            return '<span class="xw-err" data-testid="thread-filter-error">not a regular expression: all threads</span>'
+        return f'<span data-testid="thread-count">{len(self._offset):,} of {len(self.trace.tracks):,} threads</span>'
 
     def _graph_note(self):
         """What became of this host's kernels run in CUDA graphs (`command_buffers`)."""
