@@ -52,7 +52,8 @@ class Groups:
     thousands of ops.
 
     `first`/`last` skip missing values, as pandas' do (a group without any: None for
-    objects, NaN for floats); `sum` of integers stays exact in int64.
+    objects, NaN for floats); so do `sum` (NaN counts 0), `min` and `max` (NaN only where
+    the group has nothing else); `sum` of integers stays exact in int64.
     """
 
     def __init__(self, *keys, sort=False, dropna=True):
@@ -125,13 +126,17 @@ class Groups:
             values = values.astype(np.int64)
         elif values.dtype == object:  # numbers in an object column (a concat with an empty frame)
             values = np.asarray(pd.to_numeric(values))
+        if values.dtype.kind == "f":
+            values = np.where(np.isnan(values), 0.0, values)
         return self._reduce(np.add, values)
 
     def max(self, values):
-        return self._reduce(np.maximum, values)
+        values = np.asarray(values)
+        return self._reduce(np.fmax if values.dtype.kind == "f" else np.maximum, values)
 
     def min(self, values):
-        return self._reduce(np.minimum, values)
+        values = np.asarray(values)
+        return self._reduce(np.fmin if values.dtype.kind == "f" else np.minimum, values)
 
     def any(self, values):
         return self._reduce(np.logical_or, np.asarray(values, dtype=bool)).astype(bool)
