@@ -26,17 +26,14 @@ def by_pair(first, second, rule: Callable[[object, object], object], *, where=No
     rows, the other rows getting the dtype's empty value (None, 0, False). `shape`: the
     shape of one result (a tuple of costs: `(5,)`). Pairs equal as pandas hashes them
     count as one (see `by_value`)."""
-    # Each column coded on its own, the pair as one integer (a MultiIndex of the pairs
-    # costs a Python tuple per row).
-    a, a_values = pd.factorize(np.asarray(first), use_na_sentinel=False)
-    b, b_values = pd.factorize(np.asarray(second), use_na_sentinel=False)
-    pair, distinct = pd.factorize(a.astype(np.int64) * max(len(b_values), 1) + b)
-    a_of, b_of = np.divmod(distinct, max(len(b_values), 1))
-    out = np.zeros((len(distinct), *shape), dtype=dtype)
+    g = Groups(first, second, dropna=False)  # a missing value is one value here
+    pair = g.codes
+    a_of, b_of = g.first(first, skipna=False), g.first(second, skipna=False)
+    out = np.zeros((g.n, *shape), dtype=dtype)
     if np.dtype(dtype) == object:
         out.fill(None)
-    for k in range(len(distinct)) if where is None else np.unique(pair[where]):
-        out[k] = rule(a_values[a_of[k]], b_values[b_of[k]])
+    for k in range(g.n) if where is None else np.unique(pair[where]):
+        out[k] = rule(a_of[k], b_of[k])
     rows = out[pair]
     if where is not None:
         rows[~np.asarray(where, bool)] = None if np.dtype(dtype) == object else 0

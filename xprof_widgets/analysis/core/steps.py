@@ -52,6 +52,7 @@ import pandas as pd
 
 from ...io.sorting import order_by_key
 from .cache import derived
+from .columns import Groups
 from .grouping import forward_filled_group_ids, group_ids, step_events
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX, gpu_planes
 
@@ -555,11 +556,9 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                     if "shape" in st
                     else np.full(ok.sum(), "", dtype=object)
                 )
-                name_code = pd.factorize(names, use_na_sentinel=False)[0]
-                shape_code, shape_values = pd.factorize(shapes, use_na_sentinel=False)
-                inverse = pd.factorize(name_code.astype(np.int64) * len(shape_values) + shape_code)[0]
-                first = np.unique(inverse, return_index=True)[1]
-                types = gpu_event_type(names[first], shapes[first])[inverse]
+                pairs = Groups(names, shapes, dropna=False)  # typed per distinct (name, shape)
+                first = pairs.order[pairs.starts]
+                types = gpu_event_type(names[first], shapes[first])[pairs.codes]
                 parts["group"].append(group[ok].astype(np.int64))
                 parts["start"].append(line.start_ps[ok])
                 parts["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
