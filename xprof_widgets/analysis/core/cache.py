@@ -32,6 +32,11 @@ def derived(owner, key, compute):
     return store[key]
 
 
+def kept(owner, key) -> bool:
+    """Whether `derived(owner, key, ...)` has its value already (nothing is computed)."""
+    return key in owner.__dict__.get("_derived", {})
+
+
 def per_run(function):
     """`function(run)` computed once per run (the result is shared: do not change it)."""
 

@@ -74,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 from ...io import native
-from .cache import derived
+from .cache import derived, kept
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
 
@@ -812,7 +812,7 @@ def _computed(space, eager=True):
         nodes, group, steps, marked = _forest(space, eager)
         return _split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None
 
-    if not eager and "grouping" not in space.__dict__.get("_derived", {}):
+    if not eager and not kept(space, "grouping"):
         return derived(space, "grouping_without_eager", lambda: compute(False))
     return derived(space, "grouping", lambda: compute(True))
 
