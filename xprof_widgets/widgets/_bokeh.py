@@ -179,15 +179,39 @@ def _bokeh_bundle_bytes() -> bytes:
     return _bokeh_bundle
 
 
-def bokeh_bundle_for_export() -> bytes:
-    """The BokehJS bundle a static page embeds; a RuntimeError that says how to build it
-    when the package's front end is missing."""
+def export_html(views, path=None, *, title=None, widget_class=None, subject=None):
+    """The static page of `views` (`BokehWidget._export_parts` of one widget, or of several
+    with a `label` each: a page with a menu of them; see `_export.export_page`): its HTML
+    when `path` is None, else written there (UTF-8) and the path returned. `widget_class`
+    and `subject` name the page (default: the first view's); the title follows from them."""
+    from .._version import __version__
+    from . import _export  # the page template: only when exporting
+
+    first = views[0]
+    widget_class = first["widget"] if widget_class is None else widget_class
+    subject = first["subject"] if subject is None else subject
     try:
-        return _bokeh_bundle_bytes()
+        bundle = _bokeh_bundle_bytes()
     except OSError as error:
         raise RuntimeError(
             f"BokehJS bundle missing ({error}); rebuild the package front end (npm run build in js/)"
         ) from error
+    page = _export.export_page(
+        title=title if title is not None else (f"{widget_class} \u2014 {subject}" if subject else widget_class),
+        widget_class=widget_class,
+        subject=subject,
+        esm=first["esm"],
+        bokeh_js=bundle,
+        bokeh_version=bokeh.__version__,
+        views=views,
+        package_version=__version__,
+        css=first["css"],
+    )
+    if path is None:
+        return page
+    path = pathlib.Path(path)
+    path.write_text(page, encoding="utf-8")
+    return path
 
 
 def encode_columns(columns: Mapping[str, Any]) -> tuple[list[dict], list[memoryview]]:
@@ -412,29 +436,7 @@ class BokehWidget(anywidget.AnyWidget):
         notebook cell ending in ``w.to_html("bug.html")`` shows the path, not
         the page.
         """
-        from .._version import __version__
-        from . import _export  # the page template: only when exporting
-
-        parts = self._export_parts()
-        cls, subject = parts["widget"], parts["subject"]
-        page = _export.export_page(
-            title=title if title is not None else (f"{cls} \u2014 {subject}" if subject else cls),
-            widget_class=cls,
-            subject=subject,
-            esm=parts["esm"],
-            bokeh_js=bokeh_bundle_for_export(),
-            bokeh_version=bokeh.__version__,
-            state=parts["state"],
-            ranges=parts["ranges"],
-            pushes=parts["pushes"],
-            package_version=__version__,
-            css=parts["css"],
-        )
-        if path is None:
-            return page
-        path = pathlib.Path(path)
-        path.write_text(page, encoding="utf-8")
-        return path
+        return export_html([self._export_parts()], path, title=title)
 
     def _export_parts(self) -> dict[str, Any]:
         """What a static page needs of this widget: its class name (`widget`), `subject`,

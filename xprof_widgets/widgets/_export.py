@@ -33,7 +33,7 @@ import html
 import json
 import pathlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["export_page", "script_block"]
@@ -111,46 +111,41 @@ def export_page(
     esm: bytes,
     bokeh_js: bytes,
     bokeh_version: str,
-    state: Mapping[str, Any],
-    ranges: Iterable[Mapping[str, Any]],
-    pushes: Iterable[tuple[Mapping[str, Any], list[bytes]]],
+    views: Sequence[Mapping[str, Any]],
     package_version: str = "",
     css: str = "",
-    tools: Iterable[Mapping[str, Any]] = (),
 ) -> str:
-    """The page's HTML. ``pushes``: ``(push message, its buffers)`` in replay order.
-
-    ``tools``: several views in one page (a ProfileWidget's tools), each a mapping with
-    ``label``, ``widget`` (class name), ``state``, ``ranges`` and ``pushes`` as above;
-    the page then has a menu of them (``data-testid="export-tool"``), shows the first,
-    and draws each on its first choice. ``state``/``ranges``/``pushes`` are then unused.
-    """
+    """The page's HTML. ``views``: what it shows, each a mapping with ``widget`` (class
+    name), ``state``, ``ranges`` and ``pushes`` (``(push message, its buffers)`` in replay
+    order). One view is the page; several (a ProfileWidget's tools, each with a
+    ``label``) get a menu (``data-testid="export-tool"``): the page shows the first and
+    draws each on its first choice."""
     data: dict[str, Any] = {"bokeh_version": bokeh_version, "widget": widget_class}
-    views = [dict(t) for t in tools]
-    if views:
-        data["tools"] = [
-            {
-                "label": str(t["label"]),
-                "widget": str(t["widget"]),
-                "state": dict(t["state"]),
-                "ranges": [dict(r) for r in t["ranges"]],
-                "pushes": _pushes(t["pushes"]),
-            }
-            for t in views
-        ]
+    shown: list[dict[str, Any]] = [
+        {
+            "label": str(v.get("label", v["widget"])),
+            "widget": str(v["widget"]),
+            "state": dict(v["state"]),
+            "ranges": [dict(r) for r in v["ranges"]],
+            "pushes": _pushes(v["pushes"]),
+        }
+        for v in views
+    ]
+    if len(shown) == 1:
+        data.update({k: shown[0][k] for k in ("state", "ranges", "pushes")})
     else:
-        data.update(state=dict(state), ranges=[dict(r) for r in ranges], pushes=_pushes(pushes))
+        data["tools"] = shown
     exported = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     about = f"{_ascii_html(subject)} &mdash; " if subject else ""
     meta = f"exported {exported}; xprof-widgets {package_version}, BokehJS {bokeh_version}"
     loader = _loader()
     style = (_page_css() + "\n" + (css or "")).replace("</", "<\\/")  # CSS reads \/ as /; HTML cannot end it
     menu = ""
-    if views:
-        labels = "".join(f'<option value="{k}">{_ascii_html(t["label"])}</option>' for k, t in enumerate(views))
+    if len(shown) > 1:
+        labels = "".join(f'<option value="{k}">{_ascii_html(t["label"])}</option>' for k, t in enumerate(shown))
         menu = (
             f'<label class="xprof-export-tool">Tool <select id="xprof-export-tool" data-testid="export-tool">'
-            f"{labels}</select></label> ({len(views)} tools) &mdash; "
+            f"{labels}</select></label> ({len(shown)} tools) &mdash; "
         )
     banner = (
         '<div class="xprof-export-banner" role="note" data-testid="export-banner">'

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import contextvars
 import html
-import pathlib
 import threading
 from concurrent.futures import Future
 
-import bokeh
 import numpy as np
 import traitlets
 
@@ -42,7 +40,7 @@ from ..io import fs
 from ..io.logdir import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
-from ._bokeh import built_without_comm
+from ._bokeh import built_without_comm, export_html
 from ._host import HostWidget
 from ._html import data_json, esc
 
@@ -169,10 +167,6 @@ class ProfileWidget(HostWidget):
         export: no run, a run that could not be read, or no tool that could be built
         for it (the message says why).
         """
-        from .._version import __version__
-        from . import _export
-        from ._bokeh import bokeh_bundle_for_export
-
         run = self.wait()
         if run is None:
             raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
@@ -196,38 +190,12 @@ class ProfileWidget(HostWidget):
             label = TOOLS[names[0]].label if names else "no"
             reason = why.get(names[0], "it shows no page") if names else "no tool was asked for"
             raise ProfileError(run.path, f"nothing to export: the {label} tool has no view of this run ({reason})")
-        if len(built) == 1:
-            return built[0][1].to_html(path, title=title)
-        parts = [(name, widget._export_parts()) for name, widget in built]
-        subject = parts[0][1]["subject"] or f"run {run.name}"
-        page = _export.export_page(
-            title=title if title is not None else f"ProfileWidget \u2014 {subject}",
-            widget_class="ProfileWidget",
-            subject=subject,
-            esm=parts[0][1]["esm"],
-            bokeh_js=bokeh_bundle_for_export(),
-            bokeh_version=bokeh.__version__,
-            state={},
-            ranges=(),
-            pushes=(),
-            package_version=__version__,
-            css=parts[0][1]["css"],
-            tools=[
-                {
-                    "label": TOOLS[name].label,
-                    "widget": p["widget"],
-                    "state": p["state"],
-                    "ranges": p["ranges"],
-                    "pushes": p["pushes"],
-                }
-                for name, p in parts
-            ],
+        views = [{**widget._export_parts(), "label": TOOLS[name].label} for name, widget in built]
+        if len(views) == 1:
+            return export_html(views, path, title=title)
+        return export_html(
+            views, path, title=title, widget_class="ProfileWidget", subject=views[0]["subject"] or f"run {run.name}"
         )
-        if path is None:
-            return page
-        path = pathlib.Path(path)
-        path.write_text(page, encoding="utf-8")
-        return path
 
     # --- the page -----------------------------------------------------------------------
 
