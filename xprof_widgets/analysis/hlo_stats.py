@@ -123,6 +123,8 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
     labels = np.array(["Unknown"] + names, dtype=object)
     best = np.where(utils.max(axis=0) > 0, utils.argmax(axis=0) + 1, 0)
     expression = np.where(ops["expression"] == "", ops["name"], ops["expression"])
+    # XProf's two flags read the op's own HLO text (its long name, "" where it has none).
+    long_names = ops["expression"].astype(str).to_numpy(object)
     framework = ops["provenance"].astype(str).to_numpy(object)
     self_ps = ops["self_time_ps"].to_numpy(dtype=np.int64)
     frac = self_ps / db.total_time_ps if db.total_time_ps else np.zeros(len(ops))
@@ -152,12 +154,8 @@ def hlo_stats(source: RunStats | RunLike) -> pd.DataFrame:
             "cmem_write_bw_gibs": cmem_w,
             "operational_intensity": intensity,
             "bound_by": labels[best],
-            "rematerialization": [
-                is_rematerialization(str(e), f) for e, f in zip(ops["expression"].to_numpy(object), framework)
-            ],
-            "outside_compilation": [
-                is_outside_compilation(f, str(e)) for e, f in zip(ops["expression"].to_numpy(object), framework)
-            ],
+            "rematerialization": [is_rematerialization(e, f) for e, f in zip(long_names, framework)],
+            "outside_compilation": [is_outside_compilation(f, e) for e, f in zip(long_names, framework)],
             "flops_estimated": ops["flops_estimated"].to_numpy(dtype=bool)
             if "flops_estimated" in ops
             else np.zeros(len(ops), dtype=bool),

@@ -443,11 +443,8 @@ def _allocation_blocks(assignment: _Assignment, color: int) -> pd.DataFrame:
             )
         base += allocation.size
     frame = pd.DataFrame(rows, columns=BLOCK_COLUMNS)
-    for column in ("logical_buffer_id", "allocation", "offset_bytes", "size_bytes", "unpadded_size_bytes"):
-        frame[column] = frame[column].astype(np.int64)
-    frame["start_step"] = frame["start_step"].astype(np.int64)
-    frame["end_step"] = frame["end_step"].astype(np.int64)
-    return frame
+    integers = ["logical_buffer_id", "allocation", "offset_bytes", "size_bytes", "unpadded_size_bytes"]
+    return frame.astype(dict.fromkeys([*integers, "start_step", "end_step"], np.int64))
 
 
 # --------------------------------------------------------------------------
