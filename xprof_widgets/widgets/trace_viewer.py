@@ -8,8 +8,9 @@ pixel width and gets binary columns back: every event at least a pixel wide, and
 boxes (count and dominant name, drawn lighter) where shorter events crowd a pixel, so
 the answer is bounded by pixels x rows. A click on an event shows its details (all
 stats, decoded for it alone); on an XLA op, the same op details card as the op profile.
-Box select (drag with the select tool) measures: the span from the first selected start
-to the last end, and the events in it. Search finds events by name (substring or regex),
+Box select (drag with the select tool over the rows wanted) measures: the span from the
+first selected start to the last end, and XProf's selection table (`Trace.summary`) of the
+selected events' threads over that span. Search finds events by name (substring or regex),
 with next / previous. `selected_event` and `window_ps` are traits Python can read;
 `show_range()`, `find()` and `link()` drive the view from Python and from the other
 widgets (a step in OverviewWidget, an op in OpProfileWidget, a moment in
@@ -224,7 +225,7 @@ class TraceViewerWidget(BokehWidget):
         real = index >= 0
         ids = np.where(real, track.astype(np.float64) * _ID_TRACK + index, -1.0 - np.arange(len(index)))
         # What is drawn, for selections: merged box k has id -1-k (a tap on it zooms into it).
-        self._last = {"id": ids, "start": s, "end": e, "name": names, "count": q["count"].to_numpy(np.int64)}
+        self._last = {"id": ids, "start": s, "end": e, "count": q["count"].to_numpy(np.int64)}
         lw = np.zeros(len(index), dtype=np.uint8)
         if self._highlight and len(names):
             lw[np.isin(names, list(self._highlight))] = 2
@@ -397,13 +398,12 @@ class TraceViewerWidget(BokehWidget):
             wanted = np.asarray(ids, dtype=np.float64)
             chosen = np.isin(last["id"], wanted)
             s, e = last["start"][chosen], last["end"][chosen]
-            names, count = list(last["name"][chosen]), int(last["count"][chosen].sum())
+            count = int(last["count"][chosen].sum())
             # Ids not among the boxes drawn (set from Python, or a view since replaced): read those events.
             for i in np.setdiff1d(wanted[wanted >= 0], last["id"])[:2000].astype(np.int64):
                 ev = self.trace.event(i // _ID_TRACK, i % _ID_TRACK)
                 s = np.append(s, ev["start_ps"])
                 e = np.append(e, ev["start_ps"] + ev["duration_ps"])
-                names.append(ev["name"])
                 count += 1
             if len(s):
                 # XProf's selection table: the selected events' tracks over their time span.
