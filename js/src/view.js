@@ -10,6 +10,16 @@ import { newId, plainId } from "./ids.js";
 // Tag on a plot whose x-range changes send requests (BokehWidget.request_on_range).
 const RANGE_TAG = "xprof:range-request:";
 
+// The plots of a figure slot whose x range asks Python for data (tagged RANGE_TAG).
+function* rangePlots(slot) {
+  for (const doc of slot.docs ?? []) {
+    for (const model of doc.all_models) {
+      const tags = Array.isArray(model.tags) ? model.tags : [];
+      if (model.x_range != null && tags.some((t) => typeof t === "string" && t.startsWith(RANGE_TAG))) yield model;
+    }
+  }
+}
+
 function isDataSource(model) {
   return model != null && model.data !== undefined && model.selected !== undefined && model.inspect !== undefined;
 }
@@ -297,19 +307,15 @@ export class WidgetView {
     if (!["w", "s", "a", "d"].includes(key)) return false;
     let moved = false;
     for (const slot of this.slots.values()) {
-      for (const doc of slot.docs ?? []) {
-        for (const model of doc.all_models) {
-          const tags = Array.isArray(model.tags) ? model.tags : [];
-          if (model.x_range == null || !tags.some((t) => typeof t === "string" && t.startsWith(RANGE_TAG))) continue;
-          const { start, end } = model.x_range;
-          const width = end - start;
-          if (!(width > 0)) continue;
-          const middle = (start + end) / 2;
-          const half = key === "w" ? width * 0.4 : key === "s" ? width * 0.625 : width / 2;
-          const shift = key === "a" ? -width * 0.2 : key === "d" ? width * 0.2 : 0;
-          model.x_range.setv({ start: middle + shift - half, end: middle + shift + half });
-          moved = true;
-        }
+      for (const model of rangePlots(slot)) {
+        const { start, end } = model.x_range;
+        const width = end - start;
+        if (!(width > 0)) continue;
+        const middle = (start + end) / 2;
+        const half = key === "w" ? width * 0.4 : key === "s" ? width * 0.625 : width / 2;
+        const shift = key === "a" ? -width * 0.2 : key === "d" ? width * 0.2 : 0;
+        model.x_range.setv({ start: middle + shift - half, end: middle + shift + half });
+        moved = true;
       }
     }
     return moved;
@@ -320,14 +326,7 @@ export class WidgetView {
   setRange(msg) {
     const slot = this.slots.get(msg.figure);
     if (slot == null) return;
-    for (const doc of slot.docs) {
-      for (const model of doc.all_models) {
-        const tags = Array.isArray(model.tags) ? model.tags : [];
-        if (model.x_range != null && tags.some((t) => typeof t === "string" && t.startsWith(RANGE_TAG))) {
-          model.x_range.setv({ start: msg.start, end: msg.end });
-        }
-      }
-    }
+    for (const model of rangePlots(slot)) model.x_range.setv({ start: msg.start, end: msg.end });
   }
 
   // One request in flight per view; the latest waiting request of a kind wins
