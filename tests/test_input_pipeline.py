@@ -8,6 +8,7 @@ import pytest
 
 from xprof_widgets.analysis.core import steps as S
 from xprof_widgets.analysis.input_pipeline import NO_STEPS_REASON, input_pipeline
+from xprof_widgets.io import native
 
 from .conftest import REFERENCE, corpus_run
 from .xprof_tables import STEP_BREAKDOWN
@@ -230,6 +231,33 @@ def test_breakdown_in_chunks_equals_one_sweep(monkeypatch):
     for chunk in (1, 100, 500):
         monkeypatch.setattr(S, "SWEEP_CHUNK", chunk)
         pd.testing.assert_frame_equal(S._breakdown(ev, steps), whole)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled loops were not built")
+def test_compiled_breakdown_equals_the_numpy_sweep(monkeypatch):
+    """The compiled walk (`xw_step_sweep`) and the vectorised `_sweep` give every step the
+    same time per type and the same well-formed flag: nested, overlapping, zero-length and
+    reversed events, types up to the last, steps clipping their events."""
+    rng = np.random.default_rng(23)
+    types = [S.HOST_COMPUTE, S.HOST_TO_HOST, S.HOST_TO_DEVICE, S.HOST_WAIT_INPUT, S.DEVICE_WAIT_HOST]
+    for case in range(300):
+        n = int(rng.integers(1, 200))
+        groups = rng.choice([2, 4, 6, 9], int(rng.integers(1, 5)), replace=False)
+        start = rng.integers(0, 100, n)
+        length = np.where(rng.random(n) < 0.3, 0, rng.integers(1, 40, n))
+        length[rng.random(n) < 0.02] *= -1  # an end before its start: the walk stays XProf's
+        ev = {
+            "group": rng.choice(groups, n),
+            "start": start,
+            "end": start + length,
+            "type": np.where(rng.random(n) < 0.05, -1, rng.choice(types, n)),
+        }
+        steps = pd.DataFrame({"group_id": groups, "begin_ps": rng.integers(0, 30), "end_ps": rng.integers(60, 150)})
+        mark = int(rng.choice(types))
+        compiled = S._breakdown(ev, steps, mark)
+        with monkeypatch.context() as m:
+            m.setattr(native, "available", lambda: False)
+            pd.testing.assert_frame_equal(compiled, S._breakdown(ev, steps, mark), obj=f"case {case}")
 
 
 def test_jax_transformer_host_compute_per_step():

@@ -75,6 +75,31 @@ def test_find_records_of_a_cut_run_raise_as_numpy_does(monkeypatch, cut):
     assert ours == theirs
 
 
+@pytest.mark.parametrize(
+    "cut",
+    [
+        b"",
+        b"\x22\x05\x08",  # a length past the end
+        b"\x22\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # a varint of 11 bytes
+        b"\x22\x80\x80\x80\x80\x80\x80\x80\x80\x01",  # a length of 2**63
+        b"\x22\xfb\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # 2**64 - 5: wraps if added signed
+    ],
+)
+def test_record_payloads_equal_numpy(monkeypatch, cut):
+    """Payload bounds of records of every length width, and the same error where one is cut."""
+    buf, data, size = _run_of([0, 1, 127, 128, 300, 16384, 5, *range(0, 2000, 37)], cut)
+    pos, _ = wire.find_records(buf, data, 0, size - len(cut), 0x22)
+    if cut:
+        pos = np.append(pos, size - len(cut))
+    for limit in (None, size, size - 1):
+        ours, theirs = _both(monkeypatch, lambda limit=limit: wire.record_payloads(data, pos, limit))
+        if isinstance(ours, str):
+            assert ours == theirs and ours.startswith("WireError")
+        else:
+            assert [a.tolist() for a in ours] == [a.tolist() for a in theirs]
+            assert (ours[1] - ours[0]).tolist()[:7] == [0, 1, 127, 128, 300, 16384, 5]
+
+
 def _events(rng, count):
     """Event records: fields 1-3 of every varint length, some absent, negative offsets,
     stats after them, and layouts writers never produce (out of order, repeated, other types)."""

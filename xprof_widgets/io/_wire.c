@@ -24,7 +24,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 6; }
+int32_t xw_abi(void) { return 7; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -350,6 +350,33 @@ int64_t xw_row_major(const int16_t *row, int64_t n, const uint8_t *taken, int64_
     return found;
 }
 
+/* --- record payloads (wire.py `record_payloads`) --- */
+
+/* The payload [start[i], stop[i]) of the LENGTH record whose tag is at pos[i] (a one-byte
+ * tag, as wire.py's). XW_BAD where a position is outside the data, a length does not read
+ * or a payload runs past `limit` (<= n_data): the numpy code then names the bytes. */
+int64_t xw_record_payloads(const uint8_t *data, int64_t n_data, const int64_t *pos, int64_t n, int64_t limit,
+                           int64_t *start, int64_t *stop) {
+    if (limit > n_data) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = pos[i] + 1;
+        if (pos[i] < 0 || p >= limit) return XW_BAD;
+        uint64_t length;
+        int64_t q;
+        if (data[p] < 0x80) {
+            length = data[p];
+            q = p + 1;
+        } else {
+            q = varint(data, p, limit, &length);
+            if (q < 0) return XW_BAD;
+        }
+        if (length > (uint64_t)(limit - q)) return XW_BAD; /* unsigned: a huge length never wraps */
+        start[i] = q;
+        stop[i] = q + (int64_t)length;
+    }
+    return 0;
+}
+
 /* --- nesting (analysis/grouping.py `_prev_enclosing`) --- */
 
 /* For each i, the largest j < i with end[j] >= end[i], or -1: on a line sorted by start,
@@ -497,6 +524,59 @@ int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int
         frontier = next;
         next = swap;
         size = reached;
+    }
+    return 0;
+}
+
+/* --- step breakdown (analysis/core/steps.py `_breakdown`) --- */
+
+/* XProf's `ToNonOverlappedEvents` walk over the boundaries of every step at once, its
+ * per-step time by type summed as it goes. Boundary i: step `row[i]` (ascending), time
+ * `time[i]`, event type `type[i]` in [0, ntypes), a start when `is_start[i]`; sorted
+ * within a step by time, ends before starts at one time, higher types first. A tracker
+ * per step (fresh at its first boundary: a maximum of 0, UNKNOWN_TIME; the counts are back
+ * to zero there, each event's two boundaries being in its step) counts events per type
+ * and keeps a maximum: a start raises it to its type; an end of the maximum's type that
+ * takes its count to zero lowers it to the highest type still counted (0 if none). Each
+ * boundary but a step's last labels the span to the next with the maximum after it: the
+ * span, clipped to the step's [lo, hi], adds to per[row * ncols + col[label]]; a label
+ * equal to `mark` sets marked[row] (XProf keys the breakdown by every label, even an
+ * empty span's). `count` is scratch for ntypes. XW_BAD for a row, type or column out of
+ * range (nothing is written past the arrays). */
+int64_t xw_step_sweep(const int64_t *row, const int64_t *time, const int64_t *type, const uint8_t *is_start,
+                      int64_t n, const int64_t *lo, const int64_t *hi, int64_t rows, const int64_t *col,
+                      int64_t ntypes, int64_t ncols, int64_t mark, int64_t *count, int64_t *per,
+                      uint8_t *marked) {
+    int64_t top = 0;
+    if (ntypes <= 0) return n > 0 ? XW_BAD : 0;
+    for (int64_t t = 0; t < ntypes; t++) {
+        count[t] = 0;
+        if (col[t] < 0 || col[t] >= ncols) return XW_BAD;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = row[i], ty = type[i];
+        if (r < 0 || r >= rows || ty < 0 || ty >= ntypes) return XW_BAD;
+        if (i == 0 || row[i - 1] != r) top = 0; /* a step's first boundary: a fresh tracker */
+        if (is_start[i]) {
+            count[ty]++;
+            if (ty > top) top = ty;
+        } else {
+            count[ty]--;
+            if (ty == top && count[ty] == 0) {
+                top = 0;
+                for (int64_t k = ty - 1; k > 0; k--) {
+                    if (count[k] > 0) {
+                        top = k;
+                        break;
+                    }
+                }
+            }
+        }
+        if (i + 1 == n || row[i + 1] != r) continue; /* the step's last boundary: no span */
+        if (top == mark) marked[r] = 1;
+        int64_t a = time[i] > lo[r] ? time[i] : lo[r];
+        int64_t b = time[i + 1] < hi[r] ? time[i + 1] : hi[r];
+        if (b > a) per[r * ncols + col[top]] += b - a;
     }
     return 0;
 }

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 6
+ABI = 7
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -48,6 +48,8 @@ _SIGNATURES = {
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
     "xw_nearest_source": "i64* i32* i64 i64 i32* i64 i32* i32* i32* i32* i32*",
+    "xw_record_payloads": "u8* i64 i64* i64 i64 i64* i64*",
+    "xw_step_sweep": "i64* i64* i64* u8* i64 i64* i64* i64 i64* i64 i64 i64 i64* i64* u8*",
 }
 
 
@@ -182,6 +184,15 @@ def keyed_stats(
     return None if got < 0 else tuple(a[:got] for a in out)
 
 
+def record_payloads(data: np.ndarray, record_pos: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """`wire.record_payloads`' (payload starts, payload ends), or None where the bytes need
+    the numpy code's look (it raises the error they deserve)."""
+    record_pos = np.ascontiguousarray(record_pos, dtype=np.int64)
+    start, stop = np.empty(len(record_pos), np.int64), np.empty(len(record_pos), np.int64)
+    got = _call("xw_record_payloads", data, len(data), record_pos, len(record_pos), limit, start, stop)
+    return None if got < 0 else (start, stop)
+
+
 def open_count(start: np.ndarray, dur: np.ndarray, limit: int) -> np.ndarray | None:
     """int16 open counts of a track's events (see `trace._open_count`), None when one
     reaches `limit` (<= 2**15)."""
@@ -261,3 +272,25 @@ def nearest_source(ptr: np.ndarray, out: np.ndarray, n: int, total: int, sources
     if _call("xw_nearest_source", *args) < 0:
         return None
     return np.where(label == np.iinfo(np.int32).max, -1, label.astype(np.int64))
+
+
+def step_sweep(
+    row: np.ndarray,
+    time: np.ndarray,
+    kind: np.ndarray,
+    is_start: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    col: np.ndarray,
+    mark: int,
+    per: np.ndarray,
+    marked: np.ndarray,
+) -> bool:
+    """XProf's boundary walk of `steps._breakdown` over sorted boundaries (int64 `row`,
+    `time`, `kind`; bool `is_start`): adds each step's time per label column into `per`
+    ((rows, columns) int64) and sets `marked` (bool, per row) where a boundary is labelled
+    `mark` (see `xw_step_sweep`). False for a row, type or column out of range."""
+    rows, ncols = per.shape
+    count = np.empty(len(col), np.int64)
+    args = (row, time, kind, is_start, len(row), lo, hi, rows, col, len(col), ncols, mark, count, per, marked)
+    return _call("xw_step_sweep", *args) >= 0

@@ -389,11 +389,15 @@ def record_payloads(data, record_pos, end=None):
     One pass over the first length byte of all (the usual one-byte lengths), the varint
     walk only for the longer ones."""
     record_pos = np.asarray(record_pos, dtype=np.int64)
+    limit = len(data) if end is None else end
+    if native.available() and limit <= len(data) and data.dtype == np.uint8 and data.flags.c_contiguous:
+        found = native.record_payloads(data, record_pos, limit)
+        if found is not None:
+            return found
     first = data[record_pos + 1]
     start = record_pos + 2
     stop = start + first
     long = np.flatnonzero(first >= 0x80)
-    limit = len(data) if end is None else end
     if len(long):
         length, width = varints(data, record_pos[long] + 1)
         start[long] = record_pos[long] + 1 + width
@@ -698,7 +702,7 @@ class KeyRecords:
         return cls(*cols)
 
 
-def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None, keys=None):
+def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None, keys=None, heads=None):
     """Decode records that hold a key (varint field 1) and one value, one of several
     fields (a protobuf `oneof`, e.g. XStat's metadata id and value), split by key:
     {key: `KeyRecords`}.
@@ -719,6 +723,11 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     the others' values are not decoded (their records may still come back when
     their layout is not the usual one; a caller that filters drops them).
 
+    `heads` (with `repeated`, `starts` and `stops` None): (record positions, offsets)
+    of LENGTH records (an event's) whose run starts `offset` bytes after the record's tag
+    and ends with the record; the bounds are found block by block, so no array of every
+    record's bounds is made.
+
     What a table of stats by name wants, made as the records are decoded: each
     block of records is decoded and sorted by key on the thread pool (small, in
     cache) and the pieces of a key joined once, so no array of every record (nor
@@ -727,7 +736,7 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     if repeated is None:
         owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
         owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
-    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys)
+    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys, heads)
     return {key: KeyRecords.joined([b.pop(key) for b in blocks if key in b]) for key in sorted(set().union(*blocks))}
 
 
@@ -758,12 +767,16 @@ def _split_by_key(owner, key, number, raw, text):
     return out
 
 
-def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=None):
+def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=None, heads=None):
     """The blocks of `decode_keyed_by_key`, each decoded and split by key (`_split_by_key`)
     on the thread pool; their results in order. `owner`: the records' owners (no
-    `repeated`), else None; `keys`: see `decode_keyed_by_key`."""
-    starts = np.asarray(starts, dtype=np.int64)
-    stops = np.asarray(stops, dtype=np.int64)
+    `repeated`), else None; `keys`, `heads`: see `decode_keyed_by_key`."""
+    if heads is None:
+        starts = np.asarray(starts, dtype=np.int64)
+        stops = np.asarray(stops, dtype=np.int64)
+        count = len(starts)
+    else:
+        count = len(heads[0])
     words = _words(data)
     kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
     for n in scalars:
@@ -771,11 +784,16 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
     for n in lengths:
         kinds[(n << 3) | LENGTH] = n
     step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
-    owner_type = np.int32 if len(starts) < 2**31 else np.int64
+    owner_type = np.int32 if count < 2**31 else np.int64
     wanted = None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
 
     def block(c):
-        s, e = starts[c : c + step], stops[c : c + step]
+        if heads is None:
+            s, e = starts[c : c + step], stops[c : c + step]
+        else:
+            pos = np.asarray(heads[0][c : c + step], dtype=np.int64)
+            _, e = record_payloads(data, pos)
+            s = pos + heads[1][c : c + step]
         own = None if owner is None else owner[c : c + step]
         if repeated is not None and native.available():
             got = native.keyed_stats(data, s, e, (repeated << 3) | LENGTH, c, kinds, wanted)
@@ -791,7 +809,7 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
         kept, *decoded = _keyed_block(data, words, kinds, s, e, scalars, lengths, keys)
         return _split_by_key(own if kept is None else own[kept], *decoded)
 
-    return _map_blocks(len(starts), block, step)
+    return _map_blocks(count, block, step)
 
 
 def _words(data):

@@ -50,6 +50,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ...io import native
 from ...io.sorting import order_by_key
 from .cache import derived
 from .columns import Groups
@@ -205,6 +206,19 @@ def union_length(group, start, end):
     return pd.Series(added).groupby(g).sum()
 
 
+def _boundaries(group, start, end, types):
+    """The start and end boundaries of events in XProf's order (`CmpEventBoundaries`):
+    by group, then time; at one time ends before starts, higher types first. Returns
+    (group, time, type, is_start) of the sorted boundaries (types below 1024)."""
+    bg = np.concatenate([group, group])
+    bt = np.concatenate([start, end])
+    minor = np.concatenate([1024 - types, -types])  # ends (<= 0) before starts (> 0)
+    order = np.lexsort((minor, bt, bg))
+    bg, bt, minor = bg[order], bt[order], minor[order]
+    is_start = minor > 0
+    return bg, bt, np.where(is_start, 1024 - minor, -minor), is_start
+
+
 def _sweep(group, start, end, types, mark_type):
     """XProf's `ToNonOverlappedEvents` on the events of every group at once.
 
@@ -247,14 +261,7 @@ def _sweep(group, start, end, types, mark_type):
         e = np.zeros(0, np.int64)
         return {"group": e, "begin": e, "end": e, "label": e}, e
     nb = 2 * n
-    bg = np.concatenate([group, group])
-    bt = np.concatenate([start, end])
-    # Ends (0) before starts (1024) at one time, higher types first.
-    minor = np.concatenate([1024 - types, -types])
-    order = np.lexsort((minor, bt, bg))
-    bg, bt, minor = bg[order], bt[order], minor[order]
-    is_start = minor > 0
-    bty = np.where(is_start, 1024 - minor, -minor)
+    bg, bt, bty, is_start = _boundaries(group, start, end, types)
     # The correct maximum after each boundary (0: nothing counted). A group's
     # boundaries sum to zero, so cumulative sums over all groups are per group.
     delta = np.where(is_start, 1, -1)
@@ -370,13 +377,17 @@ def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     size = len(ids) * len(kinds)
     per = np.zeros(size, np.int64)  # (step, kind) ps, added up chunk by chunk
     marked = np.zeros(len(ids), bool)
+    compiled = native.available()
     for chunk in chunks:
         taken = pos[chunk]
-        spans, marked_rows = _sweep(
-            row[chunk],
-            *(np.asarray(ev[k][taken], dtype=np.int64) for k in ("start", "end", "type")),
-            well_formed_type,
-        )
+        columns = [np.asarray(ev[k][taken], dtype=np.int64) for k in ("start", "end", "type")]
+        if compiled:  # the walk itself, boundary by boundary, as XProf does
+            bounds = _boundaries(row[chunk], *columns)
+            grid = per.reshape(len(ids), len(kinds))
+            if native.step_sweep(*bounds, lo_all, hi_all, rank, well_formed_type, grid, marked):
+                continue
+            raise ValueError("step sweep: a step or event type out of range")  # a bug here, not in the file
+        spans, marked_rows = _sweep(row[chunk], *columns, well_formed_type)
         marked[marked_rows] = True
         r = spans["group"]
         ps = np.clip(np.minimum(spans["end"], hi_all[r]) - np.maximum(spans["begin"], lo_all[r]), 0, None)
