@@ -973,9 +973,7 @@ def _derived_track(plane, pi, d, pid):
 
 def _special_metadata(plane):
     """Metadata ids of internal events, and of region start / stop markers (when both exist)."""
-    md = plane.event_metadata
-    names = md["name"].to_numpy(dtype=object)
-    ids = md["id"].to_numpy()
+    ids, names, _ = plane.metadata_names
     internal = ids[np.isin(names, list(INTERNAL_EVENTS))]
     start_ids, stop_ids = ids[names == START_REGION], ids[names == STOP_REGION]
     if not len(start_ids) or not len(stop_ids):  # XProf's mutator needs both
@@ -1054,9 +1052,8 @@ def _name_table(space, plane_ids):
     (sorted metadata ids, the code of each)."""
     shown_by_plane = {}
     for pi in sorted(plane_ids):
-        md = space.planes[pi].event_metadata
-        display = md["display_name"].to_numpy(dtype=object)
-        shown_by_plane[pi] = (md["id"].to_numpy(), np.where(display != "", display, md["name"].to_numpy(dtype=object)))
+        ids, name, display = space.planes[pi].metadata_names
+        shown_by_plane[pi] = (ids, np.where(display != "", display, name))
     names = np.unique(np.concatenate([s for _, s in shown_by_plane.values()] + [np.array([""], dtype=object)]))
     codes = {pi: (ids, np.searchsorted(names, shown).astype(np.int32)) for pi, (ids, shown) in shown_by_plane.items()}
     return names.tolist(), codes

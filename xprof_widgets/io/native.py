@@ -32,7 +32,6 @@ _C_TYPES = {
     "i64": ctypes.c_int64,
     "u64": ctypes.c_uint64,
 }
-_POINTERS = {name: ctypes.POINTER(c_type) for name, c_type in _C_TYPES.items()}
 #: The numpy types an array passed as each pointer may have (`_call` checks).
 _ARRAY_TYPES = {"u8": ("u1", "b1"), "i8": ("i1",), "i16": ("i2",), "i32": ("i4",), "i64": ("i8",), "u64": ("u8",)}
 #: The C prototypes of _wire.c, argument by argument ("*": a pointer to such items, passed
@@ -69,11 +68,27 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
     for name, signature in _SIGNATURES.items():
         function = getattr(lib, name)
         function.restype = ctypes.c_int64
-        function.argtypes = [_POINTERS[t[:-1]] if t.endswith("*") else _C_TYPES[t] for t in signature.split()]
+        function.argtypes = [ctypes.c_void_p if t.endswith("*") else _C_TYPES[t] for t in signature.split()]
     return lib, ""
 
 
 _LIB, _WHY = _load()
+#: Each function, and per argument the numpy types a pointer may be given as (None: not a
+#: pointer), parsed once.
+_FUNCTIONS = (
+    {
+        name: (
+            getattr(_LIB, name),
+            [
+                (kind, frozenset(np.dtype(t) for t in _ARRAY_TYPES[kind[:-1]]) if kind.endswith("*") else None)
+                for kind in signature.split()
+            ],
+        )
+        for name, signature in _SIGNATURES.items()
+    }
+    if _LIB is not None
+    else {}
+)
 
 
 def available() -> bool:
@@ -91,22 +106,19 @@ def _call(name: str, *args: object) -> int:
     be one contiguous run of that type (anything else is a bug here: TypeError, never
     memory read as something it is not)."""
     assert _LIB is not None
+    function, kinds = _FUNCTIONS[name]
+    if len(args) != len(kinds):
+        raise TypeError(f"{name}: {len(args)} arguments for {len(kinds)}")
     passed = []
-    for arg, kind in zip(args, _SIGNATURES[name].split(), strict=True):
-        if kind.endswith("*"):
-            pointer = _POINTERS[kind[:-1]]
-            if arg is None:
-                arg = pointer()  # NULL
-            elif (
-                not isinstance(arg, np.ndarray)
-                or not arg.flags.c_contiguous
-                or arg.dtype.str[1:] not in _ARRAY_TYPES[kind[:-1]]
-            ):
+    for arg, (kind, allowed) in zip(args, kinds):
+        if allowed is not None and arg is not None:  # a pointer (None: NULL)
+            if not isinstance(arg, np.ndarray) or not arg.flags.c_contiguous or arg.dtype not in allowed:
                 raise TypeError(f"{name}: {getattr(arg, 'dtype', type(arg).__name__)} passed as {kind}")
-            else:
-                arg = arg.ctypes.data_as(pointer)
+            # The address as an int (the prototype takes void pointers): a third of the
+            # cost of a typed ctypes pointer, which a call on a tiny line notices.
+            arg = arg.ctypes.data
         passed.append(arg)
-    return int(getattr(_LIB, name)(*passed))
+    return int(function(*passed))
 
 
 def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple[np.ndarray, int] | None:

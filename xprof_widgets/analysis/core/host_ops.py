@@ -156,7 +156,7 @@ def host_op_db(spaces, eager=None):
         marks = eager[i] if eager is not None else eager_events(space)
         has_tf_op_stat = "tf_op" in plane.stat_names.values()
         # Event names that are framework ops (XProf's tf_ops map, by metadata).
-        cats = pd.unique(plane.event_metadata["name"])
+        cats = pd.unique(plane.metadata_names[1])
         known = {}
         for c in cats:
             if c and parse_tf_op(c)[0] != "unknown":
