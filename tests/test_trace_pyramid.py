@@ -24,7 +24,7 @@ def _whole(tr):
     levels = [T._Level(shift, *T._finest(g_start, g_end, head, t0, shift, 0))]
     top = max(shift, span.bit_length())
     while levels[-1].shift < top and len(levels[-1].first) > rows:
-        levels.append(T._coarser(levels[-1], g_start, g_end, head, t0))
+        levels.append(T._coarser(levels[-1], g_start, g_end, row_off[:-1], t0))
         if len(levels) == 2 and len(levels[0].first) > n // 2:
             levels.pop(0)
     return levels
@@ -74,3 +74,57 @@ def test_levels_are_built_only_for_windows_read_from_them():
         min(int(span / 2000).bit_length() - 1, lazy._pyramid.coarsest)
     ]
     assert whole.equals(tr.query(None, None, 2000))
+
+
+def _copy_with_fresh_pyramid(tr):
+    lazy = T.Trace.__new__(T.Trace)
+    lazy.__dict__.update(tr.__dict__)
+    lazy._pyramid = T._Pyramid(tr._start, tr._end, tr._row_off, tr.start_ps)
+    lazy._levels_thread = None
+    return lazy
+
+
+def test_levels_built_in_the_background_are_the_whole_pyramid(monkeypatch):
+    """After a big trace's first view its other levels are built on a thread: from the
+    events at the finest level windows of RAW_LIMIT / 2 events read, each coarser from
+    the next finer; each is the level the whole pyramid has at its shift."""
+    tr = corpus_run("jax_transformer_cpu").trace()
+    expected = tr.query(None, None, 2000)
+    monkeypatch.setattr(T, "BACKGROUND_LEVELS_EVENTS", 0)
+    lazy = _copy_with_fresh_pyramid(tr)
+    first = lazy.query(None, None, 2000)
+    lazy._levels_thread.join(timeout=60)
+    assert not lazy._levels_thread.is_alive() and not lazy._pyramid.building
+    whole = {level.shift: level for level in _whole(tr)}
+    built = lazy._pyramid.built()
+    span = tr.end_ps - tr.start_ps + 1
+    low = built[0].shift
+    assert low == lazy._pyramid.finest or tr.event_count * 2000 * (1 << (low - 1)) < span * (T.RAW_LIMIT // 2)
+    assert [level.shift for level in built] == list(range(low, lazy._pyramid.coarsest + 1))
+    for level in built:
+        assert _same(level, whole.get(level.shift)), level.shift
+    assert first.equals(expected)
+    thread = lazy._levels_thread
+    lazy.query(None, None, 2000)  # one thread per trace
+    assert lazy._levels_thread is thread
+
+
+def test_a_query_reads_a_finer_level_while_levels_are_built():
+    """While the background builds levels, a query whose level is not built yet reads one
+    up to READ_FINER steps finer instead of waiting: the same boxes."""
+    tr = corpus_run("jax_transformer_cpu").trace()
+    span = tr.end_ps - tr.start_ps
+    rng = np.random.default_rng(3)
+    windows = [
+        (tr.start_ps + int(f * span), width)
+        for f, width in zip(rng.uniform(0, 0.5, 30), span // rng.integers(1, 40, 30))
+    ]
+    lazy = _copy_with_fresh_pyramid(tr)
+    lazy._pyramid.building = True  # as while `build_all` runs (it is not started here)
+    for start, width in windows:
+        pixel = width / 2000
+        shift = min(int(pixel).bit_length() - 1, lazy._pyramid.coarsest)
+        finer = max(lazy._pyramid.finest, shift - T.READ_FINER)
+        lazy._pyramid.level(finer)  # only a finer level is built
+        got = lazy.query(start, start + width, 2000)
+        assert got.equals(tr.query(start, start + width, 2000)), (start, width)

@@ -116,6 +116,11 @@ EVENTS_PER_BUCKET = 16
 ZOOM_AHEAD = 4
 #: ... while those levels are expected to hold at most this many buckets each.
 _COARSEN_BUCKETS = 1 << 20
+#: A query whose level is not built reads a built level up to this many steps finer.
+READ_FINER = 3
+#: A trace of at least this many events builds its other pyramid levels on a background
+#: thread after its first view (a smaller one builds a level in milliseconds when asked).
+BACKGROUND_LEVELS_EVENTS = 1 << 22
 
 #: `Trace.event` lists at most this many of the events a derived event was made from.
 DERIVED_FROM_SHOWN = 100
@@ -250,6 +255,9 @@ class Trace:
     file's lines of their section, GPU ones after their stream. `run` (for the HLO
     modules GPU lines read) may be None: then GPU planes get no derived lines.
     """
+
+    #: The thread building the pyramid's other levels after a big trace's first view.
+    _levels_thread: threading.Thread | None = None
 
     def __init__(self, space, run=None):
         self.space = space
@@ -483,7 +491,19 @@ class Trace:
             parts = self._raw_parts(rows, lo, hi, pixel)
         else:
             parts = self._pyramid_parts(level, rows, lo, hi, pixel)
+            self._build_levels_after(resolution)
         return self._boxes(*parts, pixel)
+
+    def _build_levels_after(self, resolution):
+        """After a big trace's first view from the pyramid, its other levels are built on a
+        daemon thread (`_Pyramid.build_all`): a zoom then finds its level built instead of
+        building it (0.3-0.5 s a level at 49 M events)."""
+        if self._levels_thread is not None or self.event_count < BACKGROUND_LEVELS_EVENTS:
+            return
+        self._levels_thread = threading.Thread(
+            target=self._pyramid.build_all, args=(resolution,), name="xprof-widgets-trace-levels", daemon=True
+        )
+        self._levels_thread.start()
 
     def _window(self, rows, ws, we):
         """Per row, the range [lo, hi) of positions of the events overlapping [ws, we)."""
@@ -1291,6 +1311,7 @@ class _Pyramid:
 
     def __init__(self, g_start, g_end, row_off, t0, built=None, shifts=None):
         self._start, self._end, self._t0, self._row_off = g_start, g_end, t0, row_off
+        self.building = False  # while `build_all` runs
         self._n = n = len(g_start)
         self._lock = threading.Lock()
         self._built = dict(built or {})  # shift -> _Level
@@ -1312,17 +1333,51 @@ class _Pyramid:
         self.coarsest = shift
 
     def level_for(self, pixel):
-        """The coarsest level whose buckets are at most `pixel` ps wide, or None."""
+        """The coarsest level whose buckets are at most `pixel` ps wide, or None.
+
+        While `build_all` runs (in the background), a level not built yet is not
+        waited for where one up to READ_FINER steps finer is built: that one is read,
+        the same boxes from a few times the buckets."""
         if self.finest is None or (1 << self.finest) > pixel:
             return None
         shift = min(int(pixel).bit_length() - 1, self.coarsest)
-        level = self.level(shift)
-        if shift < self.coarsest and len(level.first) > self._n // 2:
+        level = self._built.get(shift)
+        if level is None:
+            finer = [s for s in list(self._built) if shift - READ_FINER <= s < shift] if self.building else []
+            level = self._built[max(finer)] if finer else self.level(shift)
+        if level.shift < self.coarsest and len(level.first) > self._n // 2:
             return None  # too sparse: the events themselves are read
         return level
 
+    def build_all(self, resolution):
+        """Build the levels queries at `resolution` pixels will read and that are not built
+        yet: the finest of them from the events (one pass), each coarser one from the
+        next finer. The finest is the finest level a window read from which would hold,
+        were the events spread evenly, at least half RAW_LIMIT events: narrower windows
+        are mostly read from the events, and a finer level (built if one is asked for)
+        would be millions of buckets few read. What the background thread `Trace.query`
+        starts after a big trace's first view runs."""
+        if self.finest is None:
+            return
+        span = int(self._end.max()) - self._t0 + 1
+        low = self.finest
+        while low < self.coarsest and self._n * resolution * (1 << low) < span * (RAW_LIMIT // 2):
+            low += 1
+        self.building = True
+        try:
+            with self._lock:
+                if not any(s <= low for s in self._built):
+                    self._built[low] = self._from_events(low)
+            for shift in range(low + 1, self.coarsest + 1):
+                self.level(shift)  # from the closest finer level
+        finally:
+            self.building = False
+
     def level(self, shift):
         """The level of buckets 2**shift ps wide (finest <= shift <= coarsest)."""
+        level = self._built.get(shift)  # built: no wait for a level being built meanwhile
+        if level is not None:
+            return level
         with self._lock:
             if shift not in self._built:
                 finer = [s for s in self._built if s < shift]
@@ -1331,9 +1386,9 @@ class _Pyramid:
                     self._built[base] = self._from_events(base)
                     finer = [base]
                 if shift not in self._built:  # from the closest finer level, keeping the ones between
-                    level, head = self._built[max(finer)], self._row_head()
+                    level, heads = self._built[max(finer)], self._row_off[:-1]
                     while level.shift < shift:
-                        level = _coarser(level, self._start, self._end, head, self._t0)
+                        level = _coarser(level, self._start, self._end, heads, self._t0)
                         self._built[level.shift] = level
             return self._built[shift]
 
@@ -1357,20 +1412,17 @@ class _Pyramid:
         with self._lock:
             return [self._built[s] for s in sorted(self._built)]
 
-    def _row_head(self):
-        head = np.zeros(self._n, dtype=bool)
-        head[self._row_off[:-1]] = True
-        return head
-
     def _from_events(self, shift):
         g_start, g_end, row_off, n = self._start, self._end, self._row_off, self._n
-        row_head = self._row_head()
         parts = []
         # A few rows at a time (buckets never cross rows): bounded temporaries.
         cuts = np.searchsorted(row_off, np.arange(0, n, _CHUNK), side="right") - 1
         bounds = np.unique(np.append(row_off[cuts], n))
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            parts.append(_finest(g_start[a:b], g_end[a:b], row_head[a:b], self._t0, shift, a))
+            # The rows' first events in this part (no event-sized array of them: 49 MB at 49 M).
+            row_head = np.zeros(b - a, dtype=bool)
+            row_head[row_off[np.searchsorted(row_off, a) : np.searchsorted(row_off, b)] - a] = True
+            parts.append(_finest(g_start[a:b], g_end[a:b], row_head, self._t0, shift, a))
         return _Level(shift, *(np.concatenate([p[k] for p in parts]) for k in range(3)))
 
 
@@ -1403,13 +1455,15 @@ def _finest(start, end, row_head, t0, shift, offset):
     return (first + offset).astype(np.int32), long_.astype(np.int32), top.astype(np.int32)
 
 
-def _coarser(level, g_start, g_end, row_head, t0):
-    """The level with buckets twice as wide, from this level's buckets."""
+def _coarser(level, g_start, g_end, row_starts, t0):
+    """The level with buckets twice as wide, from this level's buckets (`row_starts`: each
+    row's first event, every one the first of a bucket)."""
     shift = level.shift + 1
     width = 1 << shift
     first = level.first
     key = (g_start[first] - t0) >> shift
-    new = row_head[first]
+    new = np.zeros(len(first), dtype=bool)
+    new[np.searchsorted(first, row_starts)] = True
     new[1:] |= key[1:] != key[:-1]
     head = np.flatnonzero(new)
     long_ = level.long.astype(np.int64)
