@@ -1125,3 +1125,71 @@ def test_trace_viewer_thread_filter():
     assert set(w._offset) == set(tracks.index) and 'data-testid="thread-filter-error"' in w.html
     w.thread_filter = ""
     assert set(w._offset) == set(tracks.index) and "thread-count" not in w.html
+
+
+# --- counters ----------------------------------------------------------------------------
+
+
+def _counter_space():
+    """A GPU plane with a `_counters_` line (integer, float and unsigned samples, one sample
+    of two values), a `counters_` line XProf leaves out, and a kernel line; the host plane
+    with counters of its own."""
+    space = schema.XSpace(hostnames=["h"])
+    gpu = space.planes.add(id=1, name="/device:GPU:0")
+    host = space.planes.add(id=2, name="/host:CPU")
+    for plane in (gpu, host):
+        for i, name in enumerate(["HBM used", "Power", "kernel"], 1):
+            plane.event_metadata[i].id = i
+            plane.event_metadata[i].name = name
+        for i, name in enumerate(["value", "watts", "other"], 1):
+            plane.stat_metadata[i].id = i
+            plane.stat_metadata[i].name = name
+    line = gpu.lines.add(id=9, display_id=9, name=T.COUNTER_LINE, timestamp_ns=1000)
+    for i in range(6):
+        e = line.events.add(metadata_id=1, offset_ps=i * 1_000_000)
+        e.stats.add(metadata_id=1, int64_value=100 * i - 200)
+        e = line.events.add(metadata_id=2, offset_ps=i * 1_000_000 + 500)
+        e.stats.add(metadata_id=2, double_value=1.5 * i)
+    skipped = gpu.lines.add(id=10, display_id=10, name=T.COUNTER_LINE_PREFIX + "x", timestamp_ns=1000)
+    skipped.events.add(metadata_id=1, offset_ps=0).stats.add(metadata_id=1, int64_value=7)
+    kernels = gpu.lines.add(id=1, display_id=1, name="Stream #1(Kernel)", timestamp_ns=1000)
+    kernels.events.add(metadata_id=3, offset_ps=0, duration_ps=5000)
+    line = host.lines.add(id=9, display_id=9, name=T.COUNTER_LINE, timestamp_ns=2000)
+    for i in range(3):
+        line.events.add(metadata_id=1, offset_ps=i * 7_000_000).stats.add(metadata_id=3, uint64_value=2**40 + i)
+    thread = host.lines.add(id=5, display_id=5, name="python", timestamp_ns=2000)
+    thread.events.add(metadata_id=3, offset_ps=0, duration_ps=9_000_000)
+    return space
+
+
+def test_counters_equal_xprofs_counter_series(tmp_path):
+    """`counters()` holds XProf's streaming trace's counter series: per (section, counter),
+    the same samples at the same times (µs, XProf's origin) with the same values."""
+    from .xprof_oracle import streaming_trace
+
+    path = tmp_path / "plugins" / "profile" / "run" / "h.xplane.pb"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_counter_space().SerializeToString())
+    theirs_json = streaming_trace([path])
+    sections = {
+        e["pid"]: e["args"]["name"].split(" ", 1)[1]
+        for e in theirs_json["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    theirs = {
+        (sections[e["pid"]], e["name"]): (e.get("event_stats"), [[float(x) for x in entry] for entry in e["entries"]])
+        for e in theirs_json["traceEvents"]
+        if e.get("ph") == "C"
+    }
+    counters = xw.load_run(path).trace().counters()
+    ours = {
+        key: (group["stat"].iloc[0], [[t / 1e6, v] for t, v in zip(group["time_ps"], group["value"])])
+        for key, group in counters.groupby(["section", "name"], sort=False)
+    }
+    assert len(theirs) == 3 and ours == theirs
+    assert list(counters.columns) == list(T.COUNTER_COLUMNS)
+
+
+def test_no_counters():
+    counters = corpus_run("jax_mlp_cpu").trace().counters()
+    assert counters.empty and list(counters.columns) == list(T.COUNTER_COLUMNS)

@@ -123,3 +123,15 @@ def trace_spans(paths):
         if e["ph"] == "X":
             spans.setdefault((plane, line), []).append((e["name"], round(e["ts"] * 1e3), round(e.get("dur", 0) * 1e3)))
     return spans
+
+
+def streaming_trace(paths, resolution=2000):
+    """XProf's streaming trace viewer's first view of these files (`trace_viewer@`, what its
+    UI asks for), parsed from JSON: its counter series ("C") are only here."""
+    r = _xprof()
+    tmp, files = _copy(paths)
+    try:
+        data, _ = r.xspace_to_tool_data(files, "trace_viewer@", {"trace_viewer_options": {"resolution": resolution}})
+        return json.loads(data)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -233,6 +233,10 @@ SUMMARY_DTYPES = {
 }
 
 
+#: `Trace.counters()`'s columns and types.
+COUNTER_COLUMNS = {"section": object, "name": object, "stat": object, "time_ps": np.int64, "value": np.float64}
+
+
 class Trace:
     """One host's trace, laid out in tracks and rows, with a viewport index.
 
@@ -783,6 +787,49 @@ class Trace:
         )
         frame.index.name = "index"
         return frame
+
+    def counters(self) -> pd.DataFrame:
+        """XProf's counter tracks: the events of each shown section's `_counters_` line
+        (which is no track of boxes), one series per (section, counter name), as its
+        streaming trace viewer draws them (`trace_events_to_json.h`, a "C" event per
+        series: [time, the event's argument values]).
+
+        One row per sample and argument, in section, then file order: `section`, `name`
+        (the counter: the event's name), `stat` (the argument's name; XProf labels a series
+        by its first), `time_ps` (absolute, XProf's origin), `value` (float; NaN where the
+        value is not a number). Lines named `counters_*` are left out, as XProf does.
+        """
+        parts = []
+        for pi, (plane, pid) in enumerate(zip(self.space.planes, _section_pids(self.space.planes))):
+            if pid is None:
+                continue
+            for line in plane.lines:
+                if line.name != COUNTER_LINE or not len(line):
+                    continue
+                names = np.asarray(line.names().astype(object), dtype=object)
+                stats = line.stats()
+                for stat in stats.columns:
+                    values = pd.to_numeric(stats[stat], errors="coerce")
+                    has = stats[stat].notna().to_numpy()
+                    at = np.flatnonzero(has)
+                    parts.append(
+                        pd.DataFrame(
+                            {
+                                "pid": pid,
+                                "plane": pi,
+                                "section": plane.name,
+                                "name": names[at],
+                                "stat": str(stat),
+                                "event": at,
+                                "time_ps": line.start_ps[at],
+                                "value": values.to_numpy(np.float64)[at],
+                            }
+                        )
+                    )
+        if not parts:
+            return pd.DataFrame({k: pd.Series(dtype=t) for k, t in COUNTER_COLUMNS.items()})
+        out = pd.concat(parts, ignore_index=True).sort_values(["pid", "plane", "event"], kind="stable")
+        return out[list(COUNTER_COLUMNS)].astype(COUNTER_COLUMNS).reset_index(drop=True)
 
     def summary(self, start_ps=None, end_ps=None, tracks=None) -> pd.DataFrame:
         """What a box selection over [start_ps, end_ps] on `tracks` holds, as XProf's trace
