@@ -1351,9 +1351,11 @@ class _Pyramid:
     the events, or from a finer level already built (a factor 2 at a time). The finest
     levels whose buckets are more than half the events are not used (too sparse to save
     anything over the events). A whole-profile first view so builds one level from the
-    events; no time goes into levels nobody looks at. A zoom in to a level with no finer
-    one built builds a few levels finer from the events and the ones between from that
-    (`_zoom_base`), so that the next steps in read levels already built.
+    events. A zoom in to a level with no finer one built builds a few levels finer from the
+    events and the ones between from that (`_zoom_base`), so that the next steps in read
+    levels already built. A big trace (BACKGROUND_LEVELS_EVENTS) builds the levels
+    queries will read on a thread after its first view (`build_all`), so that a zoom
+    finds its level built instead of building it (0.3-0.5 s a level at 49 M events).
     """
 
     def __init__(self, g_start, g_end, row_off, t0, built=None, shifts=None):
