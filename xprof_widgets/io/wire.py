@@ -68,29 +68,34 @@ def walk(buf, start, end):
     """
     i = start
     while i < end:
-        tag_at = i
-        tag, i = read_varint(buf, i, end)
-        number, wire_type = tag >> 3, tag & 7
-        if number == 0:
-            raise WireError(f"field number 0 at byte {tag_at}")
-        if wire_type == VARINT:
-            value, j = read_varint(buf, i, end)
-            yield number, wire_type, value, i, j
-            i = j
-        elif wire_type == LENGTH:
-            length, i = read_varint(buf, i, end)
-            if i + length > end:
-                raise WireError(f"truncated: field {number} at byte {tag_at} needs {length} bytes, {end - i} left")
-            yield number, wire_type, None, i, i + length
-            i += length
-        elif wire_type in (FIXED64, FIXED32):
-            width = 8 if wire_type == FIXED64 else 4
-            if i + width > end:
-                raise WireError(f"truncated fixed-width field {number} at byte {tag_at}")
-            yield number, wire_type, None, i, i + width
-            i += width
-        else:
-            raise WireError(f"wire type {wire_type} (field {number}) at byte {tag_at}")
+        field = field_at(buf, i, end)
+        yield field
+        i = field[4]
+
+
+def field_at(buf, i, end):
+    """The field whose tag is at byte `i` (< end), as `walk` yields it; where the next one
+    starts is its end (a VARINT's value ends where its bytes do). No generator: a caller
+    reading one field of each of a million small messages (empty planes) notices."""
+    tag_at = i
+    tag, i = read_varint(buf, i, end)
+    number, wire_type = tag >> 3, tag & 7
+    if number == 0:
+        raise WireError(f"field number 0 at byte {tag_at}")
+    if wire_type == VARINT:
+        value, j = read_varint(buf, i, end)
+        return number, wire_type, value, i, j
+    if wire_type == LENGTH:
+        length, i = read_varint(buf, i, end)
+        if i + length > end:
+            raise WireError(f"truncated: field {number} at byte {tag_at} needs {length} bytes, {end - i} left")
+        return number, wire_type, None, i, i + length
+    if wire_type in (FIXED64, FIXED32):
+        width = 8 if wire_type == FIXED64 else 4
+        if i + width > end:
+            raise WireError(f"truncated fixed-width field {number} at byte {tag_at}")
+        return number, wire_type, None, i, i + width
+    raise WireError(f"wire type {wire_type} (field {number}) at byte {tag_at}")
 
 
 def scan_run(buf, i, end, tag_byte, out, limit=None):
@@ -1063,6 +1068,7 @@ __all__ = [
     "padded",
     "read_varint",
     "walk",
+    "field_at",
     "scan_run",
     "varints",
     "fixed",

@@ -1112,7 +1112,7 @@ def _parse_plane(space, buf, start, end):
         if buf[field_at] in _PLANE_MAP_TAGS:
             field_at = wire.scan_run(buf, field_at, end, buf[field_at], [])
             continue
-        number, wt, _, s, e = next(wire.walk(buf, field_at, end))
+        number, wt, _, s, e = wire.field_at(buf, field_at, end)
         if number == _PLANE_LINES and wt == wire.LENGTH:
             line_ranges.append((s, e))
             if run_at < field_at:
@@ -1168,7 +1168,7 @@ def _parse_line(plane, buf, start, end):
             found, i = wire.find_records(buf, data, i, end, _EVENT_TAG)
             runs.append(found)
             continue
-        number, wt, value, s, e = next(wire.walk(buf, i, end))
+        number, wt, value, s, e = wire.field_at(buf, i, end)
         i = e
         if number in _LINE_INT_FIELDS and wt != wire.VARINT or number in _LINE_TEXT_FIELDS and wt != wire.LENGTH:
             raise wire.WireError(f"a line of plane {plane.name!r} has field {number} of wire type {wt}: not an XLine")
