@@ -16,7 +16,9 @@ name, start ps). On every corpus run they are equal: XProf keeps no flow event t
 
 import collections
 import glob
+import html
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import xprof_widgets as xw
 from xprof_widgets.analysis import trace as T
 from xprof_widgets.analysis.core import flows as F
 from xprof_widgets.io import schema
@@ -274,3 +277,66 @@ def test_no_flows(tmp_path):
     f = trace.flows()
     assert f.empty and list(f.columns) == T.FLOW_COLUMNS
     assert np.issubdtype(f["from_start_ps"].dtype, np.integer)
+
+
+# --- the widget -------------------------------------------------------------------------
+
+
+def test_widget_draws_and_lists_a_kernels_flows(monkeypatch):
+    """A tap on a kernel lists the launch it came from ("Incoming flow", a link that selects
+    it) and pushes its arrow in the rows the two are drawn in; the link selects the launch,
+    whose "Outgoing flow" is the kernel. "Flows" draws the view's arrows, at most
+    FLOWS_SHOWN, and says how many."""
+    from xprof_widgets.widgets import trace_viewer as TV
+
+    run = corpus_run("nvidia_jax_mlp_no_graphs_h200")
+    trace = run.trace()
+    w = xw.TraceViewerWidget(run)
+    pushed = {}
+    monkeypatch.setattr(w, "push_columns", lambda source, cols, mode="replace": pushed.__setitem__(source, cols))
+    f = trace.flows()
+    r = f[
+        (f["category"] == "gpu_launch")
+        & trace.tracks["section"].str.startswith("/device:GPU").to_numpy()[f["to_track"].to_numpy()]
+    ].iloc[0]
+    kernel = float(r["to_track"] * 2**32 + r["to_index"])
+    w.selected = {"figure": "timeline", "source": "events", "id": kernel, "ids": [kernel]}
+    assert w.selected_event["name"] == str(r["to_name"])
+    row = re.search(r'<tr data-testid="flow-in">(.*?)</tr>', w.html).group(1)
+    assert "Incoming flow (gpu_launch)" in row and html.escape(str(r["from_name"])) in row
+    launch = int(r["from_track"]) * 2**32 + int(r["from_index"])
+    assert f"&quot;id&quot;: {launch}" in row  # the link selects the launch
+    arrows = pushed["event_flows"]
+    assert len(arrows["x0"]) == 1
+    assert arrows["x0"][0] == r["from_start_ps"] / 1e9 and arrows["x1"][0] == r["to_start_ps"] / 1e9
+    assert arrows["y0"][0] == w._row0[int(r["from_track"])] + r["from_row"]
+    assert arrows["y1"][0] == w._row0[int(r["to_track"])] + r["to_row"]
+    # The link: the launch selected, its outgoing flow the kernel.
+    w.selected = {"figure": "timeline", "source": "events", "id": launch, "ids": [launch]}
+    assert w.selected_event["name"] == str(r["from_name"])
+    assert '<tr data-testid="flow-out">' in w.html and html.escape(str(r["to_name"])) in w.html
+    # "Flows": every flow of the view, capped.
+    assert "flows" not in pushed
+    w.on_request("flows", {"value": True})
+    assert w.show_flows and len(pushed["flows"]["x0"]) == TV.FLOWS_SHOWN
+    total = len(trace.flows(*w.window_ps))
+    assert pushed["flow_note"]["text"][0] == f"{total:,} flows in view, {TV.FLOWS_SHOWN} drawn"
+    content, _ = w.on_request("view", {"x_start": r["to_start_ps"] / 1e9, "x_end": r["to_start_ps"] / 1e9 + 0.01})
+    assert len(content["also"]["flows"]["x0"]) == len(trace.flows(*w.window_ps)) <= TV.FLOWS_SHOWN
+    w.on_request("flows", {"value": False})
+    assert len(pushed["flows"]["x0"]) == 0 and 'data-testid="flows-toggle">' in w.html
+
+
+def test_widget_flow_link_shows_an_event_out_of_view():
+    """Selecting an event out of the view (a flow's other end) centres the view on it."""
+    run = corpus_run("nvidia_jax_mlp_h200")
+    trace = run.trace()
+    w = xw.TraceViewerWidget(run)
+    f = trace.flows()
+    r = f.iloc[len(f) // 2]
+    w.show_range(trace.start_ps, trace.start_ps + 10**6)
+    event = float(r["to_track"] * 2**32 + r["to_index"])
+    w.selected = {"figure": "timeline", "source": "events", "id": event, "ids": [event]}
+    start, end = w.window_ps
+    middle = (r["to_start_ps"] + r["to_end_ps"]) // 2
+    assert abs((start + end) / 2 - middle) <= 1 and end - start == max(10**6, 2 * (r["to_end_ps"] - r["to_start_ps"]))

@@ -866,6 +866,15 @@ class Trace:
             inside |= (begin <= hi) & (stop >= lo)
         return links[inside].reset_index(drop=True)
 
+    def flows_of(self, track, index) -> pd.DataFrame:
+        """The connections (`flows()` rows) one event is an end of: the one coming in (it is
+        the `to` end) and the one going out (the `from` end); none for most events."""
+        links = self._flow_links()
+        track, index = int(track), int(index)
+        mine = (links["from_track"].to_numpy() == track) & (links["from_index"].to_numpy() == index)
+        mine |= (links["to_track"].to_numpy() == track) & (links["to_index"].to_numpy() == index)
+        return links[mine].reset_index(drop=True)
+
     def _flow_links(self):
         """Every connection of every flow (`flows()` without a window), built on first use."""
         found = getattr(self, "_flows_found", None)
