@@ -85,6 +85,7 @@ def ours(trace, frame=None):
 # Per logdir: the connections XProf 2.24.2 draws in its trace of each host file, added up.
 XPROF_COUNTS = {
     "jax_mlp_cpu": 1908,
+    "jax_transformer_cpu": 20261,
     "tf_keras_cpu": 39949,  # two runs
     "tf_gpu_multiworker": 0,  # grouped files: XProf adds no flow (core/flows.py)
     "tpu_v6e_inference": 2189,
@@ -99,10 +100,17 @@ XPROF_COUNTS = {
 }
 
 
-@pytest.mark.parametrize("name", [n for n in CORPUS_LOGDIRS if n != "jax_transformer_cpu"])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "jax_transformer_cpu" else n for n in CORPUS_LOGDIRS],
+)
 def test_flows_equal_xprofs(name):
     """Every connection in the trace of every host file of the logdir (every run), as
-    XProf 2.24.2 makes it."""
+    XProf 2.24.2 makes it. tf_gpu_multiworker has none in either: its files are grouped
+    already (`group_id` stats), and XProf adds flows only inside
+    `if (step_grouping && !IsXSpaceGrouped(*space))` of `PreprocessSingleHostXSpace`
+    (xprof/convert/preprocess_single_host_xplane.cc), though they hold correlation ids and
+    producer / consumer stats (`core/flows.py` follows it)."""
     compared = 0
     for path in sorted(glob.glob(str(PROFILES / name / "plugins/profile/*/*.xplane.pb"))):
         run = corpus_run(name, Path(path).parent.name)
