@@ -239,3 +239,85 @@ def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
         arg=f"1 of {total} threads",
         timeout=30_000,
     )
+
+
+# The last connected timeline: move its x range (ms), the page then asks for that window.
+SET_X_RANGE_JS = """
+async ([start, end]) => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  const view = [...Object.values(Bokeh.embed.index)]
+    .filter((v) => v.el.isConnected && (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
+    .pop();
+  view.model.x_range.setv({ start, end });
+}
+"""
+
+# The page point at the middle of the drawn box of event `id`, and how many arrows the named
+# source (`event_flows`: the selected event's) holds; null while the box is not drawn.
+BOX_AND_ARROWS_JS = """
+async ([id, arrows]) => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  const view = [...Object.values(Bokeh.embed.index)]
+    .filter((v) => v.el.isConnected && (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
+    .pop();
+  const models = [...view.model.document.all_models];
+  const d = models.find((m) => m.name === "events" && m.data !== undefined).data;
+  const a = models.find((m) => m.name === arrows && m.data !== undefined).data;
+  const i = [...d.id].findIndex((v) => v === id);
+  if (i < 0) return null;
+  const frame = view.frame;
+  const rect = view.canvas_view.el.getBoundingClientRect();
+  const x = rect.left + frame.x_scale.compute((d.x0[i] + d.x1[i]) / 2);
+  return { x, y: rect.top + frame.y_scale.compute(d.y[i]), arrows: (a.x0 ?? a.x).length, note: [...(a.text ?? [])] };
+}
+"""
+
+
+def test_trace_viewer_flows(page, jupyter_lab):
+    """JAX on an H200 (tests/data/profiles): a tap on a kernel shows the host launch it came
+    from in the details panel ("Incoming flow") and draws its arrow; the launch's link selects
+    the launch; "Flows" draws the view's arrows and says how many."""
+    import xprof_widgets as xw
+
+    path = PROFILES / "nvidia_jax_mlp_h200"
+    trace = xw.load_run(path).trace()
+    f = trace.flows()
+    gpu = trace.tracks["section"].str.startswith("/device:GPU").to_numpy()
+    launches = f[(f["category"] == "gpu_launch") & gpu[f["to_track"]] & ~gpu[f["from_track"]]]
+    # The connection whose kernel is widest against the span from its launch to its end: a box to click.
+    share = (launches["to_end_ps"] - launches["to_start_ps"]) / (launches["to_end_ps"] - launches["from_start_ps"])
+    r = launches.loc[share.idxmax()]
+    span = int(r["to_end_ps"] - r["from_start_ps"])
+    start, end = (int(r["from_start_ps"]) - span // 5) / 1e9, (int(r["to_end_ps"]) + span // 5) / 1e9
+    kernel = int(r["to_track"]) * 2**32 + int(r["to_index"])
+    widget = show_widget(page, jupyter_lab, "trace-flows.ipynb", tool_cell("TraceViewerWidget", path))
+    page.evaluate(SET_X_RANGE_JS, [start, end])
+    target, deadline = None, time.monotonic() + 30
+    while target is None and time.monotonic() < deadline:
+        target = page.evaluate(BOX_AND_ARROWS_JS, [kernel, "event_flows"])
+        if target is None:
+            page.wait_for_timeout(250)
+    assert target is not None, "the kernel's box was not drawn"
+    page.mouse.click(target["x"], target["y"])
+    incoming = widget.locator("[data-testid='flow-in']")
+    incoming.wait_for(timeout=30_000)
+    assert widget.locator("[data-testid='event-name']").inner_text() == str(r["to_name"])
+    text = incoming.inner_text()
+    assert "Incoming flow (gpu_launch)" in text and str(r["from_name"]) in text
+    page.wait_for_function(
+        f"async () => (await ({BOX_AND_ARROWS_JS})([{kernel}, 'event_flows']))?.arrows === 1", timeout=30_000
+    )
+    save_screenshot(page, "trace-viewer-flow")
+    # The launch's link selects it: its outgoing flow is the kernel.
+    incoming.locator(".xw-flow").click()
+    widget.locator("[data-testid='flow-out']").wait_for(timeout=30_000)
+    assert widget.locator("[data-testid='event-name']").inner_text() == str(r["from_name"])
+    # "Flows": the view's arrows, and how many.
+    widget.locator("[data-testid='flows-toggle']").check()
+    page.wait_for_function(
+        f"async () => ((await ({BOX_AND_ARROWS_JS})([{kernel}, 'flow_note']))?.note ?? []).length === 1",
+        timeout=30_000,
+    )
+    shown = page.evaluate(BOX_AND_ARROWS_JS, [kernel, "flow_note"])["note"][0]
+    assert shown.endswith("flows in view") or "drawn" in shown
+    finish(page, widget, "trace-viewer-flows.png")

@@ -83,8 +83,9 @@ from .core.cache import derived
 from .core.columns import Groups
 from .core.command_buffers import graph_attribution
 from .core.derived_lines import DerivedLine, derive_lines, derives_lines
+from .core.flows import CATEGORIES, line_flow_ends
 from .core.gpu_lines import derive_gpu_lines, derives_gpu_lines
-from .core.grouping import INTERNAL_EVENTS
+from .core.grouping import INTERNAL_EVENTS, is_grouped
 from .core.intervals import children_time
 from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
 
@@ -126,6 +127,10 @@ BACKGROUND_LEVELS_EVENTS = 1 << 22
 DERIVED_FROM_SHOWN = 100
 
 QUERY_COLUMNS = ["track", "row", "start_ps", "end_ps", "count", "index", "name"]
+#: `Trace.flows`' columns.
+FLOW_COLUMNS = ["flow_id", "category"] + [
+    f"{end}_{c}" for end in ("from", "to") for c in ("track", "index", "row", "name", "start_ps", "end_ps")
+]
 
 
 @dataclass
@@ -897,6 +902,101 @@ class Trace:
         )
         out.pattern = pattern
         return out
+
+    # --- flows ---------------------------------------------------------------------------
+
+    def flows(self, start_ps=None, end_ps=None) -> pd.DataFrame:
+        """The arrows of XProf's trace: one row per connection between two events of a flow.
+
+        A flow joins the events XProf gives the same flow (`core.flows`: a host launch and
+        the kernels and copies it started, by `correlation_id`; producer and consumer
+        contexts, `_p` / `_c`; the file's own `flow` stats). Its events, by start (one
+        starting it first at equal starts), are connected each to the next, as XProf's trace
+        viewer draws them: a launch to its kernel; a CUDA graph launch to its first kernel,
+        that to the second, and so on. Columns: `flow_id` (numbers the flows), `category`
+        (XProf's `cat`: `gpu_launch`, `threadpool_event`, `PjRt`...; "" for generic), and
+        for each end (`from_`, `to_`): `track`, `index` (the event in its track, as in
+        `query` and `event`), `row`, `name`, `start_ps`, `end_ps` (absolute ps). Sorted by
+        the start of the `from` event. With a window (`start_ps` / `end_ps`, absolute ps,
+        None for the trace's start / end), only connections with an end overlapping it
+        (ends included). Events XProf does not draw (internal ones) are no ends; a flow of
+        one drawn event has no row. Found once per trace, for every event at once.
+        """
+        links = self._flow_links()
+        if start_ps is None and end_ps is None:
+            return links.copy()
+        lo = self.start_ps if start_ps is None else int(start_ps)
+        hi = self.end_ps if end_ps is None else int(end_ps)
+        inside = np.zeros(len(links), dtype=bool)
+        for end in ("from", "to"):
+            begin, stop = links[f"{end}_start_ps"].to_numpy(), links[f"{end}_end_ps"].to_numpy()
+            inside |= (begin <= hi) & (stop >= lo)
+        return links[inside].reset_index(drop=True)
+
+    def flows_of(self, track, index) -> pd.DataFrame:
+        """The connections (`flows()` rows) one event is an end of: the one coming in (it is
+        the `to` end) and the one going out (the `from` end); none for most events."""
+        links = self._flow_links()
+        track, index = int(track), int(index)
+        mine = (links["from_track"].to_numpy() == track) & (links["from_index"].to_numpy() == index)
+        mine |= (links["to_track"].to_numpy() == track) & (links["to_index"].to_numpy() == index)
+        return links[mine].reset_index(drop=True)
+
+    def _flow_links(self):
+        """Every connection of every flow (`flows()` without a window), built on first use."""
+        found = getattr(self, "_flows_found", None)
+        if found is not None:
+            return found
+        ends = []
+        added = not is_grouped(self.space)  # XProf adds flows to the files it groups only
+        for ti, t in enumerate(self._tracks):
+            if t.derived is not None:  # XProf derives its lines after it adds the flows: they have none
+                continue
+            plane = self.space.planes[t.plane]
+            got = line_flow_ends(plane, plane.lines[t.line], added)
+            if got is None:
+                continue
+            index = self._inverse_of(ti)[got.events]
+            drawn = index >= 0
+            index = index[drawn]
+            a, b, _ = self._track_span(ti)
+            position = np.empty(b - a, dtype=np.int64)  # index in the track -> global position
+            position[self._index[a:b]] = np.arange(a, b)
+            columns = (got.rule, got.key, got.kind, got.category, got.entry)
+            ends.append((np.full(len(index), ti, np.int64), index, position[index], *(c[drawn] for c in columns)))
+        self._flows_found = found = self._connect(ends)
+        return found
+
+    def _connect(self, ends):
+        """Each flow's ends, by start, connected each to the next: the `flows()` frame."""
+        types = (np.int64, np.int64, np.int64, np.int8, np.uint64, np.int8, np.int8, np.int8)
+        cols = [np.concatenate(c) for c in zip(*ends)] if ends else [np.zeros(0)] * len(types)
+        track, index, pos, rule, key, kind, category, entry = (c.astype(t) for c, t in zip(cols, types))
+        # A flow: one (rule, kind, key); its ends by start, the one starting it first at equal starts.
+        order = np.lexsort((index, track, entry, self._start[pos], key, kind, rule))
+        track, index, pos, rule, key, kind, category = (
+            c[order] for c in (track, index, pos, rule, key, kind, category)
+        )
+        same = (rule[1:] == rule[:-1]) & (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])
+        flow_id = np.cumsum(np.concatenate([[True], ~same])) - 1 if len(order) else np.zeros(0, np.int64)
+        src = np.flatnonzero(same)
+        dst = src + 1
+        row = self._row_depth[np.searchsorted(self._row_off, pos, side="right") - 1] if len(pos) else pos
+        names = pd.Categorical.from_codes(self._name[pos], categories=self.names, validate=False)
+        frame = {
+            "flow_id": flow_id[src].astype(np.int64),
+            "category": pd.Categorical(np.asarray(CATEGORIES, dtype=object)[category[src]]),
+        }
+        for end, at in (("from", src), ("to", dst)):
+            frame[f"{end}_track"] = track[at]
+            frame[f"{end}_index"] = index[at]
+            frame[f"{end}_row"] = row[at].astype(np.int64)
+            frame[f"{end}_name"] = names[at]
+            frame[f"{end}_start_ps"] = self._start[pos[at]]
+            frame[f"{end}_end_ps"] = self._end[pos[at]]
+        out = pd.DataFrame(frame, columns=FLOW_COLUMNS)
+        by_start = np.argsort(out["from_start_ps"].to_numpy(), kind="stable")
+        return out.iloc[by_start].reset_index(drop=True)
 
 
 def trace(run, host=None):

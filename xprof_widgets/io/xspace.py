@@ -669,6 +669,22 @@ class StatTable:
         events, kind, raw = self._values(name)
         return events, np.where(_INT_KINDS[kind], raw, 0).view(np.int64)
 
+    def own_ints(self, name):
+        """The events' own records of a stat, not their metadata's: (events, int64 values,
+        uint) in record order (an event may have several), the values as `ints` reads them
+        and `uint` True where the record is a uint64 (XProf's `uint64_value()` reads 0 for
+        any other)."""
+        events, kind, raw = self._own(name)[:3]
+        return events, np.where(_INT_KINDS[kind], raw, 0).view(np.int64), kind == _STAT_UINT64
+
+    def metadata_ints(self, name):
+        """(events, int64 values) of the events that get a stat from their metadata (only
+        those without a record of their own), as `ints` reads them."""
+        md = self._from_metadata.get(name)
+        if md is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return md[0], np.where(_INT_KINDS[md[1]], md[2], 0).view(np.int64)
+
     def int_column(self, name, dtype=np.int64):
         """int64 (uint64 with `dtype`: addresses past 2**63 stay positive), 0 where missing."""
         events, values = self.ints(name)

@@ -8,6 +8,11 @@ pixel width and gets binary columns back: every event at least a pixel wide, and
 boxes (count and dominant name, drawn lighter) where shorter events crowd a pixel, so
 the answer is bounded by pixels x rows. A click on an event shows its details (all
 stats, decoded for it alone); on an XLA op, the same op details card as the op profile.
+Its flows (XProf's arrows, `Trace.flows`: the host launch to the kernel it started, a
+producer to its consumer) are drawn as arrows and listed ("Incoming flow", "Outgoing flow"),
+each entry a link that selects that event (and shows it when it is out of view). "Flows"
+draws the arrows of every flow in the view (at most FLOWS_SHOWN, spread over it; the view
+says how many).
 Box select (drag with the select tool over the rows wanted) measures: the span from the
 first selected start to the last end, and XProf's selection table (`Trace.summary`) of the
 selected events' threads over that span. Search finds events by name (substring or regex),
@@ -37,6 +42,7 @@ from bokeh.models import (
     TapTool,
     WheelZoomTool,
 )
+from bokeh.models.annotations import Arrow, VeeHead
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
@@ -53,6 +59,8 @@ LABEL_MIN_PX = 60  # boxes at least this wide carry their name
 SEARCH_SHOWN = 20  # matches listed under the search box
 SUMMARY_SHOWN = 20  # names listed in a box selection's table (XProf's selection summary)
 _ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 below 2**53
+FLOWS_SHOWN = 300  # flow arrows drawn at most per view with "Flows" on (spread over the view's)
+_NO_ARROWS = {"x0": np.zeros(0), "y0": np.zeros(0), "x1": np.zeros(0), "y1": np.zeros(0)}
 
 
 def _ms(ps):
@@ -75,6 +83,24 @@ def _palette():
     return list(Category20_20) + light
 
 
+_NOTE_TEXT = {"text_font_size": "11px", "text_color": "#555555"}
+
+
+def _arrows(source, color, width, head, alpha):
+    """An arrow annotation over the columns x0, y0 (its tail) to x1, y1 (its head)."""
+    return Arrow(
+        source=source,
+        x_start="x0",
+        y_start="y0",
+        x_end="x1",
+        y_end="y1",
+        line_color=color,
+        line_width=width,
+        line_alpha=alpha,
+        end=VeeHead(size=head, line_color=color, fill_color=color, line_alpha=alpha, fill_alpha=alpha),
+    )
+
+
 class TraceViewerWidget(BokehWidget):
     """A run's trace: devices and host threads on one zoomable timeline.
 
@@ -89,6 +115,7 @@ class TraceViewerWidget(BokehWidget):
     selected_event = traitlets.Dict(help="Details of the clicked event; {} for none.").tag(sync=True)
     search = traitlets.Unicode("", help="Search pattern (substring; /.../ for a regex).").tag(sync=True)
     collapsed = traitlets.List(traitlets.Unicode(), help="Sections folded to their header.").tag(sync=True)
+    show_flows = traitlets.Bool(False, help="Draw the arrows of every flow in the view.").tag(sync=True)
     thread_filter = traitlets.Unicode(
         "", help="Only the threads (tracks) whose name matches this case-insensitive regex; empty: all."
     ).tag(sync=True)
@@ -186,6 +213,12 @@ class TraceViewerWidget(BokehWidget):
             **selection_look(fade=0.9),
         )
         p.text(x="x", y="y", text="text", source=texts, x_offset=2, **LABEL_TEXT)
+        # Flow arrows: every flow of the view ("Flows" on), and the selected event's on top.
+        p.add_layout(_arrows(ColumnDataSource(data["flows"], name="flows"), "#6b6b6b", 1, 6, 0.6))
+        note = ColumnDataSource(data["flow_note"], name="flow_note")
+        p.text(x="x", y="y", text="text", source=note, x_offset=4, y_offset=2, text_baseline="top", **_NOTE_TEXT)
+        mine = ColumnDataSource(self._event_arrows(), name="event_flows")
+        p.add_layout(_arrows(mine, "#d62728", 2, 10, 0.95))
         wheel = WheelZoomTool(dimensions="width")
         pan = PanTool(dimensions="both")
         p.add_tools(
@@ -212,8 +245,11 @@ class TraceViewerWidget(BokehWidget):
 
     # ---- data for a window ------------------------------------------------
 
-    def _columns(self, start_ps, end_ps, width_px):
-        """The query for a window as the page's columns (boxes and labels)."""
+    def _columns(self, start_ps, end_ps, width_px, top_row=-0.5):
+        """The query for a window as the page's columns (boxes, labels, and flows: the arrows
+        of the window's flows with "Flows" on, and the line saying how many; `top_row`: the y
+        at the top of the view, where that line goes)."""
+        self._window_at = (start_ps, end_ps, top_row)
         q = self.trace.query(int(start_ps), int(end_ps), int(max(width_px, 50)), tracks=list(self._offset))
         track = q["track"].to_numpy(np.int64)
         y = self._row0[track] + q["row"].to_numpy(np.int64)
@@ -251,16 +287,101 @@ class TraceViewerWidget(BokehWidget):
             "y": y[wide],
             "text": np.asarray(text, dtype=object),
         }
-        return {"boxes": boxes, "labels": labels, "events": len(index)}
+        arrows, note = self._view_flows(start_ps, end_ps, top_row)
+        return {"boxes": boxes, "labels": labels, "events": len(index), "flows": arrows, "flow_note": note}
+
+    # ---- flows ----------------------------------------------------------------
+
+    def _arrow_columns(self, links):
+        """Arrows from each connection's `from` event to its `to` event (start to start, as
+        XProf draws them), in the rows they are drawn in; none to a track not shown."""
+        if links is None or not len(links):
+            return dict(_NO_ARROWS)
+        shown = np.zeros(len(self._row0), dtype=bool)
+        shown[list(self._offset)] = True
+        ft, tt = links["from_track"].to_numpy(np.int64), links["to_track"].to_numpy(np.int64)
+        keep = shown[ft] & shown[tt]
+        ft, tt, links = ft[keep], tt[keep], links[keep]
+        return {
+            "x0": (links["from_start_ps"].to_numpy(np.int64) - self.origin_ps) / 1e9,
+            "y0": (self._row0[ft] + links["from_row"].to_numpy(np.int64)).astype(np.float64),
+            "x1": (links["to_start_ps"].to_numpy(np.int64) - self.origin_ps) / 1e9,
+            "y1": (self._row0[tt] + links["to_row"].to_numpy(np.int64)).astype(np.float64),
+        }
+
+    def _view_flows(self, start_ps, end_ps, top_row):
+        """The "Flows" arrows of a window (at most FLOWS_SHOWN, spread over its flows) and
+        the line that says how many: empty with "Flows" off."""
+        if not self.show_flows:
+            return dict(_NO_ARROWS), {"x": np.zeros(0), "y": np.zeros(0), "text": np.zeros(0, dtype=object)}
+        links = self.trace.flows(int(start_ps), int(end_ps))
+        total = len(links)
+        if total > FLOWS_SHOWN:
+            links = links.iloc[np.unique(np.linspace(0, total - 1, FLOWS_SHOWN).round().astype(np.int64))]
+        text = f"{total:,} flows in view" + (f", {len(links):,} drawn" if total > len(links) else "")
+        note = {
+            "x": np.array([(start_ps - self.origin_ps) / 1e9]),
+            "y": np.array([float(top_row)]),
+            "text": np.array([text], dtype=object),
+        }
+        return self._arrow_columns(links), note
+
+    def _event_arrows(self):
+        """The arrows of the selected event's flows."""
+        ev = self.selected_event
+        if not ev or "track" not in ev:
+            return dict(_NO_ARROWS)
+        return self._arrow_columns(self.trace.flows_of(ev["track"], ev["index"]))
+
+    @traitlets.observe("selected_event")
+    def _on_selected_event(self, change):
+        if self.figures and hasattr(self, "trace"):
+            self.push_columns("event_flows", self._event_arrows())
+
+    def _flows_html(self, ev):
+        """The selected event's flows: the event each comes from ("Incoming flow") or goes
+        to ("Outgoing flow"), each a link that selects it."""
+        if "track" not in ev:
+            return ""
+        links = self.trace.flows_of(ev["track"], ev["index"])
+        labels = self.trace.tracks["label"]
+        rows = []
+        for r in links.itertuples():
+            incoming = (r.to_track, r.to_index) == (ev["track"], ev["index"])
+            end = "from" if incoming else "to"
+            track, index = int(getattr(r, f"{end}_track")), int(getattr(r, f"{end}_index"))
+            start, stop = int(getattr(r, f"{end}_start_ps")), int(getattr(r, f"{end}_end_ps"))
+            event_id = track * _ID_TRACK + index
+            select = {"figure": "timeline", "source": "events", "id": event_id, "ids": [event_id]}
+            what = "Incoming flow" if incoming else "Outgoing flow"
+            category = f" ({esc(r.category)})" if str(r.category) else ""
+            rows.append(
+                f'<tr data-testid="{"flow-in" if incoming else "flow-out"}"><td>{what}{category}</td><td>'
+                f'<span class="xw-flow" role="link" data-select="{data_json(select)}" title="select this event">'
+                f"{esc(getattr(r, f'{end}_name'))}</span> on {esc(self.trace.tracks.at[track, 'section'])} / "
+                f"{esc(labels[track])}, start {_ms(start - self.origin_ps)}, duration {_ms(stop - start)}</td></tr>"
+            )
+        return f'<table data-testid="event-flows">{"".join(rows)}</table>' if rows else ""
+
+    @traitlets.observe("show_flows")
+    def _on_show_flows(self, change):
+        if hasattr(self, "_window_at") and self.figures:
+            arrows, note = self._view_flows(*self._window_at)
+            self.push_columns("flows", arrows)
+            self.push_columns("flow_note", note)
+        if hasattr(self, "trace"):
+            self.html = self._html()
 
     def on_request(self, kind, params):
         if kind == "view":
             start = self.origin_ps + float(params["x_start"]) * 1e9
             end = self.origin_ps + float(params["x_end"]) * 1e9
             self.window_ps = [int(start), int(end)]
-            data = self._columns(start, end, params.get("width_px") or 1200)
-            # Labels come in the same reply as the boxes: the page draws both in one frame.
-            return {"source": "events", "boxes": data["events"], "also": {"labels": data["labels"]}}, data["boxes"]
+            ys = [float(v) for v in (params.get("y_start"), params.get("y_end")) if v is not None]
+            data = self._columns(start, end, params.get("width_px") or 1200, min(ys) if ys else -0.5)
+            # Labels and flows come in the same reply as the boxes: the page draws all in one frame.
+            also = {"labels": data["labels"], "flows": data["flows"], "flow_note": data["flow_note"]}
+            return {"source": "events", "boxes": data["events"], "also": also}, data["boxes"]
         if kind == "host":
             self.host = str(params["value"])
             return {}, None
@@ -269,6 +390,9 @@ class TraceViewerWidget(BokehWidget):
             self.collapsed = (
                 [c for c in self.collapsed if c != name] if name in self.collapsed else [*self.collapsed, name]
             )
+            return {}, None
+        if kind == "flows":
+            self.show_flows = bool(params.get("value"))
             return {}, None
         if kind == "search":
             self.search = str(params.get("value", ""))
@@ -392,6 +516,13 @@ class TraceViewerWidget(BokehWidget):
             return
         # Details decode the stats of one event; a box selection is measured on the boxes drawn.
         self.selected_event = self.trace.event(real[0] // _ID_TRACK, real[0] % _ID_TRACK) if real else {}
+        if len(ids) == 1 and self.selected_event:  # one event (tapped, or a flow's end clicked): show it
+            ev = self.selected_event
+            start, end = self.window_ps
+            if ev["end_ps"] < start or ev["start_ps"] > end:  # out of view: centred, the zoom kept
+                half = max((end - start) // 2, ev["duration_ps"])
+                centre = ev["start_ps"] + ev["duration_ps"] // 2
+                self.show_range(centre - half, centre + half)
         self._measure = {}
         if len(ids) > 1:
             last = self._last
@@ -474,11 +605,14 @@ class TraceViewerWidget(BokehWidget):
                 else ""
             )
         details = self._details_html()
+        flows_on = " checked" if self.show_flows else ""
         return f"""
 <div class="xw-tv">
   <div class="xw-head"><b>Trace of run {esc(self.run.name)}</b> host {hosts}
     <span data-testid="event-count">{t.event_count:,} events</span>
     <button data-request="zoom-out">Whole profile</button>
+    <label title="the arrows of XProf's flows (launch to kernel, producer to consumer) in the view"><input
+      type="checkbox" data-request="flows" data-testid="flows-toggle"{flows_on}> Flows</label>
     <input type="text" placeholder="search names (/regex/)" value="{esc(self.search)}" data-request="search"
       data-testid="search" size="28"> {found}
     <input type="text" placeholder="threads (regex)" value="{esc(self.thread_filter)}"
@@ -544,7 +678,7 @@ class TraceViewerWidget(BokehWidget):
                 f" on {esc(ev.get('section', ''))} / {esc(ev.get('track_name', ''))}<br>"
                 f"start {_ms(ev['start_ps'] - self.origin_ps)}, "
                 f'<span data-testid="event-duration">duration {_ms(ev["duration_ps"])}</span>'
-                f"<table>{stats}</table></div>"
+                f"{self._flows_html(ev)}<table>{stats}</table></div>"
             )
             card = self._op_card(ev)
             if card:
