@@ -1193,3 +1193,37 @@ def test_counters_equal_xprofs_counter_series(tmp_path):
 def test_no_counters():
     counters = corpus_run("jax_mlp_cpu").trace().counters()
     assert counters.empty and list(counters.columns) == list(T.COUNTER_COLUMNS)
+
+
+def test_trace_viewer_draws_counters_as_lines(tmp_path, monkeypatch):
+    """Each counter series is a line in rows of its own at the top of its section, labelled
+    with its name; a step per sample, scaled into its rows (its highest value at the top);
+    past COUNTER_POINTS samples each span keeps its lowest and highest (no spike lost)."""
+    from xprof_widgets.widgets import trace_viewer as TV
+
+    path = tmp_path / "plugins" / "profile" / "run" / "h.xplane.pb"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_counter_space().SerializeToString())
+    w = xw.TraceViewerWidget(xw.load_run(path))
+    offset, ticks, labels, total = w._layout()
+    gpu_tracks = [t for t, row in w.trace.tracks.iterrows() if row["section"] == "/device:GPU:0"]
+    assert w._counter_rows[("/device:GPU:0", "HBM used")] == 1  # under the section's header
+    assert w._counter_rows[("/device:GPU:0", "Power")] == 1 + TV.COUNTER_ROWS
+    assert min(offset[t] for t in gpu_tracks) == 1 + 2 * TV.COUNTER_ROWS
+    assert labels[1] == "HBM used" and ("/host:CPU", "HBM used") in w._counter_rows
+    lines = w._counter_columns()
+    at = lines["name"].index("HBM used (/device:GPU:0)")
+    xs, ys = np.array(lines["xs"][at]), np.array(lines["ys"][at])
+    assert len(xs) == 2 * 6 and list(xs[:3]) == [0.001, 0.002, 0.002]  # ms, a step per sample
+    top = w._counter_rows[("/device:GPU:0", "HBM used")]
+    assert ys.max() < top + TV.COUNTER_ROWS - 0.5 and ys.min() > top - 0.5 and ys[0] > ys[-1]  # rising
+    assert lines["range"][at] == "-200 to 300"
+    monkeypatch.setattr(TV, "COUNTER_POINTS", 4)  # a spike among many samples stays
+    lines = w._counter_columns()
+    ys = np.array(lines["ys"][lines["name"].index("HBM used (/device:GPU:0)")])
+    assert (
+        len(ys) < 12 and ys.min() == pytest.approx(top + 0.6) and ys.max() == pytest.approx(top + TV.COUNTER_ROWS - 0.6)
+    )
+    assert "counters" in json.dumps(w.figures["timeline"])
+    w.thread_filter = "kernel|python"  # a filter hides the counters it does not match
+    assert w._counter_rows == {}

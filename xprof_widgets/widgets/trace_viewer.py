@@ -67,6 +67,11 @@ def _ms(ps):
     return duration(ps, ms_from=1e6)  # a span of a microsecond or more in ms, as the time axis
 
 
+#: Rows a counter series is drawn in, and at most how many of its samples are drawn.
+COUNTER_ROWS = 3
+COUNTER_POINTS = 4000
+
+
 def _color_codes(names):
     """A stable colour index (0..19) per name: the same op has the same colour in every view."""
     codes, uniq = pd.factorize(pd.Series(names, dtype=object))
@@ -152,13 +157,17 @@ class TraceViewerWidget(BokehWidget):
         self._draw()
 
     def _layout(self):
-        """Track -> first y row, and the y ticks (a label per track, a header per section)."""
+        """Track -> first y row, and the y ticks (a label per track, a header per section).
+        A section's counter series (`Trace.counters`) come first in it, COUNTER_ROWS rows
+        each (`self._counter_rows`: (section, name) -> its top row), as XProf puts its
+        counter tracks first in their process."""
         tracks = self.trace.tracks
         pattern = self._thread_pattern()
         if pattern is not None:
             keep = [bool(pattern.search(f"{label}\n{name}")) for label, name in zip(tracks["label"], tracks["name"])]
             tracks = tracks[keep]
-        offset = {}
+        series = self._counter_series()
+        offset, self._counter_rows = {}, {}
         ticks, labels = [], {}
         y = 0
         for section, group in tracks.groupby("section", sort=False):
@@ -168,12 +177,60 @@ class TraceViewerWidget(BokehWidget):
             y += 1
             if folded:
                 continue
+            for name in series.get(section, []):
+                if pattern is None or pattern.search(name):
+                    self._counter_rows[(section, name)] = y
+                    ticks.append(y)
+                    labels[y] = name
+                    y += COUNTER_ROWS
             for row in group.itertuples():
                 offset[row.Index] = y
                 ticks.append(y)
                 labels[y] = row.label
                 y += max(int(row.rows), 1)
         return offset, ticks, labels, max(y, 1)
+
+    def _counter_series(self):
+        """{section: its counter names, in file order}."""
+        counters = self.trace.counters()
+        return {sec: list(dict.fromkeys(g["name"])) for sec, g in counters.groupby("section", sort=False)}
+
+    def _counter_columns(self):
+        """One line per counter series shown, as steps (a sample's value holds until the
+        next), scaled into its rows (its lowest value at the bottom, its highest at the top);
+        past COUNTER_POINTS samples, each of COUNTER_POINTS / 2 spans of time keeps its
+        lowest and highest, so no spike is lost."""
+        counters = self.trace.counters()
+        xs, ys, names, ranges = [], [], [], []
+        for (section, name), g in counters.groupby(["section", "name"], sort=False):
+            top = self._counter_rows.get((section, name))
+            if top is None:
+                continue
+            g = g[g["stat"] == g["stat"].iloc[0]]  # XProf's series: the first argument's
+            t = g["time_ps"].to_numpy(np.int64)
+            v = g["value"].to_numpy(np.float64)
+            ok = np.isfinite(v)
+            t, v = t[ok], v[ok]
+            if not len(v):
+                continue
+            if len(v) > COUNTER_POINTS:
+                spans = COUNTER_POINTS // 2
+                bucket = ((t - t[0]) * spans // max(int(t[-1] - t[0]), 1)).clip(0, spans - 1)
+                starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+                bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(v)].tolist()))
+                lo_at = [a + int(np.argmin(v[a:b])) for a, b in bounds]
+                hi_at = [a + int(np.argmax(v[a:b])) for a, b in bounds]
+                keep = np.unique(np.array(lo_at + hi_at + [len(v) - 1], dtype=np.int64))
+                t, v = t[keep], v[keep]
+            lo, hi = float(v.min()), float(v.max())
+            scaled = (v - lo) / (hi - lo) if hi > lo else np.full(len(v), 0.5)
+            y = top + (COUNTER_ROWS - 0.6) - scaled * (COUNTER_ROWS - 1.2)  # rows grow downwards
+            x = (t - self.origin_ps) / 1e9
+            xs.append(np.repeat(x, 2)[1:].tolist() + [float(x[-1])])
+            ys.append(np.repeat(y, 2)[:-1].tolist() + [float(y[-1])])
+            names.append(f"{name} ({section})")
+            ranges.append(f"{lo:,.6g} to {hi:,.6g}")
+        return {"xs": xs, "ys": ys, "name": names, "range": ranges}
 
     def _draw(self):
         self._offset, ticks, labels, total = self._layout()
@@ -213,6 +270,9 @@ class TraceViewerWidget(BokehWidget):
             **selection_look(fade=0.9),
         )
         p.text(x="x", y="y", text="text", source=texts, x_offset=2, **LABEL_TEXT)
+        lines = p.multi_line(
+            xs="xs", ys="ys", source=ColumnDataSource(self._counter_columns(), name="counters"), line_width=1.5
+        )
         # Flow arrows: every flow of the view ("Flows" on), and the selected event's on top.
         p.add_layout(_arrows(ColumnDataSource(data["flows"], name="flows"), "#6b6b6b", 1, 6, 0.6))
         note = ColumnDataSource(data["flow_note"], name="flow_note")
@@ -230,6 +290,7 @@ class TraceViewerWidget(BokehWidget):
                 renderers=[quad],
                 tooltips=[("", "@name"), ("events", "@count"), ("ms", "@x0{0,0.000000} to @x1{0,0.000000}")],
             ),
+            HoverTool(renderers=[lines], tooltips=[("counter", "@name"), ("from", "@range")]),
             ResetTool(),
         )
         p.toolbar.active_drag = pan
