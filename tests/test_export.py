@@ -153,7 +153,9 @@ def test_trace_viewer_page_holds_the_window_a_view_asked_for():
     mode, boxes = pushed(data, "events")
     assert len(boxes["x0"]) == reply["content"]["boxes"] > 0
     assert boxes["x1"].max() >= 300.0 and boxes["x0"].min() <= 320.0
-    assert {p["msg"]["source"] for p in data["pushes"]} == {"events", "labels"}
+    # Every source a view fills: boxes, labels, and the view's flow arrows with their note
+    # (empty while "Flows" is off).
+    assert {p["msg"]["source"] for p in data["pushes"]} == {"events", "labels", "flows", "flow_note"}
 
 
 def test_trace_viewer_range_set_from_python_is_computed_for_the_page():
