@@ -241,26 +241,31 @@ def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
     )
 
 
-# The last connected timeline: move its x range (ms), the page then asks for that window.
-SET_X_RANGE_JS = """
-async ([start, end]) => {
+# JS: `view`, the page's last connected timeline (a figure that asks for its ranges).
+_TIMELINE_VIEW = """
   const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
   const view = [...Object.values(Bokeh.embed.index)]
     .filter((v) => v.el.isConnected && (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
     .pop();
-  view.model.x_range.setv({ start, end });
+"""
+
+# The last connected timeline: move its x range (ms), the page then asks for that window.
+SET_X_RANGE_JS = (
+    """
+async ([start, end]) => {"""
+    + _TIMELINE_VIEW
+    + """  view.model.x_range.setv({ start, end });
 }
 """
+)
 
 # The page point at the middle of the drawn box of event `id`, and how many arrows the named
 # source (`event_flows`: the selected event's) holds; null while the box is not drawn.
-BOX_AND_ARROWS_JS = """
-async ([id, arrows]) => {
-  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
-  const view = [...Object.values(Bokeh.embed.index)]
-    .filter((v) => v.el.isConnected && (v.model.tags ?? []).some((t) => String(t).startsWith("xprof:range")))
-    .pop();
-  const models = [...view.model.document.all_models];
+BOX_AND_ARROWS_JS = (
+    """
+async ([id, arrows]) => {"""
+    + _TIMELINE_VIEW
+    + """  const models = [...view.model.document.all_models];
   const d = models.find((m) => m.name === "events" && m.data !== undefined).data;
   const a = models.find((m) => m.name === arrows && m.data !== undefined).data;
   const i = [...d.id].findIndex((v) => v === id);
@@ -271,6 +276,7 @@ async ([id, arrows]) => {
   return { x, y: rect.top + frame.y_scale.compute(d.y[i]), arrows: (a.x0 ?? a.x).length, note: [...(a.text ?? [])] };
 }
 """
+)
 
 
 def test_trace_viewer_flows(page, jupyter_lab):
