@@ -804,6 +804,9 @@ class Trace:
         by its first), `time_ps` (absolute, XProf's origin), `value` (float; NaN where the
         value is not a number). Lines named `counters_*` are left out, as XProf does.
         """
+        return derived(self, "counters", self._counters).copy()
+
+    def _counters(self):
         parts = []
         for pi, (plane, pid) in enumerate(zip(self.space.planes, _section_pids(self.space.planes))):
             if pid is None:
@@ -944,9 +947,9 @@ class Trace:
 
     def _flow_links(self):
         """Every connection of every flow (`flows()` without a window), built on first use."""
-        found = getattr(self, "_flows_found", None)
-        if found is not None:
-            return found
+        return derived(self, "flows", self._found_flow_links)
+
+    def _found_flow_links(self):
         ends = []
         added = not is_grouped(self.space)  # XProf adds flows to the files it groups only
         for ti, t in enumerate(self._tracks):
@@ -964,8 +967,7 @@ class Trace:
             position[self._index[a:b]] = np.arange(a, b)
             columns = (got.rule, got.key, got.kind, got.category, got.entry)
             ends.append((np.full(len(index), ti, np.int64), index, position[index], *(c[drawn] for c in columns)))
-        self._flows_found = found = self._connect(ends)
-        return found
+        return self._connect(ends)
 
     def _connect(self, ends):
         """Each flow's ends, by start, connected each to the next: the `flows()` frame."""
