@@ -318,22 +318,15 @@ class Plane:
 
         An id that events refer to but the plane does not define gets a row with empty
         names, as XProf's plane visitor gives it empty metadata: lookups never miss."""
-        ids, names, display = self._metadata_rows
+        ids, names, display = self.metadata_names
         frame = pd.DataFrame({"id": ids, "name": names, "display_name": display})
         return frame.set_index("id", drop=False)
 
     @cached_property
     def metadata_names(self):
-        """(ids, names, display names) of `event_metadata` as numpy arrays (ids sorted;
-        names object arrays), for the lookups that need no DataFrame."""
-        ids, names, display = self._metadata_rows
-        return ids, np.array(names, dtype=object), np.array(display, dtype=object)
-
-    @cached_property
-    def _metadata_rows(self):
-        """`event_metadata`'s columns (ids sorted, names, display names as lists), without
-        the DataFrame: the names of the events need only these, and a DataFrame costs a
-        millisecond, which a file of 20,000 tiny planes notices."""
+        """`event_metadata`'s columns as numpy arrays, without the DataFrame: (ids sorted,
+        names, display names; object arrays). The names of the events need only these, and a
+        DataFrame costs a millisecond, which a file of 20,000 tiny planes notices."""
         items = sorted(self.message.event_metadata.items())
         ids = np.array([k for k, _ in items], dtype=np.int64)
         names = [m.name for _, m in items]
@@ -345,7 +338,7 @@ class Plane:
             display += [""] * len(missing)
             order = np.argsort(ids, kind="stable")
             ids, names, display = ids[order], [names[i] for i in order], [display[i] for i in order]
-        return ids, names, display
+        return ids, np.array(names, dtype=object), np.array(display, dtype=object)
 
     def _referenced_ids(self):
         """The metadata ids the plane's events use (counted, not sorted, when they are small)."""
