@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .planes import XLA_HOST_PLANES
+
 #: XProf's flow categories by number (openxla/xla `tsl/profiler/lib/context_types.h`
 #: `ContextType`, `GetContextTypeString`): "" for the generic and legacy types, which its
 #: trace JSON writes without a `cat`.
@@ -68,9 +70,7 @@ _ENTRY_OF_DIRECTION = np.array([NONE, IN, OUT, MID], dtype=np.int8)  # XFlow's k
 FROM_FILE, FROM_CORRELATION, FROM_CONTEXT = 0, 1, 2
 
 #: Planes whose `correlation_id` events start flows (openxla/xla `xplane_utils.cc` `IsHostPlane`).
-HOST_PLANES = frozenset(
-    ("/host:CPU", "Host CPUs", "/host:tfstreamz", "/host:metadata", "Syscalls", "/host:python-tracer")
-)
+HOST_PLANES = frozenset(XLA_HOST_PLANES)
 HOST_PLANE_PREFIXES = ("/device:CUSTOM:", "/custom:")
 
 _STATS = ("correlation_id", "_pt", "_p", "_ct", "_c", "flow")

@@ -76,7 +76,7 @@ import pandas as pd
 from ...io import native
 from .cache import derived, kept
 from .intervals import prev_enclosing
-from .planes import HOST_PLANE, TPU_PLANE_PREFIX, is_derived_line
+from .planes import HOST_PLANE, SCOPE_RANGE_PLANE, TPU_PLANE_PREFIX, XLA_HOST_PLANES, is_derived_line
 
 # XProf's `HostEventType` names this algorithm looks at.
 EXECUTOR = "ExecutorState::Process"
@@ -684,16 +684,7 @@ def _forest(space, eager=True):
     return nodes, group, steps, eager
 
 
-_HOST_PLANE_PREFIXES = (
-    "/host:CPU",
-    "Host CPUs",
-    "/host:tfstreamz",
-    "/host:metadata",
-    "Syscalls",
-    "/host:python-tracer",
-    "/host:CUPTI",
-    "/host:__ScopeRangeCallStack__",
-)
+_HOST_PLANE_PREFIXES = (*XLA_HOST_PLANES, "/host:CUPTI", SCOPE_RANGE_PLANE)
 
 
 def of_line(table, plane, li, fill):

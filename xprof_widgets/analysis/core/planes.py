@@ -19,6 +19,8 @@ TPU_PLANE_PREFIX = "/device:TPU:"
 SPARSE_CORE = "SparseCore"
 #: JAX on GPUs: a scope range's id -> its parent's, as the plane's stats.
 SCOPE_RANGE_PLANE = "/host:__ScopeRangeCallStack__"
+#: The planes openxla/xla counts as a host's (`xplane_utils.cc` `IsHostPlane`).
+XLA_HOST_PLANES = (HOST_PLANE, "Host CPUs", "/host:tfstreamz", "/host:metadata", "Syscalls", "/host:python-tracer")
 
 # tsl's derived thread ids (`IsDerivedThreadId`, the 32-bit 0xdeadbeef block). Profiles
 # written by the tracers hold none; re-saved ones may.
