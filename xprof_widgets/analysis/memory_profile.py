@@ -146,7 +146,7 @@ def _line_events(line):
         return None
     n = len(idx)
     st = line.stat_table(names=_STATS, events=idx)
-    codes, uniq = pd.factorize(_memory_id(st, n))
+    codes, uniq = _memory_id(st, n)
     # Data types by number: a name table for the usual numbers, "" where missing.
     names = np.array([data_type_name(u) for u in range(_REF_OFFSET * 2)] + [""], dtype=object)
     ev, numbers = st.ints("data_type")
@@ -180,14 +180,24 @@ def _line_events(line):
 
 
 def _memory_id(st, n):
-    """Each of the `n` events' memory id: the allocator's name, else the device index XLA gives."""
-    memory_id = np.full(n, "", dtype=object)
+    """Each of the `n` events' memory id, the allocator's name, else the device index XLA
+    gives: (codes, names), the id of event i `names[codes[i]]`, only names some event has
+    (a million events have a few allocators: no string per event is made)."""
+    names = [np.array([""], dtype=object)]
+    codes = np.zeros(n, np.int64)
+    size = 1
     for key in ("index_on_host", "device_ordinal"):
         ev, values = st.ints(key)
-        memory_id[ev] = values.astype(str).astype(object)
-    ev, values = st.strings("allocator_name")
-    memory_id[ev] = values
-    return memory_id
+        uniq, inverse = np.unique(values, return_inverse=True)
+        codes[ev] = size + inverse
+        names.append(uniq.astype(str).astype(object))
+        size += len(uniq)
+    ev, at, values = st.string_codes("allocator_name")
+    codes[ev] = size + at
+    names.append(values)
+    names = np.concatenate(names)
+    used = np.bincount(codes, minlength=len(names)) > 0
+    return (np.cumsum(used) - 1)[codes], names[used]
 
 
 _PEAK_STATS = (
@@ -209,7 +219,8 @@ def allocator_peaks(run, host=None):
         if not len(idx):
             continue
         st = line.stat_table(names=_PEAK_STATS, events=idx)
-        ids.append(_memory_id(st, len(idx)))
+        codes, names = _memory_id(st, len(idx))
+        ids.append(names[codes])
         used.append(st.int_column("bytes_allocated").astype(np.float64) + st.int_column("bytes_reserved"))
         free.append(st.int_column("bytes_available").astype(np.float64))
     if not ids:

@@ -720,6 +720,17 @@ class StatTable:
             return np.zeros(0, np.int64), np.zeros(0, object)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[2][p[1]] for p in parts])
 
+    def string_codes(self, name):
+        """(events, codes, values) of the events whose value is a string or ref: each
+        event's string is `values[code]` (values not merged: equal strings may repeat),
+        without a string object per event."""
+        parts = self._string_parts(name)
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+        offsets = np.cumsum([0] + [len(p[2]) for p in parts])
+        codes = np.concatenate([p[1].astype(np.int64) + o for p, o in zip(parts, offsets)])
+        return np.concatenate([p[0] for p in parts]), codes, np.concatenate([p[2] for p in parts])
+
     def str_column(self, name, fill=""):
         out = np.full(self.count, fill, dtype=object)
         events, values = self.strings(name)
