@@ -1227,3 +1227,52 @@ def test_trace_viewer_draws_counters_as_lines(tmp_path, monkeypatch):
     assert "counters" in json.dumps(w.figures["timeline"])
     w.thread_filter = "kernel|python"  # a filter hides the counters it does not match
     assert w._counter_rows == {}
+
+
+def test_selection_table_sorts_and_shows_each_rows_events_in_turn():
+    """A box selection's table sorts on a header click, and a click on a row selects the
+    next event of that name among the selection's tracks and span (round to the first),
+    keeping the table and bringing the event (and its row) into view."""
+    from xprof_widgets.widgets.trace_viewer import SUMMARY_SHOWN
+
+    run = _run("nvidia_jax_mlp_no_graphs_h200")
+    trace = run.trace()
+    w = xw.TraceViewerWidget(run)
+    # Two events of the busiest track: the selection covers that track over their span.
+    counts = trace.tracks["events"]
+    track = int(counts.idxmax())
+    ev = trace.events(track).reset_index()
+    lo, hi = 0, min(len(ev) - 1, 400)
+    ids = [float(track * 2**32 + int(ev["index"].iloc[k])) for k in (lo, hi)]
+    w.selected = {"source": "events", "ids": ids}
+    table = w.selection_table()
+    want = trace.summary(int(ev["start_ps"].iloc[lo]), int(ev["end_ps"].iloc[hi]), tracks=[track])
+    assert list(table["name"]) == list(want["name"])  # wall time, longest first: XProf's order
+    # Sorted by count, then the other way round on a second click.
+    w.on_request("summary_sort", {"column": "occurrences"})
+    assert table["occurrences"].max() == w.selection_table()["occurrences"].iloc[0]
+    w.on_request("summary_sort", {"column": "occurrences"})
+    assert table["occurrences"].min() == w.selection_table()["occurrences"].iloc[0]
+    assert 'data-sorted="asc"' in w.html
+    # A row with several events: each click selects the next one, by start, then the first again.
+    w.on_request("summary_sort", {"column": "wall_ps"})  # back to the longest first
+    assert list(w.selection_table()["name"]) == list(want["name"])
+    shown = table.head(SUMMARY_SHOWN)
+    name = str(shown.loc[shown["occurrences"] >= 2, "name"].iloc[0])
+    mine = w.selection_events(name)
+    in_window = ev[(ev["name"].astype(str) == name) & (ev["start_ps"] <= ev["end_ps"].iloc[hi])]
+    in_window = in_window[in_window["end_ps"] >= ev["start_ps"].iloc[lo]]
+    assert sorted(mine["index"]) == sorted(in_window["index"]) and mine["start_ps"].is_monotonic_increasing
+    seen = []
+    for k in range(len(mine) + 1):
+        w.on_request("summary_next", {"name": name})
+        seen.append(w.selected_event["index"])
+        assert f"({k % len(mine) + 1} of {len(mine):,})" in w.html
+        assert 'data-testid="selection-table"' in w.html  # the table stays
+        start, end = w.window_ps
+        assert start <= w.selected_event["start_ps"] <= end
+    assert seen[:-1] == list(mine["index"]) and seen[-1] == seen[0]
+    assert w.selected["ids"] == [track * 2**32 + seen[-1]]
+    # A tap elsewhere ends the selection table.
+    w.selected = {"source": "events", "ids": [ids[0]]}
+    assert w.selection_table() is None and 'data-testid="selection-table"' not in w.html

@@ -20,6 +20,23 @@ function* rangePlots(slot) {
   }
 }
 
+// Scroll a range (either direction: the trace viewer's y runs downwards) so that it shows
+// `value`, centred, when it does not yet; its length kept and its bounds respected.
+function scrollTo(range, value) {
+  const lo = Math.min(range.start, range.end);
+  const hi = Math.max(range.start, range.end);
+  const length = hi - lo;
+  if (!(length > 0) || (value - 0.5 >= lo && value + 0.5 <= hi)) return;
+  let newLo = value - length / 2;
+  const bounds = Array.isArray(range.bounds) ? range.bounds : null;
+  if (bounds != null) {
+    const [bLo, bHi] = [Math.min(...bounds), Math.max(...bounds)];
+    newLo = Math.max(bLo, Math.min(newLo, bHi - length));
+  }
+  if (range.start > range.end) range.setv({ start: newLo + length, end: newLo });
+  else range.setv({ start: newLo, end: newLo + length });
+}
+
 function isDataSource(model) {
   return model != null && model.data !== undefined && model.selected !== undefined && model.inspect !== undefined;
 }
@@ -323,10 +340,15 @@ export class WidgetView {
 
   // A "range" message: Python moves the x range of a figure's range-tagged
   // plots (set_x_range); they then ask for that window's data.
+  // With `y`, a plot whose y range does not show that value scrolls to it (centred, its
+  // length and direction kept, within its bounds): the trace viewer's row of an event.
   setRange(msg) {
     const slot = this.slots.get(msg.figure);
     if (slot == null) return;
-    for (const model of rangePlots(slot)) model.x_range.setv({ start: msg.start, end: msg.end });
+    for (const model of rangePlots(slot)) {
+      if (msg.y != null && model.y_range != null) scrollTo(model.y_range, msg.y);
+      model.x_range.setv({ start: msg.start, end: msg.end });
+    }
   }
 
   // One request in flight per view; the latest waiting request of a kind wins

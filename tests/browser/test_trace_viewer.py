@@ -228,6 +228,23 @@ def test_trace_viewer_keys_zoom_and_pan(page, jupyter_lab):
     assert {r.split("\t")[0] for r in rows} <= set(python["name"].astype(str))
     widget.locator("[data-testid='measure']").scroll_into_view_if_needed()
     save_screenshot(page, "trace-viewer-selection-table")
+    # A row with several events shows them one by one: each click selects the next.
+    many = [k for k, r in enumerate(rows) if int(r.split("\t")[1].replace(",", "")) >= 2]
+    assert many, rows
+    name = rows[many[0]].split("\t")[0]
+    row = table.locator("[data-testid='selection-row']").nth(many[0])
+    for k in (1, 2):
+        row.click()
+        at = table.locator("[data-testid='cycle-at']")
+        page.wait_for_function(
+            "t => document.querySelector(\"[data-testid='cycle-at']\")?.innerText.startsWith(t)",
+            arg=f"({k} of ",
+            timeout=30_000,
+        )
+        assert widget.locator("[data-testid='event-name']").inner_text() == name
+        row = table.locator("[data-testid='selection-row']").nth(many[0])
+    assert at.count() == 1
+    save_screenshot(page, "trace-viewer-selection-cycle")
 
     # The thread filter: only the python thread is drawn.
     threads = widget.locator("[data-testid='thread-filter']")
@@ -259,8 +276,9 @@ async ([start, end]) => {"""
 """
 )
 
-# The page point at the middle of the drawn box of event `id`, and how many arrows the named
-# source (`event_flows`: the selected event's) holds; null while the box is not drawn.
+# The page point at the middle of the drawn box of event `id`, whether it is among the rows in
+# view (`inFrame`), and how many arrows the named source (`event_flows`: the selected event's)
+# holds; null while the box is not drawn.
 BOX_AND_ARROWS_JS = (
     """
 async ([id, arrows]) => {"""
@@ -273,7 +291,9 @@ async ([id, arrows]) => {"""
   const frame = view.frame;
   const rect = view.canvas_view.el.getBoundingClientRect();
   const x = rect.left + frame.x_scale.compute((d.x0[i] + d.x1[i]) / 2);
-  return { x, y: rect.top + frame.y_scale.compute(d.y[i]), arrows: (a.x0 ?? a.x).length, note: [...(a.text ?? [])] };
+  const y = frame.y_scale.compute(d.y[i]);
+  const inFrame = y >= frame.bbox.top && y <= frame.bbox.bottom;
+  return { x, y: rect.top + y, inFrame, arrows: (a.x0 ?? a.x).length, note: [...(a.text ?? [])] };
 }
 """
 )
@@ -314,10 +334,17 @@ def test_trace_viewer_flows(page, jupyter_lab):
         f"async () => (await ({BOX_AND_ARROWS_JS})([{kernel}, 'event_flows']))?.arrows === 1", timeout=30_000
     )
     save_screenshot(page, "trace-viewer-flow")
-    # The launch's link selects it: its outgoing flow is the kernel.
+    # The launch's link selects it: its outgoing flow is the kernel; the view scrolls down to
+    # the launch's row (a host thread under the GPU's rows, out of the first view).
+    launch = int(r["from_track"]) * 2**32 + int(r["from_index"])
+    assert not (page.evaluate(BOX_AND_ARROWS_JS, [launch, "event_flows"]) or {}).get("inFrame")
     incoming.locator(".xw-flow").click()
     widget.locator("[data-testid='flow-out']").wait_for(timeout=30_000)
     assert widget.locator("[data-testid='event-name']").inner_text() == str(r["from_name"])
+    page.wait_for_function(
+        f"async () => (await ({BOX_AND_ARROWS_JS})([{launch}, 'event_flows']))?.inFrame === true", timeout=30_000
+    )
+    save_screenshot(page, "trace-viewer-flow-launch")
     # "Flows": the view's arrows, and how many.
     widget.locator("[data-testid='flows-toggle']").check()
     page.wait_for_function(

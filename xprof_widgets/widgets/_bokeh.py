@@ -352,10 +352,14 @@ class BokehWidget(anywidget.AnyWidget):
         plot.tags = [t for t in plot.tags if not (isinstance(t, str) and t.startswith(RANGE_TAG))] + [RANGE_TAG + kind]
         return plot
 
-    def set_x_range(self, figure: str, start: float, end: float) -> None:
+    def set_x_range(self, figure: str, start: float, end: float, y: float | None = None) -> None:
         """Move the x range of ``figure``'s plots tagged with :meth:`request_on_range` in every
-        view; each view then sends its range request for the new window."""
-        self.send({"type": "range", "figure": str(figure), "start": float(start), "end": float(end)})
+        view; each view then sends its range request for the new window. ``y``: a y value
+        the views scroll to (their y range's length kept) where it is out of view."""
+        message = {"type": "range", "figure": str(figure), "start": float(start), "end": float(end)}
+        if y is not None:
+            message["y"] = float(y)
+        self.send(message)
         previous = self._export_ranges.get(str(figure), {})
         params = {**previous.get("params", {}), "figure": str(figure), "x_start": float(start), "x_end": float(end)}
         self._export_ranges[str(figure)] = {"kind": previous.get("kind"), "params": params, "answered": False}

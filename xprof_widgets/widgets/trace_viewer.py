@@ -58,6 +58,8 @@ MAX_HEIGHT_PX = 640  # taller layouts scroll vertically (drag pan)
 LABEL_MIN_PX = 60  # boxes at least this wide carry their name
 SEARCH_SHOWN = 20  # matches listed under the search box
 SUMMARY_SHOWN = 20  # names listed in a box selection's table (XProf's selection summary)
+#: The selection table's columns (`Trace.summary`'s) and their headers.
+SUMMARY_COLUMNS = {"name": "Name", "occurrences": "#", "wall_ps": "Wall", "self_ps": "Self", "avg_ps": "Average"}
 _ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 below 2**53
 FLOWS_SHOWN = 300  # flow arrows drawn at most per view with "Flows" on (spread over the view's)
 _NO_ARROWS = {"x0": np.zeros(0), "y0": np.zeros(0), "x1": np.zeros(0), "y1": np.zeros(0)}
@@ -79,12 +81,17 @@ def _color_codes(names):
     return table[codes] if len(table) else np.zeros(len(names), np.uint8)
 
 
+#: How much lighter a merged box (events under a pixel, merged) is drawn than its dominant
+#: name's own colour: told apart, yet as readable as the events around it at first view.
+MERGED_LIGHTER = 0.3
+
+
 def _palette():
     """20 colours for events, then the same 20 lighter for merged boxes."""
     light = []
     for c in Category20_20:
         r, g, b = (int(c[i : i + 2], 16) for i in (1, 3, 5))
-        light.append("#" + "".join(f"{int(v + (255 - v) * 0.55):02x}" for v in (r, g, b)))
+        light.append("#" + "".join(f"{int(v + (255 - v) * MERGED_LIGHTER):02x}" for v in (r, g, b)))
     return list(Category20_20) + light
 
 
@@ -131,6 +138,9 @@ class TraceViewerWidget(BokehWidget):
         self._matches = None
         self._match_at = -1
         self._measure = {}
+        self._summary_sort = ("wall_ps", True)  # the selection table's column, largest first
+        self._cycle = None  # (name, position) of the selection table's event last shown
+        self._cycling = None  # the id selected by cycling (keeps the selection table)
         self._highlight = None  # names to outline in every view
         self._ops = None  # the op profile's op nodes, for the op details card (see _op_nodes)
         self._graph_notes = {}  # host -> what became of its kernels run in CUDA graphs
@@ -455,6 +465,17 @@ class TraceViewerWidget(BokehWidget):
         if kind == "flows":
             self.show_flows = bool(params.get("value"))
             return {}, None
+        if kind == "summary_sort":
+            column = str(params["column"])
+            if column not in SUMMARY_COLUMNS:
+                raise ValueError(f"no selection table column {column!r}")
+            was, descending = self._summary_sort
+            self._summary_sort = (column, not descending if column == was else column != "name")
+            self.html = self._html()
+            return {}, None
+        if kind == "summary_next":
+            self.show_next_of(str(params["name"]))
+            return {}, None
         if kind == "search":
             self.search = str(params.get("value", ""))
             return {}, None
@@ -471,11 +492,13 @@ class TraceViewerWidget(BokehWidget):
 
     # ---- Python API ---------------------------------------------------------
 
-    def show_range(self, start_ps, end_ps):
-        """Show the window [start_ps, end_ps] (absolute ps) in every view."""
+    def show_range(self, start_ps, end_ps, row=None):
+        """Show the window [start_ps, end_ps] (absolute ps) in every view (and row `row`, a
+        y of the timeline, scrolled into view where it is not)."""
         start_ps, end_ps = int(start_ps), int(max(end_ps, start_ps + 1000))
         self.window_ps = [start_ps, end_ps]
-        self.set_x_range("timeline", (start_ps - self.origin_ps) / 1e9, (end_ps - self.origin_ps) / 1e9)
+        x0, x1 = (start_ps - self.origin_ps) / 1e9, (end_ps - self.origin_ps) / 1e9
+        self.set_x_range("timeline", x0, x1, y=row)
 
     def find(self, pattern, regex=False):
         """Search event names; outlines the matches and shows the first. Returns the matches (DataFrame)."""
@@ -555,8 +578,10 @@ class TraceViewerWidget(BokehWidget):
         if dur > width or width >= (self.trace.end_ps - self.trace.start_ps):
             width = max(dur * 4, 10**6)
         centre = int(row["start_ps"]) + dur // 2
-        self.show_range(centre - width // 2, centre + width // 2)
         self.selected_event = self.trace.event(int(row["track"]), int(row["index"]))
+        track = int(row["track"])
+        y = float(self._row0[track] + int(self.selected_event["row"])) if track in self._offset else None
+        self.show_range(centre - width // 2, centre + width // 2, row=y)
         self.html = self._html()
 
     @traitlets.observe("selected")
@@ -568,6 +593,9 @@ class TraceViewerWidget(BokehWidget):
             self.html = self._html()
             return
         real = [int(i) for i in ids if i >= 0]
+        if len(ids) == 1 and real and real[0] == self._cycling:  # the selection table's next event
+            return
+        self._cycling = None
         if len(ids) == 1 and not real:  # a merged box: zoom into it
             k = int(-1 - ids[0])
             starts, ends = self._last["start"], self._last["end"]
@@ -578,13 +606,8 @@ class TraceViewerWidget(BokehWidget):
         # Details decode the stats of one event; a box selection is measured on the boxes drawn.
         self.selected_event = self.trace.event(real[0] // _ID_TRACK, real[0] % _ID_TRACK) if real else {}
         if len(ids) == 1 and self.selected_event:  # one event (tapped, or a flow's end clicked): show it
-            ev = self.selected_event
-            start, end = self.window_ps
-            if ev["end_ps"] < start or ev["start_ps"] > end:  # out of view: centred, the zoom kept
-                half = max((end - start) // 2, ev["duration_ps"])
-                centre = ev["start_ps"] + ev["duration_ps"] // 2
-                self.show_range(centre - half, centre + half)
-        self._measure = {}
+            self._reveal(self.selected_event)
+        self._measure, self._cycle = {}, None
         if len(ids) > 1:
             last = self._last
             wanted = np.asarray(ids, dtype=np.float64)
@@ -605,9 +628,55 @@ class TraceViewerWidget(BokehWidget):
                 self._measure = {
                     "events": count,
                     "span_ps": int(e.max() - s.min()),
-                    "table": table.head(SUMMARY_SHOWN),
-                    "names": len(table),
+                    "table": table,
+                    "window": (int(s.min()), int(e.max())),
+                    "tracks": tracks,
                 }
+        self.html = self._html()
+
+    def _reveal(self, ev):
+        """Bring an event into view: centred when it is out of the window (the zoom kept), and
+        its row scrolled to when it is above or below the rows shown."""
+        start, end = self.window_ps
+        if ev["end_ps"] < start or ev["start_ps"] > end:
+            half = max((end - start) // 2, ev["duration_ps"])
+            centre = ev["start_ps"] + ev["duration_ps"] // 2
+            start, end = centre - half, centre + half
+        row = None
+        if int(ev.get("track", -1)) in self._offset:
+            row = float(self._row0[int(ev["track"])] + int(ev.get("row", 0)))
+        self.show_range(start, end, row=row)
+
+    def selection_events(self, name):
+        """The events named `name` of the box selection's table (its tracks, overlapping its
+        span), by start: a DataFrame of `track`, `index`, `start_ps`, `end_ps` (empty with no
+        selection)."""
+        m = self._measure
+        if not m:
+            return pd.DataFrame({"track": [], "index": [], "start_ps": [], "end_ps": []}, dtype=np.int64)
+        found = self.trace.search(f"^{re.escape(name)}$", regex=True)
+        lo, hi = m["window"]
+        keep = (found["name"].astype(str) == name).to_numpy() & (found["start_ps"] <= hi).to_numpy()
+        keep &= (found["end_ps"] >= lo).to_numpy()
+        if m["tracks"] is not None:
+            keep &= np.isin(found["track"].to_numpy(), m["tracks"])
+        return pd.DataFrame(found[keep][["track", "index", "start_ps", "end_ps"]]).reset_index(drop=True)
+
+    def show_next_of(self, name):
+        """Select and show the next event named `name` of the box selection (a click on its row
+        of the selection table; again: the one after, round to the first), keeping the table."""
+        events = self.selection_events(name)
+        if not len(events):
+            return
+        at = self._cycle[1] + 1 if self._cycle and self._cycle[0] == name else 0
+        at %= len(events)
+        self._cycle = (name, at, len(events))
+        row = events.iloc[at]
+        track, index = int(row["track"]), int(row["index"])
+        self.selected_event = self.trace.event(track, index)
+        self._cycling = track * _ID_TRACK + index
+        self.selected = {"figure": "timeline", "source": "events", "id": self._cycling, "ids": [self._cycling]}
+        self._reveal(self.selected_event)
         self.html = self._html()
 
     # ---- HTML ---------------------------------------------------------------
@@ -701,24 +770,53 @@ class TraceViewerWidget(BokehWidget):
             self._graph_notes[self.host] = graph_kernel_words(summary, self.run.attribute_cuda_graphs)
         return self._graph_notes[self.host]
 
+    def selection_table(self):
+        """The box selection's table (`Trace.summary` of its tracks and span) in the order
+        shown (`_summary_sort`); None without a box selection."""
+        if not self._measure:
+            return None
+        column, descending = self._summary_sort
+        table = self._measure["table"]
+        key = table["name"].astype(str).str.lower() if column == "name" else table[column]
+        order = key.sort_values(ascending=not descending, kind="stable").index
+        return table.loc[order].reset_index(drop=True)
+
+    def _selection_html(self):
+        ms, table = self._measure, self.selection_table()
+        shown = table.head(SUMMARY_SHOWN)
+        column, descending = self._summary_sort
+        order = "desc" if descending else "asc"
+        heads = "".join(
+            f'<th data-request="summary_sort" data-params="{data_json({"column": key})}" title="sort"'
+            + (f' data-sorted="{order}">{label} {"▼" if descending else "▲"}' if key == column else f">{label}")
+            + "</th>"
+            for key, label in SUMMARY_COLUMNS.items()
+        )
+        rows = []
+        for r in shown.itertuples():
+            at = ""
+            if self._cycle and self._cycle[0] == r.name:
+                at = f' <span data-testid="cycle-at">({self._cycle[1] + 1} of {self._cycle[2]:,})</span>'
+            rows.append(
+                f'<tr data-request="summary_next" data-params="{data_json({"name": str(r.name)})}" '
+                f'data-testid="selection-row" title="show its next event">'
+                f'<td title="{esc(r.name)}">{esc(r.name)}{at}</td><td class=num>{r.occurrences:,}</td>'
+                f"<td class=num>{_ms(r.wall_ps)}</td>"
+                f"<td class=num>{_ms(r.self_ps)}</td><td class=num>{_ms(r.avg_ps)}</td></tr>"
+            )
+        more = f" (the first {len(shown)} of {len(table):,} names)" if len(table) > len(shown) else ""
+        return (
+            f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
+            f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>{more}'
+            f'<table class="xw-selection" data-testid="selection-table"><tr>{heads}</tr>{"".join(rows)}</table>'
+            '<div class="xw-note">A row shows its events one by one.</div></div>'
+        )
+
     def _details_html(self):
         ev = self.selected_event
         parts = []
         if self._measure:
-            ms = self._measure
-            rows = "".join(
-                f'<tr><td title="{esc(r.name)}">{esc(r.name)}</td><td class=num>{r.occurrences:,}</td>'
-                f"<td class=num>{_ms(r.wall_ps)}</td>"
-                f"<td class=num>{_ms(r.self_ps)}</td><td class=num>{_ms(r.avg_ps)}</td></tr>"
-                for r in ms["table"].itertuples()
-            )
-            more = f" (the first {len(ms['table'])} of {ms['names']:,} names)" if ms["names"] > len(ms["table"]) else ""
-            parts.append(
-                f'<div class="xw-card" data-testid="measure"><b>Selection</b>: {ms["events"]:,} events, '
-                f'<span data-testid="span">span {_ms(ms["span_ps"])}</span>{more}'
-                '<table class="xw-selection" data-testid="selection-table"><tr><th>Name</th><th>#</th>'
-                f"<th>Wall</th><th>Self</th><th>Average</th></tr>{rows}</table></div>"
-            )
+            parts.append(self._selection_html())
         if ev:
             stats = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in ev.get("stats", {}).items())
             if ev.get("command_buffer"):  # a kernel of a CUDA graph, its op attributed (beyond XProf)
