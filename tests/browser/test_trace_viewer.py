@@ -354,3 +354,53 @@ def test_trace_viewer_flows(page, jupyter_lab):
     shown = page.evaluate(BOX_AND_ARROWS_JS, [kernel, "flow_note"])["note"][0]
     assert shown.endswith("flows in view") or "drawn" in shown
     finish(page, widget, "trace-viewer-flows.png")
+
+
+# The counters source of the last timeline: its series' names and how many points each has.
+COUNTERS_JS = (
+    """
+async () => {"""
+    + _TIMELINE_VIEW
+    + """  const c = [...view.model.document.all_models].find((m) => m.name === "counters" && m.data !== undefined);
+  return c == null ? null : { names: [...c.data.name], points: [...c.data.xs].map((x) => x.length) };
+}
+"""
+)
+
+
+def test_trace_viewer_counters(page, jupyter_lab, tmp_path):
+    """Counter tracks drawn as lines at the top of their section (XProf's "C" series): the
+    H200 profile with a `_counters_` line added to its GPU plane (no profile of the corpus has
+    one), an "HBM in use" counter of 600 samples over the profile, a sawtooth."""
+    from xprof_widgets.analysis import trace as T
+    from xprof_widgets.io import schema
+
+    source = next((PROFILES / "nvidia_jax_mlp_no_graphs_h200").glob("plugins/profile/*/*.xplane.pb"))
+    space = schema.XSpace.FromString(source.read_bytes())
+    gpu = next(p for p in space.planes if p.name.startswith("/device:GPU"))
+    first = min(line.timestamp_ns for line in gpu.lines if line.events)
+    span_ps = max(
+        (line.timestamp_ns - first) * 1000 + e.offset_ps + e.duration_ps for line in gpu.lines for e in line.events
+    )
+    event_id = max(gpu.event_metadata) + 1
+    stat_id = max(gpu.stat_metadata) + 1
+    gpu.event_metadata[event_id].id = event_id
+    gpu.event_metadata[event_id].name = "HBM in use (bytes)"
+    gpu.stat_metadata[stat_id].id = stat_id
+    gpu.stat_metadata[stat_id].name = "value"
+    line = gpu.lines.add(id=10**6, display_id=10**6, name=T.COUNTER_LINE, timestamp_ns=first)
+    samples = 600
+    for i in range(samples):
+        e = line.events.add(metadata_id=event_id, offset_ps=i * (span_ps // samples))
+        e.stats.add(metadata_id=stat_id, int64_value=2**30 + (i % 50) * 2**24)
+    path = tmp_path / "plugins" / "profile" / "counters" / "vm.xplane.pb"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(space.SerializeToString())
+
+    widget = show_widget(page, jupyter_lab, "trace-counters.ipynb", tool_cell("TraceViewerWidget", path))
+    drawn = page.evaluate(COUNTERS_JS)
+    assert drawn["names"] == [f"HBM in use (bytes) ({gpu.name})"]
+    assert drawn["points"][0] == 2 * samples  # a step per sample (under COUNTER_POINTS: all kept)
+    # Its label on the axis, under the section's header and above the GPU's streams.
+    assert "HBM in use (bytes)" in widget.inner_text() or page.locator("canvas").count() > 0
+    finish(page, widget, "trace-viewer-counters.png")

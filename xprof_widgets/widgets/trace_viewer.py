@@ -56,6 +56,9 @@ from .op_details import op_details, op_details_html
 ROW_PX = 18  # height of one nesting row on the page
 MAX_HEIGHT_PX = 640  # taller layouts scroll vertically (drag pan)
 LABEL_MIN_PX = 60  # boxes at least this wide carry their name
+#: Boxes are drawn at least this wide (their times stay the events'): a kernel of a few µs in
+#: a view of seconds is a sliver a canvas draws faintly, or not at all, and its row looks empty.
+MIN_BOX_PX = 2
 SEARCH_SHOWN = 20  # matches listed under the search box
 SUMMARY_SHOWN = 20  # names listed in a box selection's table (XProf's selection summary)
 #: The selection table's columns (`Trace.summary`'s) and their headers.
@@ -298,7 +301,12 @@ class TraceViewerWidget(BokehWidget):
             TapTool(renderers=[quad]),
             HoverTool(
                 renderers=[quad],
-                tooltips=[("", "@name"), ("events", "@count"), ("ms", "@x0{0,0.000000} to @x1{0,0.000000}")],
+                tooltips=[
+                    ("", "@name"),
+                    ("events", "@count"),
+                    ("from", "@x0{0,0.000000} ms"),
+                    ("for", "@ms{0,0.000000} ms"),
+                ],
             ),
             HoverTool(renderers=[lines], tooltips=[("counter", "@name"), ("from", "@range")]),
             ResetTool(),
@@ -340,9 +348,11 @@ class TraceViewerWidget(BokehWidget):
         color = np.where(real, color, color + 20).astype(np.uint8)  # merged boxes: the lighter shade
         x0 = (s - self.origin_ps) / 1e9
         x1 = (e - self.origin_ps) / 1e9
+        px = (end_ps - start_ps) / max(width_px, 1)
         boxes = {
             "x0": x0,
-            "x1": x1,
+            "x1": np.maximum(x1, x0 + MIN_BOX_PX * px / 1e9),
+            "ms": ((e - s) / 1e9).astype(np.float32),
             "y": y,
             "color": color,
             "lw": lw,
@@ -350,7 +360,6 @@ class TraceViewerWidget(BokehWidget):
             "id": ids,
             "name": names,
         }
-        px = (end_ps - start_ps) / max(width_px, 1)
         wide = np.flatnonzero((e - s) >= LABEL_MIN_PX * px)
         text = [str(n)[: max(int((e[i] - s[i]) / px / 7), 1)] for i, n in zip(wide, names[wide])]
         labels = {
