@@ -119,6 +119,10 @@ ZOOM_AHEAD = 4
 _COARSEN_BUCKETS = 1 << 20
 #: A query whose level is not built reads a built level up to this many steps finer.
 READ_FINER = 3
+#: A window of at most this many events whose level is finer than every level built reads
+#: its events (about 55 ns an event) instead of building that level from all the events
+#: (0.7 s at 9.7 M events; at 49 M, hundreds of MB for millions of buckets few read).
+FINE_RAW_LIMIT = 1_000_000
 #: A trace of at least this many events builds its other pyramid levels on a background
 #: thread after its first view (a smaller one builds a level in milliseconds when asked).
 BACKGROUND_LEVELS_EVENTS = 1 << 22
@@ -495,7 +499,8 @@ class Trace:
         keep = hi > lo
         rows, lo, hi = rows[keep], lo[keep], hi[keep]
         # A level is built on first use: not for windows answered from the events.
-        level = None if int((hi - lo).sum()) <= raw_limit else self._pyramid.level_for(pixel)
+        in_window = int((hi - lo).sum())
+        level = None if in_window <= raw_limit else self._pyramid.level_for(pixel, in_window)
         if level is None:
             parts = self._raw_parts(rows, lo, hi, pixel)
         else:
@@ -1483,19 +1488,28 @@ class _Pyramid:
             shift += 1
         self.coarsest = shift
 
-    def level_for(self, pixel):
-        """The coarsest level whose buckets are at most `pixel` ps wide, or None.
+    def level_for(self, pixel, window_events=None):
+        """The coarsest level whose buckets are at most `pixel` ps wide, or None (the
+        window's events are read).
 
         While `build_all` runs (in the background), a level not built yet is not
         waited for where one up to READ_FINER steps finer is built: that one is read,
-        the same boxes from a few times the buckets."""
+        the same boxes from a few times the buckets. A level finer than every level
+        built (after the first view) is not built for a window of at most
+        FINE_RAW_LIMIT `window_events`: its events are read."""
         if self.finest is None or (1 << self.finest) > pixel:
             return None
         shift = min(int(pixel).bit_length() - 1, self.coarsest)
         level = self._built.get(shift)
         if level is None:
-            finer = [s for s in list(self._built) if shift - READ_FINER <= s < shift] if self.building else []
-            level = self._built[max(finer)] if finer else self.level(shift)
+            built = list(self._built)
+            finer = [s for s in built if shift - READ_FINER <= s < shift] if self.building else []
+            if finer:
+                level = self._built[max(finer)]
+            elif built and window_events is not None and window_events <= FINE_RAW_LIMIT and min(built) > shift:
+                return None
+            else:
+                level = self.level(shift)
         if level.shift < self.coarsest and len(level.first) > self._n // 2:
             return None  # too sparse: the events themselves are read
         return level
