@@ -337,6 +337,9 @@ class StatsCombiner:
     * tool_status: a tool has data when any host has.
     """
 
+    #: Hosts' tables are folded in batches of at least this many, and of an eighth of the
+    #: hosts in so far: a fold costs pandas' per-call overhead (tens of ms), so 1,000 hosts
+    #: take about 40 folds, not 125, and the hosts waiting stay a fraction of the run.
     _FOLD_EVERY = 8
 
     def __init__(self, run: RunLike | None = None) -> None:
@@ -379,7 +382,7 @@ class StatsCombiner:
                 for (t, have, why), (_, other, _) in zip(self._tool_status, status)
             ]
         self._pending.append(stats)
-        if len(self._pending) >= self._FOLD_EVERY:
+        if len(self._pending) >= max(self._FOLD_EVERY, self._count // 8):
             self._fold()
 
     def _fold(self) -> None:
@@ -391,6 +394,10 @@ class StatsCombiner:
             return
         for s in batch:
             self._fold_op_metrics(s.op_metrics)
+        for acc in self._dbs.values():  # the batch's op tables in one group-by
+            if acc["pending"]:
+                tables = acc["pending"] if acc["ops"] is None else [acc["ops"], *acc["pending"]]
+                acc["ops"], acc["pending"] = _merge_ops(tables), []
         self._input_ops = merge_input_ops([self._input_ops, *(s.input_ops for s in batch)])
         self._host_op_db = combine_host_op_dbs([self._host_op_db, *(s.host_op_db for s in batch)])
         if any(not s.gpu_ops.empty for s in batch):
@@ -415,6 +422,7 @@ class StatsCombiner:
                 "op_time": db.total_op_time_ps,
                 "peaks": db.peaks if not db.empty else None,
                 "ops": None if db.empty else db.ops,
+                "pending": [],  # op tables of this batch, merged at the end of `_fold`
             }
             return
         acc["count"] += 1
@@ -425,7 +433,7 @@ class StatsCombiner:
         if not db.empty:
             if acc["peaks"] is None:
                 acc["peaks"] = db.peaks
-            acc["ops"] = db.ops if acc["ops"] is None else _merge_ops(acc["ops"], db.ops)
+            acc["pending"].append(db.ops)
 
     def _op_metrics(self) -> DeviceOpMetrics:
         acc = next((self._dbs[k] for k in ("tpu", "gpu", "cpu") if k in self._dbs), None)
@@ -497,10 +505,14 @@ def combined_step_db(hosts: Sequence[tuple[pd.DataFrame, str, bool]]) -> tuple[p
     return steps.iloc[firsts[0] : firsts[0] + n].reset_index(drop=True), ""
 
 
-def _merge_ops(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Two op tables as one: rows of one op (program id, name) summed, the first's metadata
-    kept (GPUs: `num_cores` summed, every host's devices being its own; `is_eager` if either)."""
-    ops = pd.concat([a, b], ignore_index=True)
+def _merge_ops(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Op tables (hosts in order) as one: rows of one op (program id, name) summed, the
+    first's metadata kept (GPUs: `num_cores` summed, every host's devices being its own;
+    `is_eager` if any). One group-by for all: the same as merging them two at a time."""
+    if len(tables) == 1:
+        return tables[0]
+    a = tables[0]
+    ops = pd.concat(tables, ignore_index=True)
     sums = [c for c in (*SUM_COLUMNS, "kernels", "num_cores") if c in ops]
     g = ops.groupby(["program_id", "name"], sort=False)
     out = g.first().drop(columns=sums).join(g[sums].sum())
