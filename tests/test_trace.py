@@ -1276,3 +1276,47 @@ def test_selection_table_sorts_and_shows_each_rows_events_in_turn():
     # A tap elsewhere ends the selection table.
     w.selected = {"source": "events", "ids": [ids[0]]}
     assert w.selection_table() is None and 'data-testid="selection-table"' not in w.html
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n != "jax_mlp_cpu"])
+def test_selection_summary_equals_xprofs_on_every_run(name):
+    """`Trace.summary` over the middle third of the run, on its busiest device track (where
+    it has one) and its busiest host thread, equals XProf's selection table from its own
+    trace events (the non-streaming `trace_viewer`: every event) for the same threads and
+    window, on every corpus run (jax_mlp_cpu: the test above)."""
+    run = corpus_run(name)
+    trace = run.trace()
+    xprof = oracle.tool_data(sorted(run.files.values())[:1], "trace_viewer", {})
+    by_thread: dict = {}
+    for e in xprof["traceEvents"]:
+        if e.get("ph") in ("X", "i", "I"):
+            by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    tracks = trace.tracks
+    keys = list(zip(tracks["pid"].astype(int), tracks["tid"].astype(int)))
+    known = np.array([k in by_thread for k in keys])
+    device = (~tracks["section"].str.startswith("/host").to_numpy()) & known
+    host = tracks["section"].str.startswith("/host").to_numpy() & known
+    chosen = [int(tracks["events"][m].idxmax()) for m in (device, host) if m.any()]
+    assert chosen
+    lo = trace.start_ps + (trace.end_ps - trace.start_ps) // 3
+    hi = trace.start_ps + 2 * (trace.end_ps - trace.start_ps) // 3
+    ours = trace.summary(lo, hi, tracks=chosen).set_index("name")
+    from xprof_widgets.analysis.core.grouping import step_events
+
+    steps = step_events(run.xspace())
+    own_name = dict(zip(steps["step_name"], steps["name"]))
+    want: dict = {}
+    for track in chosen:
+        for label, (occ, wall, own) in _xprof_selection(by_thread[keys[track]], lo / 1e6, hi / 1e6).items():
+            label = own_name.get(label, label)
+            o, w, s = want.get(label, (0, 0.0, 0.0))
+            want[label] = (o + occ, w + wall, s + own)
+    assert set(want) == set(ours.index), (
+        sorted(set(want) - set(ours.index))[:5],
+        sorted(set(ours.index) - set(want))[:5],
+    )
+    for label, (occ, wall, own) in want.items():
+        row = ours.loc[label]
+        assert row["occurrences"] == occ, label
+        assert row["wall_ps"] / 1e6 == pytest.approx(wall, abs=1e-3 * occ), label
+        assert row["self_ps"] / 1e6 == pytest.approx(own, abs=2e-3 * occ + 1e-6), label
