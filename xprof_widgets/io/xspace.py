@@ -861,6 +861,17 @@ class XSpaceFile:
         finally:
             self._shared_tables = outer
 
+    def index_of(self, plane):
+        """The position of `plane` (one of `planes`) in `planes`: by a table made once, not a
+        scan (a file may hold 20,000 planes, and each plane's analysis asks)."""
+        positions = self.__dict__.get("_plane_positions")
+        if positions is None or len(positions) != len(self.planes):
+            positions = self.__dict__["_plane_positions"] = {id(p): k for k, p in enumerate(self.planes)}
+        try:
+            return positions[id(plane)]
+        except KeyError:
+            raise ValueError(f"plane {plane.name!r} is not one of {self.path}") from None
+
     def plane(self, name):
         """The plane named `name`, or None."""
         for p in self.planes:

@@ -569,7 +569,7 @@ def _read_graph_events(run, space):
     modules = program_modules(run)
     frames, own_frames = [], []
     for plane in gpu_planes(space):
-        pi = next(k for k, p in enumerate(space.planes) if p is plane)
+        pi = space.index_of(plane)
         for li, line in enumerate(plane.lines):
             if not len(line) or is_derived_line(line):
                 continue
@@ -739,8 +739,10 @@ def attributed_ops(run: RunLike, space, plane, li, hlo):
     found = graph_attribution(run, space).ops
     if not found:
         return hlo
-    pi = next((k for k, p in enumerate(space.planes) if p is plane), None)
-    entry = found.get((pi, li))
+    try:
+        entry = found.get((space.index_of(plane), li))
+    except ValueError:  # (not a plane of this space: nothing attributed to it)
+        return hlo
     if entry is None:
         return hlo
     events, ops = entry

@@ -701,7 +701,12 @@ def of_line(table, plane, li, fill):
 
 def is_grouped(space):
     """True when every host and device plane of the space has a `group_id` stat (XProf's
-    IsXSpaceGrouped: then it neither regroups nor derives lines)."""
+    IsXSpaceGrouped: then it neither regroups nor derives lines). Once per space: each
+    plane's analysis asks."""
+    return derived(space, "is_grouped", lambda: _is_grouped(space))
+
+
+def _is_grouped(space):
     for p in space.planes:
         host = p.name.startswith(_HOST_PLANE_PREFIXES)
         device = not host and p.name.startswith(("/device", "#Chip"))
@@ -747,7 +752,7 @@ def forward_filled_group_ids(space, plane):
 
     Computed once per plane (the trace, the GPU op database and the GPU steps all read
     it); the arrays are shared and read-only."""
-    key = ("forward_filled_group_ids", space.planes.index(plane))
+    key = ("forward_filled_group_ids", space.index_of(plane))
     return derived(space, key, lambda: _forward_filled_group_ids(space, plane))
 
 
