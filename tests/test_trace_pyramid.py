@@ -86,7 +86,7 @@ def _copy_with_fresh_pyramid(tr):
 
 def test_levels_built_in_the_background_are_the_whole_pyramid(monkeypatch):
     """After a big trace's first view its other levels are built on a thread: from the
-    events at the finest level windows of RAW_LIMIT / 2 events read, each coarser from
+    events at the finest level windows of FINE_RAW_LIMIT / 8 events read, each coarser from
     the next finer; each is the level the whole pyramid has at its shift."""
     tr = corpus_run("jax_transformer_cpu").trace()
     expected = tr.query(None, None, 2000)
@@ -99,7 +99,7 @@ def test_levels_built_in_the_background_are_the_whole_pyramid(monkeypatch):
     built = lazy._pyramid.built()
     span = tr.end_ps - tr.start_ps + 1
     low = built[0].shift
-    assert low == lazy._pyramid.finest or tr.event_count * 2000 * (1 << (low - 1)) < span * (T.RAW_LIMIT // 2)
+    assert low == lazy._pyramid.finest or tr.event_count * 2000 * (1 << (low - 1)) < span * (T.FINE_RAW_LIMIT // 8)
     assert [level.shift for level in built] == list(range(low, lazy._pyramid.coarsest + 1))
     for level in built:
         assert _same(level, whole.get(level.shift)), level.shift

@@ -1518,15 +1518,16 @@ class _Pyramid:
         """Build the levels queries at `resolution` pixels will read and that are not built
         yet: the finest of them from the events (one pass), each coarser one from the
         next finer. The finest is the finest level a window read from which would hold,
-        were the events spread evenly, at least half RAW_LIMIT events: narrower windows
-        are mostly read from the events, and a finer level (built if one is asked for)
-        would be millions of buckets few read. What the background thread `Trace.query`
+        were the events spread evenly, at least an eighth of FINE_RAW_LIMIT events:
+        narrower windows are mostly read from the events (a few ms: as fast as a level),
+        and a finer level (built if a window of more events asks for one) would be
+        millions of buckets few read (at 49 M events, 0.3 GB). What the background thread `Trace.query`
         starts after a big trace's first view runs."""
         if self.finest is None:
             return
         span = int(self._end.max()) - self._t0 + 1
         low = self.finest
-        while low < self.coarsest and self._n * resolution * (1 << low) < span * (RAW_LIMIT // 2):
+        while low < self.coarsest and self._n * resolution * (1 << low) < span * (FINE_RAW_LIMIT // 8):
             low += 1
         self.building = True
         try:
