@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import traitlets
 from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
+from bokeh.models.annotations import Legend, LegendItem
 from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
@@ -332,18 +333,15 @@ class RooflineWidget(SortedTable, BokehWidget):
             selection_fill_alpha=1.0,
             **selection_look(fade=0.35),
         )
-        # The key of the categories: glyphs of one size at no place (the points' own sizes vary).
+        # The key of the categories: an entry per category drawing its first point's marker and
+        # colour (a legend glyph has one size whatever the point's), no renderer of its own.
         order = list(self._colors)
-        for c in sorted(pd.unique(cat), key=lambda c: order.index(c) if c in order else len(order)):
-            fig.scatter(
-                x=[math.nan],
-                y=[math.nan],
-                size=9,
-                marker="diamond" if c == PROGRAM else "circle",
-                fill_color=self._colors.get(c, "#888888"),
-                line_color="white",
-                legend_label=str(c),
-            )
+        firsts = pd.Series(np.arange(len(cat))).groupby(cat, sort=False).first()
+        legend = fig.legend[0] if fig.legend else Legend()  # (no roofs: no legend yet)
+        legend.items.extend(
+            LegendItem(label=str(c), renderers=[dots], index=int(firsts[c]))
+            for c in sorted(firsts.index, key=lambda c: order.index(c) if c in order else len(order))
+        )
         hover_and_tap(
             fig,
             dots,
@@ -360,7 +358,6 @@ class RooflineWidget(SortedTable, BokehWidget):
         )
         fig.xaxis.formatter = LogTickFormatter()
         fig.yaxis.formatter = LogTickFormatter()
-        legend = fig.legend[0]
         legend.label_text_font_size = "11px"
         legend.glyph_height = 18
         legend.glyph_width = 22
