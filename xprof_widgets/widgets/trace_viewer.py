@@ -62,7 +62,7 @@ MIN_BOX_PX = 2
 SEARCH_SHOWN = 20  # matches listed under the search box
 SUMMARY_SHOWN = 20  # names listed in a box selection's table (XProf's selection summary)
 #: The selection table's columns (`Trace.summary`'s) and their headers.
-SUMMARY_COLUMNS = {"name": "Name", "occurrences": "#", "wall_ps": "Wall", "self_ps": "Self", "avg_ps": "Average"}
+SUMMARY_COLUMNS = {"name": "Name", "occurrences": "#", "wall_ps": "Wall ms", "self_ps": "Self ms", "avg_ps": "Avg ms"}
 _ID_TRACK = 2**32  # event id = track * 2**32 + event index: exact in float64 below 2**53
 FLOWS_SHOWN = 300  # flow arrows drawn at most per view with "Flows" on (spread over the view's)
 _NO_ARROWS = {"x0": np.zeros(0), "y0": np.zeros(0), "x1": np.zeros(0), "y1": np.zeros(0)}
@@ -810,8 +810,10 @@ class TraceViewerWidget(BokehWidget):
                 f'<tr data-request="summary_next" data-params="{data_json({"name": str(r.name)})}" '
                 f'data-testid="selection-row" title="show its next event">'
                 f'<td title="{esc(r.name)}">{esc(r.name)}{at}</td><td class=num>{r.occurrences:,}</td>'
-                f"<td class=num>{_ms(r.wall_ps)}</td>"
-                f"<td class=num>{_ms(r.self_ps)}</td><td class=num>{_ms(r.avg_ps)}</td></tr>"
+                + "".join(
+                    f'<td class=num title="{_ms(v)}">{v / 1e9:,.3f}</td>' for v in (r.wall_ps, r.self_ps, r.avg_ps)
+                )
+                + "</tr>"
             )
         more = f" (the first {len(shown)} of {len(table):,} names)" if len(table) > len(shown) else ""
         return (
