@@ -299,6 +299,18 @@ async ([id, arrows]) => {"""
 )
 
 
+def _poll(page, js, args, test, what, timeout_s=30):
+    """`page.evaluate(js, args)` until `test` holds for its value (returned); Playwright's
+    `wait_for_function` cannot wait on an async function (its promise counts as true at once)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = page.evaluate(js, args)
+        if test(value):
+            return value
+        assert time.monotonic() < deadline, f"{what}: still {value!r} after {timeout_s} s"
+        page.wait_for_timeout(250)
+
+
 def test_trace_viewer_flows(page, jupyter_lab):
     """JAX on an H200 (tests/data/profiles): a tap on a kernel shows the host launch it came
     from in the details panel ("Incoming flow") and draws its arrow; the launch's link selects
@@ -330,9 +342,7 @@ def test_trace_viewer_flows(page, jupyter_lab):
     assert widget.locator("[data-testid='event-name']").inner_text() == str(r["to_name"])
     text = incoming.inner_text()
     assert "Incoming flow (gpu_launch)" in text and str(r["from_name"]) in text
-    page.wait_for_function(
-        f"async () => (await ({BOX_AND_ARROWS_JS})([{kernel}, 'event_flows']))?.arrows === 1", timeout=30_000
-    )
+    _poll(page, BOX_AND_ARROWS_JS, [kernel, "event_flows"], lambda v: v and v["arrows"] == 1, "the kernel's arrow")
     save_screenshot(page, "trace-viewer-flow")
     # The launch's link selects it: its outgoing flow is the kernel; the view scrolls down to
     # the launch's row (a host thread under the GPU's rows, out of the first view).
@@ -341,17 +351,13 @@ def test_trace_viewer_flows(page, jupyter_lab):
     incoming.locator(".xw-flow").click()
     widget.locator("[data-testid='flow-out']").wait_for(timeout=30_000)
     assert widget.locator("[data-testid='event-name']").inner_text() == str(r["from_name"])
-    page.wait_for_function(
-        f"async () => (await ({BOX_AND_ARROWS_JS})([{launch}, 'event_flows']))?.inFrame === true", timeout=30_000
-    )
+    _poll(page, BOX_AND_ARROWS_JS, [launch, "event_flows"], lambda v: v and v["inFrame"], "the launch in view")
     save_screenshot(page, "trace-viewer-flow-launch")
     # "Flows": the view's arrows, and how many.
     widget.locator("[data-testid='flows-toggle']").check()
-    page.wait_for_function(
-        f"async () => ((await ({BOX_AND_ARROWS_JS})([{kernel}, 'flow_note']))?.note ?? []).length === 1",
-        timeout=30_000,
-    )
-    shown = page.evaluate(BOX_AND_ARROWS_JS, [kernel, "flow_note"])["note"][0]
+    shown = _poll(page, BOX_AND_ARROWS_JS, [kernel, "flow_note"], lambda v: v and v["note"], "the flows note")["note"][
+        0
+    ]
     assert shown.endswith("flows in view") or "drawn" in shown
     finish(page, widget, "trace-viewer-flows.png")
 
