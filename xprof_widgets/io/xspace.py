@@ -8,6 +8,7 @@ are decoded only when asked for, for one line at a time, vectorised.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import zlib
@@ -25,6 +26,7 @@ from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
 _SPACE_FIELDS = {1: "planes", 2: "errors", 3: "warnings", 4: "hostnames"}
+_PLANE_TAG = (1 << 3) | wire.LENGTH  # 0x0a: an XSpace's planes
 _PLANE_LINES = 3
 # The plane's metadata maps and stats (fields 4, 5, 6): runs of thousands of entries.
 _PLANE_MAP_TAGS = frozenset((n << 3) | wire.LENGTH for n in (4, 5, 6))
@@ -1118,19 +1120,52 @@ def _from_cache(path, key, found):
 
 
 def _parse_space(space, buf, size):
+    # Python's cycle collector paused while the planes and lines are made: it would walk
+    # every object made so far again and again (a file may hold a million planes: 14 s, 4.6 s
+    # without), and what is made here is freed by reference counts or kept.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _parse_planes(space, buf, size)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_planes(space, buf, size):
     plane_ranges = []
-    for number, wt, _, s, e in wire.walk(buf, 0, size):
+    i = 0
+    while i < size:
+        if buf[i] == _PLANE_TAG:  # a run of planes: found as events are (a file may hold a million)
+            found, i = wire.find_records(buf, space.data, i, size, _PLANE_TAG)
+            starts, stops = wire.record_payloads(space.data, found, size)
+            plane_ranges.extend(zip(starts.tolist(), stops.tolist()))
+            continue
+        number, wt, _, s, e = wire.field_at(buf, i, size)
         if number not in _SPACE_FIELDS or wt != wire.LENGTH:
             raise wire.WireError(f"field {number} (wire type {wt}) is not part of an XSpace: this is not a profile")
-        if number == 1:
+        if number == 1:  # (a tag written in more bytes than it needs)
             plane_ranges.append((s, e))
         else:
             getattr(space, _SPACE_FIELDS[number]).append(bytes(buf[s:e]).decode("utf-8", "replace"))
+        i = e
     for s, e in plane_ranges:
         space.planes.append(_parse_plane(space, buf, s, e))
 
 
+#: A plane of at most this many bytes is first given to protobuf whole: one without lines
+#: (a file may hold a million such) needs no walk of its fields.
+_SMALL_PLANE_BYTES = 4096
+
+
 def _parse_plane(space, buf, start, end):
+    if end - start <= _SMALL_PLANE_BYTES:
+        try:
+            message = schema.XPlane.FromString(bytes(buf[start:end]))
+        except Exception:  # (the walk below says what is wrong)
+            message = None
+        if message is not None and not len(message.lines):  # the shell the walk would make
+            return Plane(space=space, id=message.id, name=message.name, message=message)
     # Every field but the lines, as one small XPlane: fields follow one another, so each
     # one's bytes (tag included) run from the previous one's end to its own; runs of
     # neighbouring non-line fields are copied as one slice.
