@@ -717,10 +717,8 @@ class StatTable:
 
     def strings(self, name):
         """(events, object array of str) of the events whose value is a string or ref."""
-        parts = self._string_parts(name)
-        if not parts:
-            return np.zeros(0, np.int64), np.zeros(0, object)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[2][p[1]] for p in parts])
+        events, codes, values = self.string_codes(name)
+        return events, values[codes]
 
     def string_codes(self, name):
         """(events, codes, values) of the events whose value is a string or ref: each
@@ -742,13 +740,11 @@ class StatTable:
     def str_category(self, name, fill=""):
         """`str_column` as a pandas Categorical (sorted categories): for columns of a few
         distinct strings over millions of events, built from codes without a string per event."""
-        parts = self._string_parts(name)
-        values = np.concatenate([np.array([fill], dtype=object)] + [p[2] for p in parts])
-        offsets = np.cumsum([1] + [len(p[2]) for p in parts])
+        events, at, values = self.string_codes(name)
         codes = np.zeros(self.count, np.int64)  # 0: fill
-        for (events, part_codes, _), offset in zip(parts, offsets):
-            codes[events] = part_codes + offset
-        return categorical(codes, values)  # equal strings from different kinds or byte strings merge
+        codes[events] = at + 1
+        # Equal strings from different kinds or byte strings merge.
+        return categorical(codes, np.concatenate([np.array([fill], dtype=object), values]))
 
 
 def _column(values):
@@ -786,6 +782,7 @@ class XSpaceFile:
         # What analyses derive per host (group ids, allocator events...) is kept on this
         # object by `analysis.core.cache.derived`: computed once, shared by every tool.
         self._shared_tables = None  # see sharing_stats
+        self._plane_positions = None  # see index_of
         self._columns = None  # see event_columns
         self._columns_lock = threading.Lock()
 
@@ -866,9 +863,9 @@ class XSpaceFile:
     def index_of(self, plane):
         """The position of `plane` (one of `planes`) in `planes`: by a table made once, not a
         scan (a file may hold 20,000 planes, and each plane's analysis asks)."""
-        positions = self.__dict__.get("_plane_positions")
+        positions = self._plane_positions
         if positions is None or len(positions) != len(self.planes):
-            positions = self.__dict__["_plane_positions"] = {id(p): k for k, p in enumerate(self.planes)}
+            positions = self._plane_positions = {id(p): k for k, p in enumerate(self.planes)}
         try:
             return positions[id(plane)]
         except KeyError:

@@ -142,7 +142,7 @@ class TraceViewerWidget(BokehWidget):
         self._match_at = -1
         self._measure = {}
         self._summary_sort = ("wall_ps", True)  # the selection table's column, largest first
-        self._cycle = None  # (name, position) of the selection table's event last shown
+        self._cycle = None  # (name, position, of how many) of the selection table's event last shown
         self._cycling = None  # the id selected by cycling (keeps the selection table)
         self._highlight = None  # names to outline in every view
         self._ops = None  # the op profile's op nodes, for the op details card (see _op_nodes)
@@ -588,9 +588,7 @@ class TraceViewerWidget(BokehWidget):
             width = max(dur * 4, 10**6)
         centre = int(row["start_ps"]) + dur // 2
         self.selected_event = self.trace.event(int(row["track"]), int(row["index"]))
-        track = int(row["track"])
-        y = float(self._row0[track] + int(self.selected_event["row"])) if track in self._offset else None
-        self.show_range(centre - width // 2, centre + width // 2, row=y)
+        self.show_range(centre - width // 2, centre + width // 2, row=self._row_of(self.selected_event))
         self.html = self._html()
 
     @traitlets.observe("selected")
@@ -651,10 +649,12 @@ class TraceViewerWidget(BokehWidget):
             half = max((end - start) // 2, ev["duration_ps"])
             centre = ev["start_ps"] + ev["duration_ps"] // 2
             start, end = centre - half, centre + half
-        row = None
-        if int(ev.get("track", -1)) in self._offset:
-            row = float(self._row0[int(ev["track"])] + int(ev.get("row", 0)))
-        self.show_range(start, end, row=row)
+        self.show_range(start, end, row=self._row_of(ev))
+
+    def _row_of(self, ev):
+        """The y of an event's row on the timeline (None when its track is not drawn)."""
+        track = int(ev["track"])
+        return float(self._row0[track] + int(ev["row"])) if track in self._offset else None
 
     def selection_events(self, name):
         """The events named `name` of the box selection's table (its tracks, overlapping its
