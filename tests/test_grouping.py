@@ -329,7 +329,7 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     assert (m.loc[~extra, "g_ref"] == m.loc[~extra, "g_ours"]).all()
     assert (m["g_ref"] >= 0).sum() > 1000
     # is_eager: XProf puts the stat on TF op runs and kernel executions (0 or 1); ours marks the 1s.
-    nodes = G._Nodes(space)
+    nodes = G._Nodes(space, keep_all=True)  # every event a node: each target marked
     targets = G._eager_targets(nodes)
     bounds = np.searchsorted(nodes.line, np.arange(len(nodes.lines) + 1))
     target_mask = {}

@@ -368,6 +368,31 @@ def test_nesting_parents_equal_numpy(monkeypatch, seed):
     assert ours == [max([j for j in range(i) if end[j] >= end[i]], default=-1) for i in range(min(n, 300))] + ours[300:]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_nearest_kept_ancestor_equals_numpy(monkeypatch, seed):
+    """Each event's own node or its nearest kept ancestor (the grouping's nodes) is the same
+    with the compiled loop, and is what walking up the parents one by one finds: deep
+    chains, none kept, all kept, a parent not taken."""
+    from xprof_widgets.analysis.core import grouping as G
+    from xprof_widgets.analysis.core import intervals as I
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 4000))
+    start, dur = _track(rng, n)
+    parent = I.prev_enclosing(start + dur)
+    parent[rng.random(n) < 0.05] = -1
+    kept = [rng.random(n) < 0.1, np.zeros(n, bool), np.ones(n, bool)][seed % 3]
+    ours, theirs = _both(monkeypatch, lambda: G._nearest_kept(parent, kept).tolist())
+    assert ours == theirs
+
+    def walk(i):
+        while i >= 0 and not kept[i]:
+            i = int(parent[i])
+        return i
+
+    assert ours == [walk(i) for i in range(n)]
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_grouping_graph_walks_equal_numpy(monkeypatch, seed):
     """The grouping's graph walks (CSR build, smallest label reaching each node, nodes

@@ -24,7 +24,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 7; }
+int32_t xw_abi(void) { return 8; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -390,6 +390,19 @@ int64_t xw_prev_enclosing(const int64_t *end, int64_t n, int32_t *stack, int32_t
         while (size > 0 && end[stack[size - 1]] < e) size--;
         parent[i] = size > 0 ? stack[size - 1] : -1;
         stack[size++] = (int32_t)i;
+    }
+    return 0;
+}
+
+/* Per event: itself where kept[i], else the nearest kept event up its chain of parents
+ * (`xw_prev_enclosing`'s), else -1. A parent comes before its child, so one pass in order
+ * finds each answer from its parent's. XW_BAD for a parent not before its child. */
+int64_t xw_nearest_kept(const int32_t *parent, const uint8_t *kept, int64_t n, int32_t *out) {
+    if (n >= INT32_MAX) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t p = parent[i];
+        if (p < -1 || p >= i) return XW_BAD;
+        out[i] = kept[i] ? (int32_t)i : (p < 0 ? -1 : out[p]);
     }
     return 0;
 }

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 7
+ABI = 8
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -43,6 +43,7 @@ _SIGNATURES = {
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64 i32* i32*",
+    "xw_nearest_kept": "i32* u8* i64 i32*",
     "xw_csr": "i32* i32* i64 i64 i64* i32*",
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
@@ -247,6 +248,16 @@ def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
     stack = np.empty(n, np.int32)  # pages touched: only as deep as the nesting
     parent = np.empty(n, np.int32)
     return None if _call("xw_prev_enclosing", end, n, stack, parent) < 0 else parent
+
+
+def nearest_kept(parent: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
+    """`analysis.core.grouping._nearest_kept`: per event itself where `kept`, else its nearest
+    kept ancestor by `parent` (int32, -1: none), else -1; None for a parent not before its
+    child."""
+    parent = np.ascontiguousarray(parent, dtype=np.int32)
+    kept = np.ascontiguousarray(kept, dtype=np.uint8)
+    out = np.empty(len(parent), np.int32)
+    return None if _call("xw_nearest_kept", parent, kept, len(parent), out) < 0 else out
 
 
 def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:

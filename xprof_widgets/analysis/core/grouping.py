@@ -6,7 +6,9 @@ its tools (`PreprocessSingleHostXSpace`: `PreprocessXPlane` then
 `GroupTfEvents`, tsl `group_events.cc`, the "event forest"). This module
 computes the same numbers, vectorised:
 
-1. **Nodes**: every event of every plane. XProf's `PreprocessXPlane` also
+1. **Nodes**: every event of every plane that has a stat or a name this algorithm
+   reads; any other event is reached from its nesting parent only, so it takes the group
+   of its nearest such ancestor on its line (`_Nodes`). XProf's `PreprocessXPlane` also
    adds a synthetic `ThreadpoolListener::Region` on a line per `StopRegion`,
    from the last `StartRegion` with a `_c` stat before it (its
    `ThreadpoolLineMutator`). In XProf 2.24.2 a region carries no context
@@ -146,21 +148,31 @@ class _Stat:
         return out
 
 
+#: Names the grouping looks events up by (`_Nodes.where_name`): an event with one takes part.
+_ROLE_NAMES = (EXECUTOR, *GET_NEXT, *TF_DATA_FUNCTIONS, EAGER_EXECUTE, LEGACY_ROOT, *FORCED_ROOT_LEVEL)
+
+
 class _Nodes:
-    """All events of a space as flat columns (nodes in plane, line, file order).
+    """The events of a space that take part in the grouping, as flat columns (nodes in
+    plane, line, file order), and the way every other event finds its group.
+
+    An event with none of the grouping's stats (`_STATS`) and none of its names
+    (`_ROLE_NAMES`) is reached by one edge only, from its nesting parent, and leads only to
+    its nesting children: its group is that of its nearest ancestor on its line that takes
+    part. So only those events are nodes, each nested under its nearest such ancestor;
+    `nearest[k]` maps every event of line k to its own node or that ancestor's (-1: none),
+    None where every event of the line is a node. On a JAX GPU run the Python tracer's
+    calls are most of the events and almost none takes part: the graph is a tenth of the
+    events. `keep_all`: every event is a node (the eager marks count hops between events).
 
     `stat[name]` is a `_Stat`: a profile sets these stats on a fraction of its
     events, so they stay sparse.
     """
 
-    def __init__(self, space):
-        sizes, names, planes, pids = [], [], [], []
-        # Starts are the space's own event column (lines in plane and file order, as the
-        # nodes): shared, not copied. Ends once, for all nodes (a few event-sized arrays
-        # fewer: on a million allocator events, fresh memory is most of this build).
-        columns, _ = space.event_columns()
-        self.start = columns["start_ps"].to_numpy()
-        self.end = self.start + columns["duration_ps"].to_numpy()
+    def __init__(self, space, keep_all=False):
+        columns, _ = space.event_columns()  # lines in plane and file order, as the nodes
+        start_all = columns["start_ps"].to_numpy()
+        duration_all = columns["duration_ps"].to_numpy()
         sparse = {k: [] for k in _STATS if k != "graph_type"}
         self.graph_type = {}  # node -> the `graph_type` string, where set
         # Names as integer codes into one table (a plane's categories at an
@@ -168,75 +180,73 @@ class _Nodes:
         # far cheaper than comparing millions of Python strings.
         tables, code_offset = [], 0
         self.lines = []  # (plane name, line index)
+        self.nearest = []  # per line: event -> node (see the class), or None
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
-        # Nesting edges (parent, child), at most one per node: written into their final
-        # place line by line, node ids in `self.dtype` (int32 while they fit). The part
-        # never written is never touched, so it takes no memory.
-        self.dtype = _node_dtype(len(self.start))
-        nesting = np.empty((2, len(self.start)), self.dtype)
-        edge_count = 0
-        offset = 0
+        self.dtype = _node_dtype(len(start_all))
+        sizes, names, planes, pids, positions, events, nesting = [], [], [], [], [], [], []
+        offset = count = 0  # events and nodes before this line
         for pi, plane in enumerate(space.planes):
             # (From the message: the metadata DataFrame costs a millisecond a plane, and a
             # file may hold 20,000 planes.)
             if not self.loop_ops and plane.lines:
                 self.loop_ops = any(m.name in LOOP_OPS for m in plane.message.event_metadata.values())
             pid = plane.stats.get("process_id") if plane.lines else None
-            plane_names = None
+            plane_names = role = None
             for li, line in enumerate(plane.lines):
                 self.lines.append((plane.name, li))
                 m = len(line)
-                sizes.append(m)
                 planes.append(pi)
                 pids.append(-1 if pid is None else int(pid))
                 if m == 0:
+                    sizes.append(0)
+                    self.nearest.append(None)
                     continue
-                cat = line.names()
+                codes = np.asarray(line.names().codes, dtype=np.int32)
                 if plane_names is None:
-                    plane_names = np.asarray(cat.categories, dtype=object)
+                    plane_names = np.asarray(line.names().categories, dtype=object)
                     tables.append(plane_names)
                     code_offset += len(plane_names)
-                codes_ = np.asarray(cat.codes, dtype=np.int32)
-                names.append(np.where(codes_ >= 0, codes_ + np.int32(code_offset - len(plane_names)), np.int32(-1)))
-                start, end = self.start[offset : offset + m], self.end[offset : offset + m]
+                    role = np.append(np.isin(plane_names, _ROLE_NAMES), False)  # code -1: no name
+                kept = np.ones(m, bool) if keep_all else role[codes]
                 table = line.stat_table(names=_STATS)
-                for k in sparse:
-                    if k in table:
-                        ev, v = table.ints(k)
-                        sparse[k].append((ev + offset, v))
-                if "graph_type" in table:
-                    ev, v = table.strings("graph_type")
-                    self.graph_type.update(zip((ev + offset).tolist(), v.tolist()))
-                # Nesting, async events left out (they neither nest nor pop).
-                async_ = np.zeros(0, np.int64)
-                if "_a" in table:
-                    ev, v = table.ints("_a")
-                    async_ = ev[v != 0]
-                if len(async_):
-                    is_async = np.zeros(m, bool)
-                    is_async[async_] = True
-                    sync = np.flatnonzero(~is_async)
-                    par = prev_enclosing(end[sync])
-                    child = np.flatnonzero(par >= 0)
-                    parent, child = sync[par[child]], sync[child]
-                else:  # every event: positions are node offsets already
-                    par = prev_enclosing(end)
-                    child = np.flatnonzero(par >= 0)
-                    parent = par[child]
-                if len(start) > 1 and not (start[1:] >= start[:-1]).all():
-                    # Out of start order (files are sorted; this keeps the rule defined):
-                    # a parent must not start after its child.
-                    keep = start[parent] <= start[child]
-                    parent, child = parent[keep], child[keep]
-                k = len(child)
-                for row, ids in enumerate((parent, child)):
-                    np.add(ids, offset, out=nesting[row, edge_count : edge_count + k], casting="unsafe")
-                edge_count += k
+                found = {k: table.ints(k) for k in sparse if k in table}
+                typed = table.strings("graph_type") if "graph_type" in table else None
+                for ev, _ in (*found.values(), *([typed] if typed else [])):
+                    kept[ev] = True
+                parent = self._parents(start_all[offset : offset + m], duration_all[offset : offset + m], found)
+                everything = keep_all or kept.all()
+                at = np.arange(m) if everything else np.flatnonzero(kept)
+                node = None if everything else np.cumsum(kept, dtype=np.int64) - 1  # event -> node, within the line
+                if everything:
+                    up = parent  # every event is its own node
+                    self.nearest.append(None)
+                else:
+                    near = _nearest_kept(parent, kept)  # event -> kept event on the line
+                    up = parent[at]
+                    up = np.where(up >= 0, near[np.maximum(up, 0)], -1)
+                    self.nearest.append(np.where(near >= 0, node[np.maximum(near, 0)] + count, -1).astype(self.dtype))
+                    up = np.where(up >= 0, node[np.maximum(up, 0)], -1)
+                child = np.flatnonzero(up >= 0)
+                nesting.append(np.stack([up[child] + count, child + count]).astype(self.dtype, copy=False))
+                for k, (ev, v) in found.items():
+                    sparse[k].append((_renumbered(ev, node, count), v))
+                if typed is not None:
+                    self.graph_type.update(zip(_renumbered(typed[0], node, count).tolist(), typed[1].tolist()))
+                shift = np.int32(code_offset - len(plane_names))
+                names.append(np.where(codes[at] >= 0, codes[at] + shift, np.int32(-1)))
+                positions.append(at + offset)
+                events.append(at)
+                sizes.append(len(at))
                 offset += m
+                count += len(at)
         sizes = np.asarray(sizes, dtype=np.int64)
-        self.n = offset
+        self.n = count
         cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+        position = cat(positions, np.int64)
+        self.start = start_all[position]
+        self.end = self.start + duration_all[position]
+        self.event_index = cat(events, np.int64)  # each node's event on its line
         self.line = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
         self.line_start = np.cumsum(sizes) - sizes  # node of each line's first event
         # Per line: its plane (index) and the plane's process id; per node through `line`.
@@ -252,15 +262,42 @@ class _Nodes:
         self.stat = {
             k: _Stat(*(joined(x) for x in zip(*parts))) if parts else _Stat(empty, empty) for k, parts in sparse.items()
         }
-        self.nesting = nesting[:, :edge_count]
+        self.nesting = np.concatenate(nesting, axis=1) if nesting else np.zeros((2, 0), self.dtype)
+
+    @staticmethod
+    def _parents(start, duration, found):
+        """Each event's nesting parent on its line (-1: none): the innermost earlier event
+        that contains it. Async events (`_a` set) neither nest nor contain."""
+        end = start + duration
+        async_ = np.zeros(0, np.int64)
+        if "_a" in found:
+            ev, v = found["_a"]
+            async_ = ev[v != 0]
+        if len(async_):
+            is_async = np.zeros(len(end), bool)
+            is_async[async_] = True
+            sync = np.flatnonzero(~is_async)
+            par = prev_enclosing(end[sync])
+            parent = np.full(len(end), -1, np.int32 if len(end) < 2**31 else np.int64)
+            parent[sync] = np.where(par >= 0, sync[np.maximum(par, 0)], -1)
+        else:
+            parent = prev_enclosing(end)
+        if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+            # Out of start order (files are sorted; this keeps the rule defined):
+            # a parent must not start after its child.
+            child = np.flatnonzero(parent >= 0)
+            late = child[start[parent[child]] > start[child]]
+            parent = parent.copy()
+            parent[late] = -1
+        return parent
 
     def event_of(self, nodes_):
         """Index of each node's event on its line."""
-        return nodes_ - self.line_start[self.line[nodes_]]
+        return self.event_index[nodes_]
 
     @property
     def event(self):
-        return self.event_of(np.arange(self.n))
+        return self.event_index
 
     def pid_of(self, nodes_):
         return self.line_pid[self.line[nodes_]]
@@ -277,6 +314,29 @@ class _Nodes:
 
     def name_of(self, node):
         return self.name_table[self.name[node]]
+
+
+def _renumbered(events, node, count):
+    """Node ids of some events of a line whose first node is `count` (`node`: event ->
+    node within the line, None where every event is one)."""
+    return events + count if node is None else node[events] + count
+
+
+def _nearest_kept(parent, kept):
+    """Per event: itself where `kept`, else its nearest kept ancestor by `parent` (each
+    parent before its child), else -1 (int32)."""
+    if native.available() and len(parent) < 2**31:
+        found = native.nearest_kept(parent, kept)
+        if found is not None:
+            return found
+    near = np.where(kept, np.arange(len(parent)), parent).astype(np.int64)
+    todo = np.flatnonzero(near >= 0)
+    todo = todo[~kept[near[todo]]]
+    while len(todo):  # pointer jumping: each round doubles the steps taken
+        near[todo] = near[near[todo]]
+        todo = todo[near[todo] >= 0]
+        todo = todo[~kept[near[todo]]]
+    return near.astype(np.int32)
 
 
 def _context_edges(nodes):
@@ -597,7 +657,8 @@ def _eager_nodes(space, nodes, graph):
 def _forest(space, eager=True):
     """(nodes, node group id (-1 none), step table, eager nodes) of XProf's grouping
     (`eager=False`: no eager nodes looked for)."""
-    nodes = _Nodes(space)
+    # The eager marks take the nearest `EagerExecute` by hops between events: all are nodes.
+    nodes = _Nodes(space, keep_all=eager and _names_any(space, EAGER_EXECUTE))
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
     if nodes.loop_ops or n == 0:  # XProf groups nothing and marks nothing eager
@@ -814,10 +875,22 @@ def _computed(space, eager=True):
 
 
 def _split(nodes, group):
-    """Group ids per line, in file order (-1: none). Nodes come line by line: no sort needed."""
+    """Group ids per line, in file order (-1: none): a line whose events are all nodes
+    views its part of `group`; another's events take their node's (`_Nodes.nearest`)."""
     bounds = np.append(nodes.line_start, nodes.n)
     group.flags.writeable = False  # shared by every tool: views, read-only
-    return {key: group[bounds[k] : bounds[k + 1]] for k, key in enumerate(nodes.lines)}
+    none = np.append(group, -1)  # a node of -1 reads the last entry: no group
+    out = {}
+    for k, key in enumerate(nodes.lines):
+        near = nodes.nearest[k]
+        out[key] = group[bounds[k] : bounds[k + 1]] if near is None else none[near]
+        out[key].flags.writeable = False
+    return out
+
+
+def _names_any(space, name):
+    """Whether an event metadata of some plane with lines is named `name`."""
+    return any(m.name == name for p in space.planes if p.lines for m in p.message.event_metadata.values())
 
 
 def _split_nodes(nodes, which):
