@@ -275,14 +275,13 @@ def test_roofline_rows_are_the_analysis():
     assert 'data-stat="hbm_ridge_point">491.08 FLOP/byte<' in w.html
     # The chart: the HBM roof ends at its ridge on the peak.
     item = w.figures["roofline"]
-    lines = [
-        r for r in item["doc"]["roots"][0]["attributes"]["renderers"] if r["attributes"]["glyph"]["name"] == "Line"
+    (lines,) = [
+        r for r in item["doc"]["roots"][0]["attributes"]["renderers"] if r["attributes"]["glyph"]["name"] == "MultiLine"
     ]
-    assert len(lines) == 3  # HBM, SHM/L1, peak
-    hbm = lines[0]["attributes"]["data_source"]["attributes"]["data"]["entries"]
-    xs, ys = (dict(hbm)[k] for k in ("x", "y"))
-    xs = _decode(xs)
-    ys = _decode(ys)
+    data = dict(lines["attributes"]["data_source"]["attributes"]["data"]["entries"])
+    assert len(data["xs"]) == 3  # HBM, SHM/L1, peak: one line each
+    assert [label.split()[0] for label in data["label"]] == ["HBM", "SHM/L1", "Peak"]
+    xs, ys = (_decode(data[k][0]) for k in ("xs", "ys"))
     assert xs[1] == pytest.approx(model.attrs["hbm_ridge_point"])
     assert ys[1] == pytest.approx(peak)
     assert ys[0] == pytest.approx(model.attrs["peak_hbm_bw"] * GIBI_IN_GIGA * xs[0])

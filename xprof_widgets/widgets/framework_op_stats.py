@@ -19,7 +19,7 @@ from bokeh.palettes import Category10, Category20
 from bokeh.plotting import figure
 
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, selection_look, strip_chrome
+from ._bokeh import NO_AXES, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import esc, note, notice, options, stat_cards
 from ._table import SortedTable, contains, table_columns
 
@@ -190,6 +190,7 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
             self._wedges[name] = [(place, t) for t, _ in part]
             # A square frame (the legend goes beside it), so the pie is round and whole.
             fig = figure(
+                **NO_AXES,
                 frame_width=230,
                 frame_height=230,
                 x_range=(-1.05, 1.05),

@@ -37,7 +37,7 @@ from ..analysis.graph_viewer import (
 from ..errors import ProfileError
 from ..format import duration, shorten
 from ..io.hlo_text import shape_text
-from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, one_of, strip_chrome
+from ._bokeh import LABEL_TEXT, NO_AXES, BokehWidget, hover_and_tap, one_of, strip_chrome
 from ._html import data_json, esc, notice, options
 from .op_details import op_details, op_details_html
 
@@ -474,6 +474,7 @@ class GraphViewerWidget(BokehWidget):
         xc = (gx0 + gx1) / 2 if gx1 - gx0 <= 2 * half else min(max(cx, gx0 + half), gx1 - half)
         frame = ColumnDataSource({"x": [xc - 0.5, xc + 0.5], "y": [y0, y1]})
         fig = figure(
+            **NO_AXES,
             frame_height=round(h_units * PX_PER_UNIT),
             sizing_mode="stretch_width",
             match_aspect=True,

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from ..format import percent, shorten
 from ..run import as_run
-from ._bokeh import LABEL_TEXT, BokehWidget, hover_and_tap, selection_look, strip_chrome
+from ._bokeh import LABEL_TEXT, NO_AXES, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, plain_table, stat_cards
 from .op_details import op_details, op_details_html
 
@@ -233,6 +233,7 @@ class OpProfileWidget(BokehWidget):
         )
         extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
         fig = figure(
+            **NO_AXES,
             width=400,
             height=400,
             x_range=(-extent, extent),

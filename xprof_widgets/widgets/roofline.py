@@ -300,27 +300,41 @@ class RooflineWidget(SortedTable, BokehWidget):
             active_scroll="wheel_zoom",
             toolbar_location="above",
         )
-        # The roofs: each memory up to its ridge point, then the peak FLOP rate.
+        # The roofs: each memory up to its ridge point, then the peak FLOP rate. One renderer
+        # for all (a legend entry per roof by index): a renderer is nine Bokeh models.
+        roofs = []  # (label, xs, ys, colour, width, dash)
         for k, (label, bw, ridge) in enumerate(memories):
             end = ridge if ridge > 0 else x_hi
             gflops_per_flop_byte = bw * GIBI_IN_GIGA  # GiB/s -> GB/s: GFLOP/s per FLOP/byte
-            fig.line(
-                [x_lo, end],
-                [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
-                line_color=MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)],
-                line_width=2,
-                line_dash="solid" if k == 0 else "dashed",
-                legend_label=f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""),
+            roofs.append(
+                (
+                    f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""),
+                    [x_lo, end],
+                    [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
+                    MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)],
+                    2.0,
+                    "solid" if k == 0 else "dashed",
+                )
             )
         if peak > 0:
             start = min(ridges) if ridges else x_lo
-            fig.line(
-                [start, x_hi],
-                [peak, peak],
-                line_color=COMPUTE_ROOF_COLOR,
-                line_width=2.5,
-                legend_label=f"Peak {_nice(peak / 1e3)} TFLOP/s",
+            roofs.append(
+                (f"Peak {_nice(peak / 1e3)} TFLOP/s", [start, x_hi], [peak, peak], COMPUTE_ROOF_COLOR, 2.5, "solid")
             )
+        legend = Legend()
+        if roofs:
+            columns = dict(zip(("label", "xs", "ys", "color", "width", "dash"), map(list, zip(*roofs))))
+            lines = fig.multi_line(
+                xs="xs",
+                ys="ys",
+                line_color="color",
+                line_width="width",
+                line_dash="dash",
+                source=ColumnDataSource(columns),
+            )
+            legend.items = [
+                LegendItem(label=label, renderers=[lines], index=k) for k, label in enumerate(columns["label"])
+            ]
         dots = fig.scatter(
             x="x",
             y="y",
@@ -337,7 +351,6 @@ class RooflineWidget(SortedTable, BokehWidget):
         # colour (a legend glyph has one size whatever the point's), no renderer of its own.
         order = list(self._colors)
         firsts = pd.Series(np.arange(len(cat))).groupby(cat, sort=False).first()
-        legend = fig.legend[0] if fig.legend else Legend()  # (no roofs: no legend yet)
         legend.items.extend(
             LegendItem(label=str(c), renderers=[dots], index=int(firsts[c]))
             for c in sorted(firsts.index, key=lambda c: order.index(c) if c in order else len(order))
