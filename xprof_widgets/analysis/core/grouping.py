@@ -149,7 +149,9 @@ class _Stat:
 
 
 #: Names the grouping looks events up by (`_Nodes.where_name`): an event with one takes part.
-_ROLE_NAMES = (EXECUTOR, *GET_NEXT, *TF_DATA_FUNCTIONS, EAGER_EXECUTE, LEGACY_ROOT, *FORCED_ROOT_LEVEL)
+_ROLE_SET = frozenset((EXECUTOR, *GET_NEXT, *TF_DATA_FUNCTIONS, EAGER_EXECUTE, LEGACY_ROOT, *FORCED_ROOT_LEVEL))
+#: Lines of at most this many events keep all as nodes (`_Nodes`).
+_SHORT_LINE = 256
 
 
 class _Nodes:
@@ -157,7 +159,7 @@ class _Nodes:
     plane, line, file order), and the way every other event finds its group.
 
     An event with none of the grouping's stats (`_STATS`) and none of its names
-    (`_ROLE_NAMES`) is reached by one edge only, from its nesting parent, and leads only to
+    (`_ROLE_SET`) is reached by one edge only, from its nesting parent, and leads only to
     its nesting children: its group is that of its nearest ancestor on its line that takes
     part. So only those events are nodes, each nested under its nearest such ancestor;
     `nearest[k]` maps every event of line k to its own node or that ancestor's (-1: none),
@@ -207,15 +209,21 @@ class _Nodes:
                     plane_names = np.asarray(line.names().categories, dtype=object)
                     tables.append(plane_names)
                     code_offset += len(plane_names)
-                    role = np.append(np.isin(plane_names, _ROLE_NAMES), False)  # code -1: no name
-                kept = np.ones(m, bool) if keep_all else role[codes]
+                    # (A set per name, not np.isin: a plane may have a handful of names, and a
+                    # file 20,000 planes.)
+                    role = np.fromiter((n in _ROLE_SET for n in (*plane_names, None)), bool, len(plane_names) + 1)
+                # A short line keeps every event: sorting out which take part costs more there.
+                short = m <= _SHORT_LINE
+                kept = np.ones(m, bool) if keep_all or short else role[codes]
                 table = line.stat_table(names=_STATS)
                 found = {k: table.ints(k) for k in sparse if k in table}
                 typed = table.strings("graph_type") if "graph_type" in table else None
-                for ev, _ in (*found.values(), *([typed] if typed else [])):
-                    kept[ev] = True
+                everything = keep_all or short
+                if not everything:
+                    for ev, _ in (*found.values(), *([typed] if typed else [])):
+                        kept[ev] = True
+                    everything = kept.all()
                 parent = self._parents(start_all[offset : offset + m], duration_all[offset : offset + m], found)
-                everything = keep_all or kept.all()
                 at = np.arange(m) if everything else np.flatnonzero(kept)
                 node = None if everything else np.cumsum(kept, dtype=np.int64) - 1  # event -> node, within the line
                 if everything:

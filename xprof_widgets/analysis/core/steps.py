@@ -53,7 +53,6 @@ import pandas as pd
 from ...io import native
 from ...io.sorting import order_by_key
 from .cache import derived
-from .columns import Groups
 from .grouping import forward_filled_group_ids, group_ids, step_events
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX, gpu_planes
 
@@ -561,15 +560,18 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                 ok = (group >= 0) & st["correlation_id"].notna().to_numpy()
                 if not ok.any():
                     continue
-                names = np.asarray(line.names()[ok], dtype=object)
+                # Typed per distinct (name, shape): by the names' codes and the shapes'.
+                names = line.names()
                 shapes = (
                     st["shape"][ok].astype(str).to_numpy(object)
                     if "shape" in st
                     else np.full(ok.sum(), "", dtype=object)
                 )
-                pairs = Groups(names, shapes, dropna=False)  # typed per distinct (name, shape)
-                first = pairs.order[pairs.starts]
-                types = gpu_event_type(names[first], shapes[first])[pairs.codes]
+                shape_codes, distinct_shapes = pd.factorize(shapes)
+                key = np.asarray(names.codes, dtype=np.int64)[ok] * (len(distinct_shapes) + 1) + shape_codes
+                _, first, pair = np.unique(key, return_index=True, return_inverse=True)
+                first_names = np.asarray(names[np.flatnonzero(ok)[first]], dtype=object)
+                types = gpu_event_type(first_names, shapes[first])[pair]
                 parts["group"].append(group[ok].astype(np.int64))
                 parts["start"].append(line.start_ps[ok])
                 parts["end"].append(line.start_ps[ok] + line.event_duration_ps[ok])
