@@ -255,10 +255,11 @@ def _allocator_events(run, space, host):
         # once for both (the decoding is most of the time here). Two threads, numpy
         # releasing the GIL: the grouping walks the lines from the first, this thread
         # decodes them from the last (each line by whichever reaches it first), then
-        # builds the allocator columns while the grouping finishes. Lines without
-        # allocator events too: else the grouping decodes them itself, after waiting
-        # for the lines this thread holds.
-        shared = [ln for ln in plane.lines if len(ln)]
+        # builds the allocator columns while the grouping finishes. Only the lines that
+        # are mostly allocator events: on another (a JAX GPU run's threads, a few
+        # allocations among thousands of launches) all its stats would be decoded for the
+        # few the grouping reads, and the allocator events' for a few events.
+        shared = [ln for ln in plane.lines if len(ln) and 2 * len(_allocator_event_index(ln.names())[0]) >= len(ln)]
         with space.sharing_stats(shared):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space, eager_marks=False)
