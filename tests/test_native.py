@@ -370,9 +370,10 @@ def test_nesting_parents_equal_numpy(monkeypatch, seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_nearest_kept_ancestor_equals_numpy(monkeypatch, seed):
-    """Each event's own node or its nearest kept ancestor (the grouping's nodes) is the same
-    with the compiled loop, and is what walking up the parents one by one finds: deep
-    chains, none kept, all kept, a parent not taken."""
+    """Each event's node (the kept events numbered from a base, in order; another event the
+    node of its nearest kept ancestor) is the same with the compiled loop, and is what
+    walking up the parents one by one finds: deep chains, none kept, all kept, a parent
+    not taken."""
     from xprof_widgets.analysis.core import grouping as G
     from xprof_widgets.analysis.core import intervals as I
 
@@ -382,13 +383,14 @@ def test_nearest_kept_ancestor_equals_numpy(monkeypatch, seed):
     parent = I.prev_enclosing(start + dur)
     parent[rng.random(n) < 0.05] = -1
     kept = [rng.random(n) < 0.1, np.zeros(n, bool), np.ones(n, bool)][seed % 3]
-    ours, theirs = _both(monkeypatch, lambda: G._nearest_kept(parent, kept).tolist())
+    base = int(rng.integers(0, 1000))
+    ours, theirs = _both(monkeypatch, lambda: G._nearest_node(parent, kept, base, np.int32).tolist())
     assert ours == theirs
 
     def walk(i):
         while i >= 0 and not kept[i]:
             i = int(parent[i])
-        return i
+        return -1 if i < 0 else base + int(kept[:i].sum())
 
     assert ours == [walk(i) for i in range(n)]
 

@@ -394,15 +394,23 @@ int64_t xw_prev_enclosing(const int64_t *end, int64_t n, int32_t *stack, int32_t
     return 0;
 }
 
-/* Per event: itself where kept[i], else the nearest kept event up its chain of parents
+/* Per event its node: the kept events are nodes base, base + 1, ... in order; an event
+ * not kept takes the node of the nearest kept event up its chain of parents
  * (`xw_prev_enclosing`'s), else -1. A parent comes before its child, so one pass in order
- * finds each answer from its parent's. XW_BAD for a parent not before its child. */
-int64_t xw_nearest_kept(const int32_t *parent, const uint8_t *kept, int64_t n, int32_t *out) {
-    if (n >= INT32_MAX) return XW_BAD;
+ * finds each answer from its parent's. XW_BAD for a parent not before its child or a
+ * node id past INT32_MAX. */
+int64_t xw_nearest_kept(const int32_t *parent, const uint8_t *kept, int64_t n, int64_t base, int32_t *out) {
+    int64_t node = base;
+    if (n >= INT32_MAX || base < 0) return XW_BAD;
     for (int64_t i = 0; i < n; i++) {
         int32_t p = parent[i];
         if (p < -1 || p >= i) return XW_BAD;
-        out[i] = kept[i] ? (int32_t)i : (p < 0 ? -1 : out[p]);
+        if (kept[i]) {
+            if (node >= INT32_MAX) return XW_BAD;
+            out[i] = (int32_t)node++;
+        } else {
+            out[i] = p < 0 ? -1 : out[p];
+        }
     }
     return 0;
 }

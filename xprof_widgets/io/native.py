@@ -43,7 +43,7 @@ _SIGNATURES = {
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64 i32* i32*",
-    "xw_nearest_kept": "i32* u8* i64 i32*",
+    "xw_nearest_kept": "i32* u8* i64 i64 i32*",
     "xw_csr": "i32* i32* i64 i64 i64* i32*",
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
@@ -250,14 +250,14 @@ def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
     return None if _call("xw_prev_enclosing", end, n, stack, parent) < 0 else parent
 
 
-def nearest_kept(parent: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
-    """`analysis.core.grouping._nearest_kept`: per event itself where `kept`, else its nearest
-    kept ancestor by `parent` (int32, -1: none), else -1; None for a parent not before its
-    child."""
+def nearest_kept(parent: np.ndarray, kept: np.ndarray, base: int) -> np.ndarray | None:
+    """`analysis.core.grouping._nearest_node`: per event its node (the kept events are
+    nodes `base`, `base + 1`, ...; another takes its nearest kept ancestor's by `parent`;
+    -1: none), int32; None for a parent not before its child or ids past int32."""
     parent = np.ascontiguousarray(parent, dtype=np.int32)
     kept = np.ascontiguousarray(kept, dtype=np.uint8)
     out = np.empty(len(parent), np.int32)
-    return None if _call("xw_nearest_kept", parent, kept, len(parent), out) < 0 else out
+    return None if _call("xw_nearest_kept", parent, kept, len(parent), base, out) < 0 else out
 
 
 def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -191,9 +191,8 @@ class Line:
         _, stops = wire.record_payloads(data, pos[sample])
         if len(pos) and (stops > pos[sample] + at[sample]).mean() >= 0.5:
             return wire.decode_keyed_by_key(data, None, None, repeated=_EVENT_STATS, heads=(pos, at), **kinds)
-        starts, stops = self._stat_runs(idx)
-        live = np.flatnonzero(stops > starts)
-        found = wire.decode_keyed_by_key(data, starts[live], stops[live], repeated=_EVENT_STATS, **kinds)
+        live, starts, stops = _live_runs(data, pos, at)
+        found = wire.decode_keyed_by_key(data, starts, stops, repeated=_EVENT_STATS, **kinds)
         for records in found.values():
             records.owner = live[records.owner].astype(records.owner.dtype, copy=False)
         return found
@@ -258,6 +257,27 @@ class Line:
             else:
                 columns[name] = values
         return columns
+
+
+#: Events whose stat runs `_live_runs` bounds at a time: a few MB of bounds, memory the
+#: allocator hands back for the next block (on a line of millions, event-sized arrays of
+#: bounds would be hundreds of MB of fresh pages, most of the time of the search).
+LIVE_RUN_BLOCK = 1 << 19
+
+
+def _live_runs(data, pos, at):
+    """(the events with stats, the start and end of their stats' run) among the events
+    whose records are at `pos` with their stats `at` bytes in (field 4 after fields 1-3)."""
+    parts = []
+    for a in range(0, len(pos), LIVE_RUN_BLOCK):
+        block = pos[a : a + LIVE_RUN_BLOCK]
+        _, stops = wire.record_payloads(data, block)
+        starts = block + at[a : a + LIVE_RUN_BLOCK]
+        live = np.flatnonzero(stops > starts)
+        parts.append((live + a, starts[live], stops[live]))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return tuple(np.concatenate(column) for column in zip(*parts))
 
 
 @dataclass(eq=False)  # one plane is equal to itself only (list.index, `in`)

@@ -225,22 +225,20 @@ class _Nodes:
                     everything = kept.all()
                 parent = self._parents(start_all[offset : offset + m], duration_all[offset : offset + m], found)
                 at = np.arange(m) if everything else np.flatnonzero(kept)
-                node = None if everything else np.cumsum(kept, dtype=np.int64) - 1  # event -> node, within the line
                 if everything:
                     up = parent  # every event is its own node
-                    self.nearest.append(None)
+                    near = None
                 else:
-                    near = _nearest_kept(parent, kept)  # event -> kept event on the line
+                    near = _nearest_node(parent, kept, count, self.dtype)  # event -> node
                     up = parent[at]
-                    up = np.where(up >= 0, near[np.maximum(up, 0)], -1)
-                    self.nearest.append(np.where(near >= 0, node[np.maximum(near, 0)] + count, -1).astype(self.dtype))
-                    up = np.where(up >= 0, node[np.maximum(up, 0)], -1)
+                    up = np.where(up >= 0, near[np.maximum(up, 0)] - count, -1)
+                self.nearest.append(near)
                 child = np.flatnonzero(up >= 0)
                 nesting.append(np.stack([up[child] + count, child + count]).astype(self.dtype, copy=False))
                 for k, (ev, v) in found.items():
-                    sparse[k].append((_renumbered(ev, node, count), v))
+                    sparse[k].append((_renumbered(ev, near, count), v))
                 if typed is not None:
-                    self.graph_type.update(zip(_renumbered(typed[0], node, count).tolist(), typed[1].tolist()))
+                    self.graph_type.update(zip(_renumbered(typed[0], near, count).tolist(), typed[1].tolist()))
                 shift = np.int32(code_offset - len(plane_names))
                 names.append(np.where(codes[at] >= 0, codes[at] + shift, np.int32(-1)))
                 positions.append(at + offset)
@@ -324,17 +322,18 @@ class _Nodes:
         return self.name_table[self.name[node]]
 
 
-def _renumbered(events, node, count):
-    """Node ids of some events of a line whose first node is `count` (`node`: event ->
-    node within the line, None where every event is one)."""
-    return events + count if node is None else node[events] + count
+def _renumbered(events, near, count):
+    """Node ids of some kept events of a line whose first node is `count` (`near`: event ->
+    node, None where every event is one)."""
+    return events + count if near is None else near[events].astype(np.int64)
 
 
-def _nearest_kept(parent, kept):
-    """Per event: itself where `kept`, else its nearest kept ancestor by `parent` (each
-    parent before its child), else -1 (int32)."""
-    if native.available() and len(parent) < 2**31:
-        found = native.nearest_kept(parent, kept)
+def _nearest_node(parent, kept, base, dtype):
+    """Per event of a line its node: the kept events are nodes `base`, `base + 1`, ... in
+    order; another takes the node of its nearest kept ancestor by `parent` (each parent
+    before its child), else -1."""
+    if native.available() and dtype == np.int32:
+        found = native.nearest_kept(parent, kept, base)
         if found is not None:
             return found
     near = np.where(kept, np.arange(len(parent)), parent).astype(np.int64)
@@ -344,7 +343,8 @@ def _nearest_kept(parent, kept):
         near[todo] = near[near[todo]]
         todo = todo[near[todo] >= 0]
         todo = todo[~kept[near[todo]]]
-    return near.astype(np.int32)
+    node = np.cumsum(kept, dtype=np.int64) + (base - 1)
+    return np.where(near >= 0, node[np.maximum(near, 0)], -1).astype(dtype)
 
 
 def _context_edges(nodes):
