@@ -1092,13 +1092,15 @@ class ModuleCosts:
     def __init__(self, table, error=""):
         self.table = table
         self.error = error
+        self._by_name = None  # name -> the `of` tuple, made at the first lookup
 
     def of(self, name):
         """(flops, model_flops, bytes_accessed, hbm_read_bytes, hbm_write_bytes) of one op."""
-        if name not in self.table.index:
-            return 0, 0, 0, 0, 0
-        r = self.table.loc[name]
-        return int(r.flops), int(r.model_flops), int(r.bytes_accessed), int(r.hbm_read_bytes), int(r.hbm_write_bytes)
+        if self._by_name is None:  # one table of tuples: a DataFrame row lookup costs 0.3 ms
+            columns = ["flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes"]
+            rows = zip(*(self.table[c].to_numpy().tolist() for c in columns))
+            self._by_name = dict(zip(self.table.index.tolist(), (tuple(map(int, r)) for r in rows)))
+        return self._by_name.get(name, (0, 0, 0, 0, 0))
 
 
 def module_costs(module: HloModule, mode="gpu") -> ModuleCosts:

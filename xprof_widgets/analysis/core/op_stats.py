@@ -676,16 +676,21 @@ def _hlo_event_op_metrics(run, planes, source):
         for line in plane.lines:
             if is_derived_line(line) or len(line) == 0:
                 continue
-            # Columns, not a DataFrame: a few thousand thunks among millions of events.
-            st = line.stat_columns(names=["hlo_op", "hlo_module", "program_id"])
+            # Columns, not a DataFrame, of the events with an `hlo_op` only: a few thousand
+            # thunks among millions of events (a Python tracer's calls).
+            idx = np.flatnonzero(line.stat_table(names=["hlo_op"]).present("hlo_op"))
+            if len(idx) == 0:
+                continue
+            st = line.stat_columns(names=["hlo_op", "hlo_module", "program_id"], events=idx)
             if "hlo_op" not in st:
                 continue
-            idx = np.flatnonzero(~pd.isna(st["hlo_op"]))
+            has = np.flatnonzero(~pd.isna(st["hlo_op"]))  # (of `idx`)
+            idx = idx[has]
             if len(idx) == 0:
                 continue
             begin = line.start_ps[idx].astype(np.int64)
             dur = line.event_duration_ps[idx].astype(np.int64)
-            col = functools.partial(_column_at, st, idx)
+            col = functools.partial(_column_at, st, has)
             frames.append(
                 pd.DataFrame(
                     {
