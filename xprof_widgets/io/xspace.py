@@ -188,8 +188,7 @@ class Line:
         # few thousand with stats), only the others are walked, their owners mapped
         # back. Which is the case, a sample tells (both give the same records).
         sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
-        _, stops = wire.record_payloads(data, pos[sample])
-        if len(pos) and (stops > pos[sample] + at[sample]).mean() >= 0.5:
+        if len(pos) and 2 * len(_live_runs(data, pos[sample], at[sample])[0]) >= len(sample):
             return wire.decode_keyed_by_key(data, None, None, repeated=_EVENT_STATS, heads=(pos, at), **kinds)
         live, starts, stops = _live_runs(data, pos, at)
         found = wire.decode_keyed_by_key(data, starts, stops, repeated=_EVENT_STATS, **kinds)

@@ -224,11 +224,10 @@ class _Nodes:
                         kept[ev] = True
                     everything = kept.all()
                 parent = self._parents(start_all[offset : offset + m], duration_all[offset : offset + m], found)
-                at = np.arange(m) if everything else np.flatnonzero(kept)
-                if everything:
-                    up = parent  # every event is its own node
-                    near = None
+                if everything:  # every event is its own node
+                    at, up, near = np.arange(m), parent, None
                 else:
+                    at = np.flatnonzero(kept)
                     near = _nearest_node(parent, kept, count, self.dtype)  # event -> node
                     up = parent[at]
                     up = np.where(up >= 0, near[np.maximum(up, 0)] - count, -1)

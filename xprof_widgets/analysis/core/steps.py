@@ -154,22 +154,22 @@ def _host_events(space, roots):
     groups = group_ids(space)
     dtypes = {"group": np.int64, "start": np.int64, "end": np.int64, "type": np.int16, "marker": bool}
     if plane is None:
-        return {k: np.zeros(0, np.int64) for k in dtypes}
+        return {k: np.zeros(0, dt) for k, dt in dtypes.items()}
     roots = roots[roots["plane"] == HOST_PLANE] if len(roots) else roots
-    grouped = []  # (line index, line, its grouped events)
+    grouped = []  # (line index, line, its group ids, its grouped events)
     for li, line in enumerate(plane.lines):
         gid = groups.get((HOST_PLANE, li))
         if gid is None or not len(line):
             continue
         idx = np.flatnonzero(gid >= 0)
         if len(idx):
-            grouped.append((li, line, idx))
+            grouped.append((li, line, gid, idx))
     # Written in place into columns of every line's events (tens of millions on a CPU
     # run): no per-line pieces joined after, which would be as many fresh pages again.
-    total = sum(len(idx) for _, _, idx in grouped)
+    total = sum(len(idx) for *_, idx in grouped)
     cols = {k: np.empty(total, dt) for k, dt in dtypes.items()}
     at = 0
-    for li, line, idx in grouped:
+    for li, line, gid, idx in grouped:
         part = slice(at, at + len(idx))
         at += len(idx)
         names = line.names()
@@ -184,7 +184,7 @@ def _host_events(space, roots):
         ok = pos < len(idx)
         ok[ok] = idx[pos[ok]] == r_event[ok]
         marker[pos[ok]] = True
-        np.take(groups[(HOST_PLANE, li)], idx, out=cols["group"][part])
+        np.take(gid, idx, out=cols["group"][part])
         start = cols["start"][part]
         np.take(line.start_ps, idx, out=start)
         end = cols["end"][part]
