@@ -87,6 +87,23 @@ def test_plane_stats_and_names(pair):
             got = np.asarray(line.names()[:50], dtype=object)
             want = [ref_plane.event_metadata[e.metadata_id].name for e in list(ref_line.events)[:50]]
             assert list(got) == want
+            assert list(line.name_strings(np.arange(min(50, len(line))))) == want
+
+
+def test_name_strings_of_events_without_metadata(tmp_path):
+    """An event whose metadata id names no metadata has the empty name (XProf's visitor
+    reads a default metadata), as `name_strings` gives it: a str for every event."""
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].CopyFrom(schema.XEventMetadata(id=1, name="known"))
+    line = plane.lines.add(id=1, name="t", timestamp_ns=1)
+    for i, mid in enumerate([1, 7, 1]):
+        line.events.add(metadata_id=mid, offset_ps=i * 10, duration_ps=5)
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    ours = read_xspace(path).plane("/host:CPU").lines[0]
+    assert list(ours.name_strings()) == ["known", "", "known"]
+    assert list(ours.name_strings(np.array([1, 2]))) == ["", "known"]
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,15 @@ class Line:
             self._names = self.plane.names_for(self.metadata_id)
         return self._names
 
+    def name_strings(self, events=None):
+        """Event names as an object array of str ("" for an event whose metadata is
+        missing), of all events or of those at the indices `events`: one take from the
+        categories (never a conversion per event)."""
+        names = self.names()
+        codes = names.codes if events is None else names.codes[events]
+        table = np.append(np.asarray(names.categories, dtype=object), "")  # code -1: the last
+        return table[codes]
+
     def stats(self, names=None, events=None):
         """Stats of this line's events as a DataFrame, one row per event.
 

@@ -589,7 +589,7 @@ def _read_graph_events(run, space):
                         "event": at,
                         "start": start[at],
                         "time_ps": line.event_duration_ps[at].astype(np.int64),
-                        "kernel": np.asarray(line.names()[at], dtype=object).astype(str),
+                        "kernel": line.name_strings(at),
                         "command_buffer": buffers,
                         "program_id": np.where(np.isnan(pid), -1, pid).astype(np.int64),
                         "corr": corr,

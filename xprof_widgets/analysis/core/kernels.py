@@ -194,7 +194,7 @@ def kernel_events(run, space, plane):
         frames.append(
             pd.DataFrame(
                 {
-                    "name": np.asarray(line.names()[keep], dtype=object).astype(str),
+                    "name": line.name_strings(keep),
                     "duration_ns": dur_ns[keep],
                     "details": details[keep],
                     "tf_op": st.str_column("tf_op")[keep],
