@@ -281,7 +281,8 @@ def _allocator_events(run, space, host):
         else np.concatenate([p[k] for p in parts])
         for k in parts[0]
     }
-    return pd.DataFrame(columns)
+    # (Not consolidated: a block per column, none copied into 2-D blocks of a kind.)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _allocator_event_index(names):
