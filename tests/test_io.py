@@ -95,7 +95,8 @@ def test_name_strings_of_events_without_metadata(tmp_path):
     reads a default metadata), as `name_strings` gives it: a str for every event."""
     space = schema.XSpace()
     plane = space.planes.add(id=1, name="/host:CPU")
-    plane.event_metadata[1].CopyFrom(schema.XEventMetadata(id=1, name="known"))
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "known"
     line = plane.lines.add(id=1, name="t", timestamp_ns=1)
     for i, mid in enumerate([1, 7, 1]):
         line.events.add(metadata_id=mid, offset_ps=i * 10, duration_ps=5)
@@ -661,3 +662,80 @@ def test_huge_lengths_are_a_profile_error(monkeypatch, tmp_path, compiled, event
             for line in plane.lines:
                 line.stats()
     assert str(path) in str(caught.value)
+
+
+def _many_small_planes(path, planes=90, bad=None):
+    """A file of `planes` GPU planes, each one line of 0-3 events with stats of every kind
+    (int, uint, double, str, ref, bytes; some events with none); `bad`: the plane whose
+    first stat's id is a varint that never ends."""
+    space = schema.XSpace()
+    for p in range(planes):
+        plane = space.planes.add(id=p + 1, name=f"/device:GPU:{p}")
+        for k, name in enumerate(["correlation_id", "hlo_op", "flops", "ref"], start=1):
+            plane.stat_metadata[k].id = k
+            plane.stat_metadata[k].name = name
+        plane.event_metadata[1].id = 1
+        plane.event_metadata[1].name = f"kernel{p % 7}"
+        line = plane.lines.add(id=1, name="Stream #1", timestamp_ns=1000)
+        for i in range(p % 4):
+            ev = line.events.add(metadata_id=1, offset_ps=i * 100, duration_ps=50)
+            if (p + i) % 5 == 0:
+                continue  # no stats
+            ev.stats.add(metadata_id=1, uint64_value=p * 10 + i)
+            ev.stats.add(metadata_id=2, str_value=f"op{p}.{i}")
+            ev.stats.add(metadata_id=3, double_value=p / 3)
+            if i % 2:
+                ev.stats.add(metadata_id=4, ref_value=1)  # the ref names stat metadata 1
+                ev.stats.add(metadata_id=2, bytes_value=b"x")
+    data = space.SerializeToString()
+    path.write_bytes(data)
+    if bad is not None:
+        first = space.planes[bad].lines[0].events[0].stats[0].SerializeToString()
+        at = data.index(first)
+        path.write_bytes(data[:at] + b"\x08" + b"\xff" * (len(first) - 1) + data[at + len(first) :])
+
+
+def _plain(columns):
+    """Stat columns as lists, missing values None (NaN and NA compare unequal)."""
+    return {k: [None if pd.isna(x) else x for x in pd.Series(v, dtype=object)] for k, v in columns.items()}
+
+
+def _columns_of(space):
+    return [_plain(line.stat_columns()) for plane in space.planes for line in plane.lines]
+
+
+@pytest.mark.parametrize("chunk", [5, 1 << 18])
+def test_small_lines_decoded_together_equal_one_at_a_time(tmp_path, monkeypatch, chunk):
+    """A file of many small lines has their stats decoded many lines at a time (chunks of
+    `SmallLines.CHUNK` events, the last few kept): every line's stats equal those of a
+    decode of that line alone, also when chunks are small and dropped (asked out of
+    order), and for a few events of a line."""
+    from xprof_widgets.io.xspace import SmallLines
+
+    path = tmp_path / "h.xplane.pb"
+    _many_small_planes(path)
+    monkeypatch.setattr(SmallLines, "MANY", 10**9)  # each line on its own
+    alone = _columns_of(read_xspace(path))
+    monkeypatch.setattr(SmallLines, "MANY", 64)
+    monkeypatch.setattr(SmallLines, "CHUNK", chunk)
+    space = read_xspace(path)
+    assert _columns_of(space) == alone
+    assert space._small_lines._where  # (the chunks were used)
+    lines = [line for plane in space.planes for line in plane.lines]
+    for k in [80, 3, 77, 2, 50]:  # out of order: chunks decoded again
+        line = lines[k]
+        assert _plain(line.stat_columns()) == alone[k]
+    line = lines[7]  # 3 events
+    got = line.stat_table(names=["hlo_op"], events=np.array([2])).str_column("hlo_op")
+    assert list(got) == [alone[7]["hlo_op"][2] or ""]
+
+
+def test_small_lines_with_a_bad_stat_name_the_line(tmp_path):
+    """A stat that does not decode among many small lines: a ProfileError naming the file
+    and the line (the chunk falls back to each line's own decode), the other lines read."""
+    path = tmp_path / "h.xplane.pb"
+    _many_small_planes(path, bad=6)
+    space = read_xspace(path)
+    with pytest.raises(xw.ProfileError, match=r"h.xplane.pb.*do not decode on line 'Stream #1' of /device:GPU:6"):
+        space.planes[6].lines[0].stat_columns()
+    assert space.planes[9].lines[0].stat_columns()["correlation_id"].tolist() == [90]

@@ -1148,7 +1148,8 @@ def _derived_track(plane, pi, d, pid):
 def _special_metadata(plane):
     """Metadata ids of internal events, and of region start / stop markers (when both exist)."""
     ids, names, _ = plane.metadata_names
-    internal = ids[np.isin(names, list(INTERNAL_EVENTS))]
+    # (A set per name, not np.isin: 50 µs a call, and a file may hold 20,000 planes.)
+    internal = ids[np.fromiter((n in INTERNAL_EVENTS for n in names), bool, len(names))]
     start_ids, stop_ids = ids[names == START_REGION], ids[names == STOP_REGION]
     if not len(start_ids) or not len(stop_ids):  # XProf's mutator needs both
         start_ids = stop_ids = np.zeros(0, np.int64)

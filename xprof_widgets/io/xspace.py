@@ -221,6 +221,10 @@ class Line:
                     if slot["table"] is None:
                         slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
                 return slot["table"].take(names, events)
+            batched = self.plane.space._small_lines.decoded(self) if len(self) <= SMALL_LINE else None
+            if batched is not None:
+                table = StatTable(self.plane, self.metadata_id, batched, names)
+                return table if events is None else table.take(None, np.asarray(events, dtype=np.int64))
             idx = None if events is None else np.asarray(events, dtype=np.int64)
             return StatTable(
                 self.plane,
@@ -265,6 +269,112 @@ class Line:
             else:
                 columns[name] = values
         return columns
+
+
+#: At most this many metadata (ids, names) are sorted and matched in Python, not numpy,
+#: whose calls cost tens of µs each: a file may hold 20,000 planes of one kernel each.
+_FEW = 32
+
+#: A line of at most this many events is a small line: where a file holds many
+#: (`SmallLines.MANY`), their stats are decoded many lines at a time (`SmallLines`).
+SMALL_LINE = 256
+
+
+class SmallLines:
+    """The stats of a file's small lines (at most SMALL_LINE events), decoded many lines
+    at a time: a file of 20,000 one-event GPU planes asks for each line's stats once per
+    analysis, and one decode per line is a thousand times the work of its records (the
+    calls, the arrays, the blocks). The lines are cut, in file order, into chunks of
+    about CHUNK events, each decoded at its first line's first ask (one pass over its
+    records) and split per line; the last KEPT chunks stay decoded (analyses walk the
+    lines in order), so memory stays bounded whatever the file holds.
+
+    `decoded(line)`: that line's {stat id: `wire.KeyRecords`} (all stats, owners counted
+    on the line), or None where the line is read on its own (`Line._decoded_stats`): not
+    a small line, too few small lines in the file, no `stats_at` kept at open, or a chunk
+    whose stats do not decode (the line's own decode names the line in the error).
+    """
+
+    MANY = 64
+    CHUNK = 1 << 18
+    KEPT = 2
+
+    def __init__(self, space):
+        self._space = space
+        self._lock = threading.Lock()
+        self._where = None  # id(line) -> (chunk, first event in the chunk)
+        self._chunks = []  # per chunk: its lines
+        self._kept = {}  # chunk -> decoded (dict order: oldest first)
+
+    def decoded(self, line):
+        with self._lock:
+            if self._where is None:
+                self._index()
+            found = self._where.get(id(line))
+            if found is None:
+                return None
+            chunk, first = found
+            if chunk not in self._kept:
+                if len(self._kept) >= self.KEPT:
+                    del self._kept[next(iter(self._kept))]
+                self._kept[chunk] = self._decode(self._chunks[chunk])
+            parts = self._kept[chunk]
+        if parts is None:
+            return None
+        out = {}
+        for sid, (records, bounds) in parts.items():
+            a, b = bounds[first]
+            if b > a:
+                texts = records.text_start, records.text_stop
+                out[sid] = wire.KeyRecords(
+                    records.owner[a:b] - first,
+                    records.number[a:b],
+                    records.raw[a:b],
+                    *(None if t is None else t[a:b] for t in texts),
+                )
+        return out
+
+    def _index(self):
+        small = [
+            line
+            for plane in self._space.planes
+            for line in plane.lines
+            if 0 < len(line) <= SMALL_LINE and line.stats_at is not None
+        ]
+        self._where = {}
+        if len(small) < self.MANY:
+            return
+        chunk, size = [], 0
+        for line in small:
+            if size and size + len(line) > self.CHUNK:
+                self._chunks.append(chunk)
+                chunk, size = [], 0
+            self._where[id(line)] = (len(self._chunks), size)
+            chunk.append(line)
+            size += len(line)
+        self._chunks.append(chunk)
+
+    def _decode(self, lines):
+        """{stat id: (its records, {first event of a line: (first record, end)})} of the
+        chunk's lines, or None when they do not decode."""
+        data = self._space.data
+        pos = np.concatenate([line.record_pos for line in lines])
+        at = np.concatenate([line.stats_at for line in lines])
+        firsts = np.cumsum([0] + [len(line) for line in lines])
+        live, starts, stops = _live_runs(data, pos, at)
+        try:
+            found = wire.decode_keyed_by_key(
+                data, starts, stops, repeated=_EVENT_STATS, scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS
+            )
+        except wire.WireError:
+            return None
+        out = {}
+        heads = firsts[:-1].tolist()
+        for sid, records in found.items():
+            records.owner = live[records.owner]  # events of the chunk, ascending
+            edges = np.searchsorted(records.owner, firsts).tolist()
+            out[sid] = (records, dict(zip(heads, zip(edges[:-1], edges[1:]))))
+        return out
 
 
 #: Events whose stat runs `_live_runs` bounds at a time: a few MB of bounds, memory the
@@ -361,7 +471,12 @@ class Plane:
         ids = np.array([k for k, _ in items], dtype=np.int64)
         names = [m.name for _, m in items]
         display = [m.display_name for _, m in items]
-        missing = np.setdiff1d(self._referenced_ids(), ids)
+        referenced = self._referenced_ids()
+        if len(referenced) <= _FEW:  # (a set lookup: numpy's setdiff1d costs 60 µs, on 20,000 planes)
+            known = self.message.event_metadata
+            missing = np.array([i for i in referenced.tolist() if i not in known], dtype=np.int64)
+        else:
+            missing = np.setdiff1d(referenced, ids)
         if len(missing):
             ids = np.concatenate([ids, missing])
             names += [""] * len(missing)
@@ -388,8 +503,18 @@ class Plane:
     def _name_lookup(self):
         """(sorted metadata ids, category code of each, categories): ids to names, vectorised."""
         ids, names, _ = self.metadata_names
-        categories, codes = np.unique(names, return_inverse=True)
+        if len(names) <= _FEW:  # (sorted in Python: as numpy's unique sorts, a tenth of its time here)
+            categories = sorted(set(names.tolist()))
+            position = {name: k for k, name in enumerate(categories)}
+            codes = np.array([position[name] for name in names.tolist()], dtype=np.int64)
+        else:
+            categories, codes = np.unique(names, return_inverse=True)
         return ids, codes, pd.Index(categories, dtype=object)
+
+    @cached_property
+    def _name_dtype(self):
+        """The Categorical dtype of the event names (made once: pandas checks its categories)."""
+        return pd.CategoricalDtype(self._name_lookup[2])
 
     @cached_property
     def _name_code_table(self):
@@ -418,10 +543,10 @@ class Plane:
             else:
                 inside = (metadata_id >= 0) & (metadata_id < len(table))
                 found = np.where(inside, table[np.where(inside, metadata_id, 0)], -1).astype(table.dtype)
-            return pd.Categorical.from_codes(found, categories=categories, validate=False)
+            return pd.Categorical.from_codes(found, dtype=self._name_dtype, validate=False)
         pos = np.clip(np.searchsorted(ids, metadata_id), 0, len(ids) - 1)
         hit = ids[pos] == metadata_id
-        return pd.Categorical.from_codes(np.where(hit, codes[pos], -1), categories=categories)
+        return pd.Categorical.from_codes(np.where(hit, codes[pos], -1), dtype=self._name_dtype)
 
     @cached_property
     def _metadata_stat_table(self):
@@ -810,6 +935,7 @@ class XSpaceFile:
         # What analyses derive per host (group ids, allocator events...) is kept on this
         # object by `analysis.core.cache.derived`: computed once, shared by every tool.
         self._shared_tables = None  # see sharing_stats
+        self._small_lines = SmallLines(self)  # see Line.stat_table
         self._plane_positions = None  # see index_of
         self._columns = None  # see event_columns
         self._columns_lock = threading.Lock()
