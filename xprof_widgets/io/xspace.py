@@ -487,6 +487,9 @@ class Plane:
 
     def _referenced_ids(self):
         """The metadata ids the plane's events use (counted, not sorted, when they are small)."""
+        if sum(len(line) for line in self.lines) <= _FEW:  # (a set: a few events, many planes)
+            used = set().union(*(line.metadata_id.tolist() for line in self.lines))
+            return np.array(sorted(used), dtype=np.int64)
         found = []
         for line in self.lines:
             ids = line.metadata_id
