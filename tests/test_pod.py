@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -504,3 +505,35 @@ def test_an_interrupt_returns_at_once_and_leaves_nothing_running():
     assert time.monotonic() - started < 30
     time.sleep(1)
     assert not _alive(set(_children()) - before)
+
+
+def test_hosts_of_one_program_share_its_parsed_module(monkeypatch):
+    """A worker reads host after host of one program: each module is parsed and costed
+    once (kept by its name and bytes, the last KEPT_MODULES), and a host's op metrics are
+    the same from the kept module as from its own parse."""
+    from xprof_widgets.analysis.core import xla_ops
+
+    monkeypatch.setattr(xla_ops, "_PARSED", {})
+    first, second = xw.sample_run(), xw.sample_run()
+    a, b = xla_ops.program_modules(first), xla_ops.program_modules(second)
+    pid = next(iter(a.names))
+    assert a.module(pid) is b.module(pid) is not None
+    assert a.costs(pid, "cpu") is b.costs(pid, "cpu")
+    kept = device_op_metrics(second).ops
+    monkeypatch.setattr(xla_ops, "_PARSED", {})
+    alone = device_op_metrics(xw.sample_run()).ops
+    pd.testing.assert_frame_equal(kept, alone)
+    for pid in a.names:  # 16 modules: only the last KEPT_MODULES stay
+        a.module(pid)
+    assert len(xla_ops._PARSED) == xla_ops.KEPT_MODULES
+
+
+def test_the_driver_reads_the_first_host_holding_each_module(tmp_path):
+    """The combined overview asks whether a program trains (its modules): the driver reads
+    the first host that holds each module (here the first of 16 copies), not every host."""
+    source = sorted(Path(xw.sample_run().xspace().path).parent.glob("*.xplane.pb*"))[0]
+    many = xw.load_run(_copies(tmp_path, source), executor=INSTANT)
+    result = many.overview()
+    assert list(many._spaces) == [many.hosts[0]]
+    assert result.is_training == xw.sample_run().overview().is_training
+    assert len(many.hlo_protos) == 16

@@ -233,6 +233,8 @@ class Run:
             except ProfileError as error:
                 self._leave_out(host, error)
         self._spaces: dict[str, XSpaceFile] = {}
+        #: {module: first host holding it}, once the hosts' summaries are in (`pod`).
+        self._module_hosts: dict | None = None
         while True:  # fail now, not in the first widget, if no file is good
             try:
                 self.xspace(progress=progress)
@@ -334,6 +336,8 @@ class Run:
             for summary in combiner.hosts:
                 if summary.error:  # (raises when no host is left)
                     self._leave_out(summary.host, ProfileError(summary.path, summary.error))
+            # (The combined overview reads the modules: from the first host holding each.)
+            self._module_hosts = combiner.module_hosts
             combined = combiner.result()
             derived(self, "device_op_metrics", lambda: combined.op_metrics)
             return combined
@@ -478,7 +482,7 @@ class Run:
             found = hlo.hlo_protos_from_xspace(types.SimpleNamespace(planes=[p.message for p in space.planes]))
             for key, data in found.items():
                 try:
-                    hlo.check_module(hlo.parse_hlo_proto(data, key).hlo_module, key)
+                    hlo.check_hlo_proto(data, key)
                 except ProfileError as error:
                     self.unreadable_modules[key] = f"{self.files[host]}: {error}"
                     continue
@@ -499,9 +503,12 @@ class Run:
         pooled run the first host holding each module (SPMD hosts share theirs), so the
         driver does not read every host for the modules. Only once `pod()` is known: the
         modules alone are no reason to start the per-host work."""
-        if not self.pooled or len(self.files) < 2 or "pod" not in self.__dict__.get("_derived", {}):
+        hosts_of = self._module_hosts
+        if hosts_of is None and "pod" in self.__dict__.get("_derived", {}):
+            hosts_of = self.pod().module_hosts
+        if not self.pooled or len(self.files) < 2 or hosts_of is None:
             return list(zip(self.hosts, self.xspaces()))
-        needed = {self.hosts[0], *self.pod().module_hosts.values()}
+        needed = {self.hosts[0], *hosts_of.values()}
         return [(h, self.xspace(h)) for h in self.hosts if h in needed]
 
     @property

@@ -398,6 +398,11 @@ class Combiner:
             self._module_hosts.setdefault(name, s.host)
         self.hosts.append(replace(s, stats=light(s.stats), modules={}, light=True))
 
+    @property
+    def module_hosts(self) -> dict:
+        """{module: the first host (so far) that holds it}."""
+        return dict(self._module_hosts)
+
     def result(self) -> PodSummary:
         """The all-hosts results of the hosts added so far (at least one without an error)."""
         if not self._ok:

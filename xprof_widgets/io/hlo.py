@@ -9,6 +9,7 @@ serialized proto as `bytes_value`. Modules are named like XProf does,
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from google.protobuf.message import DecodeError
@@ -113,6 +114,25 @@ def call_cycle(module_proto) -> list[str] | None:
                 path.append(nxt)
                 stack.append(iter(calls[nxt]))
     return None
+
+
+#: Serialized modules found sound lately, by name and digest (the last _KEPT_CHECKS): the
+#: hosts of a pod hold the same modules, and a parse to check each costs a millisecond
+#: or more per module and host.
+_CHECKED: dict = {}
+_KEPT_CHECKS = 64
+
+
+def check_hlo_proto(data: bytes, name: str = "HloProto") -> None:
+    """Raise ProfileError for bytes that are not an HloProto (`parse_hlo_proto`) or hold a
+    module no walk could finish (`check_module`). Bytes checked lately are not parsed again."""
+    key = (name, hashlib.blake2b(data, digest_size=16).digest())
+    if key in _CHECKED:
+        return
+    check_module(parse_hlo_proto(data, name).hlo_module, name)
+    while len(_CHECKED) >= _KEPT_CHECKS:
+        del _CHECKED[next(iter(_CHECKED))]
+    _CHECKED[key] = True
 
 
 def check_module(module_proto, name: str = "HloModule") -> None:

@@ -135,13 +135,7 @@ class ProgramModules:
     def module(self, pid):
         if pid not in self._modules:
             entry = self._protos.get(pid)
-            mod = None
-            if entry is not None:
-                try:
-                    mod = hlo_module(entry[1], entry[0])
-                except ProfileError:
-                    mod = None  # a bad module: its ops are not attributed, as in XProf
-            self._modules[pid] = mod
+            self._modules[pid] = None if entry is None else _parsed(*entry)["module"]
         return self._modules[pid]
 
     def instruction(self, pid, name):
@@ -167,9 +161,40 @@ class ProgramModules:
     def costs(self, pid, mode="gpu"):
         key = (pid, mode)
         if key not in self._costs:
-            mod = self.module(pid)
-            self._costs[key] = module_costs(mod, mode) if mod is not None else None
+            entry = self._protos.get(pid)
+            found = None
+            if entry is not None:
+                parsed = _parsed(*entry)
+                if parsed["module"] is not None:
+                    if mode not in parsed["costs"]:
+                        parsed["costs"][mode] = module_costs(parsed["module"], mode)
+                    found = parsed["costs"][mode]
+            self._costs[key] = found
         return self._costs[key]
+
+
+#: Modules parsed (and costed) lately in this process, by their name and bytes: the hosts
+#: of a pod, read one after another by a worker, run the same programs, and each module's
+#: parse and cost analysis is most of a small host's summary. At most KEPT_MODULES kept.
+_PARSED: dict = {}
+KEPT_MODULES = 8
+
+
+def _parsed(label, data) -> dict:
+    """{"module": HloModule or None (a module that does not parse: its ops are not
+    attributed, as in XProf), "costs": {mode: ModuleCosts}} of one serialized module."""
+    key = (label, bytes(data))
+    found = _PARSED.pop(key, None)  # (put back last: the most recent)
+    if found is None:
+        try:
+            mod = hlo_module(data, label)
+        except ProfileError:
+            mod = None
+        found = {"module": mod, "costs": {}}
+        while len(_PARSED) >= KEPT_MODULES:
+            del _PARSED[next(iter(_PARSED))]
+    _PARSED[key] = found
+    return found
 
 
 @per_run
