@@ -469,11 +469,20 @@ def test_stat_table_equals_protobuf(pair):
     for line, names, sample, wants in _sampled_stats(ours, ref, 300):
         with ours.sharing_stats([line]):
             shared = line.stat_table(events=sample)
-        for table in (line.stat_table(events=sample), shared):
+        some = sorted({n for want in wants for n in want})[:2]
+        with ours.sharing_stats([line], names=some):  # decoded once for readers of these names
+            shared_some = line.stat_table(names=some[:1], events=sample)
+            assert line.stat_table(names=some, events=sample) is not shared_some
+            assert ours._shared_tables[id(line)]["table"] is not None
+            other = line.stat_table(events=sample)  # all stats: not the shared decode of `some`
+        assert set(shared_some.names) <= set(some[:1])
+        for table in (line.stat_table(events=sample), shared, other):
             columns = {}
             for j, (i, want) in enumerate(zip(sample, wants)):
                 assert set(want) <= table.names
                 for name, s in want.items():
+                    if name in some[:1]:  # the shared table of a few names reads as the others
+                        assert shared_some.str_column(name)[j] == table.str_column(name)[j]
                     if name not in columns:
                         columns[name] = (table.int_column(name), table.float_column(name), table.str_column(name))
                     ints, floats, strs = columns[name]

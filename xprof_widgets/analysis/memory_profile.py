@@ -45,7 +45,7 @@ from pandas.api.types import union_categoricals
 from ..io.xspace import categorical
 from .core.availability import NO_EVENTS_REASON, allocator_codes, has_allocator_events
 from .core.cache import derived
-from .core.grouping import group_ids, of_line
+from .core.grouping import GROUPING_STATS, group_ids, of_line
 from .core.planes import HOST_PLANE
 
 #: XProf's default number of points in the timeline it shows.
@@ -250,21 +250,19 @@ def _allocator_events(run, space, host):
     if plane is None or not has_allocator_events(run, host)[0]:
         parts = []
     else:
-        # The grouping (the steps) and the allocator columns read different stats of the
-        # same events, most of them allocator events: the host lines' stats are decoded
-        # once for both (the decoding is most of the time here). Two threads, numpy
-        # releasing the GIL: the grouping walks the lines from the first, this thread
-        # decodes them from the last (each line by whichever reaches it first), then
-        # builds the allocator columns while the grouping finishes. Only the lines that
-        # are mostly allocator events: on another (a JAX GPU run's threads, a few
-        # allocations among thousands of launches) all its stats would be decoded for the
-        # few the grouping reads, and the allocator events' for a few events.
-        shared = [ln for ln in plane.lines if len(ln) and 2 * len(_allocator_event_index(ln.names())[0]) >= len(ln)]
-        with space.sharing_stats(shared):
+        # The grouping (the steps) and the allocator columns read stats of the same
+        # events: the stats both read of a line with allocator events are decoded once,
+        # in one walk over its records (the decoding is most of the time here), the
+        # grouping's of every event and the allocator columns' (for its allocator events).
+        # Two threads, numpy releasing the GIL: the grouping walks the lines from the
+        # first, this thread decodes them from the last (each line by whichever reaches
+        # it first), then builds the allocator columns while the grouping finishes.
+        shared = [ln for ln in plane.lines if len(ln) and len(_allocator_event_index(ln.names())[0])]
+        with space.sharing_stats(shared, names={*_STATS, *GROUPING_STATS}):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space, eager_marks=False)
                 for ln in reversed(shared):
-                    ln.stat_table(names=())
+                    ln.stat_table(names=_STATS)
                 lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
                 lines.reverse()
                 groups = grouping.result()

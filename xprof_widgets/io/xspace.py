@@ -215,11 +215,14 @@ class Line:
         """
         shared = self.plane.space._shared_tables
         with self._corrupt_stats_named():
-            if shared is not None and id(self) in shared:
-                slot = shared[id(self)]
+            slot = shared.get(id(self)) if shared is not None else None
+            if slot is not None and (slot["names"] is None or (names is not None and slot["names"] >= set(names))):
                 with slot["lock"]:  # the first reader decodes, the others wait for it
                     if slot["table"] is None:
-                        slot["table"] = StatTable(self.plane, self.metadata_id, self._decoded_stats(None))
+                        wanted = slot["names"]
+                        slot["table"] = StatTable(
+                            self.plane, self.metadata_id, self._decoded_stats(None, wanted), wanted
+                        )
                 return slot["table"].take(names, events)
             batched = self.plane.space._small_lines.decoded(self) if len(self) <= SMALL_LINE else None
             if batched is not None:
@@ -999,9 +1002,9 @@ class XSpaceFile:
             return self._columns
 
     @contextmanager
-    def sharing_stats(self, lines):
-        """Within the block, each of `lines` decodes all its stats once, at its first
-        `stat_table` call, and every call reads from that.
+    def sharing_stats(self, lines, names=None):
+        """Within the block, each of `lines` decodes all its stats (or the stats `names`)
+        once, at its first `stat_table` call, and every call for those reads from that.
 
         For analyses that read different stats of the same events (the memory profile's
         grouping and allocator columns): one pass over the records instead of one per
@@ -1011,7 +1014,9 @@ class XSpaceFile:
         outer = self._shared_tables
         self._shared_tables = dict(outer or {})
         for line in lines:
-            self._shared_tables.setdefault(id(line), {"lock": threading.Lock(), "table": None})
+            self._shared_tables.setdefault(
+                id(line), {"lock": threading.Lock(), "table": None, "names": None if names is None else set(names)}
+            )
         try:
             yield
         finally:

@@ -118,6 +118,9 @@ _STATS = [
     "correlation_id",
     "graph_type",
 ]
+#: The stats the grouping reads of every event of every line (a reader that decodes a
+#: line's stats for the grouping too asks for these).
+GROUPING_STATS = frozenset(_STATS)
 
 
 def _node_dtype(n):
