@@ -201,3 +201,20 @@ def test_box_filter_and_data_types():
     assert list(_box_filter(total, 10)) == list(range(7))
     assert data_type_name(1) == "float" and data_type_name(0) == "INVALID"
     assert data_type_name(101) == "float_ref" and data_type_name(3) == "int32"
+
+
+def test_missing_steps_take_the_last_step_before_them_plus_one():
+    """XProf's rule for a snapshot without a step (-1): the last valid step before it + 1,
+    0 when none comes before; checked against a plain walk, none missing and all missing
+    included."""
+    from xprof_widgets.analysis.memory_profile import _fill_steps
+
+    rng = np.random.default_rng(7)
+    cases = [np.array([], np.int64), np.full(5, -1), np.arange(6), np.array([-1, -1, 3, -1, 5, -1, -1])]
+    cases += [np.where(rng.random(200) < p, -1, rng.integers(0, 9, 200)) for p in (0.1, 0.5, 0.9)]
+    for step in cases:
+        want, last = [], -1
+        for s in step.tolist():
+            want.append(s if s != -1 else last + 1)
+            last = s if s != -1 else last
+        assert _fill_steps(step).tolist() == want

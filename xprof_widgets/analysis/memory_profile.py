@@ -305,11 +305,16 @@ def memory_ids(run, host=None):
 
 def _fill_steps(step):
     """XProf's rule: a missing step (-1) becomes the last valid step before it + 1 (0 at the start)."""
-    valid = step != -1
-    pos = np.where(valid, np.arange(len(step)), -1)
-    np.maximum.accumulate(pos, out=pos)
-    last_valid = np.where(pos >= 0, step[np.maximum(pos, 0)], -1)
-    return np.where(valid, step, last_valid + 1)
+    missing = np.flatnonzero(step == -1)
+    if not len(missing):
+        return step
+    valid = np.flatnonzero(step != -1)
+    if not len(valid):
+        return np.zeros_like(step)
+    before = np.searchsorted(valid, missing) - 1  # the last valid one before each missing
+    out = step.copy()
+    out[missing] = np.where(before >= 0, step[valid[np.maximum(before, 0)]] + 1, 0)
+    return out
 
 
 def _memory_ids(ev):

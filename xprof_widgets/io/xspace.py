@@ -490,14 +490,11 @@ class Plane:
 
     def _referenced_ids(self):
         """The metadata ids the plane's events use (counted, not sorted, when they are small)."""
-        if sum(len(line) for line in self.lines) <= _FEW:  # (a set: a few events, many planes)
-            used = set().union(*(line.metadata_id.tolist() for line in self.lines))
-            return np.array(sorted(used), dtype=np.int64)
+        used = [line.metadata_id for line in self.lines if len(line.metadata_id)]
+        if sum(map(len, used)) <= _FEW:  # (a set: a few events, many planes)
+            return np.array(sorted(set().union(*(ids.tolist() for ids in used))), dtype=np.int64)
         found = []
-        for line in self.lines:
-            ids = line.metadata_id
-            if not len(ids):
-                continue
+        for ids in used:
             lo, hi = int(ids.min()), int(ids.max())
             if 0 <= lo and hi < 1 << 22:
                 found.append(np.flatnonzero(np.bincount(ids, minlength=0)).astype(np.int64))
@@ -996,7 +993,8 @@ class XSpaceFile:
                     shared.flags.writeable = False
                     for line in lines:  # the lines read the shared copy: memory is not doubled
                         a, b = rows[id(line)]
-                        setattr(line, attr, shared[a:b])
+                        if b > a:  # (an empty line keeps its empty array: a file may hold a million)
+                            setattr(line, attr, shared[a:b])
                     series[column] = pd.Series(shared, copy=False)
                 self._columns = (series, rows)
             return self._columns

@@ -887,14 +887,19 @@ def _computed(space, eager=True):
 def _split(nodes, group):
     """Group ids per line, in file order (-1: none): a line whose events are all nodes
     views its part of `group`; another's events take their node's (`_Nodes.nearest`)."""
-    bounds = np.append(nodes.line_start, nodes.n)
+    bounds = np.append(nodes.line_start, nodes.n).tolist()
     group.flags.writeable = False  # shared by every tool: views, read-only
     none = np.append(group, -1)  # a node of -1 reads the last entry: no group
     out = {}
+    empty = group[:0]  # (read-only: one for every line without nodes; a file may hold a million)
     for k, key in enumerate(nodes.lines):
         near = nodes.nearest[k]
-        out[key] = group[bounds[k] : bounds[k + 1]] if near is None else none[near]
-        out[key].flags.writeable = False
+        a, b = bounds[k], bounds[k + 1]
+        if near is None:
+            out[key] = group[a:b] if b > a else empty
+        else:
+            out[key] = none[near]
+            out[key].flags.writeable = False
     return out
 
 
@@ -929,10 +934,15 @@ def eager_events(space, recompute=False):
     out = {}
     for plane in space.planes:
         for li, line in enumerate(plane.lines):
+            key = (plane.name, li)
+            if key in out:  # (a damaged file's planes of one name: the first's)
+                continue
             mask = np.zeros(len(line), bool)
-            at = np.asarray(marked.get((plane.name, li), []), dtype=np.int64)
-            mask[at[at < len(line)]] = True  # (a damaged file's planes of one name share marks)
-            out.setdefault((plane.name, li), mask)
+            found = marked.get(key)
+            if found is not None and len(found):
+                at = np.asarray(found, dtype=np.int64)
+                mask[at[at < len(line)]] = True  # (a damaged file's planes of one name share marks)
+            out[key] = mask
     return out
 
 
