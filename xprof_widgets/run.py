@@ -501,8 +501,9 @@ class Run:
     def _spaces_with_modules(self) -> list[tuple[str, XSpaceFile]]:
         """(host, XSpaceFile) of the hosts to read HLO modules from: every host, or on a
         pooled run the first host holding each module (SPMD hosts share theirs), so the
-        driver does not read every host for the modules. Only once `pod()` is known: the
-        modules alone are no reason to start the per-host work."""
+        driver does not read every host for the modules. Only once the hosts' summaries are
+        in (`pod()`, or while it combines them): the modules alone are no reason to start
+        the per-host work."""
         hosts_of = self._module_hosts
         if hosts_of is None and "pod" in self.__dict__.get("_derived", {}):
             hosts_of = self.pod().module_hosts

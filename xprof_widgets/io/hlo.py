@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 
 from google.protobuf.message import DecodeError
 
@@ -120,6 +121,7 @@ def call_cycle(module_proto) -> list[str] | None:
 #: hosts of a pod hold the same modules, and a parse to check each costs a millisecond
 #: or more per module and host.
 _CHECKED: dict = {}
+_CHECKED_LOCK = threading.Lock()
 _KEPT_CHECKS = 64
 
 
@@ -130,9 +132,10 @@ def check_hlo_proto(data: bytes, name: str = "HloProto") -> None:
     if key in _CHECKED:
         return
     check_module(parse_hlo_proto(data, name).hlo_module, name)
-    while len(_CHECKED) >= _KEPT_CHECKS:
-        del _CHECKED[next(iter(_CHECKED))]
-    _CHECKED[key] = True
+    with _CHECKED_LOCK:  # (a widget may read a run on a thread while a tool runs)
+        _CHECKED[key] = True
+        while len(_CHECKED) > _KEPT_CHECKS:
+            del _CHECKED[next(iter(_CHECKED))]
 
 
 def check_module(module_proto, name: str = "HloModule") -> None:

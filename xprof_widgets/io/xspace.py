@@ -364,8 +364,8 @@ class SmallLines:
         pos = np.concatenate([line.record_pos for line in lines])
         at = np.concatenate([line.stats_at for line in lines])
         firsts = np.cumsum([0] + [len(line) for line in lines])
-        live, starts, stops = _live_runs(data, pos, at)
         try:
+            live, starts, stops = _live_runs(data, pos, at)
             found = wire.decode_keyed_by_key(
                 data, starts, stops, repeated=_EVENT_STATS, scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS
             )

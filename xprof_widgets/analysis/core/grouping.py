@@ -251,9 +251,10 @@ class _Nodes:
         sizes = np.asarray(sizes, dtype=np.int64)
         self.n = count
         cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-        position = cat(positions, np.int64)
-        self.start = start_all[position]
-        self.end = self.start + duration_all[position]
+        # Each node's event among all the file's (the event columns'): starts and ends are
+        # read for the few nodes asked (roots, executors), not gathered for millions.
+        self._position = cat(positions, np.int32 if len(start_all) < 2**31 else np.int64)
+        self._start_all, self._duration_all = start_all, duration_all
         self.event_index = cat(events, np.int64)  # each node's event on its line
         self.line = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
         self.line_start = np.cumsum(sizes) - sizes  # node of each line's first event
@@ -298,6 +299,15 @@ class _Nodes:
             parent = parent.copy()
             parent[late] = -1
         return parent
+
+    def start_of(self, nodes_):
+        """The nodes' events' starts (ps)."""
+        return self._start_all[self._position[nodes_]]
+
+    def end_of(self, nodes_):
+        """The nodes' events' ends (ps)."""
+        at = self._position[nodes_]
+        return self._start_all[at] + self._duration_all[at]
 
     def event_of(self, nodes_):
         """Index of each node's event on its line."""
@@ -657,7 +667,7 @@ def _eager_nodes(space, nodes, graph):
         is_func[at[ev]] = values
     if not (is_func == 0).any():
         return np.zeros(0, np.int64)  # no op can be eager: no walk
-    order = np.lexsort((eager_execute, nodes.start[eager_execute]))
+    order = np.lexsort((eager_execute, nodes.start_of(eager_execute)))
     sources = eager_execute[order]
     nearest = _nearest_source(graph, nodes.n, sources)[: nodes.n]
     targets = np.flatnonzero(_eager_targets(nodes) & (nearest >= 0))
@@ -697,7 +707,7 @@ def _forest(space, eager=True):
     ex, ex_ids, ex_iter = ex[keep], ex_ids[keep], ex_iter[keep]
     loop_roots = np.zeros(0, np.int64)
     if len(ex):
-        df = pd.DataFrame({"id": ex_ids, "iter": ex_iter, "node": ex, "start": nodes.start[ex]})
+        df = pd.DataFrame({"id": ex_ids, "iter": ex_iter, "node": ex, "start": nodes.start_of(ex)})
         loops = df.groupby("id")["iter"].agg(lambda s: not (s == 0).all())
         df = df[df["id"].map(loops)]
         if len(df):
@@ -741,7 +751,7 @@ def _forest(space, eager=True):
         at = level[roots] == lv
         below[at] = reach[roots[at]]
     roots = roots[~below]
-    roots = roots[np.lexsort((roots, nodes.start[roots], -level[roots]))]
+    roots = roots[np.lexsort((roots, nodes.start_of(roots), -level[roots]))]
     # Labels in the node ids' type (int32 while they fit), the type's largest: no label.
     label = np.full(total, np.iinfo(nodes.dtype).max, nodes.dtype)
     label[roots] = np.arange(len(roots))
@@ -1002,7 +1012,7 @@ def _step_table(nodes, steps):
         cur[todo] = parent[v]
         todo = todo[(cur[todo] >= 0) & ~(has_num[todo] & (gt[todo] != None))]  # noqa: E711
     rows = []
-    start, end = nodes.start[roots], nodes.end[roots]
+    start, end = nodes.start_of(roots), nodes.end_of(roots)
     for i, (g, node, level) in enumerate(zip(steps["group_id"], roots, steps["root_level"])):
         name = nodes.name_of(node)
         prefix = gt[i] if gt[i] is not None else (None if name in IMPLICIT_ROOTS else name)

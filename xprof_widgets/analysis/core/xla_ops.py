@@ -10,6 +10,7 @@ run's modules by program id, parsed and costed once each, on first use.
 from __future__ import annotations
 
 import os
+import threading
 
 from ...errors import ProfileError
 from ...io.hlo import hlo_module
@@ -177,6 +178,7 @@ class ProgramModules:
 #: of a pod, read one after another by a worker, run the same programs, and each module's
 #: parse and cost analysis is most of a small host's summary. At most KEPT_MODULES kept.
 _PARSED: dict = {}
+_PARSED_LOCK = threading.Lock()  # (a widget may read a run on a thread while a tool runs)
 KEPT_MODULES = 8
 
 
@@ -184,16 +186,19 @@ def _parsed(label, data) -> dict:
     """{"module": HloModule or None (a module that does not parse: its ops are not
     attributed, as in XProf), "costs": {mode: ModuleCosts}} of one serialized module."""
     key = (label, bytes(data))
-    found = _PARSED.pop(key, None)  # (put back last: the most recent)
-    if found is None:
-        try:
-            mod = hlo_module(data, label)
-        except ProfileError:
-            mod = None
-        found = {"module": mod, "costs": {}}
-        while len(_PARSED) >= KEPT_MODULES:
+    with _PARSED_LOCK:
+        found = _PARSED.pop(key, None)  # (put back last: the most recent)
+        if found is not None:
+            _PARSED[key] = found
+            return found
+    try:
+        mod = hlo_module(data, label)
+    except ProfileError:
+        mod = None
+    with _PARSED_LOCK:
+        found = _PARSED.setdefault(key, {"module": mod, "costs": {}})  # (another thread's, if first)
+        while len(_PARSED) > KEPT_MODULES:
             del _PARSED[next(iter(_PARSED))]
-    _PARSED[key] = found
     return found
 
 
