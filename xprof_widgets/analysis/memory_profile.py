@@ -251,13 +251,14 @@ def _allocator_events(run, space, host):
         parts = []
     else:
         # The grouping (the steps) and the allocator columns read stats of the same
-        # events: the stats both read of a line with allocator events are decoded once,
-        # in one walk over its records (the decoding is most of the time here), the
-        # grouping's of every event and the allocator columns' (for its allocator events).
-        # Two threads, numpy releasing the GIL: the grouping walks the lines from the
-        # first, this thread decodes them from the last (each line by whichever reaches
-        # it first), then builds the allocator columns while the grouping finishes.
-        shared = [ln for ln in plane.lines if len(ln) and len(_allocator_event_index(ln.names())[0])]
+        # events: the stats both read of a host line are decoded once, in one walk over
+        # its records (the decoding is most of the time here), the grouping's of every
+        # event and the allocator columns' (for its allocator events). Two threads, numpy
+        # releasing the GIL: the grouping walks the lines from the first, this thread
+        # decodes them from the last (each line by whichever reaches it first, lines
+        # without allocator events too: the grouping, the longer task, finds them
+        # decoded), then builds the allocator columns while the grouping finishes.
+        shared = [ln for ln in plane.lines if len(ln)]
         with space.sharing_stats(shared, names={*_STATS, *GROUPING_STATS}):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space, eager_marks=False)
