@@ -185,25 +185,13 @@ class Line:
         {id: `wire.KeyRecords`}, owners counted among `idx`. `names`: only these stats'
         values are decoded (None: all; records of others may come back)."""
         data = self.plane.space.data
-        kinds = dict(scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS, keys=self.plane._stat_keys(names))
+        keys = self.plane._stat_keys(names)
         if self.stats_at is None:
             owner, s, e = self._stat_records(idx)
-            return wire.decode_keyed_by_key(data, s, e, owner=owner, **kinds)
+            return wire.decode_keyed_by_key(data, s, e, _STAT_SCALARS, _STAT_LENGTHS, owner=owner, keys=keys)
         pos = self.record_pos if idx is None else self.record_pos[idx]
         at = self.stats_at if idx is None else self.stats_at[idx]
-        # Where most events carry stats, each block of events finds the bounds of its
-        # stats itself: no event-sized array of them (hundreds of MB on a line of
-        # millions). Where most carry none (a Python tracer's line: a million calls, a
-        # few thousand with stats), only the others are walked, their owners mapped
-        # back. Which is the case, a sample tells (both give the same records).
-        sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
-        if len(pos) and 2 * len(_live_runs(data, pos[sample], at[sample])[0]) >= len(sample):
-            return wire.decode_keyed_by_key(data, None, None, repeated=_EVENT_STATS, heads=(pos, at), **kinds)
-        live, starts, stops = _live_runs(data, pos, at)
-        found = wire.decode_keyed_by_key(data, starts, stops, repeated=_EVENT_STATS, **kinds)
-        for records in found.values():
-            records.owner = live[records.owner].astype(records.owner.dtype, copy=False)
-        return found
+        return _event_stats(data, pos, at, keys)
 
     def stat_table(self, names=None, events=None):
         """The stats of this line's events (`events`: an index array, else all) as a `StatTable`.
@@ -365,19 +353,35 @@ class SmallLines:
         at = np.concatenate([line.stats_at for line in lines])
         firsts = np.cumsum([0] + [len(line) for line in lines])
         try:
-            live, starts, stops = _live_runs(data, pos, at)
-            found = wire.decode_keyed_by_key(
-                data, starts, stops, repeated=_EVENT_STATS, scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS
-            )
+            found = _event_stats(data, pos, at, None)
         except wire.WireError:
             return None
         out = {}
         heads = firsts[:-1].tolist()
-        for sid, records in found.items():
-            records.owner = live[records.owner]  # events of the chunk, ascending
+        for sid, records in found.items():  # (owners: events of the chunk, ascending)
             edges = np.searchsorted(records.owner, firsts).tolist()
             out[sid] = (records, dict(zip(heads, zip(edges[:-1], edges[1:]))))
         return out
+
+
+def _event_stats(data, pos, at, keys):
+    """The XStat records of the events whose records are at `pos` with their stats `at`
+    bytes in (field 4 after fields 1-3), decoded and split by stat id: {id:
+    `wire.KeyRecords`}, owners counted among them; `keys` as `decode_keyed_by_key`'s."""
+    kinds = dict(repeated=_EVENT_STATS, scalars=_STAT_SCALARS, lengths=_STAT_LENGTHS, keys=keys)
+    # Where most events carry stats, each block of events finds the bounds of its stats
+    # itself: no event-sized array of them (hundreds of MB on a line of millions). Where
+    # most carry none (a Python tracer's line: a million calls, a few thousand with
+    # stats), only the others are walked, their owners mapped back. Which is the case, a
+    # sample tells (both give the same records).
+    sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
+    if len(pos) and 2 * len(_live_runs(data, pos[sample], at[sample])[0]) >= len(sample):
+        return wire.decode_keyed_by_key(data, None, None, heads=(pos, at), **kinds)
+    live, starts, stops = _live_runs(data, pos, at)
+    found = wire.decode_keyed_by_key(data, starts, stops, **kinds)
+    for records in found.values():
+        records.owner = live[records.owner].astype(records.owner.dtype, copy=False)
+    return found
 
 
 #: Events whose stat runs `_live_runs` bounds at a time: a few MB of bounds, memory the
