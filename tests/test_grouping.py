@@ -335,7 +335,7 @@ def test_every_event_against_xprof_grouped_space(name, run, tmp_path):
     target_mask = {}
     for k, key in enumerate(nodes.lines):
         mask = np.zeros(len(space.plane(key[0]).lines[key[1]]), bool)
-        mask[nodes.event[bounds[k] : bounds[k + 1]]] = targets[bounds[k] : bounds[k + 1]]
+        mask[nodes.event_of(np.arange(bounds[k], bounds[k + 1]))] = targets[bounds[k] : bounds[k + 1]]
         target_mask[key] = mask
     eager = G.eager_events(space)
     ours_e = _events(

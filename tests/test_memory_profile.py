@@ -218,3 +218,27 @@ def test_missing_steps_take_the_last_step_before_them_plus_one():
             want.append(s if s != -1 else last + 1)
             last = s if s != -1 else last
         assert _fill_steps(step).tolist() == want
+
+
+def test_deallocations_take_metadata_of_their_pending_allocation():
+    """XProf's rule (ProcessActiveAllocations' pairing): per address, an allocation is
+    remembered only when none is pending, a deallocation takes the pending one's op, region,
+    data type and shape and clears it. Checked against that walk, on few addresses and on
+    more than 2^16 (the radix sort's limit: the other sort)."""
+    from xprof_widgets.analysis.memory_profile import _copy_allocation_metadata
+
+    rng = np.random.default_rng(11)
+    for n, addresses in [(0, 1), (1, 1), (40, 3), (300, 20), (3000, 200), (200_000, 90_000)]:
+        is_alloc = rng.random(n) < rng.uniform(0.2, 0.8)
+        address = rng.integers(0, addresses, n).astype(np.uint64)
+        ops = [f"op{i}" for i in range(n)]
+        tl = pd.DataFrame({"is_alloc": is_alloc, "address": address})
+        for col in ("op_name", "region_type", "data_type", "shape"):
+            tl[col] = pd.Categorical(ops if col == "op_name" else [f"{col}{i % 7}" for i in range(n)])
+        want, pending = list(ops), {}
+        for i, (alloc, a) in enumerate(zip(is_alloc.tolist(), address.tolist())):
+            if alloc:
+                pending.setdefault(a, i)
+            elif a in pending:
+                want[i] = ops[pending.pop(a)]
+        assert _copy_allocation_metadata(tl)["op_name"].astype(str).tolist() == want

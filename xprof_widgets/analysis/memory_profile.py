@@ -337,16 +337,22 @@ def _copy_allocation_metadata(tl):
     first allocation after the previous deallocation at its address, if any.
     """
     is_free = ~tl["is_alloc"].to_numpy()
-    addr, _ = pd.factorize(tl["address"].to_numpy())
-    # Segment per address: the events up to and including a deallocation, numbered by the
-    # deallocations before them at that address; one int64 key per (address, segment).
-    seg = pd.Series(is_free).groupby(addr, sort=False).cumsum().to_numpy() - is_free
-    key = addr.astype(np.int64) * (int(seg.max(initial=0)) + 1) + seg
-    allocs, frees = np.flatnonzero(~is_free), np.flatnonzero(is_free)
-    first = ~pd.Index(key[allocs]).duplicated()  # allocations in time order: the first of each segment
-    at = pd.Index(key[allocs][first]).get_indexer(key[frees])
-    has = at >= 0
-    dst, src = frees[has], allocs[first][at[has]]
+    addr, seen = pd.factorize(tl["address"].to_numpy())
+    n = len(addr)
+    # Each address's events together, in time order (a radix sort where the addresses
+    # number at most 2^16, as an allocator's do: a few thousand in a million events).
+    order = np.argsort(addr.astype(np.uint16) if len(seen) <= 1 << 16 else addr, kind="stable")
+    a, f = addr[order], is_free[order]
+    # A segment: an address's events after its previous deallocation, up to the next one.
+    start = np.ones(n, bool)
+    start[1:] = (a[1:] != a[:-1]) | f[:-1]
+    pos = np.arange(n)
+    seg_start = np.maximum.accumulate(np.where(start, pos, 0))
+    first_alloc = np.minimum.accumulate(np.where(f, n, pos)[::-1])[::-1]  # at or after each (n: none)
+    frees = np.flatnonzero(f)
+    src = first_alloc[seg_start[frees]]
+    has = src < frees  # the segment's first allocation comes before its deallocation
+    dst, src = order[frees[has]], order[src[has]]
     for col in ("op_name", "region_type", "data_type", "shape"):
         values = tl[col].array  # a Categorical (see allocator_events): move codes, not strings
         codes = values.codes.copy()

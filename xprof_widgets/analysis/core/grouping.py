@@ -133,7 +133,7 @@ class _Stat:
     its values there (IntOrUintValue, int64)."""
 
     def __init__(self, events, values):
-        if len(events) > 1 and not (np.diff(events) > 0).all():  # metadata stats come after a line's own
+        if len(events) > 1 and not (events[1:] > events[:-1]).all():  # metadata stats come after a line's own
             order = np.argsort(events, kind="stable")
             events, values = events[order], values[order]
         self.events, self.values = events, values
@@ -189,7 +189,12 @@ class _Nodes:
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
         self.dtype = _node_dtype(len(start_all))
-        sizes, names, planes, pids, positions, events, nesting = [], [], [], [], [], [], []
+        sizes, planes, pids, line_offsets, nesting = [], [], [], [], []
+        # Each node's event among all the file's (the event columns'), and its name code,
+        # written in place line by line (at most one node per event): starts and ends are
+        # read for the few nodes asked (roots, executors), not gathered for millions.
+        position = np.empty(len(start_all), np.int32 if len(start_all) < 2**31 else np.int64)
+        name = np.empty(len(start_all), np.int32)
         offset = count = 0  # events and nodes before this line
         for pi, plane in enumerate(space.planes):
             # (From the message: the metadata DataFrame costs a millisecond a plane, and a
@@ -200,6 +205,7 @@ class _Nodes:
             plane_names = role = None
             for li, line in enumerate(plane.lines):
                 self.lines.append((plane.name, li))
+                line_offsets.append(offset)
                 m = len(line)
                 planes.append(pi)
                 pids.append(-1 if pid is None else int(pid))
@@ -242,20 +248,21 @@ class _Nodes:
                 if typed is not None:
                     self.graph_type.update(zip(_renumbered(typed[0], near, count).tolist(), typed[1].tolist()))
                 shift = np.int32(code_offset - len(plane_names))
-                names.append(np.where(codes[at] >= 0, codes[at] + shift, np.int32(-1)))
-                positions.append(at + offset)
-                events.append(at)
+                mine, dst = codes[at], name[count : count + len(at)]
+                np.add(mine, shift, out=dst)
+                dst[mine < 0] = -1
+                np.add(at, offset, out=position[count : count + len(at)], casting="unsafe")
                 sizes.append(len(at))
                 offset += m
                 count += len(at)
         sizes = np.asarray(sizes, dtype=np.int64)
         self.n = count
-        cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-        # Each node's event among all the file's (the event columns'): starts and ends are
-        # read for the few nodes asked (roots, executors), not gathered for millions.
-        self._position = cat(positions, np.int32 if len(start_all) < 2**31 else np.int64)
+        # (Views where most events are nodes; where few are, as on a GPU run, a copy of
+        # their part, not the event-sized buffers kept alive.)
+        small = count < len(start_all) // 2
+        self._position = position[:count].copy() if small else position[:count]
         self._start_all, self._duration_all = start_all, duration_all
-        self.event_index = cat(events, np.int64)  # each node's event on its line
+        self._line_offset = np.asarray(line_offsets, dtype=np.int64)  # each line's first event among all
         self.line = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
         self.line_start = np.cumsum(sizes) - sizes  # node of each line's first event
         # Per line: its plane (index) and the plane's process id; per node through `line`.
@@ -265,7 +272,8 @@ class _Nodes:
         self.host = (names_ == HOST_PLANE)[self.line]
         self.tpu = np.array([str(p).startswith(TPU_PLANE_PREFIX) for p in names_], dtype=bool)[self.line]
         self.name_table = np.concatenate([*tables, np.array([None], dtype=object)])
-        self.name = cat(names, np.int32)  # codes into name_table; -1: none (the table's last entry)
+        # Codes into name_table; -1: none (the table's last entry).
+        self.name = name[:count].copy() if small else name[:count]
         empty = np.zeros(0, np.int64)
         joined = lambda x: x[0] if len(x) == 1 else np.concatenate(x)  # noqa: E731 (one line: no copy)
         self.stat = {
@@ -311,11 +319,7 @@ class _Nodes:
 
     def event_of(self, nodes_):
         """Index of each node's event on its line."""
-        return self.event_index[nodes_]
-
-    @property
-    def event(self):
-        return self.event_index
+        return self._position[nodes_] - self._line_offset[self.line[nodes_]]
 
     def pid_of(self, nodes_):
         return self.line_pid[self.line[nodes_]]
