@@ -509,8 +509,9 @@ def test_an_interrupt_returns_at_once_and_leaves_nothing_running():
 
 def test_hosts_of_one_program_share_its_parsed_module(monkeypatch):
     """A worker reads host after host of one program: each module is parsed and costed
-    once (kept by its name and bytes, the last KEPT_MODULES), and a host's op metrics are
-    the same from the kept module as from its own parse."""
+    once (kept by its name and bytes, the last KEPT_MODULES of at most KEPT_BYTES: all of a
+    host's), and a host's op metrics are the same from the kept module as from its own
+    parse."""
     from xprof_widgets.analysis.core import xla_ops
 
     monkeypatch.setattr(xla_ops, "_PARSED", {})
@@ -523,9 +524,22 @@ def test_hosts_of_one_program_share_its_parsed_module(monkeypatch):
     monkeypatch.setattr(xla_ops, "_PARSED", {})
     alone = device_op_metrics(xw.sample_run()).ops
     pd.testing.assert_frame_equal(kept, alone)
-    for pid in a.names:  # 16 modules: only the last KEPT_MODULES stay
-        a.module(pid)
-    assert len(xla_ops._PARSED) == xla_ops.KEPT_MODULES
+    # A host's 16 modules all stay: the next host of the program parses none of them.
+    monkeypatch.setattr(xla_ops, "_PARSED", {})
+    for pid in a.names:
+        xla_ops.program_modules(xw.sample_run()).module(pid)
+    parsed = []
+    monkeypatch.setattr(xla_ops, "hlo_module", lambda *args: parsed.append(args[1]))
+    third = xla_ops.program_modules(xw.sample_run())
+    assert len(a.names) == 16 and all(third.module(pid) is not None for pid in a.names) and not parsed
+    # Bounded by count and by bytes, the newest kept.
+    monkeypatch.setattr(xla_ops, "KEPT_MODULES", 5)
+    xla_ops.program_modules(xw.sample_run()).module(next(iter(a.names)))  # (kept: no parse, no eviction)
+    xla_ops._parsed("new", b"x")
+    assert len(xla_ops._PARSED) == 5 and ("new", b"x") in xla_ops._PARSED
+    monkeypatch.setattr(xla_ops, "KEPT_BYTES", 1)
+    xla_ops._parsed("newer", b"yy")
+    assert list(xla_ops._PARSED) == [("newer", b"yy")]
 
 
 def test_the_driver_reads_the_first_host_holding_each_module(tmp_path):

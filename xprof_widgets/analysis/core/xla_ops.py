@@ -176,10 +176,14 @@ class ProgramModules:
 
 #: Modules parsed (and costed) lately in this process, by their name and bytes: the hosts
 #: of a pod, read one after another by a worker, run the same programs, and each module's
-#: parse and cost analysis is most of a small host's summary. At most KEPT_MODULES kept.
+#: parse and cost analysis is most of a small host's summary. At most KEPT_MODULES kept,
+#: of at most KEPT_BYTES serialized in all (the newest always): a host's programs must fit
+#: (a JAX host runs tens; kept by count alone, eight of a host's sixteen were parsed again
+#: for every host, each pushing out the next one asked for).
 _PARSED: dict = {}
 _PARSED_LOCK = threading.Lock()  # (a widget may read a run on a thread while a tool runs)
-KEPT_MODULES = 8
+KEPT_MODULES = 256
+KEPT_BYTES = 32 * 2**20
 
 
 def _parsed(label, data) -> dict:
@@ -197,7 +201,9 @@ def _parsed(label, data) -> dict:
         mod = None
     with _PARSED_LOCK:
         found = _PARSED.setdefault(key, {"module": mod, "costs": {}})  # (another thread's, if first)
-        while len(_PARSED) > KEPT_MODULES:
+        kept = sum(len(k[1]) for k in _PARSED)
+        while len(_PARSED) > 1 and (len(_PARSED) > KEPT_MODULES or kept > KEPT_BYTES):
+            kept -= len(next(iter(_PARSED))[1])
             del _PARSED[next(iter(_PARSED))]
     return found
 
