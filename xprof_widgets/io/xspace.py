@@ -990,14 +990,17 @@ class XSpaceFile:
                 for line in lines:
                     rows[id(line)] = (at, at + len(line))
                     at += len(line)
+                # (An empty line keeps its empty arrays, read-only and shared: a file may
+                # hold a million, and the passes below are over the others.)
+                busy = [line for line in lines if len(line)] or lines[:1]
                 series = {}
                 for column, attr in _EVENT_COLUMNS:
-                    parts = [getattr(line, attr) for line in lines]
+                    parts = [getattr(line, attr) for line in busy]
                     shared = np.concatenate(parts) if parts else np.zeros(0, np.int64)
                     shared.flags.writeable = False
-                    for line in lines:  # the lines read the shared copy: memory is not doubled
+                    for line in busy:  # the lines read the shared copy: memory is not doubled
                         a, b = rows[id(line)]
-                        if b > a:  # (an empty line keeps its empty array: a file may hold a million)
+                        if b > a:
                             setattr(line, attr, shared[a:b])
                     series[column] = pd.Series(shared, copy=False)
                 self._columns = (series, rows)

@@ -117,32 +117,30 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
     program_id, hlo_op) over all hosts' GPU planes, with launches and duration_us (whole
     ns, as kernel stats count them), longest first. Kernels without an `hlo_op` and a
     `program_id` (TensorFlow kernels) are not in it."""
-    from ..analysis.core.kernels import kernel_events, parse_kernel_details
-    from ..analysis.core.planes import gpu_planes
+    from ..analysis.core.kernels import host_kernel_events, parse_kernel_details
 
     frames = []
     for space in run.xspaces():
-        for plane in gpu_planes(space):
-            ev = kernel_events(run, space, plane)
-            if ev is None:
-                continue
-            ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]
-            if ev.empty:
-                continue
-            launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
-            dims = {k: {d: ",".join(str(x) for x in v[k]) for d, v in launch.items()} for k in ("grid", "block")}
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "kernel_name": ev["name"].to_numpy(object),
-                        "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
-                        "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
-                        "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
-                        "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
-                        "duration_ns": ev["duration_ns"].to_numpy(np.int64),
-                    }
-                )
+        ev = host_kernel_events(run, space)
+        if ev is None:
+            continue
+        ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]
+        if ev.empty:
+            continue
+        launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
+        dims = {k: {d: ",".join(str(x) for x in v[k]) for d, v in launch.items()} for k in ("grid", "block")}
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kernel_name": ev["name"].to_numpy(object),
+                    "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
+                    "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
+                    "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
+                    "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
+                    "duration_ns": ev["duration_ns"].to_numpy(np.int64),
+                }
             )
+        )
     if not frames:
         return pd.DataFrame(
             columns=["kernel_name", "grid_dim", "block_dim", "program_id", "hlo_op", "launches", "duration_us"]

@@ -39,7 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .columns import Groups
+from .columns import Groups, by_pair
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
@@ -170,29 +170,34 @@ def parse_kernel_details(details: str) -> dict:
     return out
 
 
-def kernel_events(run, space, plane):
-    """The kernel events of one GPU plane, in XProf's order (line, then event): DataFrame
-    with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an `hlo_op`
-    string), program_id (uint64) and has_program_id. A kernel run in a CUDA graph has the
-    op it was attributed as its `hlo_op` when the run attributes them
-    (`command_buffers.attributed_ops`)."""
-    frames = []
-    for li, line in enumerate(plane.lines):
-        if not len(line) or is_derived_id(line.id):
-            continue
-        st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
-        if "kernel_details" not in st:
-            continue
-        dur_ps = line.event_duration_ps.astype(np.int64)
-        details = st.str_column("kernel_details")
-        keep = np.flatnonzero((dur_ps > 0) & (details != ""))
-        dur_ns = dur_ps // 1000  # XProf stores each launch's duration in whole ns
-        if not len(keep):
-            continue
-        is_xla = np.zeros(len(line), bool)
-        is_xla[st.strings("hlo_op")[0]] = True
-        frames.append(
-            pd.DataFrame(
+def host_kernel_events(run, space):
+    """The kernel events of a host's GPU planes, in XProf's order (plane, line, event):
+    DataFrame with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an
+    `hlo_op` string), program_id (uint64), has_program_id and device_vendor (the plane's
+    `device_vendor` stat, None where unset); None without any. A kernel run in a CUDA graph
+    has the op it was attributed as its `hlo_op` when the run attributes them
+    (`command_buffers.attributed_ops`). Columns are joined once per host, not made into a
+    frame per line: a host may hold 20,000 GPU planes of a kernel each."""
+    parts = []
+    for plane in gpu_planes(space):
+        vendor = None
+        for li, line in enumerate(plane.lines):
+            if not len(line) or is_derived_id(line.id):
+                continue
+            st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
+            if "kernel_details" not in st:
+                continue
+            dur_ps = line.event_duration_ps.astype(np.int64)
+            details = st.str_column("kernel_details")
+            keep = np.flatnonzero((dur_ps > 0) & (details != ""))
+            if not len(keep):
+                continue
+            dur_ns = dur_ps // 1000  # XProf stores each launch's duration in whole ns
+            is_xla = np.zeros(len(line), bool)
+            is_xla[st.strings("hlo_op")[0]] = True
+            if vendor is None:
+                vendor = (plane.stats.get("device_vendor"),)
+            parts.append(
                 {
                     "name": line.name_strings(keep),
                     "duration_ns": dur_ns[keep],
@@ -203,12 +208,12 @@ def kernel_events(run, space, plane):
                     "is_xla": is_xla[keep],
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
+                    "device_vendor": np.full(len(keep), vendor[0], dtype=object),
                 }
             )
-        )
-    if not frames:
+    if not parts:
         return None
-    return pd.concat(frames, ignore_index=True)
+    return pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
 
 _KEY = [
@@ -233,19 +238,10 @@ def _host_reports(run, space, modules):
     and cut to the top MAX_KERNELS, with the host's kernels run in CUDA graphs and their
     ops in `attrs["graph_kernels"]` (`command_buffers.GraphAttribution.kernels`). None
     when the host has no kernel."""
-    frames = []
-    for plane in gpu_planes(space):
-        ev = kernel_events(run, space, plane)
-        if ev is None:
-            continue
-        vendor = plane.stats.get("device_vendor")
-        names = pd.unique(ev["name"])
-        tc = dict(zip(names, (uses_tensor_core(n, vendor) for n in names)))
-        ev["uses_tc"] = ev["name"].map(tc).astype(bool)
-        frames.append(ev)
-    if not frames:
+    ev = host_kernel_events(run, space)
+    if ev is None:
         return None
-    ev = pd.concat(frames, ignore_index=True)
+    ev["uses_tc"] = by_pair(ev["name"], ev["device_vendor"], uses_tensor_core, dtype=bool)
     # The framework op and its eligibility, per distinct combination (never per event).
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
     by_combo = Groups(*(ev[c] for c in cols), dropna=False)
