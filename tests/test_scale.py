@@ -119,7 +119,6 @@ def test_twenty_thousand_tiny_gpu_planes(tmp_path):
         path,
         timeout=600,
     )
-    print(out)
     assert out["kernels"] == n
     assert out["kernel_names"] == [f"kernel_{k}" for k in range(7)]
     assert out["gpu_tracks"] == n and out["kernels_drawn"] == n  # each plane's stream, its kernel

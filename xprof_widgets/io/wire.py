@@ -446,19 +446,34 @@ def decode_strings(data, starts, stops, decode=lambda b: b.decode("utf-8", "repl
     return values[codes]
 
 
+_FEW_STRINGS = 8
+
+
 def string_codes(data, starts, stops, decode=lambda b: b.decode("utf-8", "replace")):
     """The byte ranges `starts[i]:stops[i]` as (codes, values): range i decodes to
     `values[codes[i]]`, and each distinct byte string is decoded once.
 
     Names repeat (op names, shapes, region types), so equal ranges are found
     first, vectorised: ranges are grouped by length, each group's bytes viewed
-    as fixed-size records and made unique. (Two byte strings may decode to
-    equal values, e.g. through "replace": `values` is then not unique.)
+    as fixed-size records and made unique; a few ranges, in a dict. (Two byte strings
+    may decode to equal values, e.g. through "replace": `values` is then not unique.)
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(stops, dtype=np.int64) - starts
     if len(lengths) and (lengths.min() < 0 or starts.min() < 0 or int((starts + lengths).max()) > len(data)):
         raise WireError("a string's length runs outside its record")
+    if len(starts) <= _FEW_STRINGS:  # (a tiny line: numpy's grouping costs 50 µs a call)
+        seen: dict = {}
+        codes = np.array(
+            [
+                seen.setdefault(bytes(data[a:b]), len(seen))
+                for a, b in zip(starts.tolist(), (starts + lengths).tolist())
+            ],
+            dtype=np.int64,
+        )
+        out = np.empty(len(seen), dtype=object)
+        out[:] = [decode(raw) for raw in seen]
+        return codes, out
     codes = np.zeros(len(starts), dtype=np.int64)
     values = []
     order = np.argsort(lengths, kind="stable")

@@ -516,12 +516,25 @@ class Plane:
             codes = np.array([position[name] for name in names.tolist()], dtype=np.int64)
         else:
             categories, codes = np.unique(names, return_inverse=True)
-        return ids, codes, pd.Index(categories, dtype=object)
+        return ids, codes, self._shared_names(categories)[0]
 
     @cached_property
     def _name_dtype(self):
         """The Categorical dtype of the event names (made once: pandas checks its categories)."""
-        return pd.CategoricalDtype(self._name_lookup[2])
+        return self._shared_names(self._name_lookup[2])[1]
+
+    def _shared_names(self, categories):
+        """(pd.Index, CategoricalDtype) of these sorted names, one pair for all the planes
+        of the space that have them (GPU planes of one program name the same kernels, and a
+        pandas Index and dtype cost 50 µs a plane, which a file of 20,000 planes notices)."""
+        key = tuple(categories) if len(categories) <= _FEW else None
+        found = self.space._name_tables.get(key) if key is not None else None
+        if found is None:
+            index = pd.Index(categories, dtype=object)
+            found = (index, pd.CategoricalDtype(index))
+            if key is not None:
+                self.space._name_tables[key] = found
+        return found
 
     @cached_property
     def _name_code_table(self):
@@ -944,6 +957,7 @@ class XSpaceFile:
         self._shared_tables = None  # see sharing_stats
         self._small_lines = SmallLines(self)  # see Line.stat_table
         self._plane_positions = None  # see index_of
+        self._name_tables: dict = {}  # see Plane._shared_names
         self._columns = None  # see event_columns
         self._columns_lock = threading.Lock()
 

@@ -12,12 +12,22 @@ def by_value(values, rule: Callable[[object], object], dtype=object) -> np.ndarr
     """`rule(v)` for each v of `values` (an array or column), called once per distinct value:
     a line of 100,000 kernels names a few hundred ops, and a Python call per kernel is most
     of a tool's time. Values equal as pandas hashes them count as one (None and NaN; 1, 1.0
-    and True): for rules over text, which give every non-text value the same answer."""
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    and True): for rules over text, which give every non-text value the same answer. (A
+    few values: the rule is called for each.)"""
+    values = np.asarray(values, dtype=object)
+    if len(values) <= _FEW:  # (a line of a kernel or two: pandas' factorize costs 40 µs a call)
+        out = np.empty(len(values), dtype=dtype)
+        for k, v in enumerate(values):
+            out[k] = rule(v)
+        return out
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
     out = np.empty(len(uniques), dtype=dtype)
     for k, v in enumerate(uniques):
         out[k] = rule(v)
     return out[codes]
+
+
+_FEW = 4
 
 
 def by_pair(first, second, rule: Callable[[object, object], object], *, where=None, dtype=object, shape=()):

@@ -242,7 +242,8 @@ class _Nodes:
                     up = np.where(up >= 0, near[np.maximum(up, 0)] - count, -1)
                 self.nearest.append(near)
                 child = np.flatnonzero(up >= 0)
-                nesting.append(np.stack([up[child] + count, child + count]).astype(self.dtype, copy=False))
+                if len(child):
+                    nesting.append(np.stack([up[child] + count, child + count]).astype(self.dtype, copy=False))
                 for k, (ev, v) in found.items():
                     sparse[k].append((_renumbered(ev, near, count), v))
                 if typed is not None:
@@ -285,6 +286,8 @@ class _Nodes:
     def _parents(start, duration, found):
         """Each event's nesting parent on its line (-1: none): the innermost earlier event
         that contains it. Async events (`_a` set) neither nest nor contain."""
+        if len(start) < 2:  # (a file may hold 20,000 lines of an event each)
+            return np.full(len(start), -1, np.int32)
         end = start + duration
         async_ = np.zeros(0, np.int64)
         if "_a" in found:

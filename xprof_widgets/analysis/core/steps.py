@@ -564,17 +564,18 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                     )
                 )
             elif li in groups:
-                st = line.stats(names=["correlation_id", "shape"])
+                # (Columns, not a DataFrame per line: a file may hold 20,000 GPU planes.)
+                st = line.stat_columns(names=["correlation_id", "shape"])
                 if "correlation_id" not in st:
                     continue
                 group = groups[li]
-                ok = (group >= 0) & st["correlation_id"].notna().to_numpy()
+                ok = (group >= 0) & ~pd.isna(st["correlation_id"])
                 if not ok.any():
                     continue
                 # Typed per distinct (name, shape): by the names' codes and the shapes'.
                 names = line.names()
                 shapes = (
-                    st["shape"][ok].astype(str).to_numpy(object)
+                    pd.Series(st["shape"][ok]).astype(str).to_numpy(object)
                     if "shape" in st
                     else np.full(ok.sum(), "", dtype=object)
                 )
