@@ -416,6 +416,12 @@ class Plane:
     lines: list = field(default_factory=list)
 
     @cached_property
+    def busy_lines(self):
+        """[(index, line)] of the lines that have events, in file order: what most passes
+        over a plane read (a file may hold a million lines without any)."""
+        return [(li, line) for li, line in enumerate(self.lines) if len(line)]
+
+    @cached_property
     def stat_names(self):
         """{stat metadata id: stat name}."""
         return {k: v.name for k, v in self.message.stat_metadata.items()}
@@ -989,7 +995,7 @@ class XSpaceFile:
     def event_columns(self):
         """Every line's events in one set of columns: ({"start_ps", "duration_ps",
         "metadata_id": read-only pandas Series over int64 arrays}, {id(line): (first row,
-        end row)}), lines in plane and file order.
+        end row)} of the lines with events), lines in plane and file order.
 
         Each line's own arrays are views into these (after the first call, or from the
         start when the columns came from the column cache), so a DataFrame of all events
@@ -999,21 +1005,22 @@ class XSpaceFile:
         """
         with self._columns_lock:
             if self._columns is None:
-                lines = [line for plane in self.planes for line in plane.lines]
-                rows, at = {}, 0
-                for line in lines:
-                    rows[id(line)] = (at, at + len(line))
-                    at += len(line)
                 # (An empty line keeps its empty arrays, read-only and shared: a file may
                 # hold a million, and the passes below are over the others.)
-                busy = [line for line in lines if len(line)] or lines[:1]
+                busy = [line for plane in self.planes for _, line in plane.busy_lines]
+                rows, at = {}, 0
+                for line in busy:
+                    rows[id(line)] = (at, at + len(line))
+                    at += len(line)
+                if not busy:  # (the columns' types: an empty line's)
+                    busy = [line for plane in self.planes for line in plane.lines[:1]][:1]
                 series = {}
                 for column, attr in _EVENT_COLUMNS:
                     parts = [getattr(line, attr) for line in busy]
                     shared = np.concatenate(parts) if parts else np.zeros(0, np.int64)
                     shared.flags.writeable = False
                     for line in busy:  # the lines read the shared copy: memory is not doubled
-                        a, b = rows[id(line)]
+                        a, b = rows.get(id(line), (0, 0))
                         if b > a:
                             setattr(line, attr, shared[a:b])
                     series[column] = pd.Series(shared, copy=False)

@@ -184,7 +184,7 @@ class _Nodes:
         # offset; the last entry stands for "no name"): comparing codes is
         # far cheaper than comparing millions of Python strings.
         tables, code_offset = [], 0
-        self.lines = []  # (plane name, line index)
+        self.lines = []  # (plane name, line index) of the lines with events
         self.nearest = []  # per line: event -> node (see the class), or None
         self.plane_names = [p.name for p in space.planes]
         self.loop_ops = False
@@ -203,16 +203,12 @@ class _Nodes:
                 self.loop_ops = any(m.name in LOOP_OPS for m in plane.message.event_metadata.values())
             pid = plane.stats.get("process_id") if plane.lines else None
             plane_names = role = None
-            for li, line in enumerate(plane.lines):
+            for li, line in plane.busy_lines:  # (lines without events have no nodes)
                 self.lines.append((plane.name, li))
                 line_offsets.append(offset)
                 m = len(line)
                 planes.append(pi)
                 pids.append(-1 if pid is None else int(pid))
-                if m == 0:
-                    sizes.append(0)
-                    self.nearest.append(None)
-                    continue
                 codes = np.asarray(line.names().codes, dtype=np.int32)
                 if plane_names is None:
                     plane_names = np.asarray(line.names().categories, dtype=object)
@@ -806,12 +802,10 @@ def _is_grouped(space):
 def _file_group_ids(space):
     out = {}
     for plane in space.planes:
-        for li, line in enumerate(plane.lines):
-            n = len(line)
-            g = np.full(n, -1, np.int64)
-            if n:
-                ev, v = line.stat_table(names=["group_id"]).ints("group_id")
-                g[ev] = v
+        for li, line in plane.busy_lines:
+            g = np.full(len(line), -1, np.int64)
+            ev, v = line.stat_table(names=["group_id"]).ints("group_id")
+            g[ev] = v
             out[(plane.name, li)] = g
     return out
 
@@ -819,8 +813,9 @@ def _file_group_ids(space):
 def group_ids(space, recompute=False, eager_marks=True):
     """The step (group id) of every event: {(plane name, line index): int64 array}.
 
-    One array per line of every plane, in the line's file order; -1 where an
-    event belongs to no group. If the file has `group_id` stats (see
+    One array per line with events of every plane, in the line's file order (a line
+    without events has none: `of_line` reads any line); -1 where an event belongs to no
+    group. If the file has `group_id` stats (see
     `is_grouped`) they are returned as they are, as XProf does; with
     `recompute=True` they are ignored and the grouping is computed.
     `eager_marks=False`: the caller will not ask for `eager_events` (the memory
@@ -938,7 +933,8 @@ def _split_nodes(nodes, which):
 
 
 def eager_events(space, recompute=False):
-    """Events marked eagerly executed: {(plane name, line index): bool array}, one per line.
+    """Events marked eagerly executed: {(plane name, line index): bool array}, one per line
+    with events (`of_line` reads any line).
 
     True where XProf's `is_eager` stat is set (see `_eager_nodes` for the rule). If the
     file is grouped (`is_grouped`) XProf does not regroup and reads the file's own
@@ -950,7 +946,7 @@ def eager_events(space, recompute=False):
         marked = _computed(space)[2]
     out = {}
     for plane in space.planes:
-        for li, line in enumerate(plane.lines):
+        for li, line in plane.busy_lines:
             key = (plane.name, li)
             if key in out:  # (a damaged file's planes of one name: the first's)
                 continue

@@ -162,8 +162,8 @@ def host_op_db(spaces, eager=None):
             if c and parse_tf_op(c)[0] != "unknown":
                 known[c] = parsed.setdefault(c, len(parsed))
         by_categories: dict = {}
-        for li, line in enumerate(plane.lines):
-            if not len(line) or is_derived_id(line.id):
+        for li, line in plane.busy_lines:
+            if is_derived_id(line.id):
                 continue
             mask = marks.get((HOST_PLANE, li), np.zeros(len(line), bool))
             begin, end, key, is_eager = _line_activities(line, known, parsed, mask, has_tf_op_stat, by_categories)

@@ -129,9 +129,7 @@ def host_input_ops(space) -> pd.DataFrame:
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     parts = []
     per_names = {}  # the lines of a plane share its name table: classify each name once
-    for line in plane.lines if plane is not None else []:
-        if not len(line):
-            continue
+    for _, line in plane.busy_lines if plane is not None else []:
         names = line.names()
         cats = np.asarray(names.categories, dtype=object)
         codes = np.asarray(names.codes)

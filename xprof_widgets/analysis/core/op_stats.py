@@ -673,8 +673,8 @@ def _hlo_event_op_metrics(run, planes, source):
     """
     frames = []
     for plane in planes:
-        for line in plane.lines:
-            if is_derived_line(line) or len(line) == 0:
+        for _, line in plane.busy_lines:
+            if is_derived_line(line):
                 continue
             # Columns, not a DataFrame, of the events with an `hlo_op` only: a few thousand
             # thunks among millions of events (a Python tracer's calls).

@@ -157,9 +157,9 @@ def _host_events(space, roots):
         return {k: np.zeros(0, dt) for k, dt in dtypes.items()}
     roots = roots[roots["plane"] == HOST_PLANE] if len(roots) else roots
     grouped = []  # (line index, line, its group ids, its grouped events)
-    for li, line in enumerate(plane.lines):
+    for li, line in plane.busy_lines:
         gid = groups.get((HOST_PLANE, li))
-        if gid is None or not len(line):
+        if gid is None:
             continue
         idx = np.flatnonzero(gid >= 0)
         if len(idx):
