@@ -748,3 +748,96 @@ def test_small_lines_with_a_bad_stat_name_the_line(tmp_path):
     with pytest.raises(xw.ProfileError, match=r"h.xplane.pb.*do not decode on line 'Stream #1' of /device:GPU:6"):
         space.planes[6].lines[0].stat_columns()
     assert space.planes[9].lines[0].stat_columns()["correlation_id"].tolist() == [90]
+
+
+def _small_line(rng, k, damage=False):
+    """The payload of a small XLine in a random layout: its fields in any order, some
+    twice, unknown fields of every wire type, negative numbers, names that are not UTF-8,
+    sometimes an event; with `damage`, sometimes a wrong wire type, a bad timestamp or a
+    cut field."""
+    fields = [
+        wire_field(1, varint(int(rng.integers(-5, 2**40)))),
+        _len_field(2, rng.choice([f"thread {k}".encode(), b"\xff\xfe bad", b"", "名前".encode()])),
+        wire_field(3, varint(int(rng.choice([0, 1000, -1000, 2**50] + [2**60, -(2**60)] * damage)))),
+        wire_field(9, varint(int(rng.integers(0, 2**50)))),
+        wire_field(10, varint(int(rng.integers(-3, 1000)))),
+        _len_field(11, rng.choice([b"", b"shown", b"\x80"])),
+    ]
+    fields = [f for f in fields if rng.random() < 0.8]
+    fields += [fields[int(rng.integers(len(fields)))]] if fields and rng.random() < 0.3 else []
+    if rng.random() < 0.3:  # unknown fields
+        fields.append(
+            rng.choice(
+                [
+                    varint(7 << 3) + varint(5),
+                    varint(8 << 3 | 1) + b"12345678",
+                    _len_field(12, b"xyz"),
+                    varint(13 << 3 | 5) + b"abcd",
+                ]
+            )
+        )
+    rng.shuffle(fields)
+    payload = b"".join(fields)
+    odd = rng.random()
+    if odd < 0.05:  # an event
+        payload += _len_field(4, varint(1 << 3) + varint(1))
+    elif not damage:
+        pass
+    elif odd < 0.08:  # a known field of the wrong wire type
+        payload += _len_field(1, b"x") if rng.random() < 0.5 else varint(2 << 3) + varint(3)
+    elif odd < 0.1 and payload:  # cut
+        payload = payload[:-1]
+    elif odd < 0.12:  # a group, or a wire type that does not exist
+        payload += varint(14 << 3 | int(rng.choice([3, 4, 6, 7])))
+    return payload
+
+
+def wire_field(number, value):
+    return varint(number << 3) + value
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_small_lines_read_together_equal_one_at_a_time(tmp_path, monkeypatch, native):
+    """A plane of many small lines (a file may hold a million) is read in one pass
+    (`_small_line_fields`); each line must come out as `_parse_line` reads it alone, in any
+    layout protobuf allows, and where one is damaged the same ProfileError."""
+    from xprof_widgets.io import native as native_module
+    from xprof_widgets.io import xspace
+
+    if not native:
+        monkeypatch.setattr(native_module, "available", lambda: False)
+    rng = np.random.default_rng(5)
+    plane = schema.XPlane(id=1, name="/host:CPU").SerializeToString()
+    for case in range(40):
+        lines = [_small_line(rng, k, damage=case % 4 == 0) for k in range(int(rng.integers(2, 60)))]
+        body = plane + b"".join(_len_field(3, line) for line in lines)
+        path = tmp_path / f"{case}.xplane.pb"
+        path.write_bytes(_len_field(1, body))
+        original = xspace._parse_lines
+        try:
+            together = read_xspace(path)
+        except xw.ProfileError as error:
+            together = str(error)
+        monkeypatch.setattr(
+            xspace, "_parse_lines", lambda p, buf, s, e: [xspace._parse_line(p, buf, a, b) for a, b in zip(s, e)]
+        )
+        try:
+            alone = read_xspace(path)
+        except xw.ProfileError as error:
+            alone = str(error)
+        monkeypatch.setattr(xspace, "_parse_lines", original)
+        if isinstance(alone, str):
+            assert together == alone
+            continue
+        fields = ("id", "name", "display_id", "display_name", "timestamp_ns", "duration_ps")
+        got = [tuple(getattr(ln, f) for f in fields) + (len(ln),) for ln in together.planes[0].lines]
+        want = [tuple(getattr(ln, f) for f in fields) + (len(ln),) for ln in alone.planes[0].lines]
+        assert got == want
+        try:  # and as protobuf reads them, where it reads them (names in UTF-8)
+            reference = schema.XSpace.FromString(path.read_bytes())
+        except Exception:
+            continue
+        assert [
+            (ln.id, ln.name, ln.display_id, ln.display_name, ln.timestamp_ns, ln.duration_ps)
+            for ln in reference.planes[0].lines
+        ] == [g[:6] for g in got]

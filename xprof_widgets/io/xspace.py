@@ -1364,16 +1364,26 @@ def _parse_plane(space, buf, start, end):
     # neighbouring non-line fields are copied as one slice.
     # A run of metadata entries is stepped over by `wire.scan_run`'s tight loop, not
     # field by field through `wire.walk`.
+    # A run of lines (a plane may hold a million) is found by `wire.find_records`, not
+    # field by field.
     shell = []
-    line_ranges = []
+    line_ranges = []  # per line, or per run of lines: (payload starts, payload ends)
+    data = space.data
     field_at = run_at = start
     while field_at < end:
         if buf[field_at] in _PLANE_MAP_TAGS:
             field_at = wire.scan_run(buf, field_at, end, buf[field_at], [])
             continue
+        if buf[field_at] == _LINE_TAG:
+            if run_at < field_at:
+                shell.append(bytes(buf[run_at:field_at]))
+            found, field_at = wire.find_records(buf, data, field_at, end, _LINE_TAG)
+            line_ranges.append(wire.record_payloads(data, found, end))
+            run_at = field_at
+            continue
         number, wt, _, s, e = wire.field_at(buf, field_at, end)
-        if number == _PLANE_LINES and wt == wire.LENGTH:
-            line_ranges.append((s, e))
+        if number == _PLANE_LINES and wt == wire.LENGTH:  # (a tag written in more bytes)
+            line_ranges.append((np.array([s], np.int64), np.array([e], np.int64)))
             if run_at < field_at:
                 shell.append(bytes(buf[run_at:field_at]))
             run_at = e
@@ -1385,9 +1395,109 @@ def _parse_plane(space, buf, start, end):
     except Exception as error:  # protobuf raises DecodeError subclasses of Exception
         raise wire.WireError(f"plane metadata does not decode ({error})") from None
     plane = Plane(space=space, id=message.id, name=message.name, message=message)
-    for s, e in line_ranges:
-        plane.lines.append(_parse_line(plane, buf, s, e))
+    if line_ranges:
+        starts, ends = (np.concatenate(x) for x in zip(*line_ranges))
+        plane.lines.extend(_parse_lines(plane, buf, starts, ends))
     return plane
+
+
+#: Lines of at most this many payload bytes are read together when they have no events.
+_SMALL_LINE_BYTES = 256
+_LINE_TAG = (_PLANE_LINES << 3) | wire.LENGTH  # 0x1a
+
+
+def _parse_lines(plane, buf, starts, ends):
+    """The Lines of payloads `starts[i]:ends[i]`, in order. Small lines without events (a
+    plane may hold a million) are read all at once by `_small_line_fields`; any other line,
+    and a small one in another layout, by `_parse_line`, which is the rule (and names what
+    is wrong with a line)."""
+    small = np.flatnonzero(ends - starts <= _SMALL_LINE_BYTES)
+    if len(small) < 2:
+        return [_parse_line(plane, buf, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+    ok, ints, texts = _small_line_fields(plane.space.data, starts[small], ends[small])
+    # `_check_times` of a line without events, for all: one outside the times a profile
+    # holds is left to `_parse_line`, which says so.
+    timestamp = ints[_LINE_TIMESTAMP_NS].view(np.int64)
+    limit = _TIME_LIMIT_PS // 1000
+    ok &= (timestamp <= limit) & (timestamp >= -limit)
+    quick = np.full(len(starts), -1, np.int64)  # line -> its row among the small ones read, -1: none
+    quick[small[ok]] = np.flatnonzero(ok)
+    line_id, timestamp, duration, display_id = (
+        ints[k].view(np.int64).tolist() for k in (_LINE_ID, _LINE_TIMESTAMP_NS, _LINE_DURATION_PS, _LINE_DISPLAY_ID)
+    )
+    name, display_name = texts[_LINE_NAME].tolist(), texts[_LINE_DISPLAY_NAME].tolist()
+    out = []
+    for s, e, k in zip(starts.tolist(), ends.tolist(), quick.tolist()):
+        if k < 0:
+            out.append(_parse_line(plane, buf, s, e))
+        else:  # (as `_line` makes a line without events)
+            out.append(
+                Line(
+                    plane=plane,
+                    id=line_id[k],
+                    name=name[k],
+                    display_id=display_id[k],
+                    display_name=display_name[k],
+                    timestamp_ns=timestamp[k],
+                    duration_ps=duration[k],
+                    **_NO_EVENTS,
+                )
+            )
+    return out
+
+
+def _small_line_fields(data, starts, ends):
+    """The fields of many small XLine payloads at once, read as `_parse_line` reads them
+    (any order, the last value of a field winning, other fields skipped): (ok, {field:
+    uint64 per line}, {field: str per line}). A line is not ok (left to `_parse_line`)
+    where it has events, a field of the wrong wire type, a varint of ten bytes (a negative
+    number), or anything a walk would reject: only lines read exactly as it reads them are
+    ok."""
+    n = len(starts)
+    ok = np.ones(n, bool)
+    ints = {k: np.zeros(n, np.uint64) for k in _LINE_INT_FIELDS}
+    bounds = {k: (np.zeros(n, np.int64), np.zeros(n, np.int64)) for k in _LINE_TEXT_FIELDS}
+    pos = starts.copy()
+    todo = np.flatnonzero(pos < ends)
+    while len(todo):
+        p, stop = pos[todo], ends[todo]
+        tag, width = wire.varints(data, p)
+        number, wire_type = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
+        p = p + width
+        nxt = np.full(len(todo), -1, np.int64)  # -1: not read here
+        bad = (width >= 10) | (number == 0) | (number == _LINE_EVENTS)
+        bad |= np.isin(number, _LINE_INT_FIELDS) & (wire_type != wire.VARINT)
+        bad |= np.isin(number, _LINE_TEXT_FIELDS) & (wire_type != wire.LENGTH)
+        at = np.flatnonzero(wire_type == wire.VARINT)
+        if len(at):
+            value, w = wire.varints(data, p[at])
+            nxt[at] = np.where(w < 10, p[at] + w, -1)
+            for k in _LINE_INT_FIELDS:
+                hit = at[number[at] == k]
+                ints[k][todo[hit]] = value[number[at] == k]
+        at = np.flatnonzero(wire_type == wire.LENGTH)
+        if len(at):
+            size, w = wire.varints(data, p[at])
+            body = p[at] + w
+            # Compared unsigned before it is added: a length of 2**63 or more never wraps.
+            fits = (w < 10) & (size <= np.maximum(stop[at] - body, 0).astype(np.uint64))
+            end = body + np.where(fits, size, np.uint64(0)).astype(np.int64)
+            nxt[at] = np.where(fits, end, -1)
+            for k in _LINE_TEXT_FIELDS:
+                hit = number[at] == k
+                bounds[k][0][todo[at[hit]]], bounds[k][1][todo[at[hit]]] = body[hit], end[hit]
+        for wt, size in ((wire.FIXED64, 8), (wire.FIXED32, 4)):
+            at = np.flatnonzero(wire_type == wt)
+            nxt[at] = p[at] + size
+        bad |= (nxt < 0) | (nxt > stop)
+        ok[todo[bad]] = False
+        pos[todo] = np.where(bad, stop, nxt)
+        todo = todo[~bad & (nxt < stop)]
+    texts = {}
+    for k, (s, e) in bounds.items():
+        codes, values = wire.string_codes(data, s, e)
+        texts[k] = values[codes]
+    return ok, ints, texts
 
 
 def _check_times(plane, line, timestamp_ns, offset_ps, duration_ps):
