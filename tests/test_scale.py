@@ -17,13 +17,15 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.io import schema
 
 
-def _child(code: str, path: Path, timeout: float) -> dict:
-    """Run `code` in a fresh Python with `path` and the column cache off; it sets `out`
+def _child(code: str, path: Path, timeout: float, native: bool = True) -> dict:
+    """Run `code` in a fresh Python with `path` and the column cache off (and the compiled
+    loops off unless `native`); it sets `out`
     (a dict), returned with the child's peak RSS (bytes; its workers' not counted) and its
     time after the imports."""
     script = textwrap.dedent(
@@ -45,12 +47,16 @@ def _child(code: str, path: Path, timeout: float) -> dict:
         print(json.dumps(out))
         """
     )
-    env = {**os.environ, "XPROF_WIDGETS_CACHE": "0"}
+    env = {**os.environ, "XPROF_WIDGETS_CACHE": "0", **({} if native else {"XPROF_WIDGETS_NATIVE": "0"})}
     done = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=timeout, env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+#: Each case on both readers: the compiled loops and the numpy path.
+PATHS = pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "host.xplane.pb") -> Path:
@@ -76,7 +82,8 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, width
 
 
-def test_twenty_thousand_tiny_gpu_planes(tmp_path):
+@PATHS
+def test_twenty_thousand_tiny_gpu_planes(tmp_path, native):
     """20,000 GPU planes of one kernel each, launched from one host line (4.6 MB): the trace
     draws every kernel and launch, kernel stats count every kernel. Measured: trace 11 s,
     overview 5 s, 0.3 GB; XProf's trace viewer: over 600 s."""
@@ -118,6 +125,7 @@ def test_twenty_thousand_tiny_gpu_planes(tmp_path):
         """,
         path,
         timeout=600,
+        native=native,
     )
     assert out["kernels"] == n
     assert out["kernel_names"] == [f"kernel_{k}" for k in range(7)]
@@ -127,7 +135,8 @@ def test_twenty_thousand_tiny_gpu_planes(tmp_path):
     assert out["peak_rss"] < 1.5e9, out
 
 
-def test_a_million_empty_lines(tmp_path):
+@PATHS
+def test_a_million_empty_lines(tmp_path, native):
     """One plane of 1,000,000 lines without events and one line of 10 (21 MB): open, the
     overview and the trace answer, the trace with its 10 events. Measured: open 5 s,
     overview 5 s, trace 0.1 s, 0.9 GB (was 52 s and 1.6 GB)."""
@@ -153,6 +162,7 @@ def test_a_million_empty_lines(tmp_path):
         """,
         path,
         timeout=600,
+        native=native,
     )
     assert out["lines"] == 1_000_001
     assert out["steps"] == 0
@@ -161,7 +171,8 @@ def test_a_million_empty_lines(tmp_path):
     assert out["peak_rss"] < 100 * size, out  # (0.9 GB: 45 bytes held per byte read)
 
 
-def test_ten_million_events_of_one_picosecond(tmp_path):
+@PATHS
+def test_ten_million_events_of_one_picosecond(tmp_path, native):
     """One line of 10,000,000 events of 1 ps, one after another (89 MB): the trace draws
     them (a summary per pixel), the events table holds them all, the op profile of the
     host's one op adds them up. Measured: open 1.5 s, overview 1.5 s, trace 5 s, 1.7 GB."""
@@ -201,6 +212,7 @@ def test_ten_million_events_of_one_picosecond(tmp_path):
         """,
         path,
         timeout=600,
+        native=native,
     )
     assert out["events"] == n and out["traced"] == n
     assert 0 < out["drawn"] <= 2 * 2000 + 10  # boxes for 2,000 pixels, not ten million
@@ -219,7 +231,8 @@ def _len(n: int) -> bytes:
             return bytes(out)
 
 
-def test_a_thousand_tiny_hosts(tmp_path):
+@PATHS
+def test_a_thousand_tiny_hosts(tmp_path, native):
     """A logdir of 1,000 hosts, each a copy of the GPU sample (48 KB of .gz): the combined
     overview counts every host, through the process pool. Measured: 19 s on 2 cores (XProf:
     61 s), the driver 0.15 GB."""
@@ -237,6 +250,7 @@ def test_a_thousand_tiny_hosts(tmp_path):
         """,
         folder,
         timeout=900,
+        native=native,
     )
     one = xw.sample_run("gpu").overview()
     assert out["hosts"] == 1000
