@@ -378,3 +378,35 @@ def test_row_codes_number_distinct_rows_densely():
         code_of = dict(zip(rows, codes))
         assert [code_of[r] for r in rows] == codes  # equal rows, one number
         assert sorted(code_of.values()) == list(range(len(code_of)))  # distinct rows, distinct numbers
+
+
+def test_join_edges_take_the_last_parent_of_each_key():
+    """Edges from parents to children with equal stats (XProf's map from the keys to a
+    parent: the last one written wins), against a plain walk, on one key and two."""
+    rng = np.random.default_rng(3)
+
+    class Nodes:
+        stat: dict = {}
+
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        nodes = Nodes()
+        keys = ["id", "iter_num"][: int(rng.integers(1, 3))]
+        nodes.stat = {}
+        for k in keys:
+            has = np.flatnonzero(rng.random(n) < 0.8)
+            nodes.stat[k] = G._Stat(has.astype(np.int64), rng.integers(0, 5, len(has)).astype(np.int64))
+        parents = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False))
+        children = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False))
+        value = {k: dict(zip(s.events.tolist(), s.values.tolist())) for k, s in nodes.stat.items()}
+
+        def key(node, value=value, keys=keys):
+            return tuple(value[k].get(node) for k in keys)
+
+        last = {}
+        for p in parents.tolist():
+            if None not in key(p):
+                last[key(p)] = p
+        want = sorted(((last[key(c)], c) for c in children.tolist() if key(c) in last), key=lambda e: (e[0], e[1]))
+        got = G._join_edges(nodes, parents, children, keys)
+        assert list(zip(*got.tolist())) == want

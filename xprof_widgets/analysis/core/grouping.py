@@ -447,20 +447,36 @@ def _join_edges(nodes, parents, children, keys):
     Where several parents share the keys the last one wins, as in XProf's map.
     """
 
-    def frame(idx, col):
+    def having(idx):  # (the nodes that have every key, their key values)
         ok = np.ones(len(idx), bool)
-        data = {}
+        values = []
         for k in keys:
             v, h = nodes.stat[k].at(idx)
             ok &= h
-            data[k] = v
-        data[col] = idx
-        return pd.DataFrame(data)[ok]
+            values.append(v)
+        return np.asarray(idx, np.int64)[ok], [v[ok] for v in values]
 
-    p = frame(parents, "src").drop_duplicates(keys, keep="last")
-    c = frame(children, "dst")
-    e = p.merge(c, on=keys)
-    return np.stack([e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64)])
+    src, p_values = having(parents)
+    dst, c_values = having(children)
+    if not len(src) or not len(dst):
+        return np.zeros((2, 0), np.int64)
+    # One code per distinct key tuple, over parents and children together.
+    code = np.zeros(len(src) + len(dst), np.int64)
+    for p_v, c_v in zip(p_values, c_values):
+        found, distinct = pd.factorize(np.concatenate([p_v, c_v]))
+        code = code * len(distinct) + found
+    p_code, c_code = code[: len(src)], code[len(src) :]
+    # The last parent of each key (XProf's map), kept in parent order.
+    _, last = np.unique(p_code[::-1], return_index=True)
+    keep = np.sort(len(src) - 1 - last)
+    src, p_code = src[keep], p_code[keep]
+    # Each child's parent; edges in parent order, then child order (as pandas' inner merge).
+    by_code = np.argsort(p_code, kind="stable")
+    at = np.minimum(np.searchsorted(p_code[by_code], c_code), len(p_code) - 1)
+    parent = by_code[at]
+    hit = np.flatnonzero(p_code[parent] == c_code)
+    edge = hit[np.lexsort((hit, parent[hit]))]
+    return np.stack([src[parent[edge]], dst[edge]])
 
 
 class _Graph:

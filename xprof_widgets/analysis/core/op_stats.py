@@ -486,9 +486,12 @@ def _gpu_kernel_runs(run, space):
             prev_group = np.concatenate([[-2], group[:-1]])
             new = ~xla | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
             g = Groups(np.cumsum(new) - 1, sort=True)
-            runs = pd.DataFrame(
+            # (Columns per line, one DataFrame per file: a host may hold thousands of lines.)
+            first, last = g.first(pos), g.last(pos)
+            entry_xla = g.first(xla)
+            frames.append(
                 {
-                    "xla": g.first(xla),
+                    "xla": entry_xla,
                     "program_id": g.first(pids),
                     "name": g.first(names),
                     "tf_op": g.first(tf_op[idx]),
@@ -496,22 +499,24 @@ def _gpu_kernel_runs(run, space):
                     "occurrences": g.size(),
                     "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
                     "is_eager": g.first(of_line(eager, plane, li, False)[idx]),
-                    "first": g.first(pos),
-                    "last": g.last(pos),
+                    # An XLA entry enters XProf's database when the next op arrives: after
+                    # its last event.
+                    "order": np.where(entry_xla, last + 0.5, first),
+                    "device": np.full(len(first), d, np.int64),
                 }
             )
-            # An XLA entry enters XProf's database when the next op arrives: after its last event.
-            runs["order"] = np.where(runs["xla"], runs["last"] + 0.5, runs["first"])
-            runs["device"] = d
-            frames.append(runs)
             offset += n
     if not frames:
         out = pd.DataFrame(columns=GPU_RUN_COLUMNS)
     else:
-        runs = pd.concat(frames, ignore_index=True).sort_values("order", kind="stable")
-        runs["program_id"] = np.where(runs["xla"], runs["program_id"].fillna(0), 0).astype(np.int64)
-        runs["tf_op"] = runs["tf_op"].where(~runs["xla"], None)
-        out = runs[GPU_RUN_COLUMNS].reset_index(drop=True)
+        runs = {k: np.concatenate([f[k] for f in frames]) for k in frames[0]}
+        order = np.argsort(runs["order"], kind="stable")
+        runs = {k: v[order] for k, v in runs.items()}
+        xla = runs["xla"].astype(bool)
+        pid = np.asarray(runs["program_id"], dtype=np.float64)
+        runs["program_id"] = np.where(xla & ~np.isnan(pid), pid, 0).astype(np.int64)
+        runs["tf_op"] = np.where(xla, None, runs["tf_op"]).astype(object)
+        out = pd.DataFrame({k: runs[k] for k in GPU_RUN_COLUMNS})
     out.attrs["command_buffer_kernels"] = in_buffers
     return out, spans
 
