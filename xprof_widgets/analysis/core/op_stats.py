@@ -587,34 +587,18 @@ def _gpu_op_metrics(run):
     names[tf] = [
         f"{tf_names[t][1]}/{e}" for t, e in zip(runs["tf_op"].to_numpy()[tf], runs["event_name"].to_numpy()[tf])
     ]
-    df = pd.DataFrame(
-        {
-            "program_id": runs["program_id"].to_numpy(np.int64),
-            "name": names,
-            "xla": xla,
-            "tf_op": runs["tf_op"].to_numpy(),
-            "occurrences": runs["occurrences"].to_numpy(np.int64),
-            "time_ps": runs["time_ps"].to_numpy(np.int64),
-            "flops": flops,
-            "model_flops": model,
-            "bytes_accessed": nbytes,
-            "hbm_read_bytes": read,
-            "hbm_write_bytes": write,
-            "is_eager": runs["is_eager"].to_numpy(bool),
-            "device": runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy(),
-        }
-    )
-    g = Groups(df["program_id"], df["name"])
-    ops = g.frame(
-        {"program_id": df["program_id"], "name": df["name"]},
-        xla=g.first(df["xla"]),
-        tf_op=g.first(df["tf_op"]),
-        **{k: g.sum(df[k]) for k in ["occurrences", "time_ps", *_GPU_COST_COLUMNS]},
-        is_eager=g.any(df["is_eager"]),
-        num_cores=g.nunique(df["device"]),
-    )
+    program_id = runs["program_id"].to_numpy(np.int64)
+    # (Columns, one DataFrame at the end: a pod's worker builds this for every host.)
+    g = Groups(program_id, names)
+    first_rows = g.order[g.starts]
+    sums = {
+        "occurrences": g.sum(runs["occurrences"].to_numpy(np.int64)),
+        "time_ps": g.sum(runs["time_ps"].to_numpy(np.int64)),
+        **dict(zip(_GPU_COST_COLUMNS, (g.sum(c) for c in (flops, model, nbytes, read, write)))),
+    }
+    op_xla, op_tf = g.first(xla), g.first(runs["tf_op"].to_numpy())
     rows = []
-    for pid, name, is_xla, tf_op in zip(ops["program_id"], ops["name"], ops["xla"], ops["tf_op"]):
+    for pid, name, is_xla, tf_op in zip(program_id[first_rows], names[first_rows], op_xla, op_tf):
         if is_xla:
             instr = modules.instruction(int(pid), name)
             file, line, stack = source_info(instr, modules.module(int(pid)))
@@ -633,30 +617,30 @@ def _gpu_op_metrics(run):
         else:
             cat, _, kind = parse_tf_op(tf_op)
             rows.append((kind or "unknown", "", tf_op, "", "", "", -1, ""))
-    meta = pd.DataFrame(
-        rows,
-        columns=[
-            "category",
-            "expression",
-            "provenance",
-            "deduplicated_name",
-            "opcode",
-            "source_file",
-            "source_line",
-            "stack_frame",
-        ],
-    )
-    ops = pd.concat([ops.drop(columns=["tf_op"]), meta], axis=1)
-    ops.loc[ops["category"] == "", "category"] = "unknown"
-    ops["self_time_ps"] = ops["time_ps"]
-    ops["children_time_ps"] = 0
-    ops["normalized_time_ps"] = 0
-    ops["hbm_bytes"] = ops["hbm_read_bytes"] + ops["hbm_write_bytes"]
-    ops["has_breakdown"] = ops["hbm_bytes"] > 0
+    meta_names = ["category", "expression", "provenance", "deduplicated_name", "opcode"]
+    meta_names += ["source_file", "source_line", "stack_frame"]
+    meta = dict(zip(meta_names, (list(c) for c in zip(*rows)))) if rows else {k: [] for k in meta_names}
+    meta["category"] = [c if c != "" else "unknown" for c in meta["category"]]
+    device = runs["file"].to_numpy() * 10**6 + runs["device"].to_numpy()
+    hbm = sums["hbm_read_bytes"] + sums["hbm_write_bytes"]
+    columns = {
+        "program_id": program_id[first_rows],
+        "name": names[first_rows],
+        "xla": op_xla,
+        **sums,
+        "is_eager": g.any(runs["is_eager"].to_numpy(bool)),
+        "num_cores": g.nunique(device),
+        **{k: np.asarray(v, dtype=np.int64 if k == "source_line" else object) for k, v in meta.items()},
+        "self_time_ps": sums["time_ps"],
+        "children_time_ps": np.zeros(g.n, np.int64),
+        "normalized_time_ps": np.zeros(g.n, np.int64),
+        "hbm_bytes": hbm,
+        "has_breakdown": hbm > 0,
+    }
     for c in SUM_COLUMNS:
-        if c not in ops:
-            ops[c] = 0
-    ops["flops_estimated"] = False
+        columns.setdefault(c, np.zeros(g.n, np.int64))
+    columns["flops_estimated"] = np.zeros(g.n, bool)
+    ops = pd.DataFrame(columns)
     notes = graph_note(run, int(runs["occurrences"].sum()) + in_buffers)
     return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
 
