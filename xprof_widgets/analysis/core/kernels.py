@@ -297,10 +297,13 @@ def _host_reports(run, space, modules):
 
 def _sorted_top(reports):
     """XProf's order: total duration descending, then the key ascending; top MAX_KERNELS."""
-    order = reports.sort_values(
-        ["total_duration_ns"] + _KEY, ascending=[False] + [True] * len(_KEY), kind="stable"
-    ).index
-    return reports.loc[order[:MAX_KERNELS]].reset_index(drop=True)
+    # (One stable lexsort of codes: pandas' sort on 14 columns costs milliseconds a host.)
+    keys = []
+    for k in reversed(_KEY):
+        column = reports[k].to_numpy()
+        keys.append(pd.factorize(column, sort=True)[0] if column.dtype == object else column)
+    order = np.lexsort([*keys, -reports["total_duration_ns"].to_numpy(np.int64)])
+    return reports.iloc[order[:MAX_KERNELS]].reset_index(drop=True)
 
 
 def combine_kernel_reports(reports):
