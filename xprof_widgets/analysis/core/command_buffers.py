@@ -555,6 +555,24 @@ def _line_events(line, modules):
     return (graph, buffers, pid[graph], corr[graph], node[graph]), (ops, names[what == "op"], pid[ops])
 
 
+def _names_command_buffers(space, modules) -> bool:
+    """Whether a kernel of the file may have run in a command buffer: a GPU line's `hlo_op`
+    names one, or a module has command-buffer computations (XLA before command buffers
+    were formed from thunks: a `call` of one). Cheap: distinct strings, no op lookups; a
+    profile without CUDA graphs (most, and every AMD one) skips the per-line reading."""
+    for pid in modules.names:
+        module = modules.module(pid)
+        if module is not None and any(c.name.startswith(COMMAND_BUFFER_PREFIX) for c in module.computations.values()):
+            return True
+    for plane in gpu_planes(space):
+        for _, line in plane.busy_lines:
+            if not is_derived_line(line):
+                _, _, values = line.stat_table(names=["hlo_op"]).string_codes("hlo_op")
+                if any(is_command_buffer_op(v) for v in values.tolist()):
+                    return True
+    return False
+
+
 def _graph_events(run, space):
     """The file's graph kernels, one row each (plane, line, event, start, time_ps, kernel,
     command_buffer, program_id, corr, node), or None; and the kernels that name their op,
@@ -567,6 +585,8 @@ def _read_graph_events(run, space):
     from .xla_ops import program_modules
 
     modules = program_modules(run)
+    if not _names_command_buffers(space, modules):
+        return None, []  # (no graph kernel: the kernels naming their own op are not needed)
     frames, own_frames = [], []
     for plane in gpu_planes(space):
         pi = space.index_of(plane)
