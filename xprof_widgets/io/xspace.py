@@ -415,11 +415,17 @@ class Plane:
     message: object = field(repr=False)  # XPlane with metadata and stats, no lines
     lines: list = field(default_factory=list)
 
-    @cached_property
+    @property
     def busy_lines(self):
         """[(index, line)] of the lines that have events, in file order: what most passes
-        over a plane read (a file may hold a million lines without any)."""
-        return [(li, line) for li, line in enumerate(self.lines) if len(line)]
+        over a plane read (a file may hold a million lines without any). Kept; a plane
+        without lines answers at once (a file may hold a million such planes too)."""
+        if not self.lines:
+            return ()
+        found = self.__dict__.get("_busy_lines")
+        if found is None:
+            found = self.__dict__["_busy_lines"] = [(li, line) for li, line in enumerate(self.lines) if len(line)]
+        return found
 
     @cached_property
     def stat_names(self):
