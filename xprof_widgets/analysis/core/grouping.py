@@ -77,6 +77,7 @@ import pandas as pd
 
 from ...io import native
 from .cache import derived, kept
+from .columns import Groups
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, SCOPE_RANGE_PLANE, TPU_PLANE_PREFIX, XLA_HOST_PLANES, is_derived_line
 
@@ -461,10 +462,7 @@ def _join_edges(nodes, parents, children, keys):
     if not len(src) or not len(dst):
         return np.zeros((2, 0), np.int64)
     # One code per distinct key tuple, over parents and children together.
-    code = np.zeros(len(src) + len(dst), np.int64)
-    for p_v, c_v in zip(p_values, c_values):
-        found, distinct = pd.factorize(np.concatenate([p_v, c_v]))
-        code = code * len(distinct) + found
+    code = Groups(*(np.concatenate(values) for values in zip(p_values, c_values))).codes
     p_code, c_code = code[: len(src)], code[len(src) :]
     # The last parent of each key (XProf's map), kept in parent order.
     _, last = np.unique(p_code[::-1], return_index=True)
