@@ -440,6 +440,11 @@ class Plane:
             out.setdefault(v, []).append(k)
         return out
 
+    def has_stat(self, name):
+        """Whether the plane's stat metadata names `name` (its events and their metadata can
+        have that stat only then): a dict lookup, before reading any line's stats."""
+        return name in self._stat_ids_by_name
+
     def _stat_keys(self, names):
         """A bool table by stat id marking the ids of `names` (None: all ids, or ids too
         large for a table), for `wire.decode_keyed_by_key`'s `keys`."""

@@ -95,7 +95,7 @@ def has_gpu_kernels(run):
         for plane in space.planes:
             if (
                 plane.name.startswith(GPU_PLANE_PREFIX)
-                and "kernel_details" in set(plane.stat_names.values())
+                and plane.has_stat("kernel_details")
                 and any(len(line) for line in plane.lines)
             ):
                 return True, ""

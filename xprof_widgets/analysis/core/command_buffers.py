@@ -565,6 +565,8 @@ def _names_command_buffers(space, modules) -> bool:
         if module is not None and any(c.name.startswith(COMMAND_BUFFER_PREFIX) for c in module.computations.values()):
             return True
     for plane in gpu_planes(space):
+        if not plane.has_stat("hlo_op"):
+            continue
         for _, line in plane.busy_lines:
             if not is_derived_line(line):
                 _, _, values = line.stat_table(names=["hlo_op"]).string_codes("hlo_op")

@@ -808,7 +808,7 @@ def _is_grouped(space):
     for p in space.planes:
         host = p.name.startswith(_HOST_PLANE_PREFIXES)
         device = not host and p.name.startswith(("/device", "#Chip"))
-        if (host or device) and "group_id" not in p.stat_names.values():
+        if (host or device) and not p.has_stat("group_id"):
             return False
     return True
 
@@ -977,7 +977,7 @@ def _file_eager(space):
     """{(plane name, line index): indices of the events whose `is_eager` stat is nonzero}."""
     out = {}
     for plane in space.planes:
-        if IS_EAGER not in plane.stat_names.values():
+        if not plane.has_stat(IS_EAGER):
             continue
         for li, line in enumerate(plane.lines):
             if len(line):

@@ -154,7 +154,7 @@ def host_op_db(spaces, eager=None):
             continue
         any_line = True
         marks = eager[i] if eager is not None else eager_events(space)
-        has_tf_op_stat = "tf_op" in plane.stat_names.values()
+        has_tf_op_stat = plane.has_stat("tf_op")
         # Event names that are framework ops (XProf's tf_ops map, by metadata).
         cats = pd.unique(plane.metadata_names[1])
         known = {}
