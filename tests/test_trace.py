@@ -647,6 +647,21 @@ def test_open_count_with_ties_and_zero_lengths():
     assert extra == 0
 
 
+@pytest.mark.parametrize("dur", [0, 7])
+def test_one_event_track_is_one_row_as_the_general_layout_makes_it(dur):
+    """A track of one event skips the layout passes (a file may hold 20,000 such tracks):
+    what it returns is what those passes return for it (their pieces called directly)."""
+    start, d = np.array([1_000], np.int64), np.array([dur], np.int64)
+    out_s, out_e = np.empty(1, np.int64), np.empty(1, np.int64)
+    order, per_row, extra = T._rows(start, d, out_s, out_e)
+    ref_s, ref_e, ref_order = np.empty(1, np.int64), np.empty(1, np.int64), np.empty(1, np.int32)
+    ref = T._row_major(T._open_count(start, d), None, start, d, ref_order, ref_s, ref_e)
+    np.testing.assert_array_equal(order, ref[0])
+    np.testing.assert_array_equal(per_row, ref[1])
+    assert len(ref[2]) == 0 and extra == 0
+    assert (out_s[0], out_e[0]) == (ref_s[0], ref_e[0]) == (1_000, 1_000 + dur)
+
+
 # --- the viewport query -------------------------------------------------------------------
 
 

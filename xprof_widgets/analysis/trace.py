@@ -1344,6 +1344,9 @@ def _rows(start, dur, out_start, out_end, out_order=None):
     n = len(start)
     if out_order is None:
         out_order = np.empty(n, np.int32 if n < 2**31 else np.int64)
+    if n == 1:  # one row of one event (a file may hold 20,000 such tracks: no passes over it)
+        out_order[0], out_start[0], out_end[0] = 0, start[0], start[0] + dur[0]
+        return out_order, np.ones(1, np.int64), 0
     depth = _open_count(start, dur)
     out = None
     while True:
