@@ -316,6 +316,39 @@ def test_huge_file_is_refused_up_front(tmp_path, monkeypatch):
     assert "too large to open here" in message
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("what", ["lines", "planes"])
+def test_many_planes_or_lines_are_refused_before_they_take_the_memory(tmp_path, monkeypatch, what, native):
+    """A small file may hold millions of empty planes or lines, each an object in memory
+    (60x the file's bytes): with too little free for them, a ProfileError naming the file
+    and what it holds, before they are made; with enough, the file opens."""
+    from xprof_widgets.io import native as native_loops
+    from xprof_widgets.io import xspace
+
+    if native and not native_loops.available():
+        pytest.skip(f"the compiled loops are not built here: {native_loops.why_not()}")
+    if not native:
+        monkeypatch.setattr(native_loops, "_LIB", None)
+    space = schema.XSpace()
+    if what == "lines":
+        host = space.planes.add(name="/host:CPU", id=1)
+        for i in range(100_000):  # 51 MB at open, for a 1.6 MB file
+            host.lines.add(id=i)
+    else:
+        for i in range(40_000):  # 61 MB at open, for a 0.6 MB file
+            space.planes.add(id=i, name=f"/custom:{i}")
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    monkeypatch.setattr(xspace, "available_memory_bytes", lambda: 40 * 2**20)  # pretend: 40 MiB free
+    message = _error(path, lambda p: read_xspace(p, cache=False))
+    assert "too large to open here" in message and f"{what}" in message, message
+    monkeypatch.setattr(xspace, "available_memory_bytes", lambda: 4 * 2**30)
+    opened = read_xspace(path, cache=False)
+    assert (len(opened.planes[0].lines) if what == "lines" else len(opened.planes)) == (
+        100_000 if what == "lines" else 40_000
+    )
+
+
 def _event(stats, tail=b""):
     """An XEvent-like payload: field 1 (varint), then repeated field 4 (LENGTH) records, then `tail`."""
     out = b"\x08\x05"
