@@ -213,6 +213,21 @@ def _wrong_types(path):
     path.write_text(json.dumps(manifest))
 
 
+def _renamed_line(path):
+    """A line's name, one letter changed: well-formed JSON of the right layout and types,
+    found by the manifest's own checksum only."""
+    manifest = json.loads(path.read_text())
+    line = _first_line(manifest)
+    line["name"] = (line["name"] or "x")[:-1] + "#"
+    path.write_text(json.dumps(manifest))
+
+
+def _moved_line(path):
+    manifest = json.loads(path.read_text())
+    _first_line(manifest)["timestamp_ns"] += 1
+    path.write_text(json.dumps(manifest))
+
+
 DAMAGE = {
     "start_ps.npy": (_truncate, _garbage, _bad_header, _wrong_type, _one_value(_other)),
     "record_pos.npy": (_truncate, _positions_outside, _one_value(_past_the_file), _one_value(_other)),
@@ -220,7 +235,7 @@ DAMAGE = {
     "duration_ps.npy": (_one_value(_negative),),
     "metadata_id.npy": (_one_value(_other),),
     "shells.npy": (_garbage, _truncate),
-    "manifest.json": (_truncate, _garbage, _json_garbage, _wrong_layout, _wrong_types),
+    "manifest.json": (_truncate, _garbage, _json_garbage, _wrong_layout, _wrong_types, _renamed_line, _moved_line),
 }
 
 
@@ -230,14 +245,26 @@ DAMAGE = {
     ids=lambda x: getattr(x, "__name__", x),
 )
 def test_a_damaged_entry_is_rebuilt_never_an_error(cache_dir, profile, name, damage):
-    expected = _open(profile).events()
+    first = _open(profile)
+    expected = first.events()
+    fields = _line_fields(first)
     damage(_entry(profile) / name)
     run = _open(profile)  # no exception
     assert not _from_cache(run)
     pd.testing.assert_frame_equal(run.events(), expected)
+    assert _line_fields(run) == fields
     again = _open(profile)  # and the entry was written anew
     assert _from_cache(again)
     pd.testing.assert_frame_equal(again.events(), expected)
+
+
+def _line_fields(run):
+    """Every line's own fields (what the manifest holds of it, beside its rows)."""
+    return [
+        (ln.id, ln.name, ln.display_id, ln.display_name, ln.timestamp_ns, ln.duration_ps)
+        for p in run.xspace().planes
+        for ln in p.lines
+    ]
 
 
 def test_one_damaged_value_is_never_served(cache_dir, profile):
@@ -418,6 +445,14 @@ def test_a_damaged_trace_index_is_built_again(cache_dir, profile):
     trace = _open(profile).trace()
     assert trace._start.flags.writeable
     pd.testing.assert_frame_equal(trace.query(None, None, 1000), expected)
+    # A name changed that fits the file (only the manifest's own checksum finds it).
+    column_cache.wait_for_writers()
+    meta = json.loads((folder / "manifest.json").read_text())
+    meta["meta"]["names"][-1] += "#"
+    (folder / "manifest.json").write_text(json.dumps(meta))
+    trace = _open(profile).trace()
+    assert trace._start.flags.writeable
+    assert list(trace.names) == list(first.trace().names)
 
 
 def test_the_cache_keeps_to_its_cap_deleting_the_entries_used_longest_ago(cache_dir, profile, monkeypatch, tmp_path):
