@@ -11,7 +11,13 @@ three ways and says where they disagree:
 * protobuf parses it: both of our readers open it, and every event's metadata id, offset,
   duration and number of stats are protobuf's;
 * protobuf refuses it: both raise ProfileError (at open, or when every stat is read);
-* the compiled loops and the numpy code always give the same columns, or the same error.
+* the compiled loops and the numpy code always give the same columns, or the same error;
+* where the file opens, an open through the column cache, its entry for the file damaged
+  (a byte flipped, cut, a file gone) or linked out of the cache folder (a file, the entry,
+  the version folder), gives what the file gives, and changes nothing outside the cache.
+
+A quarter of the mutants have planes or lines added by the thousand (empty ones, tiny
+ones read many at a time).
 
     python -m tests.fuzz_diff --count 500 --seed 1    # a longer run than CI's
 
@@ -25,6 +31,7 @@ import gzip
 import hashlib
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -77,16 +84,72 @@ def _event_bytes(event, rng, damage):
 
 
 def structured_mutant(seed, source=None):
-    """(name, bytes) of a rewritten, sometimes damaged, real profile."""
+    """(name, bytes) of a rewritten, sometimes damaged, real profile; a quarter of them
+    with planes or lines added by the thousand (`_by_the_thousand`)."""
     from xprof_widgets.io import schema
 
     rng = np.random.default_rng(seed)
     path = source or SOURCES[seed % len(SOURCES)]
     raw = path.read_bytes()
     space = schema.XSpace.FromString(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
-    scramble = rng.random()  # the share of events rewritten
+    many = rng.random() < 0.25
+    if many:
+        _by_the_thousand(space, rng)
+    scramble = rng.random() * (0.2 if many else 1.0)  # the share of events rewritten
     damaged = rng.random() < 0.5
     return f"{path.name.split('.')[0]}-{seed}", rewrite_space(space, rng, scramble, damaged)
+
+
+def _by_the_thousand(space, rng):
+    """Planes or lines added by the thousand, among the real ones: empty lines (some with
+    names, times, display fields), lines of one to three events copied from a real line
+    (their stats too: read many lines at a time), or planes without lines."""
+    from xprof_widgets.io import schema
+
+    count = int(rng.integers(1000, 3000))
+    kind = int(rng.integers(3))
+    busy = [p for p in space.planes if any(len(ln.events) for ln in p.lines)]
+    if kind == 2 or not busy:
+        planes = list(space.planes)
+        extra = [
+            schema.XPlane(id=10_000 + k, name=str(rng.choice(["/device:GPU:", "/custom:", "/host:CPU", ""])) + str(k))
+            for k in range(count)
+        ]
+        at = np.sort(rng.integers(0, len(planes) + 1, count))
+        del space.planes[:]
+        for k, plane in enumerate(planes + [None]):
+            for e in np.flatnonzero(at == k).tolist():
+                space.planes.add().CopyFrom(extra[e])
+            if plane is not None:
+                space.planes.add().CopyFrom(plane)
+        return
+    plane = busy[int(rng.integers(len(busy)))]
+    real = [ln for ln in plane.lines if len(ln.events)]
+    source = real[int(rng.integers(len(real)))]
+    lines = list(plane.lines)
+    extra = []
+    for k in range(count):
+        line = schema.XLine(id=100_000 + k)
+        if rng.random() < 0.5:
+            line.name = f"thread {k}"
+        if rng.random() < 0.3:
+            line.timestamp_ns = int(source.timestamp_ns) + int(rng.integers(0, 10**6))
+            line.duration_ps = int(rng.integers(0, 10**9))
+        if rng.random() < 0.1:
+            line.display_id, line.display_name = int(rng.integers(0, 99)), f"shown {k}"
+        if kind == 1:
+            line.timestamp_ns = source.timestamp_ns
+            first = int(rng.integers(len(source.events)))
+            for e in source.events[first : first + int(rng.integers(1, 4))]:
+                line.events.add().CopyFrom(e)
+        extra.append(line)
+    at = np.sort(rng.integers(0, len(lines) + 1, count))
+    del plane.lines[:]
+    for k, line in enumerate(lines + [None]):
+        for e in np.flatnonzero(at == k).tolist():
+            plane.lines.add().CopyFrom(extra[e])
+        if line is not None:
+            plane.lines.add().CopyFrom(line)
 
 
 def rewrite_space(space, rng, scramble=1.0, damaged=False):
@@ -122,29 +185,35 @@ def rewrite_space(space, rng, scramble=1.0, damaged=False):
     return b"".join(planes) + rest.SerializeToString()
 
 
-def _ours(path):
+def _ours(path, cache=False):
     """What our reader makes of the file: ("ok", [per line (metadata ids, offsets, durations,
-    stats per event)], digest) or ("ProfileError", message)."""
+    stats per event)], digest of those, every line's fields and every stat value) or
+    ("ProfileError", message). `cache`: opened through the column cache (an entry there
+    is used if sound)."""
     from xprof_widgets.errors import ProfileError
     from xprof_widgets.io import wire
     from xprof_widgets.io.xspace import read_xspace
 
     try:
-        space = read_xspace(path, cache=False)
+        space = read_xspace(path, cache=cache)
         lines = []
         h = hashlib.sha256()
         for plane in space.planes:
+            h.update(repr((plane.id, plane.name, plane.message.SerializeToString(deterministic=True))).encode())
             for line in plane.lines:
                 if len(line):
                     starts, stops = line._stat_runs(None)
                     owner, _, _ = wire.repeated_run(space.data, starts, stops, 4)
                     per_event = np.bincount(owner, minlength=len(line))
-                    line.stats()  # every stat decoded
+                    stats = line.stats()  # every stat decoded
+                    h.update(repr(stats.to_dict("list")).encode())
                 else:
                     per_event = np.zeros(0, np.int64)
                 offsets = line.start_ps - np.int64(line.timestamp_ns) * 1000
                 cols = (line.metadata_id.astype(np.int64), offsets, line.event_duration_ps.astype(np.int64), per_event)
                 lines.append(cols)
+                fields = (line.id, line.name, line.display_id, line.display_name, line.timestamp_ns, line.duration_ps)
+                h.update(repr(fields).encode())
                 for a in cols:
                     h.update(np.ascontiguousarray(a).tobytes())
         return "ok", lines, h.hexdigest()
@@ -152,9 +221,121 @@ def _ours(path):
         return "ProfileError", str(error)
 
 
-def check(path):
+#: What `_cache_round` does to the entry before the second open.
+CACHE_DAMAGE = ("none", "byte", "cut", "gone", "manifest-value", "file-link", "entry-link", "version-link")
+
+
+def _leaves(value, out):
+    """[(container, key)] of every int or str in a JSON value."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            _leaves(v, out)
+        elif isinstance(v, (int, str)) and not isinstance(v, bool):
+            out.append((value, k))
+    return out
+
+
+def _changed_manifest_value(path, rng):
+    """One int or str anywhere in an entry's manifest changed (+1, a letter added): well-formed
+    JSON of the right layout and types, so only a checksum of the manifest itself finds it."""
+    import json
+
+    manifest = json.loads(path.read_text("utf-8"))
+    leaves = _leaves(manifest, [])
+    container, k = leaves[int(rng.integers(len(leaves)))]
+    container[k] = container[k] + 1 if isinstance(container[k], int) else container[k] + "#"
+    path.write_text(json.dumps(manifest), "utf-8")
+
+
+def _tree(folder):
+    """Everything under `folder`: {relative path: bytes} (links as their target's name)."""
+    out = {}
+    for p in sorted(Path(folder).rglob("*")):
+        rel = str(p.relative_to(folder))
+        if p.is_symlink():
+            out[rel] = b"link:" + str(Path(p).readlink()).encode()
+        elif p.is_file():
+            out[rel] = p.read_bytes()
+    return out
+
+
+def _cache_round(path, rng, expected):
+    """Findings of an open through the column cache after its entry for `path` was written
+    and then damaged or linked out of the cache folder (one of CACHE_DAMAGE): the columns,
+    line fields and stats must be `expected` (the file's, read without the cache), and
+    nothing outside the cache folder may change."""
+    import os
+    import tempfile
+    import time
+
+    from xprof_widgets.io import column_cache
+    from xprof_widgets.io.xspace import read_xspace
+
+    names = (column_cache.ENV_DIR, column_cache.ENV_MIN_BYTES, column_cache.ENV_ENABLE, column_cache.ENV_MAX_BYTES)
+    saved = {k: os.environ.get(k) for k in names}
+    what = CACHE_DAMAGE[int(rng.integers(len(CACHE_DAMAGE)))]
+    findings = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside = Path(tmp) / "cache", Path(tmp) / "outside"
+        outside.mkdir()
+        (outside / "keep.txt").write_text("not the cache's")
+        try:
+            os.environ.update({column_cache.ENV_DIR: str(root), column_cache.ENV_MIN_BYTES: "0"})
+            os.environ.pop(column_cache.ENV_ENABLE, None)
+            os.environ.pop(column_cache.ENV_MAX_BYTES, None)
+            an_hour_ago = time.time() - 3600
+            os.utime(path, (an_hour_ago, an_hour_ago))  # (a file just written is not cached)
+            key = column_cache.source_key(path)
+            column_cache.store(read_xspace(path, cache=False), key)
+            entry = column_cache.entry_dir(key["path"])
+            if not (entry / "manifest.json").is_file():
+                return findings  # (not kept: nothing to damage)
+            files = sorted(p for p in entry.iterdir() if p.is_file())
+            victim = files[int(rng.integers(len(files)))]
+            if what == "byte":
+                data = bytearray(victim.read_bytes())
+                if data:
+                    data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+                victim.write_bytes(bytes(data))
+            elif what == "cut":
+                victim.write_bytes(victim.read_bytes()[: int(rng.integers(max(victim.stat().st_size, 1)))])
+            elif what == "gone":
+                victim.unlink()
+            elif what == "manifest-value":
+                victim = entry / "manifest.json"
+                _changed_manifest_value(victim, rng)
+            elif what == "file-link":
+                (outside / victim.name).write_bytes(victim.read_bytes())
+                victim.unlink()
+                victim.symlink_to(outside / victim.name)
+            elif what == "entry-link":  # the entry itself kept outside, linked in
+                entry.rename(outside / "entry")
+                entry.symlink_to(outside / "entry", target_is_directory=True)
+            elif what == "version-link":  # the version folder linked out, a cap that would prune it all
+                entry.parent.rename(outside / "version")
+                entry.parent.symlink_to(outside / "version", target_is_directory=True)
+                os.environ[column_cache.ENV_MAX_BYTES] = "1"
+            before = _tree(outside)
+            got = _ours(path, cache=True)
+            column_cache.wait_for_writers()  # (a damaged entry is written anew)
+            if (got[0], got[-1]) != (expected[0], expected[-1]):
+                findings.append(f"through the cache ({what} {victim.name}): {got[0]} {got[-1]!s:.200}")
+            if _tree(outside) != before:
+                findings.append(f"the cache ({what} {victim.name}) changed a folder outside it")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return findings
+
+
+def check(path, cache=True):
     """Where the compiled loops, the numpy code and protobuf disagree on the file (a list of
-    findings; empty when they agree)."""
+    findings; empty when they agree); `cache`: and where an open through a damaged or
+    linked column cache entry of it disagrees with them (`_cache_round`)."""
     from xprof_widgets.io import native, schema
 
     findings = []
@@ -180,6 +361,8 @@ def check(path):
     if numpy_path[0] != "ok":
         findings.append(f"protobuf parses the file, we refuse it: {numpy_path[1]:.300}")
         return findings
+    if cache:
+        findings += _cache_round(path, np.random.default_rng(zlib.crc32(Path(path).name.encode())), numpy_path)
     want = [
         (
             np.array([e.metadata_id for e in line.events], np.int64),

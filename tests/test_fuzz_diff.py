@@ -2,7 +2,8 @@
 protobuf allows and writers never produce, some damaged, read by the compiled loops, the
 numpy code and protobuf's parser: the same events and stats, or ProfileErrors, every time.
 `XPROF_FUZZ_DIFF_COUNT` / `XPROF_FUZZ_DIFF_SEED` run more or other seeds;
-`python -m tests.fuzz_diff --count 500` does the same outside pytest."""
+`python -m tests.fuzz_diff --count 500` does the same outside pytest. Each mutant where the file
+opens is also opened through a damaged or linked column cache entry (`fuzz_diff._cache_round`)."""
 
 import os
 
