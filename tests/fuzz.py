@@ -223,7 +223,8 @@ def _s_planes(rng, space):
 
 
 def _s_hlo(rng, space):
-    """A compiled module damaged: bytes flipped, a dimension huge or negative, a deep tuple, no name."""
+    """A compiled module damaged: bytes flipped, a dimension huge or negative, a deep tuple, no name,
+    a call-graph cycle (an instruction calling its own computation, or the entry)."""
     from xprof_widgets.io import schema
     from xprof_widgets.io.hlo import HLO_PROTO_STAT
 
@@ -245,8 +246,13 @@ def _s_hlo(rng, space):
         stat.bytes_value = _flip(rng, stat.bytes_value)
         return
     instructions = [i for c in proto.hlo_module.computations for i in c.instructions]
-    choice = rng.randrange(4)
-    if choice == 0 and instructions:
+    choice = rng.randrange(5)
+    if choice == 4 and instructions:  # a cycle: its own computation, or the entry, called again
+        computation = rng.choice(list(proto.hlo_module.computations))
+        if computation.instructions:
+            callee = rng.choice([computation.id, proto.hlo_module.entry_computation_id])
+            rng.choice(list(computation.instructions)).called_computation_ids.append(callee)
+    elif choice == 0 and instructions:
         shape = rng.choice(instructions).shape
         if shape.dimensions:
             shape.dimensions[rng.randrange(len(shape.dimensions))] = rng.choice([2**40, -3, 2**62])
