@@ -110,23 +110,15 @@ def _by_the_thousand(space, rng):
     kind = int(rng.integers(3))
     busy = [p for p in space.planes if any(len(ln.events) for ln in p.lines)]
     if kind == 2 or not busy:
-        planes = list(space.planes)
         extra = [
             schema.XPlane(id=10_000 + k, name=str(rng.choice(["/device:GPU:", "/custom:", "/host:CPU", ""])) + str(k))
             for k in range(count)
         ]
-        at = np.sort(rng.integers(0, len(planes) + 1, count))
-        del space.planes[:]
-        for k, plane in enumerate(planes + [None]):
-            for e in np.flatnonzero(at == k).tolist():
-                space.planes.add().CopyFrom(extra[e])
-            if plane is not None:
-                space.planes.add().CopyFrom(plane)
+        _interleave(space.planes, extra, rng)
         return
     plane = busy[int(rng.integers(len(busy)))]
     real = [ln for ln in plane.lines if len(ln.events)]
     source = real[int(rng.integers(len(real)))]
-    lines = list(plane.lines)
     extra = []
     for k in range(count):
         line = schema.XLine(id=100_000 + k)
@@ -143,13 +135,20 @@ def _by_the_thousand(space, rng):
             for e in source.events[first : first + int(rng.integers(1, 4))]:
                 line.events.add().CopyFrom(e)
         extra.append(line)
-    at = np.sort(rng.integers(0, len(lines) + 1, count))
-    del plane.lines[:]
-    for k, line in enumerate(lines + [None]):
+    _interleave(plane.lines, extra, rng)
+
+
+def _interleave(field, extra, rng):
+    """The repeated message field `field` rewritten with the messages `extra` at random
+    places among its own (their order kept)."""
+    own = list(field)
+    at = np.sort(rng.integers(0, len(own) + 1, len(extra)))
+    del field[:]
+    for k, message in enumerate([*own, None]):
         for e in np.flatnonzero(at == k).tolist():
-            plane.lines.add().CopyFrom(extra[e])
-        if line is not None:
-            plane.lines.add().CopyFrom(line)
+            field.add().CopyFrom(extra[e])
+        if message is not None:
+            field.add().CopyFrom(message)
 
 
 def rewrite_space(space, rng, scramble=1.0, damaged=False):
