@@ -1112,8 +1112,8 @@ def _build_tracks(space, run=None):
         elif run is not None and derives_gpu_lines(space, plane):
             stream_tids, derived = derive_gpu_lines(run, space, plane)
         lines = []
-        for li, line in enumerate(plane.lines):
-            if len(line) and line.name != COUNTER_LINE and not line.name.startswith(COUNTER_LINE_PREFIX):
+        for li, line in plane.busy_lines:
+            if line.name != COUNTER_LINE and not line.name.startswith(COUNTER_LINE_PREFIX):
                 lines.append((stream_tids.get(li, (line.display_id or line.id) & 0xFFFFFFFF), li, line))
         lines.extend((d.tid, len(plane.lines) + k, d) for k, d in enumerate(derived))
         lines.sort(key=lambda x: (x[0], x[1]))

@@ -592,8 +592,8 @@ def _read_graph_events(run, space):
     frames, own_frames = [], []
     for plane in gpu_planes(space):
         pi = space.index_of(plane)
-        for li, line in enumerate(plane.lines):
-            if not len(line) or is_derived_line(line):
+        for li, line in plane.busy_lines:
+            if is_derived_line(line):
                 continue
             found = _line_events(line, modules)
             if found is None:

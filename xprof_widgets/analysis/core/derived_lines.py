@@ -196,10 +196,8 @@ def _inputs(plane):
         return None
     parts = []
     offset = 0  # position of each line's first event among all the plane's events, lines in file order
-    for li, line in enumerate(plane.lines):
+    for li, line in plane.busy_lines:
         n = len(line)
-        if not n:
-            continue
         cols = line.stat_columns(names=wanted) if wanted else {}
         tf_op, source = _strings(cols.get("tf_op"), n), _strings(cols.get("source"), n)
         is_async = _nonzero(cols.get(IS_ASYNC), n)

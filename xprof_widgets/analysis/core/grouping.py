@@ -856,7 +856,7 @@ def forward_filled_group_ids(space, plane):
 def _forward_filled_group_ids(space, plane):
 
     groups = group_ids(space)
-    keys = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
+    keys = [(li, line) for li, line in plane.busy_lines if not is_derived_line(line)]
     g = [of_line(groups, plane, li, -1) for li, _ in keys]
     if not g or is_grouped(space) or not any((x >= 0).any() for x in g):
         return {li: _read_only(x) for (li, _), x in zip(keys, g)}
@@ -979,11 +979,10 @@ def _file_eager(space):
     for plane in space.planes:
         if not plane.has_stat(IS_EAGER):
             continue
-        for li, line in enumerate(plane.lines):
-            if len(line):
-                ev, v = line.stat_table(names=[IS_EAGER]).ints(IS_EAGER)
-                if (v != 0).any():
-                    out[(plane.name, li)] = np.sort(ev[v != 0])
+        for li, line in plane.busy_lines:
+            ev, v = line.stat_table(names=[IS_EAGER]).ints(IS_EAGER)
+            if (v != 0).any():
+                out[(plane.name, li)] = np.sort(ev[v != 0])
     return out
 
 

@@ -181,8 +181,8 @@ def host_kernel_events(run, space):
     parts = []
     for plane in gpu_planes(space):
         vendor = None
-        for li, line in enumerate(plane.lines):
-            if not len(line) or is_derived_id(line.id):
+        for li, line in plane.busy_lines:
+            if is_derived_id(line.id):
                 continue
             st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
             if "kernel_details" not in st:

@@ -440,7 +440,7 @@ def _gpu_kernel_runs(run, space):
     frames, spans, offset = [], [], 0
     in_buffers = 0  # kernels skipped for naming their command buffer
     for d, plane in enumerate(planes):
-        lines = [(li, line) for li, line in enumerate(plane.lines) if len(line) and not is_derived_line(line)]
+        lines = [(li, line) for li, line in plane.busy_lines if not is_derived_line(line)]
         lo, hi = None, 0
         for _, line in lines:
             rel = line.start_ps.astype(np.int64) - np.int64(line.timestamp_ns) * 1000

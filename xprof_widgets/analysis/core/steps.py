@@ -546,9 +546,7 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
                         }
                     )
                 )
-        for li, line in enumerate(plane.lines):
-            if not len(line):
-                continue
+        for li, line in plane.busy_lines:
             if line.id == _STEP_INFO_LINE_ID and not derive:
                 g = line.stats(names=["group_id"]).get("group_id")
                 if g is None:
