@@ -620,6 +620,14 @@ class Run:
 
         return derived(self, "roofline_model", lambda: roofline_model(self.stats())).copy()  # (see framework_op_stats)
 
+    def pod_viewer(self) -> pd.DataFrame:
+        """XProf's pod viewer: one row per (step, core) of every host, the step's time on that
+        core split into XProf's categories (µs) and its bottleneck; see
+        `analysis.pod_viewer.pod_viewer`. Empty, with `.attrs["reason"]`, without steps."""
+        from .analysis.pod_viewer import pod_viewer
+
+        return derived(self, "pod_viewer", lambda: pod_viewer(self.stats())).copy()  # (see framework_op_stats)
+
     def op_profile(
         self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"
     ) -> OpProfile:

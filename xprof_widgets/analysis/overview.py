@@ -44,8 +44,12 @@ for the run environment and the TPU duty cycle):
   p50/p90/p99, max). For a run without steps (inference, serving) it is
   the latency users ask about.
 
-Not reimplemented: TPU steps and roofline utilisation (needs complete TPU
-steps; 0 in the references), power and XProf's session latency.
+* **TPU steps** (`core.tpu_steps`): the TensorCores' `Steps` lines, each step's TensorCore
+  compute, input, output, idle and host transfer time as XProf's TPU step table, and its
+  averages (`tpu`); where XProf's unsigned arithmetic shows a step's compute as 0 we show
+  the right value.
+
+Not reimplemented: roofline utilisation over TPU steps, power and XProf's session latency.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -59,6 +63,7 @@ import pandas as pd
 from .core.op_stats import device_framework_ops
 from .core.run_stats import RunStats, as_stats, input_pipeline_result
 from .core.runlike import RunLike
+from .core.tpu_steps import TPU_BREAKDOWN_LABELS
 
 TOP_OPS_SHOWN = 10
 #: Below this share of 16-bit device compute XProf suggests more 16-bit ops (%).
@@ -114,6 +119,9 @@ class OverviewResult:
         most total time first; empty where no device plane has "XLA Modules".
     notes: on GPUs, what became of the kernels run in CUDA graphs (whose ops the top ops
         and op placement count or not: `command_buffers`), else "".
+    tpu: on TPU runs with steps, XProf's TPU step summary (`InputPipelineResult.tpu`: the
+        average of each TPU step column, the infeed shares, the TensorCore idle and output
+        statements), else None. The TPU step columns themselves are in `steps`.
     """
 
     host_count: int
@@ -139,6 +147,7 @@ class OverviewResult:
     reason: str = ""
     module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
     notes: str = ""
+    tpu: dict | None = None
 
     def step_time_components(self) -> pd.DataFrame:
         """XProf's performance summary of the step time: per component of the breakdown
@@ -164,10 +173,15 @@ STEP_TIME_COMPONENTS = (
 )
 
 
+#: The same for TPU steps (XProf's TPU step-time graph: `tpu_steps.TPU_BREAKDOWN_LABELS`).
+TPU_STEP_TIME_COMPONENTS = tuple((c[:-3], label, c) for c, label in TPU_BREAKDOWN_LABELS.items())
+
+
 def step_time_components(steps: pd.DataFrame) -> pd.DataFrame:
     """See `OverviewResult.step_time_components`."""
     rows = []
-    for name, label, column in STEP_TIME_COMPONENTS:
+    parts = TPU_STEP_TIME_COMPONENTS if "tc_compute_ms" in steps.columns else STEP_TIME_COMPONENTS
+    for name, label, column in parts:
         if steps.empty or column not in steps:
             continue
         values = steps[column].to_numpy(np.float64)
@@ -178,7 +192,7 @@ def step_time_components(steps: pd.DataFrame) -> pd.DataFrame:
 
 # The overview's fields that are the input pipeline's (`input_pipeline`), unchanged.
 _FROM_INPUT_PIPELINE = (
-    "steps avg_step_time_ms min_step_time_ms max_step_time_ms std_step_time_ms input_percent reason".split()
+    "steps avg_step_time_ms min_step_time_ms max_step_time_ms std_step_time_ms input_percent reason tpu".split()
 )
 
 

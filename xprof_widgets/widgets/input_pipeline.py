@@ -19,6 +19,7 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from ..analysis.core.steps import BREAKDOWN_LABELS
+from ..analysis.core.tpu_steps import TPU_BREAKDOWN_LABELS
 from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
@@ -46,8 +47,10 @@ OP_COLUMNS = {
 
 
 def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
-    """Stacked bars, one a step, of the breakdown columns used; a tap selects a step (source "steps")."""
-    used = [c for c in BREAKDOWN if c in steps and steps[c].abs().sum() > 0]
+    """Stacked bars, one a step, of the breakdown columns used (XProf's TPU breakdown on TPU
+    steps); a tap selects a step (source "steps")."""
+    labels = TPU_BREAKDOWN_LABELS if "tc_compute_ms" in steps else BREAKDOWN
+    used = [c for c in labels if c in steps and steps[c].abs().sum() > 0]
     data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}
     data["x"] = np.arange(len(steps), dtype=np.float64)
     data["id"] = np.arange(len(steps))
@@ -75,13 +78,13 @@ def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
         width=0.8,
         source=src,
         color=colors[: len(used)],
-        legend_label=[BREAKDOWN[c] for c in used],
+        legend_label=[labels[c] for c in used],
         nonselection_fill_alpha=0.35,
     )
     hover_and_tap(
         fig,
         bars,
-        [("step", "@name"), ("step time", "@total{0.000} ms")] + [(BREAKDOWN[c], f"@{c}{{0.000}} ms") for c in used],
+        [("step", "@name"), ("step time", "@total{0.000} ms")] + [(labels[c], f"@{c}{{0.000}} ms") for c in used],
     )
     # Ticks only where steps are (named after them): every step when few, whole steps when many.
     fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)

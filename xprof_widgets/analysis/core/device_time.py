@@ -13,6 +13,22 @@ from .planes import tensor_core_planes
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
 
 
+def device_timespans(line):
+    """(begin_ps, duration_ps) int64 arrays of a device line's events on the device's clock,
+    as XProf's `GetDeviceEventTimespan`: an event's `device_offset_ps` and
+    `device_duration_ps` stats where it has both (whole numbers), else its own times."""
+    begin = line.start_ps.astype(np.int64)
+    dur = line.event_duration_ps.astype(np.int64)
+    st = line.stats(names=["device_offset_ps", "device_duration_ps"])
+    if "device_offset_ps" in st and "device_duration_ps" in st:
+        off = pd.to_numeric(st["device_offset_ps"], errors="coerce").to_numpy(dtype=float)
+        dd = pd.to_numeric(st["device_duration_ps"], errors="coerce").to_numpy(dtype=float)
+        ok = ~(np.isnan(off) | np.isnan(dd))
+        begin = np.where(ok, np.nan_to_num(off), begin).astype(np.int64)
+        dur = np.where(ok, np.nan_to_num(dd), dur).astype(np.int64)
+    return begin, dur
+
+
 def _union_length(start, end):
     if not len(start):
         return 0

@@ -34,6 +34,7 @@ from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE
 from .steps import STEP_COLUMNS, device_steps, host_steps
+from .tpu_steps import NO_TPU_STEPS_REASON, tpu_step_cores, tpu_step_table
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -44,6 +45,10 @@ MODERATELY_KERNEL_LAUNCH_PERCENT = 3
 HIGHLY_KERNEL_LAUNCH_PERCENT = 15
 MODERATELY_COLLECTIVES_PERCENT = 3
 HIGHLY_COLLECTIVES_PERCENT = 15
+MODERATELY_OUTPUT_BOUND_PERCENT = 5
+HIGHLY_OUTPUT_BOUND_PERCENT = 20
+#: TPU: TensorCore idle time (not waiting for input) worth a statement (%).
+TC_IDLE_PERCENT = 3
 
 NO_STEPS_REASON = (
     "no step markers: wrap each training step in "
@@ -83,6 +88,12 @@ class InputPipelineResult:
         (not input-bound) or "unknown" (no steps).
     recommendation: XProf's conclusion and next step, in sentences.
     reason: empty when there are steps; else why there are none.
+    tpu: on TPU runs with steps, XProf's TPU summary (None elsewhere): the average of each
+        step-time column (`tc_compute_ms_average`, ..., `host_transfer_ms_average`,
+        `tc_active_ms_average`, `active_steptime_ms_average`), `infeed_percent_*` (the
+        average, minimum, maximum and standard deviation over the steps of each step's
+        largest infeed share, %), `output_percent`, `tc_idle_percent`, `compute_percent` (of
+        the summed step time, %), `input_statement`, `output_statement`, `tc_idle_statement`.
     """
 
     steps: pd.DataFrame
@@ -97,6 +108,7 @@ class InputPipelineResult:
     verdict: str = "unknown"
     recommendation: str = ""
     reason: str = ""
+    tpu: dict | None = None
 
 
 def _input_op_kinds(names):
@@ -322,6 +334,106 @@ def analyze_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipel
     )
 
 
+def _output_statement(pct):
+    """XProf's output analysis (TPU): "" below 5 % of step time."""
+    if pct >= HIGHLY_OUTPUT_BOUND_PERCENT:
+        return (
+            f"Your program is HIGHLY output-bound because {_one_digit(pct)}% of the total step time sampled "
+            "is spent on output. Therefore, you should first focus on reducing the output time."
+        )
+    if pct >= MODERATELY_OUTPUT_BOUND_PERCENT:
+        return (
+            f"Your program is MODERATELY output-bound because {_one_digit(pct)}% of the total step time "
+            "sampled is spent on output. Therefore, you would need to reduce both the output time and other time."
+        )
+    return ""
+
+
+def analyze_tpu_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputPipelineResult:
+    """XProf's TPU input pipeline analysis (`ComputeTpuInputPipelineAnalysisResult`,
+    `ComputeTpuBottleneckAnalysis`) from a TPU step table (`tpu_steps.tpu_step_table`) and the
+    host input ops: input % = infeed time over step time summed over the steps (each step's
+    time being the sum of its parts), XProf's verdict on it, its output and TensorCore-idle
+    statements (every core profiled)."""
+    res = analyze_input_pipeline(steps.assign(host_to_device_ms=0.0, **{c: 0.0 for c in _GENERIC_PARTS}), ops)
+    res.steps = steps
+    if steps.empty:
+        return res
+    col = lambda c: steps[c].to_numpy(np.float64)  # noqa: E731
+    infeed = col("tc_infeed_ms") + col("scv0_infeed_ms")
+    step_total = col("tc_compute_ms") + col("scv0_compute_ms") + infeed + col("tc_outfeed_ms") + col("tc_idle_ms")
+    total = float(step_total.sum())
+    summary: dict[str, float | str] = {f"{c[:-3]}_ms_average": float(col(c).mean()) for c in _TPU_AVERAGED}
+    summary["steptime_ms_average"] = res.avg_step_time_ms
+    summary["active_steptime_ms_average"] = summary.pop("active_step_time_ms_average")
+    peak = col("infeed_percent_max")
+    summary.update(
+        {
+            "infeed_percent_average": float(peak.mean()),
+            "infeed_percent_minimum": float(peak.min()),
+            "infeed_percent_maximum": float(peak.max()),
+            "infeed_percent_standard_deviation": float(np.std(peak, ddof=1)) if len(peak) > 1 else 0.0,
+        }
+    )
+    if total == 0:
+        res.verdict, res.recommendation, res.tpu = "unknown", _NO_STEP_TIME, summary
+        return res
+    input_pct = 100.0 * float(infeed.sum()) / total
+    output_pct = 100.0 * float(col("tc_outfeed_ms").sum()) / total
+    idle_pct = 100.0 * float(col("tc_idle_ms").sum()) / total
+    verdict, text, nxt, _ = _verdict(input_pct, 0.0, _tf_data_used(res))
+    idle_text = (
+        f"{idle_pct:.1f} % of the total step time sampled is due to host overhead that is not input-related. "
+        "For TF 2.x, you may want to use a host-training loop (i.e. running multiple steps within a tf.function)."
+        if idle_pct >= TC_IDLE_PERCENT
+        else ""
+    )
+    output_text = _output_statement(output_pct)
+    summary.update(
+        {
+            "input_percent": input_pct,
+            "output_percent": output_pct,
+            "tc_idle_percent": idle_pct,
+            "compute_percent": max(0.0, 100.0 - input_pct - output_pct - idle_pct),
+            "input_statement": text,
+            "output_statement": output_text,
+            "tc_idle_statement": idle_text,
+        }
+    )
+    res.input_percent, res.all_others_percent = input_pct, 0.0
+    res.verdict, res.tpu = verdict, summary
+    res.recommendation = " ".join(t for t in (text, output_text, idle_text, nxt) if t)
+    return res
+
+
+#: The generic breakdown columns the shared summary reads, 0 on TPU steps.
+_GENERIC_PARTS = ("input_ms", "all_others_ms", "kernel_launch_ms", "device_collectives_ms")
+#: TPU step columns XProf averages into its summary.
+_TPU_AVERAGED = (
+    "tc_compute_ms",
+    "scv0_compute_ms",
+    "scv0_infeed_ms",
+    "tc_infeed_ms",
+    "tc_outfeed_ms",
+    "tc_idle_ms",
+    "host_transfer_ms",
+    "tc_active_ms",
+    "active_step_time_ms",
+)
+_NO_STEP_TIME = "No step time measured. Therefore we cannot tell where the performance bottleneck is."
+
+
+def _tf_data_used(res):
+    """Whether the host breakdown has tf.data input time (XProf's `TfDataInUse`)."""
+    h = res.host_breakdown_us
+    return any(h.get(k, 0.0) > 0 for k in ("preprocessing", "advanced_file_read", "demanded_file_read"))
+
+
+def is_tpu_step_table(steps) -> bool:
+    """Whether a step table is XProf's TPU one (`tpu_steps.tpu_step_table`)."""
+    return "tc_compute_ms" in steps.columns
+
+
 def host_step_table(space):
     """(steps, reason): the steps XProf's input pipeline reads of one file. With a GPU, the
     device steps; else the host steps of a CPU-only host; a host with a device and no
@@ -335,6 +447,9 @@ def host_step_table(space):
 
 
 def _host_step_table(space):
+    if any(p.name.startswith("/device:TPU") for p in space.planes):
+        steps = tpu_step_table(tpu_step_cores(space))  # XProf's TPU steps: the TensorCores'
+        return steps, "" if len(steps) else NO_TPU_STEPS_REASON
     if any(p.name.startswith("/device:GPU") for p in space.planes):
         gpu_steps = device_steps(space)  # with a GPU, XProf's steps are the device's
         if len(gpu_steps):

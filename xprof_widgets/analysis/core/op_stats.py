@@ -29,6 +29,7 @@ import pandas as pd
 from .cache import derived, per_run
 from .columns import Groups, by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
+from .device_time import device_timespans
 from .gpu_device import gpu_peaks, peak_stat
 from .intervals import children_time
 from .planes import HOST_PLANE, gpu_planes, is_derived_line, tensor_core_planes
@@ -159,15 +160,7 @@ def _plane_op_metrics(plane):
         line = None
     if line is None or len(line) == 0:
         return None, 0
-    st = line.stats(names=["device_offset_ps", "device_duration_ps"])
-    begin = line.start_ps.astype(np.int64)
-    dur = line.event_duration_ps.astype(np.int64)
-    if "device_offset_ps" in st and "device_duration_ps" in st:
-        off = pd.to_numeric(st["device_offset_ps"], errors="coerce").to_numpy(dtype=float)
-        dd = pd.to_numeric(st["device_duration_ps"], errors="coerce").to_numpy(dtype=float)
-        ok = ~(np.isnan(off) | np.isnan(dd))
-        begin = np.where(ok, np.nan_to_num(off), begin).astype(np.int64)
-        dur = np.where(ok, np.nan_to_num(dd), dur).astype(np.int64)
+    begin, dur = device_timespans(line)
     end = begin + dur
     total_time = int(end.max() - begin.min())
     children = children_time(begin, end)

@@ -22,6 +22,8 @@ step_spans    each host's device step spans as the roofline model reads them
 input_ops     the tf.data and enqueue ops (`input_analysis.host_input_ops`, summed)
 duty_cycles   each TPU host's (busy, idle) TensorCore time (`device_time.tpu_duty_cycle`)
 module_ms     every execution of an XLA module on a device: module, ms
+pod_steps     each host file's steps per core, every step kept (`pod_stats.HostPodSteps`): the
+              pod viewer's, and on TPU the step database's
 tool_status   [(XProf's tool name, has data, why not)]
 attribute_cuda_graphs
               whether GPU kernels run in CUDA graphs were given their HLO ops
@@ -53,15 +55,19 @@ from .host_ops import HOST_OP_COLUMNS, combine_host_op_dbs, host_op_db
 from .input_analysis import (
     InputPipelineResult,
     analyze_input_pipeline,
+    analyze_tpu_input_pipeline,
     host_input_ops,
     host_step_table,
+    is_tpu_step_table,
     merge_input_ops,
 )
 from .kernels import all_hosts_reports, combine_kernel_reports
 from .op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
 from .planes import gpu_planes, tensor_core_planes
+from .pod_stats import HostPodSteps, combine_pod_steps, host_pod_steps
 from .runlike import RunLike
-from .steps import STEP_COLUMNS, device_step_spans, step_intersection
+from .steps import device_step_spans, step_intersection
+from .tpu_steps import CORE_COLUMNS, NO_TPU_STEPS_REASON, tpu_step_table
 from .xla_ops import ProgramModules, program_modules
 
 
@@ -113,7 +119,22 @@ def _gpu_ops(run):
 
 
 def _step_db(run):
-    return host_step_table(run.xspace(run.hosts[0]))
+    spaces = run.xspaces()
+    if any(tensor_core_planes(s) for s in spaces):  # XProf's TPU steps: every host's cores
+        return tpu_step_db(run_stats(run).pod_steps)
+    return host_step_table(spaces[0])
+
+
+def tpu_step_db(pod_steps) -> tuple[pd.DataFrame, str]:
+    """(steps, reason) of TPU hosts: XProf's TPU step table over the steps all hosts share,
+    every TensorCore of every host taking part (`pod_stats.combine_pod_steps`)."""
+    cores, _ = combine_pod_steps(pod_steps)
+    steps = tpu_step_table(cores if cores is not None else pd.DataFrame(columns=CORE_COLUMNS))
+    return steps, "" if len(steps) else NO_TPU_STEPS_REASON
+
+
+def _pod_steps(run):
+    return [host_pod_steps(s) for s in run.xspaces()]
 
 
 def _step_spans(run):
@@ -144,6 +165,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "input_ops": _input_ops,
     "duty_cycles": _duty_cycles,
     "module_ms": _module_ms,
+    "pod_steps": _pod_steps,
     "tool_status": tool_status,
     "attribute_cuda_graphs": lambda run: bool(run.attribute_cuda_graphs),
 }
@@ -220,6 +242,10 @@ class RunStats:
     @property
     def module_ms(self) -> pd.DataFrame:
         return self._part("module_ms")
+
+    @property
+    def pod_steps(self) -> list[HostPodSteps]:
+        return self._part("pod_steps")
 
     @property
     def tool_status(self) -> list:
@@ -301,7 +327,8 @@ def input_pipeline_result(stats: RunStats) -> InputPipelineResult:
 
     def compute():
         steps, reason = stats.step_db
-        res = analyze_input_pipeline(steps.copy(), stats.input_ops)
+        analyze = analyze_tpu_input_pipeline if is_tpu_step_table(steps) else analyze_input_pipeline
+        res = analyze(steps.copy(), stats.input_ops)
         if reason:
             res.reason = reason
         return res
@@ -333,7 +360,9 @@ class StatsCombiner:
     * step_db: XProf's step intersection (`steps.step_intersection`): the steps all workers
       share, of the first host; a host without a device in a run with devices is a
       coordinator (no steps of its own); the first host's reason when it has none.
-    * hosts, step_spans, duty_cycles, module_ms: each host's, in host order.
+    * hosts, step_spans, duty_cycles, module_ms, pod_steps: each host's, in host order; on
+      TPU the step database is XProf's TPU step table over every host's cores
+      (`tpu_step_db`).
     * tool_status: a tool has data when any host has.
     """
 
@@ -357,6 +386,7 @@ class StatsCombiner:
         self._step_spans: list = []
         self._duty: list = []
         self._module_ms: list[pd.DataFrame] = []
+        self._pod_steps: list[HostPodSteps] = []
         self._tool_status: list | None = None
         self._graphs: bool | None = None
 
@@ -369,6 +399,7 @@ class StatsCombiner:
         self._steps.append((steps, reason, has_device))
         self._step_spans.extend(stats.step_spans)
         self._duty.extend(stats.duty_cycles)
+        self._pod_steps.extend(stats.pod_steps)
         if len(stats.module_ms):
             self._module_ms.append(stats.module_ms)
         if self._graphs is None:
@@ -469,11 +500,16 @@ class StatsCombiner:
             host_op_db=self._host_op_db,
             gpu_ops=self._gpu_ops if self._gpu_ops is not None else pd.DataFrame(columns=GPU_OP_COLUMNS),
             kernels=self._kernels,
-            step_db=combined_step_db(self._steps),
+            step_db=(
+                tpu_step_db(self._pod_steps)
+                if any(h.tpu is not None for h in self._pod_steps)
+                else combined_step_db(self._steps)
+            ),
             step_spans=list(self._step_spans),
             input_ops=self._input_ops if self._input_ops is not None else pd.DataFrame(),
             duty_cycles=list(self._duty),
             module_ms=(pd.concat(self._module_ms, ignore_index=True) if self._module_ms else no_module_executions()),
+            pod_steps=list(self._pod_steps),
             tool_status=list(self._tool_status or []),
             attribute_cuda_graphs=bool(self._graphs),
         )
@@ -493,7 +529,7 @@ def combined_step_db(hosts: Sequence[tuple[pd.DataFrame, str, bool]]) -> tuple[p
     host order: the first host's steps of the range all workers share."""
     steps, reason, first_is_worker = hosts[0]
     if reason:
-        return pd.DataFrame(columns=STEP_COLUMNS), reason
+        return steps.iloc[:0], reason
     if len(hosts) == 1:
         return steps, ""
     accelerated = any(d for _, _, d in hosts)
@@ -534,6 +570,7 @@ def light(stats: RunStats) -> RunStats:
         hosts=stats.hosts,
         op_metrics=db,
         step_db=stats.step_db,
+        pod_steps=stats.pod_steps,
         step_spans=stats.step_spans,
         duty_cycles=stats.duty_cycles,
         tool_status=stats.tool_status,

@@ -1,0 +1,114 @@
+"""The pod viewer against XProf 2.24.2's own (`pod_viewer`, run on the same files): every
+(step, core) row, its host, total time, nine categories and bottleneck, on every corpus run
+(CPU, GPU, two-host GPU, TPU inference) and on the TPU training runs made from the real v6e
+file (`tools/make_tpu_profiles.py`), the two-host TPU pod among them."""
+
+import numpy as np
+import pytest
+
+from tests import xprof_oracle
+from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, PROFILES, corpus_run
+from tests.test_tpu_steps import make_tpu_profiles
+from xprof_widgets import load_run
+from xprof_widgets.analysis.core.pod_stats import POD_CATEGORIES
+from xprof_widgets.analysis.pod_viewer import slowest_cores
+
+
+def _xprof_rows(paths):
+    """XProf's pod viewer as rows (step, core, host, total µs, bottleneck, 9 categories µs),
+    sorted by step and core; and its device type."""
+    d = xprof_oracle.tool_data(paths, "pod_viewer")
+    rows = []
+    for m in d.get("podStatsSequence", {}).get("podStatsMap", []):
+        for core, r in m.get("podStatsPerCore", {}).items():
+            parts = [r.get("stepBreakdownUs", {}).get(str(i), 0.0) for i in range(1, 10)]
+            rows.append((m.get("stepNum", 0), int(core), r["hostName"], r["totalDurationUs"], r["bottleneck"], parts))
+    names = [e["name"] for e in d["stepBreakdownEvents"]]
+    return sorted(rows, key=lambda x: x[:2]), names, d.get("deviceType", "")
+
+
+def _compare(run, paths, skip=()):
+    """Assert our pod viewer equals XProf's, row by row (rows in `skip`, (step, core), only
+    keyed and timed alike); returns the number of rows."""
+    theirs, names, device = _xprof_rows(paths)
+    ours = run.pod_viewer()
+    assert names == list(POD_CATEGORIES) == ours.attrs["categories"]
+    assert ours.attrs["device_type"] == device
+    assert len(ours) == len(theirs)
+    for x, (_, r) in zip(theirs, ours.iterrows()):
+        assert (x[0], x[1], x[2]) == (r.step_num, r.core_id, r.host)
+        assert r.total_duration_us == pytest.approx(x[3], abs=1e-3)
+        assert (r.chip_id, r.node_id) == (0, 0)
+        if (x[0], x[1]) in skip:
+            continue
+        np.testing.assert_allclose(r[list(POD_CATEGORIES)].to_numpy(float), x[5], atol=1e-3, err_msg=str(x[:2]))
+        assert r.bottleneck == x[4]
+    assert ours.attrs["channels"].empty and ours.attrs["all_reduce_ops"].empty
+    assert bool(ours.attrs["reason"]) == ours.empty
+    return len(ours)
+
+
+RUNS = [
+    (name, p.parent.name)
+    for name in CORPUS_LOGDIRS
+    for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
+    if name in AVAILABLE
+]
+
+
+@pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
+def test_pod_viewer_equals_xprof_on_the_corpus(name, session):
+    run = corpus_run(name, session)
+    paths = sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+    n = _compare(run, paths)
+    if name in ("jax_mlp_cpu", "tf_gpu_multiworker", "nvidia_jax_mlp_h200"):
+        assert n > 0  # steps on CPU, two GPU hosts (core ids 1 and 1001), an H200
+
+
+@pytest.mark.parametrize("variant", ["pod", "infeed"])
+def test_pod_viewer_equals_xprof_on_tpu_training(made, variant):
+    """TPU: every TensorCore's step, its infeed + host recv as input, outfeed + host send as
+    output, all-reduce as collectives, send / recv and megacore fusion as device to device,
+    idle as all others; the two-host pod numbers its cores host x 1000 + plane id."""
+    root, run, _, _ = made[variant]
+    paths = sorted(root.glob("plugins/profile/run/*.xplane.pb"))
+    n = _compare(run, paths)
+    pod = run.pod_viewer()
+    assert n == 100 * 4 * len(paths)
+    if variant == "pod":
+        assert sorted(pod["core_id"].unique()) == [2, 10, 18, 26, 1002, 1010, 1018, 1026]
+        assert set(pod["host"]) == set(make_tpu_profiles.POD_HOSTS)
+        assert (pod["Device collective communication"] > 0).all() and (pod["Device to device"] > 0).all()
+    slow = slowest_cores(pod)
+    assert len(slow) == 100 and (slow["total_duration_us"].to_numpy() >= 0).all()
+
+
+def test_pod_viewer_where_xprof_wraps_around(made):
+    """Where a core's ops take longer than its step, XProf's unsigned idle time wraps and it
+    shows device compute larger than the step itself; we show compute = the step less the
+    other categories (idle 0). Every other row is XProf's."""
+    root, run, _, _ = made["overrun"]
+    cores = run.stats().pod_steps[0].tpu
+    past = cores[cores["op_time_ps"] > cores["duration_ps"]]
+    skip = {(int(r.step_num), int(r.core_id)) for r in past.itertuples()}
+    assert len(skip) >= 10
+    _compare(run, sorted(root.glob("plugins/profile/run/*.xplane.pb")), skip=skip)
+    theirs = {x[:2]: x for x in _xprof_rows(sorted(root.glob("plugins/profile/run/*.xplane.pb")))[0]}
+    pod = run.pod_viewer().set_index(["step_num", "core_id"])
+    for r in past.itertuples():
+        x = theirs[(r.step_num, r.core_id)]
+        assert x[5][0] == pytest.approx(r.op_time_ps / 1e6, abs=1e-3)  # XProf: compute = all op time,
+        assert x[5][0] > x[3]  # more than the step
+        ours = pod.loc[(r.step_num, r.core_id)]
+        assert ours["Device compute"] == pytest.approx(ours.total_duration_us) and ours["All others"] == 0
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """{variant: (logdir, Run, None, None)} of the made TPU runs this file reads."""
+    root = tmp_path_factory.mktemp("tpu_pod")
+    out = {}
+    for v in ("pod", "infeed", "overrun"):
+        make_tpu_profiles.write(v, root / v)
+        out[v] = (root / v, load_run(root / v), None, None)
+    return out

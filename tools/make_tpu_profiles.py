@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Make TPU training profiles from the one real TPU profile we have (a JAX inference run
+on a TPU v6e-4, `tests/data/profiles/tpu_v6e_inference`), the way libtpu writes them.
+
+No real TPU training profile is public in a size we can ship, so these files are the real
+v6e run with what a training run adds, written as the runtime writes it (learned from
+XProf's `xplane_to_step_events.cc`, XLA's `group_events.cc` and XProf's own C++ tests that
+build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepDbTest`):
+
+* a `Steps` line on every TensorCore plane (`/device:TPU:N`): one event per training step,
+  named by its step number, with its device-clock span in `device_offset_ps` /
+  `device_duration_ps` as the ops beside it have. Step k covers the k-th execution of the
+  program `jit_f` and the time the core waits before and after it;
+* `infeed` and `outfeed` ops on the `XLA Ops` line (event metadata with `hlo_category`
+  "infeed" / "outfeed", as XLA's TPU backend names them), in the waits of each step;
+* steps whose last op runs past the step's end (a Steps event cut short), where XProf's
+  unsigned arithmetic goes wrong.
+
+Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
+protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
+them (tests/test_tpu_steps.py).
+
+    python tools/make_tpu_profiles.py OUT_DIR [--variant training|infeed|overrun|all]
+
+writes OUT_DIR/<variant>/plugins/profile/run/tpu_host.xplane.pb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: The training loop's program in the real run (100 executions per core).
+STEP_PROGRAM = "jit_f("
+VARIANTS = ("training", "infeed", "overrun", "pod")
+#: The pod variant's other waits and collectives, in each step's wait before its program:
+#: (category, HLO, ms on core 0; each later core takes a tenth more).
+POD_OPS = (
+    ("all-reduce", "%all-reduce.7 = f32[1024]{0} all-reduce(f32[1024]{0} %grad), to_apply=%add", 1.1),
+    ("send", "%send.1 = (f32[256]{0}, u32[], token[]) send(f32[256]{0} %x, token[] %t), channel_id=3", 0.37),
+    ("recv-done", "%recv-done.1 = (f32[256]{0}, token[]) recv-done((f32[256]{0}, u32[], token[]) %r)", 0.23),
+    (
+        "host send",
+        "%send.2 = (f32[64]{0}, u32[], token[]) send(f32[64]{0} %y, token[] %t), is_host_transfer=true",
+        0.41,
+    ),
+    ("host recv", "%recv.2 = (f32[64]{0}, u32[], token[]) recv(token[] %t), is_host_transfer=true", 0.29),
+    ("megacore fusion", "%fusion.99 = f32[8]{0} fusion(f32[8]{0} %z), kind=kLoop, calls=%megacore", 0.53),
+)
+
+#: Waits added before and after each step's program in the infeed variant (ps).
+INFEED_GAP_PS = 40_000_000_000  # 40 ms
+OUTFEED_GAP_PS = 12_000_000_000  # 12 ms
+
+
+def _schema():
+    sys.path.insert(0, str(HERE.parent))
+    from xprof_widgets.io import schema
+
+    return schema
+
+
+def real_path() -> Path:
+    """The real TPU v6e profile the variants are made from (shipped in tests/data)."""
+    found = sorted((HERE.parent / "tests/data/profiles/tpu_v6e_inference").rglob("*.xplane.pb"))
+    if not found:
+        raise FileNotFoundError("tests/data/profiles/tpu_v6e_inference has no .xplane.pb")
+    return found[0]
+
+
+class _Plane:
+    """Helpers to add metadata and events to one TensorCore plane."""
+
+    def __init__(self, plane):
+        self.plane = plane
+        self.stat_ids = {m.name: i for i, m in plane.stat_metadata.items()}
+        self.lines = {line.name: line for line in plane.lines}
+
+    def _stat(self, event, name):
+        sid = self.stat_ids.get(name)
+        for s in event.stats:
+            if s.metadata_id == sid:
+                return s.uint64_value or s.int64_value
+        return None
+
+    def stat_id(self, name):
+        if name not in self.stat_ids:
+            sid = max(self.plane.stat_metadata, default=0) + 1
+            self.plane.stat_metadata[sid].id = sid
+            self.plane.stat_metadata[sid].name = name
+            self.stat_ids[name] = sid
+        return self.stat_ids[name]
+
+    def metadata(self, name, category=None, program_id=None, shape=""):
+        """New event metadata `name`; an op (`category` given) carries what libtpu puts on
+        every op of a program: its category, program and symbol ids, FLOPs and bytes."""
+        mid = max(self.plane.event_metadata, default=0) + 1
+        md = self.plane.event_metadata[mid]
+        md.id = mid
+        md.name = name
+        if category is None:
+            return mid
+        self._symbols = getattr(self, "_symbols", 1_000_000) + 1
+        for key, kind, value in (
+            ("hlo_category", "str_value", category),
+            ("program_id", "uint64_value", program_id),
+            ("symbol_id", "uint64_value", self._symbols),
+            ("flops", "int64_value", 0),
+            ("model_flops", "int64_value", 0),
+            ("bytes_accessed", "int64_value", 4 * 128 * 1024),
+            ("raw_bytes_accessed", "int64_value", 4 * 128 * 1024),
+            ("shape_with_layout", "str_value", shape),
+        ):
+            s = md.stats.add()
+            s.metadata_id = self.stat_id(key)
+            setattr(s, kind, value)
+        return mid
+
+    def program_id(self, prefix):
+        """The program id of the module named `prefix...` on this core (XLA Modules events
+        are named `name(program_id)`)."""
+        for md in self.plane.event_metadata.values():
+            if md.name.startswith(prefix) and md.name.endswith(")"):
+                return int(md.name[md.name.rindex("(") + 1 : -1])
+        raise ValueError(f"no module named {prefix}...")
+
+    def add_event(self, line, metadata_id, span):
+        """An event over `span` = (host start, host end, device start, device end), ps: its
+        offset on the host clock, its `device_offset_ps` / `device_duration_ps` stats on the
+        device's, as libtpu writes every device event."""
+        host_start, host_end, device_start, device_end = span
+        e = line.events.add()
+        e.metadata_id = metadata_id
+        e.offset_ps = host_start - line.timestamp_ns * 1000
+        e.duration_ps = host_end - host_start
+        for name, value in (("device_offset_ps", device_start), ("device_duration_ps", device_end - device_start)):
+            s = e.stats.add()
+            s.metadata_id = self.stat_id(name)
+            s.uint64_value = value
+        return e
+
+    def shift(self, starts, ends, gap_in, gap_out):
+        """Move every device event by `gap_in` per step program started at or before it
+        and `gap_out` per one ended at or before it: a wait before and after each."""
+
+        def moved(t):
+            return t + gap_in * bisect.bisect_right(starts, t) + gap_out * bisect.bisect_right(ends, t)
+
+        for line in self.plane.lines:
+            base = line.timestamp_ns * 1000
+            for e in line.events:
+                t = base + e.offset_ps
+                d = moved(t) - t
+                if not d:
+                    continue
+                e.offset_ps += d
+                sid = self.stat_ids.get("device_offset_ps")
+                for s in e.stats:
+                    if s.metadata_id == sid:
+                        s.uint64_value += d
+
+    def program_spans(self):
+        """(host start, host end, device start, device end) ps of each execution of the step
+        program, in order: the module event's host span, and the device span of its ops
+        (host and device clocks drift apart over a run; each op has its own offset)."""
+        mods = self.lines["XLA Modules"]
+        base = mods.timestamp_ns * 1000
+        hosts = sorted(
+            (base + e.offset_ps, base + e.offset_ps + e.duration_ps)
+            for e in mods.events
+            if self.plane.event_metadata[e.metadata_id].name.startswith(STEP_PROGRAM)
+        )
+        ops = self.lines["XLA Ops"]
+        base = ops.timestamp_ns * 1000
+        dev = sorted(
+            (base + e.offset_ps, self._stat(e, "device_offset_ps"), self._stat(e, "device_duration_ps"))
+            for e in ops.events
+        )
+        starts = [h for h, _, _ in dev]
+        spans = []
+        for h0, h1 in hosts:
+            inside = dev[bisect.bisect_left(starts, h0) : bisect.bisect_right(starts, h1)]
+            spans.append((h0, h1, min(d for _, d, _ in inside), max(d + n for _, d, n in inside)))
+        return spans
+
+    def add_steps(self, spans, first_step=0):
+        """The `Steps` line: step `first_step + k` over spans[k] (both clocks, see `add_event`)."""
+        line = self.plane.lines.add()
+        line.id = max(x.id for x in self.plane.lines) + 1
+        line.name = "Steps"
+        line.timestamp_ns = self.lines["XLA Ops"].timestamp_ns
+        for k, span in enumerate(spans):
+            self.add_event(line, self.metadata(str(first_step + k)), span)
+        self.lines["Steps"] = line
+        return line
+
+
+def tensor_core_planes(space):
+    return [p for p in space.planes if p.name.startswith("/device:TPU:") and p.name[len("/device:TPU:") :].isdigit()]
+
+
+def make(variant: str, src: Path | None = None):
+    """The XSpace of one variant (see the module doc), from the real file `src`."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}")
+    schema = _schema()
+    space = schema.XSpace()
+    space.ParseFromString(Path(src or real_path()).read_bytes())
+    for core, plane in enumerate(tensor_core_planes(space)):
+        tc = _Plane(plane)
+        spans = tc.program_spans()
+        if variant in ("infeed", "pod"):
+            tc.shift([h0 for h0, *_ in spans], [h1 for _, h1, *_ in spans], INFEED_GAP_PS, OUTFEED_GAP_PS)
+            spans = tc.program_spans()
+            ops = tc.lines["XLA Ops"]
+            pid = tc.program_id(STEP_PROGRAM)
+            infeed = tc.metadata(
+                "%infeed.1 = (f32[128,1024]{1,0}, token[]) infeed(token[] %after-all)",
+                "infeed",
+                pid,
+                "(f32[128,1024]{1,0}, token[])",
+            )
+            outfeed = tc.metadata(
+                "%outfeed.1 = token[] outfeed(f32[128]{0} %loss, token[] %after-all.1)", "outfeed", pid, "token[]"
+            )
+            pod_ops = [tc.metadata(hlo, cat, pid, "f32[]") for cat, hlo, _ in POD_OPS]
+            steps = []
+            for k, (h0, h1, d0, d1) in enumerate(spans):
+                # Input arrives at a pace that differs by core and step: the slowest core
+                # sets the step's infeed time, the others idle for the rest of the wait.
+                wait = INFEED_GAP_PS * (50 + 8 * core + 3 * (k % 5)) // 100
+                tc.add_event(ops, infeed, (h0 - wait, h0, d0 - wait, d0))
+                out = OUTFEED_GAP_PS * (40 + 10 * ((k + core) % 3)) // 100
+                tc.add_event(ops, outfeed, (h1, h1 + out, d1, d1 + out))
+                if variant == "pod":
+                    at_h, at_d = h0 - INFEED_GAP_PS + 500_000_000, d0 - INFEED_GAP_PS + 500_000_000
+                    for md, (_, _, ms) in zip(pod_ops, POD_OPS):
+                        n = int(ms * 1e9 * (1 + core / 10))
+                        tc.add_event(ops, md, (at_h, at_h + n, at_d, at_d + n))
+                        at_h, at_d = at_h + n + 10_000_000, at_d + n + 10_000_000
+                steps.append((h0 - INFEED_GAP_PS, h1 + OUTFEED_GAP_PS, d0 - INFEED_GAP_PS, d1 + OUTFEED_GAP_PS))
+            # libtpu writes a core's ops by host time, as the real file has them.
+            ops.events.sort(key=lambda e: e.offset_ps)
+        elif variant == "training":
+            # Step k: from the start of the k-th program to halfway to the next one.
+            steps = [
+                (h0, (h1 + nxt[0]) // 2, d0, (d1 + nxt[2]) // 2)
+                for (h0, h1, d0, d1), nxt in zip(spans, [*spans[1:], None])
+                if nxt is not None
+            ] + [spans[-1]]
+        else:
+            # Steps back to back: each step ends where the next program starts, so the next
+            # step's first op touches it (XProf credits it to the earlier step) ...
+            steps = [
+                (h0, nxt[0], d0, nxt[2]) if nxt is not None else (h0, h1, d0, d1)
+                for (h0, h1, d0, d1), nxt in zip(spans, [*spans[1:], None])
+            ]
+            # ... and every tenth step's marker ends 1 ms before its last op (on every core:
+            # the step takes the longest marker of any core).
+            cut = 1_000_000_000
+            steps = [(a, b - cut, c, d - cut) if k % 10 == 3 else (a, b, c, d) for k, (a, b, c, d) in enumerate(steps)]
+        tc.add_steps(steps)
+    return space
+
+
+#: The pod variant's hosts: the same TPU host's file under each name, as a two-host job.
+POD_HOSTS = ("tpu-worker-0", "tpu-worker-1")
+
+
+def write(variant: str, out_dir: Path, src: Path | None = None, host: str = "tpu_host") -> Path:
+    """Write one variant as a logdir: OUT_DIR/plugins/profile/run/HOST.xplane.pb (the pod
+    variant: one file per host of `POD_HOSTS`, each naming its host; the first returned)."""
+    space = make(variant, src)
+    run = Path(out_dir) / "plugins" / "profile" / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    hosts = POD_HOSTS if variant == "pod" else (host,)
+    for name in hosts:
+        if variant == "pod":
+            del space.hostnames[:]
+            space.hostnames.append(name)
+        (run / f"{name}.xplane.pb").write_bytes(space.SerializeToString())
+    return run / f"{hosts[0]}.xplane.pb"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--variant", default="all", choices=(*VARIANTS, "all"))
+    ap.add_argument("--src", default=None, help="the real TPU profile (default: the one in tests/data)")
+    args = ap.parse_args(argv)
+    for v in VARIANTS if args.variant == "all" else (args.variant,):
+        print(write(v, Path(args.out_dir) / v, args.src))
+
+
+if __name__ == "__main__":
+    main()

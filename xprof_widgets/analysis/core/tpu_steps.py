@@ -1,0 +1,323 @@
+"""TPU training steps as XProf finds them, and each step's TensorCore time breakdown.
+
+Follows XProf 2.24.2: XLA's `group_events.cc` (`GroupTpuEventsOSS`), XProf's
+`xplane_to_step_events.cc` (`ConvertDeviceTraceXPlaneToStepEvents`),
+`step_events_to_steps_db.cc` and `op_stats_to_input_pipeline_analysis.cc`
+(`ComputeTpuPerStepDataAcrossCores`):
+
+1. **Grouping** (per TensorCore plane `/device:TPU:N`): the grouping line is `Steps` when it
+   has events, else `XLA Modules` (an inference run: XProf then finds no steps, see 3). When
+   no host step reaches a TensorCore's steps (no host event links to them), XProf numbers
+   each core's step events in lock step: the k-th event of every core is group
+   `H + k`, H the number of host groups. Every event of the other lines takes the group of
+   the first step event that overlaps it, end points included (XLA's `GroupLine`: an op
+   that starts exactly where a step ends belongs to that step).
+2. **Per core and step** (`tpu_step_cores`): the step's markers are the `Steps` events of
+   the group (device clock: `device_offset_ps` / `device_duration_ps`); its ops, the
+   grouped `XLA Ops` events with an op key (`program_id` and a non-zero `symbol_id`), each
+   with its self time (device duration less its directly nested grouped ops') credited to
+   its `hlo_category`. A step is kept when every core that has grouped ops has both
+   markers and ops for it (XProf intersects cores); its time is the longest marker of any
+   core (`StepDetails::StepTime`), the same for every core of the host.
+3. **Per step** (`tpu_step_table`, XProf's `PerTpuStepDetails`): per core, idle = step time
+   less all op time; compute = step time less the time waiting for the host (infeed,
+   outfeed, host send / recv, idle); then across cores: `tc_compute_ms` the least compute,
+   `tc_infeed_ms` the most infeed, `tc_outfeed_ms` the mean outfeed, `host_transfer_ms` the
+   most host send + recv, `tc_idle_ms` the least step time less the rest (not below 0),
+   `infeed_percent_*` the mean, least and most infeed share of the step,
+   `tc_active_ms` the mean of each core's op time off the host's wait, at most the step.
+
+**Where XProf's arithmetic is wrong, we show the right value.** XProf keeps idle time in
+unsigned 64-bit integers: when the ops credited to a step take longer than the step (ops
+that overlap on the `XLA Ops` line, an op that starts where the step ends, a short step
+marker), a core's idle time wraps around and XProf shows that step's TensorCore compute as
+0 and its idle time as the whole step. Here a core's idle time is at least 0, so compute is
+the step time less the wait for the host (`ops_past_step_end` marks those steps; tests
+check XProf's values on every other step and ours on these).
+
+Not reimplemented: SparseCore planes and the SparseCore-v0 categories (no such profile
+here), host-driven TPU grouping (host steps linked to the device's: `StepTraceAnnotation`
+around a TPU program), XProf's `MayFixTpuStepAnalysis` (splitting idle time into input time
+by the host's input events), and TPU collectives' compute / sync split.
+Times are picoseconds unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .cache import derived
+from .device_time import device_timespans
+from .grouping import is_grouped, step_events
+from .intervals import children_time
+from .planes import tensor_core_planes
+
+STEPS_LINE = "Steps"
+MODULES_LINE = "XLA Modules"
+OPS_LINE = "XLA Ops"
+
+#: XLA's HLO categories (`xla_op_utils.h`) the TPU breakdown reads: column -> categories.
+CATEGORY_COLUMNS = {
+    "infeed_ps": ("infeed",),
+    "outfeed_ps": ("outfeed",),
+    "host_send_ps": ("host send", "host send-done"),
+    "host_recv_ps": ("host recv", "host recv-done"),
+    "megacore_fusion_ps": ("megacore fusion",),
+    "all_reduce_ps": ("all-reduce", "all-reduce fusion", "all-to-all"),
+    "send_ps": ("send", "send-done"),
+    "recv_ps": ("recv", "recv-done"),
+}
+#: Categories XProf counts as the TensorCore waiting (off duty), not working.
+OFF_DUTY = ("infeed", "outfeed", "host send", "host send-done", "host recv", "host recv-done", "megacore fusion")
+
+#: XProf's step-time graph for TPU (its `step_time_graph_column_ids`): column -> label.
+TPU_BREAKDOWN_LABELS = {
+    "tc_compute_ms": "TensorCore compute",
+    "scv0_compute_ms": "SparseCoreV0 compute",
+    "scv0_infeed_ms": "SparseCoreV0 input",
+    "tc_infeed_ms": "TensorCore input",
+    "tc_outfeed_ms": "TensorCore output",
+    "tc_idle_ms": "TensorCore idle",
+    "host_transfer_ms": "Host transfer",
+}
+
+CORE_COLUMNS = ["step_num", "core_id", "plane", "begin_ps", "duration_ps", "op_time_ps", *CATEGORY_COLUMNS]
+
+TPU_STEP_COLUMNS = [
+    "step_number",
+    "step_num",
+    "step_name",
+    "group_id",
+    "begin_ps",
+    "step_time_ms",
+    "tc_compute_ms",
+    "scv0_compute_ms",
+    "scv0_infeed_ms",
+    "tc_infeed_ms",
+    "tc_outfeed_ms",
+    "tc_idle_ms",
+    "host_transfer_ms",
+    "infeed_percent_average",
+    "infeed_percent_min",
+    "infeed_percent_max",
+    "tc_active_ms",
+    "active_step_time_ms",
+    "ops_past_step_end",
+]
+
+NO_TPU_STEPS_REASON = (
+    "no TPU steps: no TensorCore plane has a `Steps` line with events (the TPU runtime writes one per "
+    "training step of a program run in a training loop; an inference or serving run has none)"
+)
+
+_PS_PER_MS = 1e9
+
+
+def _grouping_line(plane):
+    """XLA's grouping line of a TPU plane: `Steps` with events, else `XLA Modules` with events."""
+    by_name = {line.name: line for line in reversed(plane.lines)}  # the first of a name wins
+    for name in (STEPS_LINE, MODULES_LINE):
+        line = by_name.get(name)
+        if line is not None and len(line):
+            return line
+    return None
+
+
+def overlapping_step(step_begin, step_end, begin, end):
+    """Index of the step event each event belongs to, -1 for none: the first step, in time
+    order, whose span overlaps the event's, end points included (XLA's `GroupQueue`, over
+    events in time order and steps that do not overlap each other)."""
+    j = np.searchsorted(step_end, begin, side="left")
+    ok = j < len(step_begin)
+    ok[ok] = step_begin[j[ok]] <= end[ok]
+    return np.where(ok, j, -1)
+
+
+def _line_groups(space, plane, line, first_group):
+    """Group id of each event of `line` (-1: none) and the grouping line's step groups."""
+    if is_grouped(space):  # XProf reads the file's own group ids then
+        ev, v = line.stat_table(names=["group_id"]).ints("group_id")
+        out = np.full(len(line), -1, np.int64)
+        out[ev] = v
+        return out
+    steps = _grouping_line(plane)
+    if steps is None:
+        return np.full(len(line), -1, np.int64)
+    s_begin = steps.start_ps.astype(np.int64)
+    order = np.argsort(s_begin, kind="stable")
+    s_begin = s_begin[order]
+    s_end = s_begin + steps.event_duration_ps.astype(np.int64)[order]
+    if line is steps:
+        out = np.empty(len(line), np.int64)
+        out[order] = first_group + np.arange(len(line))
+        return out
+    begin = line.start_ps.astype(np.int64)
+    end = begin + line.event_duration_ps.astype(np.int64)
+    at = overlapping_step(s_begin, s_end, begin, end)
+    return np.where(at >= 0, first_group + at, -1)
+
+
+def _core_steps(space, plane, first_group):
+    """(markers, ops) of one TensorCore: markers a DataFrame (group, begin_ps, duration_ps) of
+    its grouped `Steps` events (device clock); ops a DataFrame (group, category, self_ps) of
+    its grouped `XLA Ops` events that have an op key."""
+    by_name = {line.name: line for line in reversed(plane.lines)}
+    empty_markers = pd.DataFrame({"group": [], "begin_ps": [], "duration_ps": []}, dtype=np.int64)
+    empty_ops = pd.DataFrame({"group": np.zeros(0, np.int64), "category": [], "self_ps": np.zeros(0, np.int64)})
+    steps = by_name.get(STEPS_LINE)
+    markers = empty_markers
+    if steps is not None and len(steps):
+        g = _line_groups(space, plane, steps, first_group)
+        begin, dur = device_timespans(steps)
+        keep = g >= 0
+        markers = pd.DataFrame({"group": g[keep], "begin_ps": begin[keep], "duration_ps": dur[keep]})
+    ops = by_name.get(OPS_LINE)
+    if ops is None or not len(ops):
+        return markers, empty_ops
+    g = _line_groups(space, plane, ops, first_group)
+    keep = np.flatnonzero(g >= 0)
+    if not len(keep):
+        return markers, empty_ops
+    begin, dur = device_timespans(ops)
+    begin, dur = begin[keep], dur[keep]
+    # Only grouped ops take part in the nesting (XProf pushes nothing else on its stack).
+    self_ps = dur - children_time(begin, begin + dur)
+    md = ops.metadata_id[keep]
+    ids = np.unique(md)
+    st = plane.metadata_stats(ids, ["hlo_category", "program_id", "symbol_id"])
+    key_ok = _has_op_key(st, len(ids))
+    # A category that is not text (a damaged file) is no category.
+    category = np.array([c if isinstance(c, str) else "" for c in st.get("hlo_category", [None] * len(ids))], object)
+    at = np.searchsorted(ids, md)
+    mine = key_ok[at]
+    return markers, pd.DataFrame({"group": g[keep][mine], "category": category[at][mine], "self_ps": self_ps[mine]})
+
+
+def _has_op_key(st, n):
+    """Whether each metadata has XProf's op key: a program id and a non-zero symbol id."""
+    out = np.ones(n, bool)
+    for name in ("program_id", "symbol_id"):
+        col = st.get(name)
+        if col is None:
+            return np.zeros(n, bool)
+        v = pd.to_numeric(pd.Series(col, dtype=object), errors="coerce")
+        out &= v.notna().to_numpy()
+        if name == "symbol_id":
+            out &= (v.fillna(0) != 0).to_numpy()
+    return out
+
+
+def tpu_step_cores(space) -> pd.DataFrame:
+    """One row per (step, TensorCore) of one host file (see the module doc): step_num (XProf's
+    step number: the group id), core_id (the plane's id, XProf's core key), plane (its name),
+    begin_ps and duration_ps (the step, from the longest marker of any core), op_time_ps (the
+    self time of the core's ops credited to the step) and its part in each of
+    `CATEGORY_COLUMNS`. Empty without TPU steps. Once per file."""
+    return derived(space, "tpu_step_cores", lambda: _tpu_step_cores(space))
+
+
+def _tpu_step_cores(space):
+    planes = tensor_core_planes(space)
+    if not planes or not any(_grouping_line(p) is not None and _grouping_line(p).name == STEPS_LINE for p in planes):
+        return pd.DataFrame(columns=CORE_COLUMNS)
+    first_group = 0 if is_grouped(space) else len(step_events(space))
+    kept: set | None = None
+    per_core = []
+    for plane in planes:
+        markers, ops = _core_steps(space, plane, first_group)
+        if ops.empty:  # XProf: a core without grouped ops has no step events to intersect
+            continue
+        groups = set(markers["group"].tolist()) & set(ops["group"].tolist())
+        kept = groups if kept is None else kept & groups
+        per_core.append((plane, markers, ops))
+    if not kept:
+        return pd.DataFrame(columns=CORE_COLUMNS)
+    groups = np.array(sorted(kept), dtype=np.int64)
+    # The step: the longest marker of any core (the first of equals, in core order).
+    all_markers = pd.concat([m for _, m, _ in per_core], ignore_index=True)
+    all_markers = all_markers[all_markers["group"].isin(groups)]
+    longest = all_markers.sort_values("duration_ps", ascending=False, kind="stable").drop_duplicates("group")
+    longest = longest.set_index("group").loc[groups]
+    rows = []
+    for plane, _, ops in per_core:
+        ops = ops[ops["group"].isin(groups)]
+        sums = ops.groupby("group")["self_ps"].sum().reindex(groups, fill_value=0)
+        by_cat = ops.groupby(["group", "category"])["self_ps"].sum()
+        frame = pd.DataFrame(
+            {
+                "step_num": groups,
+                "core_id": plane.id,
+                "plane": plane.name,
+                "begin_ps": longest["begin_ps"].to_numpy(np.int64),
+                "duration_ps": longest["duration_ps"].to_numpy(np.int64),
+                "op_time_ps": sums.to_numpy(np.int64),
+            }
+        )
+        cats = by_cat.unstack(fill_value=0).reindex(groups, fill_value=0) if len(by_cat) else None
+        for col, names in CATEGORY_COLUMNS.items():
+            have = [c for c in names if cats is not None and c in cats.columns]
+            frame[col] = cats[have].sum(axis=1).to_numpy(np.int64) if have else np.zeros(len(groups), np.int64)
+        rows.append(frame)
+    out = pd.concat(rows, ignore_index=True)
+    return out.sort_values(["step_num", "core_id"], kind="stable").reset_index(drop=True)[CORE_COLUMNS]
+
+
+def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
+    """XProf's TPU step table (`PerTpuStepDetails`, one row a step, times in ms) from
+    `tpu_step_cores`' rows (one host's, or several hosts' steps of one number): see the module
+    doc for each column; `ops_past_step_end` marks the steps where a core's ops took longer
+    than the step (XProf shows 0 compute there, we the right value)."""
+    if cores.empty:
+        return pd.DataFrame(columns=TPU_STEP_COLUMNS)
+    c = cores
+    step = c["duration_ps"].to_numpy(np.int64)
+    ops = c["op_time_ps"].to_numpy(np.int64)
+    idle = np.maximum(step - ops, 0)
+    host_sr = c["host_send_ps"].to_numpy(np.int64) + c["host_recv_ps"].to_numpy(np.int64)
+    infeed = c["infeed_ps"].to_numpy(np.int64)
+    outfeed = c["outfeed_ps"].to_numpy(np.int64)
+    wait = infeed + outfeed + host_sr + idle
+    off = sum(c[col].to_numpy(np.int64) for col in ("infeed_ps", "outfeed_ps", "host_send_ps", "host_recv_ps"))
+    off = off + c["megacore_fusion_ps"].to_numpy(np.int64)
+    per = pd.DataFrame(
+        {
+            "step_num": c["step_num"].to_numpy(np.int64),
+            "begin_ps": c["begin_ps"].to_numpy(np.int64),
+            "step_ps": step,
+            "compute_ps": step - wait,
+            "infeed_ps": infeed,
+            "outfeed_ps": outfeed,
+            "host_sr_ps": host_sr,
+            "infeed_pct": 100.0 * infeed / np.where(step > 0, step, 1),
+            "active_ps": np.minimum(ops - off, step),
+            "past_end": ops > step,
+        }
+    )
+    g = per.groupby("step_num", sort=True)
+    t = pd.DataFrame(
+        {
+            "begin_ps": g["begin_ps"].first(),
+            "step_time_ms": g["step_ps"].max() / _PS_PER_MS,
+            "min_step_ms": g["step_ps"].min() / _PS_PER_MS,
+            "tc_compute_ms": g["compute_ps"].min() / _PS_PER_MS,
+            "tc_infeed_ms": g["infeed_ps"].max() / _PS_PER_MS,
+            "tc_outfeed_ms": g["outfeed_ps"].mean() / _PS_PER_MS,
+            "host_transfer_ms": g["host_sr_ps"].max() / _PS_PER_MS,
+            "infeed_percent_average": g["infeed_pct"].mean(),
+            "infeed_percent_min": g["infeed_pct"].min(),
+            "infeed_percent_max": g["infeed_pct"].max(),
+            "tc_active_ms": g["active_ps"].mean() / _PS_PER_MS,
+            "ops_past_step_end": g["past_end"].any(),
+        }
+    )
+    t["scv0_compute_ms"] = 0.0
+    t["scv0_infeed_ms"] = 0.0
+    non_idle = t["tc_compute_ms"] + t["tc_infeed_ms"] + t["tc_outfeed_ms"]
+    t["tc_idle_ms"] = np.maximum(t["min_step_ms"] - non_idle, 0.0)
+    t["active_step_time_ms"] = t["tc_active_ms"]
+    t = t.reset_index()
+    t["step_number"] = t["step_num"]
+    t["group_id"] = t["step_num"]
+    t["step_name"] = t["step_num"].astype(str)
+    return t[TPU_STEP_COLUMNS]
