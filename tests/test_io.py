@@ -142,6 +142,7 @@ def test_sample_run_is_real_and_gzipped():
         "memory_viewer",
         "graph_viewer",
         "framework_op_stats",
+        "pod_viewer",  # 20 steps (XProf's pod viewer keeps the first and last)
     ]
     gpu = xw.sample_run("gpu")
     assert str(gpu.files["tw003"]).endswith(".xplane.pb.gz") and len(gpu.hlo_protos) == 16

@@ -112,3 +112,14 @@ def made(tmp_path_factory):
         make_tpu_profiles.write(v, root / v)
         out[v] = (root / v, load_run(root / v), None, None)
     return out
+
+
+@pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
+def test_pod_viewer_is_a_tool_exactly_when_it_has_rows(name, session):
+    """`run.tools` offers the pod viewer exactly where it has rows (its cheap rule reads
+    names only); otherwise the tool status says why, in words."""
+    run = corpus_run(name, session)
+    status = run.tool_status().set_index("tool").loc["pod_viewer"]
+    assert bool(status.available) == (not run.pod_viewer().empty) == ("pod_viewer" in run.tools)
+    if not status.available:
+        assert "StepTraceAnnotation" in status.reason and "Steps" in status.reason

@@ -310,8 +310,11 @@ def test_input_pipeline_widget_state():
 
 
 def test_input_pipeline_widget_without_steps_says_how():
+    # TPU steps are the TensorCores' `Steps` lines: an inference run has none, and is told so.
     w = xw.InputPipelineWidget(PROFILES / "tpu_v6e_inference")
-    assert "StepTraceAnnotation" in w.html and w.figures == {}
+    assert "`Steps` line" in w.html and "inference" in w.html and w.figures == {}
+    w = xw.InputPipelineWidget(PROFILES / "nvidia_jax_no_steps_h200")
+    assert "StepTraceAnnotation" in w.html
 
 
 # --- OverviewWidget --------------------------------------------------------------
@@ -331,7 +334,7 @@ def test_overview_widget_state():
 
 def test_overview_widget_without_steps_still_shows_what_it_can():
     w = xw.OverviewWidget(PROFILES / "tpu_v6e_inference")
-    assert "StepTraceAnnotation" in w.html  # says how to add step markers
+    assert "`Steps` line" in w.html  # says why there are no TPU steps
     assert w.figures == {} and 'data-testid="top-ops"' in w.html  # and still shows the top ops
     # and, for this inference run, each XLA module's execution latency, before the top ops
     lat = corpus_run("tpu_v6e_inference").overview().module_latency
@@ -361,6 +364,7 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
         "trace_viewer",
         "memory_profile",
         "framework_op_stats",
+        "pod_viewer",
     ]  # only tools with data are offered
     w.tool = "trace_viewer"
     assert type(w.current).__name__ == "TraceViewerWidget"

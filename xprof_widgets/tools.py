@@ -42,6 +42,7 @@ TOOLS = [
         ("kernel_stats", "Kernel stats", "KernelStatsWidget", "kernel_stats", False),
         ("framework_op_stats", "Framework op stats", "FrameworkOpStatsWidget", "framework_op_stats", False),
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
+        ("pod_viewer", "Pod viewer", "PodViewerWidget", "pod_viewer", False),
     ]
 ]
 BY_NAME = {t.name: t for t in TOOLS}

@@ -95,7 +95,7 @@ class ProfileWidget(HostWidget):
     `to_html(path)` exports the run's tools as one self-contained page with a tool menu.
     """
 
-    OWN_REQUESTS = frozenset({"choose", "refresh", "show-graph"})
+    OWN_REQUESTS = frozenset({"choose", "refresh", "show-graph", "show-trace"})
 
     runs = traitlets.List(traitlets.Unicode(), help="The logdir's run names, newest first.")
     run_name = traitlets.Unicode(None, allow_none=True, help="The selected run.")
@@ -258,6 +258,8 @@ class ProfileWidget(HostWidget):
             self.refresh()
         elif kind == "show-graph":
             self.show_in_graph(str(params["op"]), params.get("module"))
+        elif kind == "show-trace":
+            self.show_in_trace(str(params["host"]), int(params["begin_ps"]), int(params["end_ps"]))
         elif kind == "choose":
             what, value = params.get("what"), params.get("value")
             name = {"run": "run_name", "host": "host", "tool": "tool"}.get(what)
@@ -278,6 +280,16 @@ class ProfileWidget(HostWidget):
                 if module:
                     viewer.module = module
                 viewer.op = op
+
+    def show_in_trace(self, host, begin_ps, end_ps):
+        """Open the trace viewer of `host` on [begin_ps, end_ps] (absolute ps): what the pod
+        viewer's "Open in the trace viewer" button does for a core's step."""
+        if host in self.hosts:
+            self.host = host
+        self.tool = "trace_viewer"
+        viewer = self.current
+        if viewer is not None and hasattr(viewer, "show_range"):
+            viewer.show_range(begin_ps, end_ps)
 
     # --- runs ---------------------------------------------------------------------------
 

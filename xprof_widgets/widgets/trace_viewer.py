@@ -521,11 +521,16 @@ class TraceViewerWidget(BokehWidget):
         return self._matches
 
     def link(self, other):
-        """Follow another widget: a step (OverviewWidget, InputPipelineWidget) shows its time range,
+        """Follow another widget: a step (OverviewWidget, InputPipelineWidget) or a core's step
+        (PodViewerWidget) shows its time range,
         an op (OpProfileWidget) is searched and outlined, a memory moment (MemoryProfileWidget) is centred."""
         if other.has_trait("selected_step"):
             other.observe(
                 lambda c: c["new"] and self.show_range(c["new"]["begin_ps"], c["new"]["end_ps"]), "selected_step"
+            )
+        if other.has_trait("selected_core"):  # PodViewerWidget: a core's step
+            other.observe(
+                lambda c: c["new"] and self.show_range(c["new"]["begin_ps"], c["new"]["end_ps"]), "selected_core"
             )
         if other.has_trait("selected_op"):
             other.observe(lambda c: c["new"] and self.find(c["new"]["name"].split(" ")[0]), "selected_op")

@@ -116,6 +116,38 @@ def has_accelerator(run):
     return ok, "" if ok else NO_ACCELERATOR
 
 
+NO_POD_STEPS = (
+    "no steps: XProf's pod viewer shows each step on each core. On TPU the TensorCores' `Steps` lines "
+    "give them (a training loop's; inference runs have none); elsewhere step markers do: wrap each step "
+    "in jax.profiler.StepTraceAnnotation('train', step_num=i) (JAX) or "
+    "tf.profiler.experimental.Trace('train', step_num=i, _r=1) (TensorFlow)"
+)
+#: Names and stats that mark steps off TPU (a cheap sign, read from metadata: XProf's step
+#: markers `train...` / `test...` / `TraceContext`, roots `_r`, TF executor loops `iter_num`,
+#: a GPU plane's derived `Steps` line): with none of them no step is found.
+_STEP_STATS = ("_r", "iter_num", "step_num", "group_id")
+_STEP_NAMES = ("train", "test", "TraceContext", "SessionRun", "FunctionRun", "RunGraph", "ExecutorState::Process")
+
+
+def has_steps(run):
+    """Cheap: a TensorCore plane with a `Steps` line with events; off TPU, a step marker's
+    name or a root / loop stat in some plane's metadata (the pod viewer then has rows, or
+    says why not)."""
+    for space in run.xspaces():
+        for plane in space.planes:
+            if plane.name.startswith(TPU_PLANE_PREFIX):
+                if any(line.name == "Steps" and len(line) for line in plane.lines):
+                    return True, ""
+                continue
+            if not plane.lines:
+                continue
+            if any(plane.has_stat(name) for name in _STEP_STATS):
+                return True, ""
+            if any(m.name.startswith(_STEP_NAMES) for m in plane.message.event_metadata.values()):
+                return True, ""
+    return False, NO_POD_STEPS
+
+
 #: XProf's tool names, in the order of its tool list, with the rule that says whether a run
 #: has data for each.
 STATUS = {
@@ -130,6 +162,7 @@ STATUS = {
     "kernel_stats": has_gpu_kernels,
     "framework_op_stats": has_framework_ops,
     "roofline_model": has_accelerator,
+    "pod_viewer": has_steps,
 }
 
 

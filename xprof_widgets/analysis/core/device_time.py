@@ -10,7 +10,7 @@ import pandas as pd
 from .planes import tensor_core_planes
 
 #: HLO categories XProf leaves out of a TensorCore's busy time.
-_OFF_DUTY = {"infeed", "outfeed", "host send", "host send done", "host recv", "host recv done", "megacore fusion"}
+_OFF_DUTY = {"infeed", "outfeed", "host send", "host send-done", "host recv", "host recv-done", "megacore fusion"}
 
 
 def device_timespans(line):

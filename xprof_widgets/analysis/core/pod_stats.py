@@ -44,7 +44,18 @@ POD_CATEGORIES = {
     "Compilation": "compilation_ms",
     "All others": "all_others_ms",
 }
-POD_COLUMNS = ["step_num", "core_id", "host", "chip_id", "node_id", "total_duration_us", "bottleneck", *POD_CATEGORIES]
+POD_COLUMNS = [
+    "step_num",
+    "core_id",
+    "host",
+    "chip_id",
+    "node_id",
+    "total_duration_us",
+    "bottleneck",
+    *POD_CATEGORIES,
+    "begin_ps",
+    "end_ps",
+]
 #: XProf's global core id: host index x this + the host's own core id.
 MAX_CORES_PER_HOST = 1000
 #: XProf's core id of a host's one stream of events off TPU (`kDefaultGpuLocalCoreId`).
@@ -131,8 +142,9 @@ def combine_pod_steps(hosts: Sequence[HostPodSteps]) -> tuple[pd.DataFrame | Non
 def pod_breakdown(tpu: pd.DataFrame | None, generic: pd.DataFrame | None) -> pd.DataFrame:
     """XProf's pod viewer rows (`POD_COLUMNS`), one per (step, core), from
     `combine_pod_steps`' rows: the step's time on the core (µs), its split into XProf's
-    categories (µs) and the largest of them. chip_id and node_id are 0, as XProf 2.24.2
-    writes them."""
+    categories (µs) and the largest of them; beyond XProf, begin_ps / end_ps, the step on that
+    core as the trace viewer shows it (host clock). chip_id and node_id are 0, as XProf
+    2.24.2 writes them."""
     frames = []
     if tpu is not None and len(tpu):
         c = {k: tpu[k].to_numpy(np.int64) for k in CORE_COLUMNS if k not in ("plane",)}
@@ -147,6 +159,7 @@ def pod_breakdown(tpu: pd.DataFrame | None, generic: pd.DataFrame | None) -> pd.
         }
         parts["Device compute"] = np.maximum(step - sum(parts.values()), 0)
         frame = pd.DataFrame({"step_num": c["step_num"], "core_id": c["core_id"], "host": tpu["host"].to_numpy()})
+        frame["begin_ps"], frame["end_ps"] = c["trace_begin_ps"], c["trace_end_ps"]
         frame["total_duration_us"] = step / 1e6
         for name in POD_CATEGORIES:
             frame[name] = parts.get(name, np.zeros(len(step), np.int64)) / 1e6
@@ -154,6 +167,10 @@ def pod_breakdown(tpu: pd.DataFrame | None, generic: pd.DataFrame | None) -> pd.
     if generic is not None and len(generic):
         frame = generic[["step_num", "core_id", "host"]].copy()
         frame["total_duration_us"] = generic["step_time_ms"].to_numpy(np.float64) * 1e3
+        frame["begin_ps"] = generic["begin_ps"].to_numpy(np.int64)
+        frame["end_ps"] = frame["begin_ps"] + np.rint(generic["step_time_ms"].to_numpy(np.float64) * 1e9).astype(
+            np.int64
+        )
         for name, col in POD_CATEGORIES.items():
             frame[name] = generic[col].to_numpy(np.float64) * 1e3
         frames.append(frame)

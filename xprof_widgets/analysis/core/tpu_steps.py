@@ -82,7 +82,17 @@ TPU_BREAKDOWN_LABELS = {
     "host_transfer_ms": "Host transfer",
 }
 
-CORE_COLUMNS = ["step_num", "core_id", "plane", "begin_ps", "duration_ps", "op_time_ps", *CATEGORY_COLUMNS]
+CORE_COLUMNS = [
+    "step_num",
+    "core_id",
+    "plane",
+    "begin_ps",
+    "duration_ps",
+    "op_time_ps",
+    *CATEGORY_COLUMNS,
+    "trace_begin_ps",
+    "trace_end_ps",
+]
 
 TPU_STEP_COLUMNS = [
     "step_number",
@@ -163,7 +173,9 @@ def _core_steps(space, plane, first_group):
     its grouped `Steps` events (device clock); ops a DataFrame (group, category, self_ps) of
     its grouped `XLA Ops` events that have an op key."""
     by_name = {line.name: line for line in reversed(plane.lines)}
-    empty_markers = pd.DataFrame({"group": [], "begin_ps": [], "duration_ps": []}, dtype=np.int64)
+    empty_markers = pd.DataFrame(
+        {"group": [], "begin_ps": [], "duration_ps": [], "trace_begin_ps": [], "trace_end_ps": []}, dtype=np.int64
+    )
     empty_ops = pd.DataFrame({"group": np.zeros(0, np.int64), "category": [], "self_ps": np.zeros(0, np.int64)})
     steps = by_name.get(STEPS_LINE)
     markers = empty_markers
@@ -171,7 +183,16 @@ def _core_steps(space, plane, first_group):
         g = _line_groups(space, plane, steps, first_group)
         begin, dur = device_timespans(steps)
         keep = g >= 0
-        markers = pd.DataFrame({"group": g[keep], "begin_ps": begin[keep], "duration_ps": dur[keep]})
+        host_begin = steps.start_ps.astype(np.int64)[keep]
+        markers = pd.DataFrame(
+            {
+                "group": g[keep],
+                "begin_ps": begin[keep],
+                "duration_ps": dur[keep],
+                "trace_begin_ps": host_begin,  # the host clock the trace shows
+                "trace_end_ps": host_begin + steps.event_duration_ps.astype(np.int64)[keep],
+            }
+        )
     ops = by_name.get(OPS_LINE)
     if ops is None or not len(ops):
         return markers, empty_ops
@@ -213,7 +234,8 @@ def tpu_step_cores(space) -> pd.DataFrame:
     step number: the group id), core_id (the plane's id, XProf's core key), plane (its name),
     begin_ps and duration_ps (the step, from the longest marker of any core), op_time_ps (the
     self time of the core's ops credited to the step) and its part in each of
-    `CATEGORY_COLUMNS`. Empty without TPU steps. Once per file."""
+    `CATEGORY_COLUMNS`, trace_begin_ps / trace_end_ps (the core's own marker on the host's
+    clock, as the trace viewer shows it). Empty without TPU steps. Once per file."""
     return derived(space, "tpu_step_cores", lambda: _tpu_step_cores(space))
 
 
@@ -240,8 +262,9 @@ def _tpu_step_cores(space):
     longest = all_markers.sort_values("duration_ps", ascending=False, kind="stable").drop_duplicates("group")
     longest = longest.set_index("group").loc[groups]
     rows = []
-    for plane, _, ops in per_core:
+    for plane, markers, ops in per_core:
         ops = ops[ops["group"].isin(groups)]
+        span = markers.groupby("group").agg(b=("trace_begin_ps", "min"), e=("trace_end_ps", "max")).reindex(groups)
         sums = ops.groupby("group")["self_ps"].sum().reindex(groups, fill_value=0)
         by_cat = ops.groupby(["group", "category"])["self_ps"].sum()
         frame = pd.DataFrame(
@@ -254,6 +277,8 @@ def _tpu_step_cores(space):
                 "op_time_ps": sums.to_numpy(np.int64),
             }
         )
+        frame["trace_begin_ps"] = span["b"].fillna(-1).to_numpy(np.int64)
+        frame["trace_end_ps"] = span["e"].fillna(-1).to_numpy(np.int64)
         cats = by_cat.unstack(fill_value=0).reindex(groups, fill_value=0) if len(by_cat) else None
         for col, names in CATEGORY_COLUMNS.items():
             have = [c for c in names if cats is not None and c in cats.columns]
