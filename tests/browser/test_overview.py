@@ -23,7 +23,7 @@ def test_overview_without_steps_in_lab(page, jupyter_lab):
     logdir = PROFILES / "tpu_v6e_inference"
     widget = show_widget(page, jupyter_lab, "overview-tpu.ipynb", tool_cell("OverviewWidget", logdir))
     expected = xw.load_run(logdir).overview()
-    assert "StepTraceAnnotation" in widget.locator("[data-testid='no-steps']").inner_text()
+    assert "`Steps` line" in widget.locator("[data-testid='no-steps']").inner_text()
     table = widget.locator("[data-testid='module-latency']")
     first = table.locator("tbody tr").first.locator("td")
     assert first.nth(0).inner_text() == expected.module_latency.module.iloc[0]

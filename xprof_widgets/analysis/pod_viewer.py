@@ -46,11 +46,18 @@ def pod_viewer(source: RunStats | RunLike) -> pd.DataFrame:
 
 
 def slowest_cores(pod: pd.DataFrame) -> pd.DataFrame:
-    """The slowest core of each step (the first of equals): a row of `pod_viewer`'s per step."""
+    """The slowest core of each step: `pod_viewer`'s row, one a step, of the core that worked
+    longest in it (its step time less "All others", the time no op of it ran: on TPU every
+    core of a host shares the step's time, and the others wait for this one), the first of
+    equals. Adds `busy_us` (that time) and `least_busy_us` (the step's least busy core's)."""
     if pod.empty:
-        return pod
-    at = pod.groupby("step_num", sort=True)["total_duration_us"].idxmax()
-    return pod.loc[at.to_numpy()].reset_index(drop=True)
+        return pod.assign(busy_us=pd.Series(dtype=float), least_busy_us=pd.Series(dtype=float))
+    busy = pod["total_duration_us"] - pod["All others"]
+    g = busy.groupby(pod["step_num"], sort=True)
+    out = pod.loc[g.idxmax().to_numpy()].reset_index(drop=True)
+    out["busy_us"] = g.max().to_numpy()
+    out["least_busy_us"] = g.min().to_numpy()
+    return out
 
 
 __all__ = ["POD_COLUMNS", "pod_viewer", "slowest_cores"]

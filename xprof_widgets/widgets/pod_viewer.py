@@ -1,7 +1,7 @@
 """PodViewerWidget: every step on every core of every host, and which core held the step up.
 
 Shows what `Run.pod_viewer()` computes, as XProf's pod viewer does: the steps (each bar the
-step's slowest core), and for the chosen step every core's time stacked by XProf's
+step's time, its slowest and least busy cores' busy time), and for the chosen step every core's time stacked by XProf's
 categories (device compute, device to device, collectives, host compute, kernel launch,
 input, output, compilation, all others), the slowest core marked, its bottleneck named.
 A click on a step shows its cores; a click on a core selects it (`selected_core`: the step's
@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, FactorRange, Range1d
+from bokeh.models import ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
+from ..analysis.pod_viewer import slowest_cores
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, plain_table, stat_cards
 
-#: Cores drawn side by side; a pod of more shows the slowest this many of the step.
+#: Cores drawn side by side; a pod of more shows this many of the step, the longest first.
 MAX_CORES_SHOWN = 256
 
 
 class PodViewerWidget(BokehWidget):
-    """XProf's pod viewer for a run. `step` is the step shown (XProf's step number);
+    """XProf's pod viewer for a run (the slowest core of a step: the one that worked longest
+    in it, `analysis.pod_viewer.slowest_cores`). `step` is the step shown (XProf's step number);
     `selected_core` the clicked core ({step_num, core_id, host, begin_ps, end_ps,
     total_duration_us, bottleneck}; {} for none)."""
 
@@ -42,19 +44,13 @@ class PodViewerWidget(BokehWidget):
             self.html = notice(f"No pod viewer for run {self.run.name}: {self.pod.attrs.get('reason', '')}")
             return
         self.steps = self._step_table()
-        slowest = self.steps.sort_values("total_duration_us", ascending=False, kind="stable")
-        self.step = int(slowest["step_num"].iloc[0])  # the slowest step first: what to look at
+        longest = self.steps.sort_values("total_duration_us", ascending=False, kind="stable")
+        self.step = int(longest["step_num"].iloc[0])  # the longest step first: what to look at
         self._draw()
 
     def _step_table(self):
-        """One row a step: its slowest core, that core's time and bottleneck, and the spread."""
-        p = self.pod
-        at = p.groupby("step_num", sort=True)["total_duration_us"].idxmax()
-        slow = p.loc[at.to_numpy()].reset_index(drop=True)
-        g = p.groupby("step_num", sort=True)["total_duration_us"]
-        slow["fastest_us"] = g.min().to_numpy()
-        slow["cores"] = g.size().to_numpy()
-        return slow
+        """One row a step: its slowest core (`slowest_cores`), the step's time, the spread."""
+        return slowest_cores(self.pod)
 
     @traitlets.observe("step")
     def _step_changed(self, change):
@@ -80,7 +76,8 @@ class PodViewerWidget(BokehWidget):
                 "x": np.arange(n, dtype=np.float64),
                 "id": np.arange(n),
                 "ms": s["total_duration_us"].to_numpy(np.float64) / 1e3,
-                "fastest": s["fastest_us"].to_numpy(np.float64) / 1e3,
+                "busy": s["busy_us"].to_numpy(np.float64) / 1e3,
+                "least": s["least_busy_us"].to_numpy(np.float64) / 1e3,
                 "step": s["step_num"].astype(str).tolist(),
                 "core": [f"{h}:{c}" for h, c in zip(s["host"], s["core_id"])],
                 "bottleneck": s["bottleneck"].astype(str).tolist(),
@@ -91,24 +88,27 @@ class PodViewerWidget(BokehWidget):
         fig = figure(
             height=200,
             sizing_mode="stretch_width",
-            title="Steps: the slowest core of each (ms); click a step to see its cores",
+            title="Steps (ms): the step time, and the busy time of its slowest and least busy cores; "
+            "click a step to see its cores",
             x_range=Range1d(-0.6, max(n, 3) - 0.4),
             tools="xpan,xwheel_zoom,reset",
             x_axis_label="step",
             y_axis_label="ms",
         )
         bars = fig.vbar(x="x", top="ms", width=0.8, source=src, color="color", nonselection_fill_alpha=0.5)
+        fig.scatter(x="x", y="busy", source=src, marker="dash", size=12, color="#222222", legend_label="slowest core")
         fig.scatter(
-            x="x", y="fastest", source=src, marker="dash", size=12, color="#222222", legend_label="fastest core"
+            x="x", y="least", source=src, marker="dash", size=12, color="#f28e2b", legend_label="least busy core"
         )
         hover_and_tap(
             fig,
             bars,
             [
                 ("step", "@step"),
+                ("step time", "@ms{0.000} ms"),
                 ("slowest core", "@core"),
-                ("its time", "@ms{0.000} ms"),
-                ("fastest core", "@fastest{0.000} ms"),
+                ("its busy time", "@busy{0.000} ms"),
+                ("least busy core's", "@least{0.000} ms"),
                 ("bottleneck", "@bottleneck"),
             ],
         )
@@ -123,6 +123,9 @@ class PodViewerWidget(BokehWidget):
         labels = [f"{h}:{c}" for h, c in zip(rows["host"], rows["core_id"])]
         used = [c for c in self.categories if rows[c].abs().sum() > 0] or self.categories[:1]
         data = {c: rows[c].to_numpy(np.float64) / 1e3 for c in used}
+        # Numeric x with labels, as the other bar charts: the bundled BokehJS has no
+        # categorical (FactorRange) axis.
+        data["x"] = np.arange(len(rows), dtype=np.float64)
         data["core"] = labels
         data["id"] = np.arange(len(rows))
         data["total"] = rows["total_duration_us"].to_numpy(np.float64) / 1e3
@@ -132,18 +135,19 @@ class PodViewerWidget(BokehWidget):
             height=320,
             sizing_mode="stretch_width",
             title=f"Step {self.step}: each core's time by XProf's categories (ms)",
-            x_range=FactorRange(*labels),
+            x_range=Range1d(-0.6, max(len(labels), 3) - 0.4),
             tools="xpan,xwheel_zoom,reset,save",
             y_axis_label="ms",
         )
         palette = Category10[10]
         colors = [palette[self.categories.index(c) % 10] for c in used]
         bars = fig.vbar_stack(
-            used, x="core", width=0.8, source=src, color=colors, legend_label=used, nonselection_fill_alpha=0.35
+            used, x="x", width=0.8, source=src, color=colors, legend_label=used, nonselection_fill_alpha=0.35
         )
-        slow = int(np.argmax(data["total"])) if len(rows) else 0
+        busy = data["total"] - rows["All others"].to_numpy(np.float64) / 1e3
+        slow = int(np.argmax(busy)) if len(rows) else 0  # the core the others waited for
         fig.scatter(
-            x=[labels[slow]],
+            x=[float(slow)],
             y=[data["total"][slow] * 1.03],
             marker="inverted_triangle",
             size=14,
@@ -156,6 +160,8 @@ class PodViewerWidget(BokehWidget):
             [("core", "@core"), ("step time", "@total{0.000} ms"), ("bottleneck", "@bottleneck")]
             + [(c, f"@{{{c}}}{{0.000}} ms") for c in used],
         )
+        fig.xaxis.ticker = FixedTicker(ticks=list(range(len(labels))))
+        fig.xaxis.major_label_overrides = dict(enumerate(labels))
         fig.xaxis.major_label_orientation = 0.8 if len(labels) > 8 else 0
         fig.xgrid.visible = False
         fig.legend.orientation = "horizontal"
@@ -188,7 +194,7 @@ class PodViewerWidget(BokehWidget):
     def _html(self):
         s = self.steps
         rows = self._cores()
-        slow = rows.loc[rows["total_duration_us"].idxmax()] if len(rows) else None
+        slow = rows.loc[(rows["total_duration_us"] - rows["All others"]).idxmax()] if len(rows) else None
         cards = stat_cards(
             [
                 ("steps", "Steps", f"{len(s)}"),

@@ -289,7 +289,7 @@ class ProfileWidget(HostWidget):
         self.tool = "trace_viewer"
         viewer = self.current
         if viewer is not None and hasattr(viewer, "show_range"):
-            viewer.show_range(begin_ps, end_ps)
+            viewer.show_range(begin_ps, end_ps, redraw=True)
 
     # --- runs ---------------------------------------------------------------------------
 

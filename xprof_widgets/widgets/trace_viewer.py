@@ -501,11 +501,15 @@ class TraceViewerWidget(BokehWidget):
 
     # ---- Python API ---------------------------------------------------------
 
-    def show_range(self, start_ps, end_ps, row=None):
+    def show_range(self, start_ps, end_ps, row=None, redraw=False):
         """Show the window [start_ps, end_ps] (absolute ps) in every view (and row `row`, a
-        y of the timeline, scrolled into view where it is not)."""
+        y of the timeline, scrolled into view where it is not). `redraw`: draw the timeline
+        again at that window too, for a view about to be shown (a widget just opened in a
+        ProfileWidget has no view yet to move)."""
         start_ps, end_ps = int(start_ps), int(max(end_ps, start_ps + 1000))
         self.window_ps = [start_ps, end_ps]
+        if redraw:
+            self._draw()
         x0, x1 = (start_ps - self.origin_ps) / 1e9, (end_ps - self.origin_ps) / 1e9
         self.set_x_range("timeline", x0, x1, y=row)
 

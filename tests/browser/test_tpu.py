@@ -1,0 +1,126 @@
+"""TPU training pages in JupyterLab in headless Chromium, on TPU runs made from the real v6e
+file (`tools/make_tpu_profiles.py`): the overview's TPU step table (average step time, the
+TPU conclusion, a step clicked), the pod viewer (steps, a step's eight cores on two hosts,
+a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace viewer" showing
+that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
+pod-viewer.png, pod-viewer-to-trace.png."""
+
+import pytest
+
+import xprof_widgets as xw
+
+from ..test_tpu_steps import make_tpu_profiles
+from .harness import ARTIFACTS, click_a_step, finish, save_screenshot, show_widget, tool_cell
+
+# The x range of the last connected Bokeh plot on the page: [start, end].
+X_RANGE_JS = """
+async () => {
+  const Bokeh = await Object.values(globalThis.__xprof_widgets_bokeh)[0];
+  for (const view of [...Object.values(Bokeh.embed.index)].reverse()) {
+    if (!view.el.isConnected || view.model.x_range == null) continue;
+    return [view.model.x_range.start, view.model.x_range.end];
+  }
+  return null;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tpu_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tpu_browser")
+    for v in ("infeed", "pod"):
+        make_tpu_profiles.write(v, root / v)
+    return root
+
+
+def _click_canvas_until(page, widget, figure, testid, fractions=(0.12, 0.3, 0.5, 0.7, 0.88)):
+    """Click across the `figure` chart until `testid` shows (bars have gaps); its locator."""
+    canvas = widget.locator(f"[data-figure='{figure}'] canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    chosen = widget.locator(f"[data-testid='{testid}']")
+    for fraction in fractions:
+        page.mouse.click(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.8)
+        try:
+            chosen.wait_for(timeout=4_000)
+            return chosen
+        except Exception:
+            continue
+    chosen.wait_for(timeout=10_000)
+    return chosen
+
+
+def test_tpu_training_overview_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "infeed"
+    page.set_viewport_size({"width": 1300, "height": 1200})
+    widget = show_widget(page, jupyter_lab, "overview-tpu-training.ipynb", tool_cell("OverviewWidget", logdir))
+    expected = xw.load_run(logdir).overview()
+    assert len(expected.steps) == 100 and "tc_compute_ms" in expected.steps
+    assert widget.locator("[data-stat='avg_step_time_ms']").inner_text() == f"{expected.avg_step_time_ms:,.3f} ms"
+    assert widget.locator("[data-testid='recommendation']").inner_text() == expected.recommendation
+    assert expected.recommendation.startswith("Your program is NOT input-bound because only 3.8%")
+    # The performance summary lists XProf's TPU components, averaged over the steps.
+    summary = widget.locator("[data-testid='step-summary']").inner_text()
+    for label in ("TensorCore compute", "TensorCore input", "TensorCore output", "TensorCore idle"):
+        assert label in summary
+    assert f"{expected.tpu['tc_infeed_ms_average']:,.1f}" in summary
+    chosen = click_a_step(page, widget)
+    assert chosen.inner_text().startswith("Selected ")
+    finish(page, widget, "overview-tpu-training.png", "overview-tpu-training-page")
+
+
+def test_pod_viewer_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "pod"
+    page.set_viewport_size({"width": 1300, "height": 1400})
+    widget = show_widget(page, jupyter_lab, "pod-viewer.ipynb", tool_cell("PodViewerWidget", logdir))
+    pod = xw.load_run(logdir).pod_viewer()
+    slowest_step = int(pod.loc[pod["total_duration_us"].idxmax(), "step_num"])
+    assert widget.locator("[data-stat='steps']").inner_text() == "100"
+    assert widget.locator("[data-stat='cores']").inner_text() == "8 on 2 host(s)"
+    assert widget.locator("[data-stat='step']").inner_text() == str(slowest_step)  # the slowest step first
+    rows = widget.locator("[data-testid='pod-cores'] tbody tr")
+    assert rows.count() == 8
+    step = pod[pod["step_num"] == slowest_step].sort_values("core_id")
+    assert rows.first.locator("td").nth(2).inner_text() == f"{step['total_duration_us'].iloc[0] / 1e3:,.3f}"
+    slow = step.loc[(step["total_duration_us"] - step["All others"]).idxmax()]
+    assert widget.locator("[data-stat='slowest_core']").inner_text().startswith(f"{slow.host}:{slow.core_id},")
+    chosen = _click_canvas_until(page, widget, "cores", "selected-core")
+    assert chosen.inner_text().startswith("Selected core tpu-worker-")
+    finish(page, widget, "pod-viewer.png", "pod-viewer-page")
+
+
+def test_pod_viewer_opens_the_trace_in_a_profile_widget(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "pod"
+    page.set_viewport_size({"width": 1300, "height": 1400})
+    source = (
+        f"import xprof_widgets as xw\nw = xw.ProfileWidget({str(logdir)!r}, background=False)\nw.tool = 'pod_viewer'\nw"
+    )
+    show_widget(page, jupyter_lab, "pod-viewer-profile.ipynb", source)
+    widget = page.locator(".xw-profile")
+    assert "Pod viewer" in widget.locator(".xw-profile-tool select").inner_text()
+    chosen = _click_canvas_until(page, widget, "cores", "selected-core")
+    text = chosen.inner_text()  # "Selected core HOST:CORE, step N: ..."
+    host = text.split("Selected core ")[1].split(":")[0]
+    core = int(text.split(":")[1].split(",")[0])
+    step = int(text.split("step ")[1].split(":")[0])
+    widget.locator("[data-testid='show-in-trace']").click()
+    page.wait_for_function(
+        "() => document.querySelector('.xw-profile-tool select')?.value === 'trace_viewer'", timeout=30_000
+    )
+    assert widget.locator(".xw-profile-host select").input_value() == host
+    # The trace shows that core's step: the kernel's viewer window is the step's time range.
+    pod = xw.load_run(logdir).pod_viewer()
+    row = pod[(pod["core_id"] == core) & (pod["step_num"] == step)].iloc[0]
+    shown = None
+    for _ in range(40):  # the trace viewer's x range (ms from the profile's start), once drawn
+        shown = page.evaluate(X_RANGE_JS)
+        if shown and shown[1] - shown[0] < 5_000:
+            break
+        page.wait_for_timeout(250)
+    assert shown is not None
+    width_ms = (row.end_ps - row.begin_ps) / 1e9
+    assert shown[1] - shown[0] == pytest.approx(width_ms, rel=1e-3)
+    assert shown[0] == pytest.approx(row.begin_ps / 1e9, abs=1e-3)  # (the trace's origin: the file's 0)
+    save_screenshot(page, "pod-viewer-to-trace")
+    assert (ARTIFACTS / "pod-viewer-to-trace.png").exists()
+    assert page.off_host == [], f"requests left localhost: {page.off_host}"
