@@ -19,7 +19,7 @@ from tests import xprof_oracle
 from tests.conftest import REPO
 from xprof_widgets.analysis.core import tpu_steps
 
-VARIANTS = ("training", "infeed", "overrun")
+VARIANTS = ("training", "infeed", "overrun", "host_steps")
 _spec = importlib.util.spec_from_file_location("make_tpu_profiles", REPO / "tools" / "make_tpu_profiles.py")
 make_tpu_profiles = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_tpu_profiles)
@@ -85,8 +85,14 @@ def test_tpu_step_table_equals_xprof(made, variant):
     _, run, table, _ = made[variant]
     steps = run.overview().steps
     x = _xprof_rows(table)
-    assert len(steps) == len(x["stepnum"]) == 100
+    assert len(steps) == len(x["stepnum"]) == (99 if variant == "host_steps" else 100)
     assert steps["step_num"].tolist() == [int(s) for s in x["stepnum"]]
+    if variant == "host_steps":
+        # Host steps (StepTraceAnnotation) reach the device's through the launches: the steps
+        # take the host's group ids (0-98); the device step no host step reaches is dropped.
+        assert steps["step_num"].tolist() == list(range(99))
+    else:  # no host step reaches them: numbered in lock step after the host's groups (none)
+        assert steps["step_num"].tolist() == list(range(100))
     ok = ~steps["ops_past_step_end"].to_numpy()
     if variant == "infeed":
         assert ok.all()

@@ -14,13 +14,18 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
 * `infeed` and `outfeed` ops on the `XLA Ops` line (event metadata with `hlo_category`
   "infeed" / "outfeed", as XLA's TPU backend names them), in the waits of each step;
 * steps whose last op runs past the step's end (a Steps event cut short), where XProf's
-  unsigned arithmetic goes wrong.
+  unsigned arithmetic goes wrong;
+* host steps: `jax.profiler.StepTraceAnnotation("train", step_num=k)` around each call of
+  the step program on the Python thread (`train` events with `_r` and `step_num`), which
+  reach the device's steps through the launches' producer / consumer links;
+* a pod: two hosts, each a file naming its host, with collectives, send / recv, host
+  transfers and megacore fusions in each step.
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
 them (tests/test_tpu_steps.py).
 
-    python tools/make_tpu_profiles.py OUT_DIR [--variant training|infeed|overrun|all]
+    python tools/make_tpu_profiles.py OUT_DIR [--variant training|infeed|overrun|pod|host_steps|all]
 
 writes OUT_DIR/<variant>/plugins/profile/run/tpu_host.xplane.pb.
 """
@@ -35,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod")
+VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps")
 #: The pod variant's other waits and collectives, in each step's wait before its program:
 #: (category, HLO, ms on core 0; each later core takes a tenth more).
 POD_OPS = (
@@ -244,7 +249,7 @@ def make(variant: str, src: Path | None = None):
                 steps.append((h0 - INFEED_GAP_PS, h1 + OUTFEED_GAP_PS, d0 - INFEED_GAP_PS, d1 + OUTFEED_GAP_PS))
             # libtpu writes a core's ops by host time, as the real file has them.
             ops.events.sort(key=lambda e: e.offset_ps)
-        elif variant == "training":
+        elif variant in ("training", "host_steps"):
             # Step k: from the start of the k-th program to halfway to the next one.
             steps = [
                 (h0, (h1 + nxt[0]) // 2, d0, (d1 + nxt[2]) // 2)
@@ -263,7 +268,43 @@ def make(variant: str, src: Path | None = None):
             cut = 1_000_000_000
             steps = [(a, b - cut, c, d - cut) if k % 10 == 3 else (a, b, c, d) for k, (a, b, c, d) in enumerate(steps)]
         tc.add_steps(steps)
+    if variant == "host_steps":
+        _add_host_steps(space)
     return space
+
+
+def _add_host_steps(space):
+    """`jax.profiler.StepTraceAnnotation("train", step_num=k)` around each call of the step
+    program on the Python thread: an event named "train" with `_r` = 1 and `step_num` = k
+    (what JAX's TraceMe writes), spanning the k-th top-level `PjitFunction(f)` call after
+    compilation (calls shorter than a second)."""
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    main = next(line for line in host.lines if line.name.startswith("main/"))
+    ids = {m.name: i for i, m in host.event_metadata.items()}
+    calls = sorted(
+        (e.offset_ps, e.offset_ps + e.duration_ps)
+        for e in main.events
+        if e.metadata_id == ids.get("PjitFunction(f)") and e.duration_ps < 1_000_000_000_000
+    )
+    top = []
+    for b, e in calls:  # the outermost calls only
+        if not top or b >= top[-1][1]:
+            top.append((b, e))
+    stat_ids = {m.name: i for i, m in host.stat_metadata.items()}
+    for name in ("_r", "step_num"):
+        if name not in stat_ids:
+            sid = max(host.stat_metadata, default=0) + 1
+            host.stat_metadata[sid].id = sid
+            host.stat_metadata[sid].name = name
+            stat_ids[name] = sid
+    mid = max(host.event_metadata, default=0) + 1
+    host.event_metadata[mid].id = mid
+    host.event_metadata[mid].name = "train"
+    for k, (b, e) in enumerate(top):
+        ev = main.events.add(metadata_id=mid, offset_ps=b - 1_000_000, duration_ps=e - b + 2_000_000)
+        ev.stats.add(metadata_id=stat_ids["_r"], int64_value=1)
+        ev.stats.add(metadata_id=stat_ids["step_num"], int64_value=k)
+    main.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
 
 
 #: The pod variant's hosts: the same TPU host's file under each name, as a two-host job.

@@ -5,13 +5,18 @@ Follows XProf 2.24.2: XLA's `group_events.cc` (`GroupTpuEventsOSS`), XProf's
 `step_events_to_steps_db.cc` and `op_stats_to_input_pipeline_analysis.cc`
 (`ComputeTpuPerStepDataAcrossCores`):
 
-1. **Grouping** (per TensorCore plane `/device:TPU:N`): the grouping line is `Steps` when it
-   has events, else `XLA Modules` (an inference run: XProf then finds no steps, see 3). When
-   no host step reaches a TensorCore's steps (no host event links to them), XProf numbers
-   each core's step events in lock step: the k-th event of every core is group
-   `H + k`, H the number of host groups. Every event of the other lines takes the group of
-   the first step event that overlaps it, end points included (XLA's `GroupLine`: an op
-   that starts exactly where a step ends belongs to that step).
+1. **Grouping** (per TensorCore plane `/device:TPU:N` with a `Steps` line): each step event
+   takes on the producer / consumer links of the events of the plane's other lines that
+   lie inside it (the `XLA Modules` events carry the links of the host's launches), so a
+   host step (`jax.profiler.StepTraceAnnotation`, a TF step) that reaches one of them
+   reaches the step, which takes the group of the first host root that does (the host's
+   grouping, `grouping.group_ids`). Steps no host step reaches are then dropped and runs of
+   steps of one group merged (XLA's `MergeHostSteps`). When no host step reaches any
+   TensorCore's steps, XProf numbers each core's step events in lock step: the k-th of
+   every core is group `H + k`, H the number of host groups. Every event of the other
+   lines takes the group of the first (merged) step that overlaps it, end points included
+   (XLA's `GroupLine`: an op that starts exactly where a step ends belongs to that step).
+   A file grouped already (`group_id` stats) keeps its own groups, as XProf does.
 2. **Per core and step** (`tpu_step_cores`): the step's markers are the `Steps` events of
    the group (device clock: `device_offset_ps` / `device_duration_ps`); its ops, the
    grouped `XLA Ops` events with an op key (`program_id` and a non-zero `symbol_id`), each
@@ -36,8 +41,7 @@ the step time less the wait for the host (`ops_past_step_end` marks those steps;
 check XProf's values on every other step and ours on these).
 
 Not reimplemented: SparseCore planes and the SparseCore-v0 categories (no such profile
-here), host-driven TPU grouping (host steps linked to the device's: `StepTraceAnnotation`
-around a TPU program), XProf's `MayFixTpuStepAnalysis` (splitting idle time into input time
+here), XProf's `MayFixTpuStepAnalysis` (splitting idle time into input time
 by the host's input events), and TPU collectives' compute / sync split.
 Times are picoseconds unless a name says otherwise.
 """
@@ -49,7 +53,7 @@ import pandas as pd
 
 from .cache import derived
 from .device_time import device_timespans
-from .grouping import is_grouped, step_events
+from .grouping import group_ids, is_grouped, of_line, step_events
 from .intervals import children_time
 from .planes import tensor_core_planes
 
@@ -144,61 +148,135 @@ def overlapping_step(step_begin, step_end, begin, end):
     return np.where(ok, j, -1)
 
 
-def _line_groups(space, plane, line, first_group):
-    """Group id of each event of `line` (-1: none) and the grouping line's step groups."""
-    if is_grouped(space):  # XProf reads the file's own group ids then
-        ev, v = line.stat_table(names=["group_id"]).ints("group_id")
+def _step_events(plane):
+    """The `Steps` line's events in time order: host-clock begin and end, device-clock begin
+    and duration (ps), and their indices in the line; None without a Steps line with events."""
+    line = next((x for x in plane.lines if x.name == STEPS_LINE), None)
+    if line is None or not len(line):
+        return None
+    order = np.argsort(line.start_ps.astype(np.int64), kind="stable")
+    begin = line.start_ps.astype(np.int64)[order]
+    d_begin, d_dur = device_timespans(line)
+    return {
+        "line": line,
+        "order": order,
+        "begin": begin,
+        "end": begin + line.event_duration_ps.astype(np.int64)[order],
+        "d_begin": d_begin[order],
+        "d_end": d_begin[order] + d_dur[order],
+    }
+
+
+def _host_linked_groups(space, plane, steps):
+    """The group each step event takes from the host (-1: none): XLA gives a step the
+    producer / consumer links of the events of the plane's other lines that lie inside it
+    (the first step ending after an event starts, if it holds the event whole), so a host
+    step reaching one of them reaches the step; the first root to reach it, in XProf's root
+    order, is the one with the smallest group id (`grouping.group_ids` gives each event's)."""
+    groups = group_ids(space)
+    out = np.full(len(steps["begin"]), np.iinfo(np.int64).max, np.int64)
+    for li, line in plane.busy_lines:
+        if line is steps["line"]:
+            continue
+        g = of_line(groups, plane, li, -1)
+        has = np.flatnonzero(g >= 0)
+        if not len(has):
+            continue
+        begin = line.start_ps.astype(np.int64)[has]
+        end = begin + line.event_duration_ps.astype(np.int64)[has]
+        j = np.searchsorted(steps["end"], begin, side="right")  # the first step ending after it starts
+        ok = j < len(out)
+        ok[ok] = (steps["begin"][j[ok]] <= begin[ok]) & (end[ok] <= steps["end"][j[ok]])
+        np.minimum.at(out, j[ok], g[has][ok])
+    out[out == np.iinfo(np.int64).max] = -1
+    return out
+
+
+def _merged_steps(steps, groups):
+    """XLA's `MergeHostSteps`: ungrouped step events dropped (unless none is grouped), runs
+    of consecutive steps of one group made one step (host span from the first's start to the
+    last's end, device span their union). A DataFrame: group, begin, end (host clock),
+    d_begin, d_end (device clock), in time order."""
+    frame = pd.DataFrame({"group": groups, **{k: steps[k] for k in ("begin", "end", "d_begin", "d_end")}})
+    if (groups >= 0).any():
+        frame = frame[groups >= 0]
+    run = (frame["group"] != frame["group"].shift()).cumsum()
+    merged = frame.groupby(run, sort=False).agg(
+        group=("group", "first"),
+        begin=("begin", "first"),
+        end=("end", "last"),
+        d_begin=("d_begin", "min"),
+        d_end=("d_end", "max"),
+    )
+    return merged.reset_index(drop=True)
+
+
+def _grouped_lines(space, planes):
+    """{plane index: (merged steps, groups of the XLA Ops line)} of the TensorCore planes with
+    a Steps line (see the module doc): steps grouped from the host where a host step reaches
+    any of them, else numbered in lock step after the host's groups."""
+    found = {i: _step_events(p) for i, p in enumerate(planes)}
+    found = {i: st for i, st in found.items() if st is not None}
+    linked = {i: _host_linked_groups(space, planes[i], st) for i, st in found.items()}
+    lock_step = not any((g >= 0).any() for g in linked.values())
+    base = len(step_events(space)) if lock_step else 0
+    out = {}
+    for i, st in found.items():
+        groups = base + np.arange(len(st["begin"])) if lock_step else linked[i]
+        merged = _merged_steps(st, groups)
+        ops = next((x for x in planes[i].lines if x.name == OPS_LINE), None)
+        op_groups = np.full(0 if ops is None else len(ops), -1, np.int64)
+        if ops is not None and len(ops) and len(merged):
+            begin = ops.start_ps.astype(np.int64)
+            at = overlapping_step(
+                merged["begin"].to_numpy(),
+                merged["end"].to_numpy(),
+                begin,
+                begin + ops.event_duration_ps.astype(np.int64),
+            )
+            op_groups = np.where(at >= 0, merged["group"].to_numpy()[np.maximum(at, 0)], -1)
+        out[i] = (merged, op_groups)
+    return out
+
+
+def _file_groups(plane):
+    """(steps, groups of the XLA Ops line) of a plane of a file grouped already (`group_id`
+    stats, which XProf reads as they are)."""
+    st = _step_events(plane)
+    ops = next((x for x in plane.lines if x.name == OPS_LINE), None)
+
+    def read(line):
         out = np.full(len(line), -1, np.int64)
+        ev, v = line.stat_table(names=["group_id"]).ints("group_id")
         out[ev] = v
         return out
-    steps = _grouping_line(plane)
-    if steps is None:
-        return np.full(len(line), -1, np.int64)
-    s_begin = steps.start_ps.astype(np.int64)
-    order = np.argsort(s_begin, kind="stable")
-    s_begin = s_begin[order]
-    s_end = s_begin + steps.event_duration_ps.astype(np.int64)[order]
-    if line is steps:
-        out = np.empty(len(line), np.int64)
-        out[order] = first_group + np.arange(len(line))
-        return out
-    begin = line.start_ps.astype(np.int64)
-    end = begin + line.event_duration_ps.astype(np.int64)
-    at = overlapping_step(s_begin, s_end, begin, end)
-    return np.where(at >= 0, first_group + at, -1)
+
+    merged = pd.DataFrame(columns=["group", "begin", "end", "d_begin", "d_end"], dtype=np.int64)
+    if st is not None:
+        g = read(st["line"])[st["order"]]
+        keep = g >= 0
+        merged = pd.DataFrame({"group": g[keep], **{k: st[k][keep] for k in ("begin", "end", "d_begin", "d_end")}})
+    return merged, read(ops) if ops is not None else np.zeros(0, np.int64)
 
 
-def _core_steps(space, plane, first_group):
-    """(markers, ops) of one TensorCore: markers a DataFrame (group, begin_ps, duration_ps) of
-    its grouped `Steps` events (device clock); ops a DataFrame (group, category, self_ps) of
-    its grouped `XLA Ops` events that have an op key."""
-    by_name = {line.name: line for line in reversed(plane.lines)}
-    empty_markers = pd.DataFrame(
-        {"group": [], "begin_ps": [], "duration_ps": [], "trace_begin_ps": [], "trace_end_ps": []}, dtype=np.int64
+def _core_steps(plane, merged, op_groups):
+    """(markers, ops) of one TensorCore: markers a DataFrame (group, begin_ps, duration_ps on
+    the device clock, trace_begin_ps / trace_end_ps on the host's) of its grouped steps; ops
+    a DataFrame (group, category, self_ps) of its grouped `XLA Ops` events with an op key."""
+    markers = pd.DataFrame(
+        {
+            "group": merged["group"].to_numpy(np.int64),
+            "begin_ps": merged["d_begin"].to_numpy(np.int64),
+            "duration_ps": (merged["d_end"] - merged["d_begin"]).to_numpy(np.int64),
+            "trace_begin_ps": merged["begin"].to_numpy(np.int64),  # the host clock the trace shows
+            "trace_end_ps": merged["end"].to_numpy(np.int64),
+        }
     )
     empty_ops = pd.DataFrame({"group": np.zeros(0, np.int64), "category": [], "self_ps": np.zeros(0, np.int64)})
-    steps = by_name.get(STEPS_LINE)
-    markers = empty_markers
-    if steps is not None and len(steps):
-        g = _line_groups(space, plane, steps, first_group)
-        begin, dur = device_timespans(steps)
-        keep = g >= 0
-        host_begin = steps.start_ps.astype(np.int64)[keep]
-        markers = pd.DataFrame(
-            {
-                "group": g[keep],
-                "begin_ps": begin[keep],
-                "duration_ps": dur[keep],
-                "trace_begin_ps": host_begin,  # the host clock the trace shows
-                "trace_end_ps": host_begin + steps.event_duration_ps.astype(np.int64)[keep],
-            }
-        )
-    ops = by_name.get(OPS_LINE)
-    if ops is None or not len(ops):
-        return markers, empty_ops
-    g = _line_groups(space, plane, ops, first_group)
+    ops = next((x for x in plane.lines if x.name == OPS_LINE), None)
+    g = op_groups
     keep = np.flatnonzero(g >= 0)
-    if not len(keep):
+    if ops is None or not len(keep):
         return markers, empty_ops
     begin, dur = device_timespans(ops)
     begin, dur = begin[keep], dur[keep]
@@ -243,11 +321,13 @@ def _tpu_step_cores(space):
     planes = tensor_core_planes(space)
     if not planes or not any(_grouping_line(p) is not None and _grouping_line(p).name == STEPS_LINE for p in planes):
         return pd.DataFrame(columns=CORE_COLUMNS)
-    first_group = 0 if is_grouped(space) else len(step_events(space))
+    grouped = {i: _file_groups(p) for i, p in enumerate(planes)} if is_grouped(space) else _grouped_lines(space, planes)
     kept: set | None = None
     per_core = []
-    for plane in planes:
-        markers, ops = _core_steps(space, plane, first_group)
+    for i, plane in enumerate(planes):
+        if i not in grouped:
+            continue
+        markers, ops = _core_steps(plane, *grouped[i])
         if ops.empty:  # XProf: a core without grouped ops has no step events to intersect
             continue
         groups = set(markers["group"].tolist()) & set(ops["group"].tolist())
