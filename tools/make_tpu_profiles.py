@@ -40,7 +40,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps")
+VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters")
+#: The counters variant's hardware counters (name, id, description, counter set), as libtpu
+#: samples them into a `_counters_` line of each TensorCore plane.
+COUNTERS = (
+    ("TC_CYCLES", 1, "TensorCore cycles in the sample", "tensor_core"),
+    ("TC_MXU_BUSY_CYCLES", 2, "Cycles the matrix units were busy", "tensor_core"),
+    ("HBM_READ_BYTES", 3, "Bytes read from HBM", "memory"),
+    ("HBM_WRITE_BYTES", 4, "Bytes written to HBM", "memory"),
+)
 #: The pod variant's other waits and collectives, in each step's wait before its program:
 #: (category, HLO, ms on core 0; each later core takes a tenth more).
 POD_OPS = (
@@ -249,7 +257,7 @@ def make(variant: str, src: Path | None = None):
                 steps.append((h0 - INFEED_GAP_PS, h1 + OUTFEED_GAP_PS, d0 - INFEED_GAP_PS, d1 + OUTFEED_GAP_PS))
             # libtpu writes a core's ops by host time, as the real file has them.
             ops.events.sort(key=lambda e: e.offset_ps)
-        elif variant in ("training", "host_steps"):
+        elif variant in ("training", "host_steps", "counters"):
             # Step k: from the start of the k-th program to halfway to the next one.
             steps = [
                 (h0, (h1 + nxt[0]) // 2, d0, (d1 + nxt[2]) // 2)
@@ -268,9 +276,41 @@ def make(variant: str, src: Path | None = None):
             cut = 1_000_000_000
             steps = [(a, b - cut, c, d - cut) if k % 10 == 3 else (a, b, c, d) for k, (a, b, c, d) in enumerate(steps)]
         tc.add_steps(steps)
+        if variant == "counters":
+            _add_counters(tc, core, spans)
     if variant == "host_steps":
         _add_host_steps(space)
     return space
+
+
+def _add_counters(tc, core, spans):
+    """A `global_chip_id` plane stat and a `_counters_` line: one sample of every counter at
+    the end of each step program (an instant event per counter, named by it, with
+    `counter_value`, `performance_counter_id`, `performance_counter_description` and
+    `performance_counter_sets`), values growing with the program's length."""
+    plane = tc.plane
+    stat = plane.stats.add()
+    stat.metadata_id = tc.stat_id("global_chip_id")
+    stat.uint64_value = core
+    line = plane.lines.add()
+    line.id = max(x.id for x in plane.lines) + 1
+    line.name = "_counters_"
+    line.timestamp_ns = tc.lines["XLA Ops"].timestamp_ns
+    ids = {name: tc.metadata(name) for name, *_ in COUNTERS}
+    for h0, h1, _, _ in spans[:10]:
+        cycles = (h1 - h0) // 1000  # a 1 GHz clock
+        for name, cid, text, sets in COUNTERS:
+            e = line.events.add(metadata_id=ids[name], offset_ps=h1 - line.timestamp_ns * 1000, duration_ps=0)
+            value = cycles * (cid + core) // 4
+            for key, kind, v in (
+                ("counter_value", "uint64_value", value),
+                ("performance_counter_id", "uint64_value", cid),
+                ("performance_counter_description", "str_value", text),
+                ("performance_counter_sets", "str_value", sets),
+            ):
+                st = e.stats.add()
+                st.metadata_id = tc.stat_id(key)
+                setattr(st, kind, v)
 
 
 def _add_host_steps(space):

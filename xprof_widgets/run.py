@@ -628,6 +628,15 @@ class Run:
 
         return derived(self, "pod_viewer", lambda: pod_viewer(self.stats())).copy()  # (see framework_op_stats)
 
+    def perf_counters(self) -> pd.DataFrame:
+        """XProf's performance counters: every hardware counter sample of the run's TPU (or
+        GPU) planes, a row each (host, chip, kernel, sample, counter, value, value_hex,
+        description, set); see `analysis.perf_counters`. Empty, with `.attrs["reason"]`,
+        without counter samples."""
+        from .analysis.perf_counters import perf_counters
+
+        return derived(self, "perf_counters", lambda: perf_counters(self)).copy()  # (see framework_op_stats)
+
     def op_profile(
         self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"
     ) -> OpProfile:

@@ -43,6 +43,7 @@ TOOLS = [
         ("framework_op_stats", "Framework op stats", "FrameworkOpStatsWidget", "framework_op_stats", False),
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
         ("pod_viewer", "Pod viewer", "PodViewerWidget", "pod_viewer", False),
+        ("perf_counters", "Performance counters", "PerfCountersWidget", "perf_counters", False),
     ]
 ]
 BY_NAME = {t.name: t for t in TOOLS}

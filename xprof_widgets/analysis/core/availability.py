@@ -148,6 +148,23 @@ def has_steps(run):
     return False, NO_POD_STEPS
 
 
+NO_COUNTER_SAMPLES = (
+    "no hardware counter samples on a TPU plane (events with a `counter_value` stat): the TPU "
+    "runtime records them only when the profile asks for hardware counters"
+)
+
+
+def has_counter_samples(run):
+    """XProf's rule (`xplane_to_tool_names.cc`): a TPU plane with an event carrying
+    `counter_value`; cheap: its stat metadata names it and a line has events."""
+    for space in run.xspaces():
+        for plane in space.planes:
+            if plane.name.startswith(TPU_PLANE_PREFIX) and plane.has_stat("counter_value"):
+                if any(len(line) for line in plane.lines):
+                    return True, ""
+    return False, NO_COUNTER_SAMPLES
+
+
 #: XProf's tool names, in the order of its tool list, with the rule that says whether a run
 #: has data for each.
 STATUS = {
@@ -163,6 +180,7 @@ STATUS = {
     "framework_op_stats": has_framework_ops,
     "roofline_model": has_accelerator,
     "pod_viewer": has_steps,
+    "perf_counters": has_counter_samples,
 }
 
 

@@ -1,0 +1,99 @@
+"""XProf's performance counters tool against XProf 2.24.2 itself: every sample of a TPU run
+whose TensorCores recorded hardware counters (made from the real v6e file by
+`tools/make_tpu_profiles.py counters`, a `_counters_` line per core), and none, with the
+reason, on every corpus run; `run.tools` offers it exactly where XProf lists it."""
+
+import glob
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+
+import xprof_widgets as xw
+from tests import xprof_oracle
+from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, PROFILES, corpus_run
+from tests.test_tpu_steps import make_tpu_profiles
+
+
+def _xprof_tools(paths):
+    from xprof.convert import raw_to_tool_data
+
+    tmp = tempfile.mkdtemp(prefix="xprof_tools_")
+    try:
+        for i, p in enumerate(paths):
+            shutil.copy(p, f"{tmp}/h{i}.xplane.pb")
+        return raw_to_tool_data.xspace_to_tool_names(sorted(glob.glob(f"{tmp}/*.xplane.pb")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def counters(tmp_path_factory):
+    root = tmp_path_factory.mktemp("counters")
+    path = make_tpu_profiles.write("counters", root)
+    return path, xw.load_run(root)
+
+
+def test_every_counter_sample_equals_xprof(counters):
+    path, run = counters
+    d = xprof_oracle.tool_data([path], "perf_counters")
+    assert [c["id"] for c in d["cols"]] == [
+        "Host",
+        "Chip",
+        "Kernel",
+        "Sample",
+        "Counter",
+        "Value",
+        "Description",
+        "Set",
+    ]
+    theirs = [[c.get("v") for c in r["c"]] for r in d["rows"]]
+    hexes = [r["c"][5]["f"] for r in d["rows"]]
+    ours = run.perf_counters()
+    assert len(ours) == len(theirs) == 4 * 10 * 4  # 4 cores, 10 samples, 4 counters
+    for (_, r), t, h in zip(ours.iterrows(), theirs, hexes):
+        assert [r["host"], r["chip"], r["kernel"], r["sample"], r["counter"], r["description"], r["set"]] == [
+            t[0],
+            t[1],
+            t[2],
+            t[3],
+            t[4],
+            t[6],
+            t[7],
+        ]
+        assert int(r["value"]) == pytest.approx(t[5]) and r["value_hex"] == h
+    assert "perf_counters" in run.tools and "perf_counters" in _xprof_tools([path])
+
+
+def test_the_widget_shows_the_samples_and_their_sums(counters):
+    _, run = counters
+    w = xw.PerfCountersWidget(run)
+    t = run.perf_counters()
+    assert f'data-testid="counter-samples" data-rows="{len(t)}"' in w.html
+    sums = t[t["counter"] == "hbm_read_bytes"].groupby("chip")["value"].sum()
+    assert all(f"<td class=num>{v:,.0f}</td>" in w.html for v in sums.astype(float))
+    w.counter = "HBM"
+    assert f'data-testid="counter-samples" data-rows="{int(t.counter.str.contains("hbm").sum())}"' in w.html
+
+
+RUNS = [
+    (name, p.parent.name)
+    for name in CORPUS_LOGDIRS
+    for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
+    if name in AVAILABLE
+]
+
+
+@pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
+def test_no_counters_on_the_corpus(name, session):
+    run = corpus_run(name, session)
+    paths = sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+    t = run.perf_counters()
+    assert t.empty and "counter_value" in t.attrs["reason"]
+    assert ("perf_counters" in run.tools) == ("perf_counters" in _xprof_tools(paths)) is False
+    d = xprof_oracle.tool_data(paths, "perf_counters")
+    assert not d.get("rows")
+    assert np.all(
+        t.columns == ["host", "chip", "kernel", "sample", "counter", "value", "value_hex", "description", "set"]
+    )
