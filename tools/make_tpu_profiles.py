@@ -19,7 +19,9 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
   the step program on the Python thread (`train` events with `_r` and `step_num`), which
   reach the device's steps through the launches' producer / consumer links;
 * a pod: two hosts, each a file naming its host, with collectives, send / recv, host
-  transfers and megacore fusions in each step.
+  transfers and megacore fusions in each step;
+* hardware counter samples (a `_counters_` line per TensorCore);
+* `barrier-cores` waits (XLA TraceMe line) on three hosts, one waiting less than the others.
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
@@ -40,7 +42,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters")
+VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers")
+#: The barriers variant's hosts and the share of each step their TensorCores wait at
+#: `barrier-cores` (the last host waits less: a straggler the others wait for).
+BARRIER_HOSTS = (("tpu-worker-0", 0.15), ("tpu-worker-1", 0.15), ("tpu-worker-2", 0.05))
 #: The counters variant's hardware counters (name, id, description, counter set), as libtpu
 #: samples them into a `_counters_` line of each TensorCore plane.
 COUNTERS = (
@@ -215,8 +220,9 @@ def tensor_core_planes(space):
     return [p for p in space.planes if p.name.startswith("/device:TPU:") and p.name[len("/device:TPU:") :].isdigit()]
 
 
-def make(variant: str, src: Path | None = None):
-    """The XSpace of one variant (see the module doc), from the real file `src`."""
+def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
+    """The XSpace of one variant (see the module doc), from the real file `src`
+    (`barrier_share`: the barriers variant's share of each step at barrier-cores)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}")
     schema = _schema()
@@ -225,7 +231,7 @@ def make(variant: str, src: Path | None = None):
     for core, plane in enumerate(tensor_core_planes(space)):
         tc = _Plane(plane)
         spans = tc.program_spans()
-        if variant in ("infeed", "pod"):
+        if variant in ("infeed", "pod", "barriers"):
             tc.shift([h0 for h0, *_ in spans], [h1 for _, h1, *_ in spans], INFEED_GAP_PS, OUTFEED_GAP_PS)
             spans = tc.program_spans()
             ops = tc.lines["XLA Ops"]
@@ -240,6 +246,7 @@ def make(variant: str, src: Path | None = None):
                 "%outfeed.1 = token[] outfeed(f32[128]{0} %loss, token[] %after-all.1)", "outfeed", pid, "token[]"
             )
             pod_ops = [tc.metadata(hlo, cat, pid, "f32[]") for cat, hlo, _ in POD_OPS]
+            barrier = next(i for i, m in plane.event_metadata.items() if m.name == "barrier-cores")
             steps = []
             for k, (h0, h1, d0, d1) in enumerate(spans):
                 # Input arrives at a pace that differs by core and step: the slowest core
@@ -248,6 +255,11 @@ def make(variant: str, src: Path | None = None):
                 tc.add_event(ops, infeed, (h0 - wait, h0, d0 - wait, d0))
                 out = OUTFEED_GAP_PS * (40 + 10 * ((k + core) % 3)) // 100
                 tc.add_event(ops, outfeed, (h1, h1 + out, d1, d1 + out))
+                if variant == "barriers":
+                    # libtpu's `barrier-cores` wait, on the XLA TraceMe line, at the program's
+                    # start: the TensorCores waiting for each other (device clock in its stats).
+                    n = int(barrier_share * (h1 - h0 + INFEED_GAP_PS + OUTFEED_GAP_PS))
+                    tc.add_event(tc.lines["XLA TraceMe"], barrier, (h0, h0 + n, d0, d0 + n))
                 if variant == "pod":
                     at_h, at_d = h0 - INFEED_GAP_PS + 500_000_000, d0 - INFEED_GAP_PS + 500_000_000
                     for md, (_, _, ms) in zip(pod_ops, POD_OPS):
@@ -255,8 +267,9 @@ def make(variant: str, src: Path | None = None):
                         tc.add_event(ops, md, (at_h, at_h + n, at_d, at_d + n))
                         at_h, at_d = at_h + n + 10_000_000, at_d + n + 10_000_000
                 steps.append((h0 - INFEED_GAP_PS, h1 + OUTFEED_GAP_PS, d0 - INFEED_GAP_PS, d1 + OUTFEED_GAP_PS))
-            # libtpu writes a core's ops by host time, as the real file has them.
+            # libtpu writes a line's events by host time, as the real file has them.
             ops.events.sort(key=lambda e: e.offset_ps)
+            tc.lines["XLA TraceMe"].events.sort(key=lambda e: e.offset_ps)
         elif variant in ("training", "host_steps", "counters"):
             # Step k: from the start of the k-th program to halfway to the next one.
             steps = [
@@ -354,10 +367,17 @@ POD_HOSTS = ("tpu-worker-0", "tpu-worker-1")
 def write(variant: str, out_dir: Path, src: Path | None = None, host: str = "tpu_host") -> Path:
     """Write one variant as a logdir: OUT_DIR/plugins/profile/run/HOST.xplane.pb (the pod
     variant: one file per host of `POD_HOSTS`, each naming its host; the first returned)."""
-    space = make(variant, src)
     run = Path(out_dir) / "plugins" / "profile" / "run"
     run.mkdir(parents=True, exist_ok=True)
-    hosts = POD_HOSTS if variant == "pod" else (host,)
+    if variant == "barriers":
+        hosts = [name for name, _ in BARRIER_HOSTS]
+        for name, share in BARRIER_HOSTS:
+            space = make(variant, src, barrier_share=share)
+            space.hostnames.append(name)
+            (run / f"{name}.xplane.pb").write_bytes(space.SerializeToString())
+        return run / f"{hosts[0]}.xplane.pb"
+    space = make(variant, src)
+    hosts = list(POD_HOSTS) if variant == "pod" else [host]
     for name in hosts:
         if variant == "pod":
             del space.hostnames[:]

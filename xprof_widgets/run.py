@@ -628,6 +628,14 @@ class Run:
 
         return derived(self, "pod_viewer", lambda: pod_viewer(self.stats())).copy()  # (see framework_op_stats)
 
+    def smart_suggestions(self) -> pd.DataFrame:
+        """XProf's smart suggestions: a row per rule that fires (rule_name, suggestion_text,
+        XProf's HTML), empty when none does; see `analysis.smart_suggestion`. Reads each
+        host's events (the TensorCores' barrier waits)."""
+        from .analysis.smart_suggestion import smart_suggestions
+
+        return derived(self, "smart_suggestions", lambda: smart_suggestions(self)).copy()
+
     def perf_counters(self) -> pd.DataFrame:
         """XProf's performance counters: every hardware counter sample of the run's TPU (or
         GPU) planes, a row each (host, chip, kernel, sample, counter, value, value_hex,

@@ -37,6 +37,7 @@ class OverviewWidget(BokehWidget):
 
     def __init__(self, run, host=None, **kwargs):
         self.run = as_run(run)
+        self.host = host
         super().__init__(**kwargs)
         self.result = self.run.overview(host=host)
         if not self.result.steps.empty:
@@ -47,6 +48,22 @@ class OverviewWidget(BokehWidget):
         ok = sel.get("source") == "steps" and sel.get("id") is not None
         self.selected_step = step_range(self.result.steps, sel["id"]) if ok else {}
         self.html = self._html()
+
+    def _suggestions_html(self):
+        """XProf's smart suggestions that fire for the run (all hosts), each as XProf words it
+        (its HTML is ours: fixed text, numbers and escaped host names)."""
+        if self.host is not None:
+            return ""
+        found = self.run.smart_suggestions()
+        items = "".join(
+            f'<div class="xw-suggestion" data-rule="{esc(r.rule_name)}">{r.suggestion_text}</div>'
+            for r in found.itertuples(index=False)
+        )
+        return (
+            f'<div class="xw-verdict" data-testid="smart-suggestions"><b>Smart suggestions</b>{items}</div>'
+            if items
+            else ""
+        )
 
     def _summary_html(self):
         """XProf's performance summary: the step time and each component of its breakdown,
@@ -151,7 +168,7 @@ class OverviewWidget(BokehWidget):
   <div class="xw-head"><b>Overview of run {esc(self.run.name)}</b></div>
   {stat_cards(stats) if stats else ""}
   {self._summary_html()}
-  <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>
+  <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>{self._suggestions_html()}
   {no_steps}
   <div data-figure="steps"></div>{step}
   {latency if r.steps.empty else ""}

@@ -317,17 +317,36 @@ def tpu_step_cores(space) -> pd.DataFrame:
     return derived(space, "tpu_step_cores", lambda: _tpu_step_cores(space))
 
 
-def _tpu_step_cores(space):
+def core_steps(space) -> list:
+    """[(plane, merged steps, markers, ops)] of each TensorCore plane with a Steps line (see
+    the module doc: the steps after grouping, a DataFrame of group, begin / end on the host
+    clock and d_begin / d_end on the device's; `_core_steps`' markers and ops). Once per
+    file: the step table and the event-time fractions (`smart_suggestion`) read it."""
+    return derived(space, "tpu_core_steps", lambda: _core_steps_of(space))
+
+
+def _core_steps_of(space):
     planes = tensor_core_planes(space)
     if not planes or not any(_grouping_line(p) is not None and _grouping_line(p).name == STEPS_LINE for p in planes):
-        return pd.DataFrame(columns=CORE_COLUMNS)
+        return []
     grouped = {i: _file_groups(p) for i, p in enumerate(planes)} if is_grouped(space) else _grouped_lines(space, planes)
+    return [(planes[i], grouped[i][0], *_core_steps(planes[i], *grouped[i])) for i in sorted(grouped)]
+
+
+def line_groups(merged, line) -> np.ndarray:
+    """The group of each event of a TensorCore plane's `line` (-1: none): that of the first
+    of the plane's (merged) steps that overlaps it, end points included (XLA's `GroupLine`)."""
+    if not len(merged) or not len(line):
+        return np.full(len(line), -1, np.int64)
+    begin = line.start_ps.astype(np.int64)
+    at = overlapping_step(merged["begin"].to_numpy(), merged["end"].to_numpy(), begin, begin + line.event_duration_ps)
+    return np.where(at >= 0, merged["group"].to_numpy()[np.maximum(at, 0)], -1)
+
+
+def _tpu_step_cores(space):
     kept: set | None = None
     per_core = []
-    for i, plane in enumerate(planes):
-        if i not in grouped:
-            continue
-        markers, ops = _core_steps(plane, *grouped[i])
+    for plane, _, markers, ops in core_steps(space):
         if ops.empty:  # XProf: a core without grouped ops has no step events to intersect
             continue
         groups = set(markers["group"].tolist()) & set(ops["group"].tolist())
