@@ -21,7 +21,9 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
 * a pod: two hosts, each a file naming its host, with collectives, send / recv, host
   transfers and megacore fusions in each step;
 * hardware counter samples (a `_counters_` line per TensorCore);
-* `barrier-cores` waits (XLA TraceMe line) on three hosts, one waiting less than the others.
+* `barrier-cores` waits (XLA TraceMe line) on three hosts, one waiting less than the others;
+* serving: the real inference run (no Steps line) with each call of the program wrapped in
+  a request, `TraceAnnotation("Request", _r=-1, request_id=k)`, as a server marks them.
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
@@ -42,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers")
+VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers", "serving")
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
 BARRIER_HOSTS = (("tpu-worker-0", 0.15), ("tpu-worker-1", 0.15), ("tpu-worker-2", 0.05))
@@ -228,6 +230,9 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
     schema = _schema()
     space = schema.XSpace()
     space.ParseFromString(Path(src or real_path()).read_bytes())
+    if variant == "serving":  # the real inference run, each call of the program a request
+        _add_host_steps(space, name="Request", root_level=-1, stat="request_id")
+        return space
     for core, plane in enumerate(tensor_core_planes(space)):
         tc = _Plane(plane)
         spans = tc.program_spans()
@@ -326,11 +331,12 @@ def _add_counters(tc, core, spans):
                 setattr(st, kind, v)
 
 
-def _add_host_steps(space):
+def _add_host_steps(space, name="train", root_level=1, stat="step_num"):
     """`jax.profiler.StepTraceAnnotation("train", step_num=k)` around each call of the step
     program on the Python thread: an event named "train" with `_r` = 1 and `step_num` = k
     (what JAX's TraceMe writes), spanning the k-th top-level `PjitFunction(f)` call after
-    compilation (calls shorter than a second)."""
+    compilation (calls shorter than a second). A server's requests instead:
+    `TraceAnnotation("Request", _r=-1, request_id=k)` (`name`, `root_level`, `stat`)."""
     host = next(p for p in space.planes if p.name == "/host:CPU")
     main = next(line for line in host.lines if line.name.startswith("main/"))
     ids = {m.name: i for i, m in host.event_metadata.items()}
@@ -344,19 +350,19 @@ def _add_host_steps(space):
         if not top or b >= top[-1][1]:
             top.append((b, e))
     stat_ids = {m.name: i for i, m in host.stat_metadata.items()}
-    for name in ("_r", "step_num"):
-        if name not in stat_ids:
+    for key in ("_r", stat):
+        if key not in stat_ids:
             sid = max(host.stat_metadata, default=0) + 1
             host.stat_metadata[sid].id = sid
-            host.stat_metadata[sid].name = name
-            stat_ids[name] = sid
+            host.stat_metadata[sid].name = key
+            stat_ids[key] = sid
     mid = max(host.event_metadata, default=0) + 1
     host.event_metadata[mid].id = mid
-    host.event_metadata[mid].name = "train"
+    host.event_metadata[mid].name = name
     for k, (b, e) in enumerate(top):
         ev = main.events.add(metadata_id=mid, offset_ps=b - 1_000_000, duration_ps=e - b + 2_000_000)
-        ev.stats.add(metadata_id=stat_ids["_r"], int64_value=1)
-        ev.stats.add(metadata_id=stat_ids["step_num"], int64_value=k)
+        ev.stats.add(metadata_id=stat_ids["_r"], int64_value=root_level)
+        ev.stats.add(metadata_id=stat_ids[stat], int64_value=k)
     main.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
 
 

@@ -38,8 +38,11 @@ for the run environment and the TPU duty cycle):
 * **Precision (GPU)**: 16-bit share of the steps' non-overlapped device
   compute time (a kernel is 16-bit by its tensor shapes, else its name).
 
-* **Module latency** (ours; XProf's inference latency table needs serving
-  sessions and is empty on every reference): per XLA module, the run-time
+* **Inference latency** (`core.inference`): XProf's table of the requests' latency
+  breakdown by percentile, on runs that train nothing.
+
+* **Module latency** (ours; XProf's inference latency table needs request markers
+  and is empty on every reference): per XLA module, the run-time
   spread of its executions on the device "XLA Modules" lines (count, mean,
   p50/p90/p99, max). For a run without steps (inference, serving) it is
   the latency users ask about.
@@ -60,6 +63,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .core.inference import LATENCY_COLUMNS as INFERENCE_COLUMNS
+from .core.inference import inference_latency
 from .core.op_stats import device_framework_ops
 from .core.run_stats import RunStats, as_stats, input_pipeline_result
 from .core.runlike import RunLike
@@ -119,6 +124,9 @@ class OverviewResult:
         most total time first; empty where no device plane has "XLA Modules".
     notes: on GPUs, what became of the kernels run in CUDA graphs (whose ops the top ops
         and op placement count or not: `command_buffers`), else "".
+    inference_latency: XProf's "Inference Session Latency Breakdown" (`core.inference`): rows
+        "Avg", "50.0%", "75.0%", "90.0%", "99.0%", "99.9%" of the requests' host_ms, device_ms,
+        communication_ms and total_ms; empty on a run without requests or that trains.
     tpu: on TPU runs with steps, XProf's TPU step summary (`InputPipelineResult.tpu`: the
         average of each TPU step column, the infeed shares, the TensorCore idle and output
         statements), else None. The TPU step columns themselves are in `steps`.
@@ -148,6 +156,7 @@ class OverviewResult:
     module_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LATENCY_COLUMNS))
     notes: str = ""
     tpu: dict | None = None
+    inference_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=INFERENCE_COLUMNS))
 
     def step_time_components(self) -> pd.DataFrame:
         """XProf's performance summary of the step time: per component of the breakdown
@@ -306,11 +315,12 @@ def overview(source: RunStats | RunLike) -> OverviewResult:
         has_gpu=stats.has_gpu,
         latency=executions_latency([stats.module_ms]),
         is_training=stats.is_training,
+        inference=inference_latency(stats.requests) if not stats.is_training else None,
     )
 
 
 def assemble_overview(
-    ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency, is_training=False
+    ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency, is_training=False, inference=None
 ) -> OverviewResult:
     """The overview page from its parts: the input pipeline result
     `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
@@ -367,4 +377,5 @@ def assemble_overview(
         recommendation=recommendation,
         module_latency=latency,
         notes=db.notes if on_device and db.source == "gpu" else "",
+        inference_latency=inference if inference is not None else pd.DataFrame(columns=INFERENCE_COLUMNS),
     )

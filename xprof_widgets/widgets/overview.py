@@ -163,6 +163,22 @@ class OverviewWidget(BokehWidget):
             if lat_rows
             else ""
         )
+        inf = r.inference_latency
+        inference = (
+            "<h4>Inference session latency breakdown (ms)</h4>"
+            + plain_table(
+                "inference-latency",
+                ["Percentile", "Host", "Device", "Host-device communication", "Total latency"],
+                [
+                    f"<tr><td>{esc(x.percentile)}</td><td class=num>{x.host_ms:,.3f}</td>"
+                    f"<td class=num>{x.device_ms:,.3f}</td><td class=num>{x.communication_ms:,.3f}</td>"
+                    f"<td class=num>{x.total_ms:,.3f}</td></tr>"
+                    for x in inf.itertuples(index=False)
+                ],
+            )
+            if len(inf)
+            else ""
+        )
         return f"""
 <div class="xw-ov">
   <div class="xw-head"><b>Overview of run {esc(self.run.name)}</b></div>
@@ -171,6 +187,7 @@ class OverviewWidget(BokehWidget):
   <div class="xw-verdict" data-testid="recommendation">{esc(r.recommendation)}</div>{self._suggestions_html()}
   {no_steps}
   <div data-figure="steps"></div>{step}
+  {inference}
   {latency if r.steps.empty else ""}
   <h4>Top operations by self time</h4>
   {note(r.notes)}{top}

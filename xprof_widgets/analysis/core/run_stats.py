@@ -22,6 +22,8 @@ step_spans    each host's device step spans as the roofline model reads them
 input_ops     the tf.data and enqueue ops (`input_analysis.host_input_ops`, summed)
 duty_cycles   each TPU host's (busy, idle) TensorCore time (`device_time.tpu_duty_cycle`)
 module_ms     every execution of an XLA module on a device: module, ms
+requests      every inference request of every host (`inference.host_requests`): its span,
+              device and transfer time
 pod_steps     each host file's steps per core, every step kept (`pod_stats.HostPodSteps`): the
               pod viewer's, and on TPU the step database's
 tool_status   [(XProf's tool name, has data, why not)]
@@ -52,6 +54,7 @@ from .environment import combine_devices, combine_perf_env, hardware, host_devic
 from .gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
 from .grouping import eager_events
 from .host_ops import HOST_OP_COLUMNS, combine_host_op_dbs, host_op_db
+from .inference import host_requests, no_requests
 from .input_analysis import (
     InputPipelineResult,
     analyze_input_pipeline,
@@ -133,6 +136,10 @@ def tpu_step_db(pod_steps) -> tuple[pd.DataFrame, str]:
     return steps, "" if len(steps) else NO_TPU_STEPS_REASON
 
 
+def _requests(run):
+    return pd.concat([host_requests(s) for s in run.xspaces()], ignore_index=True)
+
+
 def _pod_steps(run):
     return [host_pod_steps(s) for s in run.xspaces()]
 
@@ -166,6 +173,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "duty_cycles": _duty_cycles,
     "module_ms": _module_ms,
     "pod_steps": _pod_steps,
+    "requests": _requests,
     "tool_status": tool_status,
     "attribute_cuda_graphs": lambda run: bool(run.attribute_cuda_graphs),
 }
@@ -242,6 +250,10 @@ class RunStats:
     @property
     def module_ms(self) -> pd.DataFrame:
         return self._part("module_ms")
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        return self._part("requests")
 
     @property
     def pod_steps(self) -> list[HostPodSteps]:
@@ -360,7 +372,7 @@ class StatsCombiner:
     * step_db: XProf's step intersection (`steps.step_intersection`): the steps all workers
       share, of the first host; a host without a device in a run with devices is a
       coordinator (no steps of its own); the first host's reason when it has none.
-    * hosts, step_spans, duty_cycles, module_ms, pod_steps: each host's, in host order; on
+    * hosts, step_spans, duty_cycles, module_ms, pod_steps, requests: each host's, in host order; on
       TPU the step database is XProf's TPU step table over every host's cores
       (`tpu_step_db`).
     * tool_status: a tool has data when any host has.
@@ -387,6 +399,7 @@ class StatsCombiner:
         self._duty: list = []
         self._module_ms: list[pd.DataFrame] = []
         self._pod_steps: list[HostPodSteps] = []
+        self._requests: list[pd.DataFrame] = []
         self._tool_status: list | None = None
         self._graphs: bool | None = None
 
@@ -400,6 +413,8 @@ class StatsCombiner:
         self._step_spans.extend(stats.step_spans)
         self._duty.extend(stats.duty_cycles)
         self._pod_steps.extend(stats.pod_steps)
+        if len(stats.requests):
+            self._requests.append(stats.requests)
         if len(stats.module_ms):
             self._module_ms.append(stats.module_ms)
         if self._graphs is None:
@@ -510,6 +525,7 @@ class StatsCombiner:
             duty_cycles=list(self._duty),
             module_ms=(pd.concat(self._module_ms, ignore_index=True) if self._module_ms else no_module_executions()),
             pod_steps=list(self._pod_steps),
+            requests=pd.concat(self._requests, ignore_index=True) if self._requests else no_requests(),
             tool_status=list(self._tool_status or []),
             attribute_cuda_graphs=bool(self._graphs),
         )
@@ -571,6 +587,7 @@ def light(stats: RunStats) -> RunStats:
         op_metrics=db,
         step_db=stats.step_db,
         pod_steps=stats.pod_steps,
+        requests=stats.requests,
         step_spans=stats.step_spans,
         duty_cycles=stats.duty_cycles,
         tool_status=stats.tool_status,
