@@ -123,3 +123,25 @@ def test_pod_viewer_is_a_tool_exactly_when_it_has_rows(name, session):
     assert bool(status.available) == (not run.pod_viewer().empty) == ("pod_viewer" in run.tools)
     if not status.available:
         assert "StepTraceAnnotation" in status.reason and "Steps" in status.reason
+
+
+def test_hosts_summarized_apart_equal_one_process(made, tmp_path):
+    """A pod read host by host on workers (each host's stats, then combined as XProf combines
+    them) shows the same pod viewer, TPU step table and inference latency as one process
+    reading every file."""
+    import pandas as pd
+
+    from tests.test_pod import INSTANT
+    from xprof_widgets.analysis.overview import overview
+    from xprof_widgets.analysis.pod_viewer import pod_viewer
+
+    root, _, _, _ = made["pod"]
+    alone = load_run(root)
+    pooled = load_run(root, executor=INSTANT)
+    assert pooled.pooled
+    pd.testing.assert_frame_equal(pooled.pod_viewer(), pod_viewer(alone))
+    pd.testing.assert_frame_equal(pooled.overview().steps, overview(alone).steps)
+    assert len(pooled.overview().steps) == 100
+    make_tpu_profiles.write("serving", tmp_path / "a")  # one host: requests in-process and pooled alike
+    one = load_run(tmp_path / "a")
+    assert len(one.overview().inference_latency) == 6
