@@ -392,14 +392,48 @@ def write(variant: str, out_dir: Path, src: Path | None = None, host: str = "tpu
     return run / f"{hosts[0]}.xplane.pb"
 
 
+def repeat_device_time(space, times: int) -> None:
+    """Make a longer run for benchmarks: every TensorCore plane's events `times` times over,
+    each copy shifted by the plane's whole span (host and device clocks alike), so steps and
+    their ops stay together (`shared/tools/tile_xplane.py` shifts each line by its own span,
+    which parts a step from its ops)."""
+    for plane in tensor_core_planes(space):
+        tc = _Plane(plane)
+        lines = [line for line in plane.lines if line.events]
+        if not lines:
+            continue
+        lo = min(line.timestamp_ns * 1000 + e.offset_ps for line in lines for e in line.events)
+        hi = max(line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for line in lines for e in line.events)
+        span = hi - lo + 1_000_000  # and 1 µs between copies
+        sid = tc.stat_ids.get("device_offset_ps")
+        for line in lines:
+            originals = list(line.events)
+            for k in range(1, times):
+                for e in originals:
+                    c = line.events.add()
+                    c.CopyFrom(e)
+                    c.offset_ps += k * span
+                    for st in c.stats:
+                        if st.metadata_id == sid:
+                            st.uint64_value += k * span
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--variant", default="all", choices=(*VARIANTS, "all"))
     ap.add_argument("--src", default=None, help="the real TPU profile (default: the one in tests/data)")
+    ap.add_argument("--times", type=int, default=1, help="repeat the device time N times (benchmarks)")
     args = ap.parse_args(argv)
     for v in VARIANTS if args.variant == "all" else (args.variant,):
-        print(write(v, Path(args.out_dir) / v, args.src))
+        path = write(v, Path(args.out_dir) / v, args.src)
+        if args.times > 1:
+            for f in path.parent.glob("*.xplane.pb"):
+                space = _schema().XSpace()
+                space.ParseFromString(f.read_bytes())
+                repeat_device_time(space, args.times)
+                f.write_bytes(space.SerializeToString())
+        print(path)
 
 
 if __name__ == "__main__":
