@@ -48,9 +48,23 @@ SOURCES = [
 CORPUS_SOURCES = ["tf_keras_cpu/plugins/profile/2026_11_22_03_16_48/vm.xplane.pb"]
 
 
+#: TPU runs made from the real v6e file (`tools/make_tpu_profiles.py`): steps, infeed,
+#: counters, barrier waits, requests, all real but for what the runtime adds.
+MADE_TPU = ("infeed", "counters", "barriers", "serving")
+
+
+def _made_tpu():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tpu_profiles", REPO / "tools" / "make_tpu_profiles.py")
+    made = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(made)
+    return [(f"tpu-{v}", made.make(v).SerializeToString()) for v in MADE_TPU]
+
+
 def sources(corpus=None):
-    """The real profiles to mutate: (name, decompressed bytes)."""
-    out = []
+    """The real profiles to mutate, and TPU runs made from one: (name, decompressed bytes)."""
+    out = _made_tpu()
     paths = list(SOURCES) + [Path(corpus) / s for s in CORPUS_SOURCES if corpus and (Path(corpus) / s).is_file()]
     for path in paths:
         data = path.read_bytes()
@@ -376,7 +390,12 @@ def _steps(path):
         ("kernel_stats", lambda: run().kernel_stats()),
         ("framework_op_stats", lambda: run().framework_op_stats()),
         ("roofline_model", lambda: run().roofline_model()),
+        ("pod_viewer", lambda: run().pod_viewer()),
+        ("perf_counters", lambda: run().perf_counters()),
+        ("smart_suggestions", lambda: run().smart_suggestions()),
         ("OverviewWidget", widget(xw.OverviewWidget)),
+        ("PodViewerWidget", widget(xw.PodViewerWidget)),
+        ("PerfCountersWidget", widget(xw.PerfCountersWidget)),
         ("InputPipelineWidget", widget(xw.InputPipelineWidget)),
         ("OpProfileWidget", widget(xw.OpProfileWidget)),
         ("TraceViewerWidget", widget(xw.TraceViewerWidget)),
