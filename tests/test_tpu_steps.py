@@ -199,3 +199,72 @@ def test_made_profiles_are_the_real_file_plus_steps(made):
         b = training.hlo_stats().set_index(["program_id", "hlo_op_name"])
         assert a.index.equals(b.index)
     assert json.dumps(sorted(real.modules)) == json.dumps(sorted(training.modules))
+
+
+def _tc_line(plane, name):
+    return next(line for line in plane.lines if line.name == name)
+
+
+def _odd(kind):
+    """A made TPU training space, damaged or odd in one way (`kind`)."""
+    space = make_tpu_profiles.make("infeed" if kind == "grouped without values" else "training")
+    planes = [p for p in space.planes if p.name.startswith("/device:TPU:")]
+    for p in planes:
+        ids = {m.name: k for k, m in p.stat_metadata.items()}
+        steps = _tc_line(p, "Steps")
+        if kind == "shuffled steps":
+            events = list(steps.events)
+            events.reverse()
+            del steps.events[:]
+            steps.events.extend(events)
+        elif kind == "text durations":
+            for e in steps.events:
+                for st in e.stats:
+                    if st.metadata_id == ids["device_duration_ps"]:
+                        st.ClearField("uint64_value")
+                        st.str_value = "x"
+        elif kind == "no ops":
+            del _tc_line(p, "XLA Ops").events[:]
+        elif kind == "grouped without values":
+            k = max(p.stat_metadata) + 1
+            p.stat_metadata[k].id = k
+            p.stat_metadata[k].name = "group_id"
+        elif kind == "zero-length steps":
+            for e in steps.events:
+                e.duration_ps = 0
+                for st in e.stats:
+                    if st.metadata_id == ids["device_duration_ps"]:
+                        st.uint64_value = 0
+    if kind == "grouped without values":
+        for p in space.planes:
+            if "group_id" not in {m.name for m in p.stat_metadata.values()}:
+                k = max(p.stat_metadata, default=0) + 1
+                p.stat_metadata[k].id = k
+                p.stat_metadata[k].name = "group_id"
+    return space
+
+
+@pytest.mark.parametrize(
+    "kind,steps",
+    [
+        ("shuffled steps", 100),  # read in time order, as written
+        ("text durations", 100),  # a step's device span from its own times
+        ("no ops", 0),
+        ("grouped without values", 0),  # XProf reads a grouped file's groups: none here
+        ("zero-length steps", 0),
+    ],
+)
+def test_odd_tpu_files(tmp_path, kind, steps):
+    """Damaged or odd TPU files: the steps that can be found, else none and a sentence why
+    (the Steps line is there, no step has ops on every core); every TPU tool answers."""
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    (folder / "h.xplane.pb").write_bytes(_odd(kind).SerializeToString())
+    run = xw.load_run(tmp_path)
+    ov = run.overview()
+    assert len(ov.steps) == steps and len(run.pod_viewer()) == 4 * steps
+    if not steps:
+        assert ov.reason.startswith("no TPU steps: the TensorCores' `Steps` lines hold no step")
+        assert run.pod_viewer().attrs["reason"] == ov.reason
+        assert "Steps" in xw.PodViewerWidget(run).html
+    assert run.smart_suggestions().empty

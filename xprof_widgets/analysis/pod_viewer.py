@@ -41,7 +41,7 @@ def pod_viewer(source: RunStats | RunLike) -> pd.DataFrame:
     out.attrs["device_type"] = stats.device[0]
     out.attrs["channels"] = pd.DataFrame(columns=CHANNEL_COLUMNS)
     out.attrs["all_reduce_ops"] = pd.DataFrame(columns=ALL_REDUCE_COLUMNS)
-    out.attrs["reason"] = "" if len(out) else (NO_TPU_STEPS_REASON if stats.has_tpu else NO_STEPS)
+    out.attrs["reason"] = "" if len(out) else (stats.step_db[1] or NO_TPU_STEPS_REASON if stats.has_tpu else NO_STEPS)
     return out
 
 

@@ -34,7 +34,7 @@ from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE
 from .steps import STEP_COLUMNS, device_steps, host_steps
-from .tpu_steps import NO_TPU_STEPS_REASON, tpu_step_cores, tpu_step_table
+from .tpu_steps import no_steps_reason, tpu_step_cores, tpu_step_table
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -449,7 +449,7 @@ def host_step_table(space):
 def _host_step_table(space):
     if any(p.name.startswith("/device:TPU") for p in space.planes):
         steps = tpu_step_table(tpu_step_cores(space))  # XProf's TPU steps: the TensorCores'
-        return steps, "" if len(steps) else NO_TPU_STEPS_REASON
+        return steps, "" if len(steps) else no_steps_reason(space)
     if any(p.name.startswith("/device:GPU") for p in space.planes):
         gpu_steps = device_steps(space)  # with a GPU, XProf's steps are the device's
         if len(gpu_steps):

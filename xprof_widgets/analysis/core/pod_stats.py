@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .steps import gpu_device_steps, host_steps, step_intersection
-from .tpu_steps import CORE_COLUMNS, tpu_step_cores
+from .tpu_steps import CORE_COLUMNS, no_steps_reason, tpu_step_cores
 
 #: XProf's step breakdown categories (`stepBreakdownEvents`: id 1-9), in its order, with the
 #: generic step table's column each reads.
@@ -68,12 +68,13 @@ class HostPodSteps:
     per-step rows (`tpu_steps.tpu_step_cores`, every step) or None off TPU; generic, the
     host's step table without dropping partial steps (`steps.host_steps` or
     `steps.gpu_device_steps`) or None on TPU; worker: whether it takes part in the step
-    intersection (has a device, or nobody has)."""
+    intersection (has a device, or nobody has); reason: why a TPU host has no steps ("")."""
 
     hostname: str
     tpu: pd.DataFrame | None
     generic: pd.DataFrame | None
     has_device: bool
+    reason: str = ""
 
     def spans(self) -> pd.DataFrame:
         """One row a step: begin_ps and step_time_ms, in step order (for the intersection)."""
@@ -95,7 +96,8 @@ def host_pod_steps(space) -> HostPodSteps:
     tpu = any(p.name.startswith("/device:TPU") for p in space.planes)
     gpu = any(p.name.startswith("/device:GPU") for p in space.planes)
     if tpu:
-        return HostPodSteps(hostname, tpu_step_cores(space).copy(), None, True)
+        cores = tpu_step_cores(space).copy()
+        return HostPodSteps(hostname, cores, None, True, "" if len(cores) else no_steps_reason(space))
     if gpu:
         return HostPodSteps(hostname, None, gpu_device_steps(space, drop_partial=False), True)
     return HostPodSteps(hostname, None, host_steps(space, drop_partial=False), False)

@@ -133,7 +133,8 @@ def tpu_step_db(pod_steps) -> tuple[pd.DataFrame, str]:
     every TensorCore of every host taking part (`pod_stats.combine_pod_steps`)."""
     cores, _ = combine_pod_steps(pod_steps)
     steps = tpu_step_table(cores if cores is not None else pd.DataFrame(columns=CORE_COLUMNS))
-    return steps, "" if len(steps) else NO_TPU_STEPS_REASON
+    reasons = [h.reason for h in pod_steps if h.reason]
+    return steps, "" if len(steps) else (reasons[0] if reasons else NO_TPU_STEPS_REASON)
 
 
 def _requests(run):

@@ -124,6 +124,10 @@ NO_TPU_STEPS_REASON = (
     "no TPU steps: no TensorCore plane has a `Steps` line with events (the TPU runtime writes one per "
     "training step of a program run in a training loop; an inference or serving run has none)"
 )
+NO_TPU_STEPS_KEPT = (
+    "no TPU steps: the TensorCores' `Steps` lines hold no step that every core ran XLA ops in "
+    "(XProf counts a step where each core with ops has both its step marker and its ops)"
+)
 
 _PS_PER_MS = 1e9
 
@@ -327,7 +331,7 @@ def core_steps(space) -> list:
 
 def _core_steps_of(space):
     planes = tensor_core_planes(space)
-    if not planes or not any(_grouping_line(p) is not None and _grouping_line(p).name == STEPS_LINE for p in planes):
+    if not _has_steps_line(planes):
         return []
     grouped = {i: _file_groups(p) for i, p in enumerate(planes)} if is_grouped(space) else _grouped_lines(space, planes)
     return [(planes[i], grouped[i][0], *_core_steps(planes[i], *grouped[i])) for i in sorted(grouped)]
@@ -385,6 +389,17 @@ def _tpu_step_cores(space):
         rows.append(frame)
     out = pd.concat(rows, ignore_index=True)
     return out.sort_values(["step_num", "core_id"], kind="stable").reset_index(drop=True)[CORE_COLUMNS]
+
+
+def no_steps_reason(space) -> str:
+    """Why a host file has no TPU steps, in a sentence: no `Steps` line with events, or none
+    of its steps has ops on every core."""
+    return NO_TPU_STEPS_KEPT if _has_steps_line(tensor_core_planes(space)) else NO_TPU_STEPS_REASON
+
+
+def _has_steps_line(planes) -> bool:
+    """Whether a TensorCore plane has a `Steps` line with events (its grouping line)."""
+    return any(_grouping_line(p) is not None and _grouping_line(p).name == STEPS_LINE for p in planes)
 
 
 def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
