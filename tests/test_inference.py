@@ -57,3 +57,61 @@ def test_no_requests_on_the_corpus(name, session):
     ref = json.loads((REFERENCE / name / session / "overview_page.json").read_text())
     assert _table(ref) == []
     assert corpus_run(name, session).overview().inference_latency.empty
+
+
+#: XProf's inference profile request table column -> ours.
+PROFILE_COLUMNS = {
+    "latency_ms": "latency_ms",
+    "host_preprocessing": "host_preprocessing_ms",
+    "host_runtime": "host_runtime_ms",
+    "data_transfer_h2d": "data_transfer_h2d_ms",
+    "data_transfer_d2h": "data_transfer_d2h_ms",
+    "device_compute": "device_compute_ms",
+    "host_postprocess": "host_postprocess_ms",
+    "idle time": "idle_ms",
+}
+
+
+def test_inference_profile_equals_xprof(tmp_path):
+    """XProf's inference profile tool on the same run: the requests it samples (percentile,
+    request id), each one's latency and breakdown, the Average row, the average latency and
+    the throughput as it writes them; the widget shows them."""
+    import xprof_widgets as xw
+
+    path = make_tpu_profiles.write("serving", tmp_path)
+    tables = xprof_oracle.tool_data([path], "inference_profile")
+    assert tables[0]["p"]["hasBatching"] == "false" and [r["c"][0]["v"] for r in tables[0]["rows"]] == ["ALL"]
+    t = tables[1]
+    ids = [c["id"] for c in t["cols"]]
+    theirs = [dict(zip(ids, [c.get("v") for c in r["c"]])) for r in t["rows"]]
+    run = load_run(tmp_path)
+    profile = run.inference_profile()
+    ours = profile.requests
+    assert len(ours) == len(theirs) == 4  # 50.505, 75.758, 90.909 of 99 requests, and Average
+    for x, (_, o) in zip(theirs, ours.iterrows()):
+        assert (o["percentile"], o["request_id"]) == (x["percentile"], x["request_id"])
+        for k, col in PROFILE_COLUMNS.items():
+            assert o[col] == pytest.approx(x[k], rel=1e-12, abs=1e-9), (x["percentile"], k)
+    assert f"{profile.average_latency_ms:.3f}" == t["p"]["averageLatencyMs"]
+    assert f"{profile.throughput:.1f}" == t["p"]["throughput"]
+    assert "inference_profile" in run.tools and "pod_viewer" not in run.tools
+    w = xw.InferenceProfileWidget(run)
+    assert 'data-testid="inference-requests" data-rows="4"' in w.html and set(w.figures) == {"requests"}
+
+
+def test_inference_profile_samples_as_xprof():
+    """At most 60 requests: every one, at 100 x i / n; more: those in XProf's windows."""
+    from xprof_widgets.analysis.inference_profile import _sampled
+
+    assert [round(p, 3) for _, p in _sampled(4)] == [0.0, 25.0, 50.0, 75.0]
+    assert [i for i, _ in _sampled(99)] == [50, 75, 90]
+    assert [i for i, _ in _sampled(1000)] == [
+        *range(500, 510), *range(750, 760), *range(900, 910), *range(990, 995), 999,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
+def test_no_inference_profile_on_the_corpus(name, session):
+    run = corpus_run(name, session)
+    p = run.inference_profile()
+    assert p.requests.empty and "root level -1" in p.reason and "inference_profile" not in run.tools

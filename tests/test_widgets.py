@@ -354,9 +354,9 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     assert runs == sorted(xw.list_runs(PROFILES / "tf_keras_cpu")["run"], reverse=True)  # newest first
     assert type(w.current).__name__ == "OverviewWidget" and w.current.run.name == runs[0]
     # TF on CPU: no XLA ops, no HLO modules; the newest run has allocator events.
-    # TF on CPU: no XLA ops, no HLO modules, no GPU, no TPU counters: seven tools without
-    # data, each said with why.
-    assert "7 tools without data" in w.message and "Memory viewer" in w.message  # and why
+    # TF on CPU: no XLA ops, no HLO modules, no GPU, no TPU counters, no requests: eight
+    # tools without data, each said with why.
+    assert "8 tools without data" in w.message and "Memory viewer" in w.message  # and why
     for label in (
         "HLO op profile",
         "HLO op stats",

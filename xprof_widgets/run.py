@@ -628,6 +628,14 @@ class Run:
 
         return derived(self, "pod_viewer", lambda: pod_viewer(self.stats())).copy()  # (see framework_op_stats)
 
+    def inference_profile(self):
+        """XProf's inference profile: a server's requests sampled at percentiles with each
+        one's latency breakdown, the average latency and the throughput; see
+        `analysis.inference_profile.InferenceProfile`. Without requests, `.reason` says why."""
+        from .analysis.inference_profile import inference_profile
+
+        return derived(self, "inference_profile", lambda: inference_profile(self.stats()))
+
     def smart_suggestions(self) -> pd.DataFrame:
         """XProf's smart suggestions: a row per rule that fires (rule_name, suggestion_text,
         XProf's HTML), empty when none does; see `analysis.smart_suggestion`. Reads each

@@ -44,6 +44,7 @@ TOOLS = [
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
         ("pod_viewer", "Pod viewer", "PodViewerWidget", "pod_viewer", False),
         ("perf_counters", "Performance counters", "PerfCountersWidget", "perf_counters", False),
+        ("inference_profile", "Inference profile", "InferenceProfileWidget", "inference_profile", False),
     ]
 ]
 BY_NAME = {t.name: t for t in TOOLS}

@@ -48,7 +48,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     missing = widget.locator("[data-testid='missing-tools']")
     missing.locator("summary").click()
     reasons = {t: r for t, ok, r in newer.tool_status().itertuples(index=False) if not ok and t in TOOLS}
-    # TF on CPU: no XLA ops, no HLO modules, no GPU, no TPU counters.
+    # TF on CPU: no XLA ops, no HLO modules, no GPU, no TPU counters, no requests.
     assert list(reasons) == [
         "op_profile",
         "hlo_stats",
@@ -57,8 +57,9 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
         "kernel_stats",
         "roofline_model",
         "perf_counters",
+        "inference_profile",
     ]
-    assert missing.locator("summary").inner_text() == "7 tools without data"
+    assert missing.locator("summary").inner_text() == "8 tools without data"
     assert missing.locator("li").all_inner_texts() == [f"{TOOLS[t].label}: {r}" for t, r in reasons.items()]
 
     # Memory profile of the newest run: the peak shown is the analysis' peak.
@@ -89,7 +90,7 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
     missing.locator("summary").click()
     items = missing.locator("li").all_inner_texts()
     assert f"Memory profile: {status['memory_profile']}" in items
-    assert widget.locator(".xw-profile-status").inner_text().startswith("8 tools without data")
+    assert widget.locator(".xw-profile-status").inner_text().startswith("9 tools without data")
     tool_select.select_option(label="Overview")
     text_is(page, avg, f"{older.overview().avg_step_time_ms:,.3f} ms")
 

@@ -130,15 +130,16 @@ _STEP_NAMES = ("train", "test", "TraceContext", "SessionRun", "FunctionRun", "Ru
 
 
 def has_steps(run):
-    """Cheap: a TensorCore plane with a `Steps` line with events; off TPU, a step marker's
-    name or a root / loop stat in some plane's metadata (the pod viewer then has rows, or
-    says why not)."""
+    """Cheap: a TensorCore plane with a `Steps` line with events (a TPU host's steps are its
+    TensorCores'); off TPU, a step marker's name or a root / loop stat in some plane's
+    metadata (the pod viewer then has rows, or says why not)."""
     for space in run.xspaces():
+        tpu = [p for p in space.planes if p.name.startswith(TPU_PLANE_PREFIX)]
+        if tpu:
+            if any(line.name == "Steps" and len(line) for p in tpu for line in p.lines):
+                return True, ""
+            continue
         for plane in space.planes:
-            if plane.name.startswith(TPU_PLANE_PREFIX):
-                if any(line.name == "Steps" and len(line) for line in plane.lines):
-                    return True, ""
-                continue
             if not plane.lines:
                 continue
             if any(plane.has_stat(name) for name in _STEP_STATS):
@@ -165,6 +166,30 @@ def has_counter_samples(run):
     return False, NO_COUNTER_SAMPLES
 
 
+NO_REQUESTS = (
+    "no inference requests: a server marks each request as an event with root level -1 "
+    "(`jax.profiler.TraceAnnotation('Request', _r=-1)`) or a `ModelServerRequest_...` event"
+)
+
+
+def has_requests(run):
+    """A host event with root level -1 or a `ModelServerRequest_` event (reads the `_r`
+    stats of the few events that have one)."""
+    for space in run.xspaces():
+        plane = space.plane(HOST_PLANE)
+        if plane is None:
+            continue
+        if any(m.name.startswith("ModelServerRequest_") for m in plane.message.event_metadata.values()):
+            return True, ""
+        if not plane.has_stat("_r"):
+            continue
+        for _, line in plane.busy_lines:
+            _, values = line.stat_table(names=["_r"]).ints("_r")
+            if (values == -1).any():
+                return True, ""
+    return False, NO_REQUESTS
+
+
 #: XProf's tool names, in the order of its tool list, with the rule that says whether a run
 #: has data for each.
 STATUS = {
@@ -181,6 +206,7 @@ STATUS = {
     "roofline_model": has_accelerator,
     "pod_viewer": has_steps,
     "perf_counters": has_counter_samples,
+    "inference_profile": has_requests,
 }
 
 

@@ -17,10 +17,16 @@ gradient):
   99 and 99.9 % (the request at index int(p / 100 x n)): host, device, communication and
   total time (ms).
 
+* **Each request's breakdown** (`inference_stats.cc` `GenerateRequestDetailedBreakdown`,
+  `RequestEventsToDetails`; XProf's inference profile): its device compute, transfers,
+  host preprocessing (request start to its first `tpu::System::Execute`), host runtime
+  (that execute to its program's launch), host postprocessing (its last
+  `CompleteCallbacks`, else its programs' end, to its end), idle (none of these), each
+  instant counted once for the highest kind.
+
 Not reimplemented: TF Serving's session requests (`BatchingSessionRun`, `TfrtModelRun`,
-`ServingModelRun`, `SessionRun`), batches (`ProcessBatch`), requests without a group, and
-XProf's inference profile tool (per-request breakdown into preprocessing, runtime,
-postprocessing).
+`ServingModelRun`, `SessionRun`), batches (`ProcessBatch`), model ids, transfers seen only
+as `tpu::System::Transfer...=>IssueEvent` / `Done` pairs, requests of a grouped file.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -29,40 +35,39 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .device_time import device_timespans
 from .grouping import group_ids, is_grouped, of_line, step_events
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX
+from .steps import _sweep
 
-REQUEST_COLUMNS = ["request_id", "model_id", "begin_ps", "end_ps", "latency_ps", "device_ps", "transfer_ps"]
+REQUEST_COLUMNS = [
+    "request_id",
+    "model_id",
+    "begin_ps",
+    "end_ps",
+    "latency_ps",
+    "device_ps",
+    "transfer_ps",
+    "host_preprocess_ps",
+    "host_runtime_ps",
+    "h2d_ps",
+    "d2h_ps",
+    "host_postprocess_ps",
+    "idle_ps",
+]
 LATENCY_COLUMNS = ["percentile", "host_ms", "device_ms", "communication_ms", "total_ms"]
 #: XProf's percentiles of the inference latency table (after its "Avg" row).
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9)
 _TRANSFERS = ("ReadHbm", "TransferD2HRequest", "WriteHbm", "TransferH2DRequest", "TransferPreprocessedH2DRequest")
 
 
-def _union(begin, end):
-    """Length of the union of spans, and the spans merged: (total, merged begins, ends)."""
-    if not len(begin):
-        return 0, begin, end
-    order = np.argsort(begin, kind="stable")
-    b, e = begin[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(b), bool)
-    new[1:] = b[1:] > reach[:-1]
-    starts = b[new]
-    ends = np.maximum.reduceat(e, np.flatnonzero(new))
-    return int((ends - starts).sum()), starts, ends
-
-
-def _overlap(begin, end, merged_begin, merged_end):
-    """Time of spans [begin, end) inside the merged (sorted, disjoint) spans."""
-    total = 0
-    for b, e in zip(begin.tolist(), end.tolist()):
-        i = np.searchsorted(merged_end, b, side="right")
-        while i < len(merged_begin) and merged_begin[i] < e:
-            total += min(e, merged_end[i]) - max(b, merged_begin[i])
-            i += 1
-    return total
+#: XProf's event types of a request's breakdown (`event_span.h`), higher winning where they
+#: overlap: device compute, device to host, host to device, runtime, postprocess, preprocess.
+DEVICE, D2H, H2D, RUNTIME, POSTPROCESS, PREPROCESS = 140, 130, 80, 50, 30, 20
+_D2H = ("ReadHbm", "TransferD2HRequest")
+_H2D = ("WriteHbm", "TransferH2DRequest", "TransferPreprocessedH2DRequest")
+_EXECUTE = ("tpu::System::Execute",)
+_LAUNCH = ("DoEnqueueProgram", "DoEnqueueContinuationProgram")
+_CALLBACK = ("CompleteCallbacks",)
 
 
 def no_requests() -> pd.DataFrame:
@@ -72,64 +77,107 @@ def no_requests() -> pd.DataFrame:
 
 def host_requests(space) -> pd.DataFrame:
     """The inference requests of one host file (see the module doc): request_id (the group),
-    model_id, begin_ps / end_ps (its host events), latency_ps, device_ps, transfer_ps. Empty
-    where no request root is found."""
-    empty = no_requests()
+    model_id, begin_ps / end_ps (its host events), latency_ps, and its time by XProf's kinds
+    (`inference_stats.cc` `RequestEventsToDetails`): device_ps (its programs on the TPU),
+    transfer_ps (h2d_ps + d2h_ps), host_preprocess_ps (request start to its first
+    `tpu::System::Execute`), host_runtime_ps (that execute to its program's launch,
+    `DoEnqueueProgram`), host_postprocess_ps (its last `CompleteCallbacks`, else its
+    programs' end, to the request's end) and idle_ps (none of these), each span counted once
+    by priority. Empty where no request root is found."""
     if is_grouped(space):
-        return empty
+        return no_requests()
     roots = step_events(space)
     if roots.empty:
-        return empty
+        return no_requests()
     names = roots["name"].astype(str)
     request = (roots["root_level"] == -1) | ((roots["root_level"] == 1) & names.str.startswith("ModelServerRequest_"))
-    roots = roots[request]
-    if roots.empty:
-        return empty
-    wanted = roots["group_id"].to_numpy(np.int64)
+    wanted = roots.loc[request, "group_id"].to_numpy(np.int64)
+    if not len(wanted):
+        return no_requests()
     groups = group_ids(space)
-    begin = dict.fromkeys(wanted.tolist(), np.iinfo(np.int64).max)
-    end = dict.fromkeys(wanted.tolist(), np.iinfo(np.int64).min)
-    device: dict[int, list] = {g: [] for g in wanted.tolist()}
-    transfer: dict[int, list] = {g: [] for g in wanted.tolist()}
+    found = set(wanted.tolist())
+    begin = dict.fromkeys(found, np.iinfo(np.int64).max)
+    end = dict.fromkeys(found, np.iinfo(np.int64).min)
+    spans: list[tuple[int, int, int, int]] = []  # (request, begin, end, type)
+    execute: dict[int, int] = {}  # the last execute's start (XProf sets it, event after event)
+    launch: dict[int, int] = {}  # the earliest launch
+    callback: dict[int, int] = {}  # the last callback's start
     for plane in space.planes:
         on_host = plane.name == HOST_PLANE
-        on_device = plane.name.startswith(TPU_PLANE_PREFIX)
-        if not (on_host or on_device):
+        if not (on_host or plane.name.startswith(TPU_PLANE_PREFIX)):
             continue
         for li, line in plane.busy_lines:
-            if on_device and line.name != "XLA Modules":
+            if not on_host and line.name != "XLA Modules":
                 continue
             g = of_line(groups, plane, li, -1)
             mine = np.flatnonzero(np.isin(g, wanted))
             if not len(mine):
                 continue
-            if on_host:
-                b = line.start_ps.astype(np.int64)[mine]
-                e = b + line.event_duration_ps.astype(np.int64)[mine]
-                frame = pd.DataFrame({"g": g[mine], "b": b, "e": e}).groupby("g").agg(b=("b", "min"), e=("e", "max"))
-                for gid, row in frame.iterrows():
-                    begin[gid] = min(begin[gid], int(row.b))
-                    end[gid] = max(end[gid], int(row.e))
-                names_ = np.asarray(line.names().astype(object))[mine]
-                moving = np.isin(names_, _TRANSFERS)
-                for gid, bb, ee in zip(g[mine][moving], b[moving], e[moving]):
-                    transfer[int(gid)].append((bb, ee))
-            else:
-                db, dd = device_timespans(line)
-                for gid, bb, ee in zip(g[mine], db[mine], db[mine] + dd[mine]):
-                    device[int(gid)].append((bb, ee))
-    rows = []
-    for gid in wanted.tolist():
-        if begin[gid] > end[gid]:
-            continue
-        d = np.array(device[gid], dtype=np.int64).reshape(-1, 2)
-        dev_ps, mb, me = _union(d[:, 0], d[:, 1])
-        t = np.array(transfer[gid], dtype=np.int64).reshape(-1, 2)
-        moved, tb, te = _union(t[:, 0], t[:, 1])
-        moved -= _overlap(tb, te, mb, me)  # device compute first, as XProf's priorities
-        rows.append((gid, "", begin[gid], end[gid], end[gid] - begin[gid], dev_ps, moved))
-    out = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
-    return out[out["latency_ps"] > 0].reset_index(drop=True)
+            b = line.start_ps.astype(np.int64)[mine]
+            e = b + line.event_duration_ps.astype(np.int64)[mine]
+            gm = g[mine]
+            if not on_host:  # the request's programs on the device (host clock, as XProf)
+                spans.extend(zip(gm.tolist(), b.tolist(), e.tolist(), [DEVICE] * len(mine)))
+                continue
+            frame = pd.DataFrame({"g": gm, "b": b, "e": e}).groupby("g").agg(b=("b", "min"), e=("e", "max"))
+            for gid, row in frame.iterrows():
+                begin[gid] = min(begin[gid], int(row.b))
+                end[gid] = max(end[gid], int(row.e))
+            kinds = np.asarray(line.names().astype(object))[mine]
+            for gid, name, bb, ee in zip(gm.tolist(), kinds.tolist(), b.tolist(), e.tolist()):
+                if name in _D2H or name in _H2D:
+                    spans.append((gid, bb, ee, D2H if name in _D2H else H2D))
+                elif name in _EXECUTE:
+                    execute[gid] = bb
+                elif name in _LAUNCH:
+                    launch[gid] = min(launch.get(gid, bb), bb)
+                elif name in _CALLBACK:
+                    callback[gid] = bb
+    ids = [gid for gid in wanted.tolist() if begin[gid] <= end[gid] and end[gid] > begin[gid]]
+    if not ids:
+        return no_requests()
+    device_end: dict[int, int] = {}
+    for gid, _, ee, kind in spans:
+        if kind == DEVICE:
+            device_end[gid] = max(device_end.get(gid, ee), ee)
+    for gid in ids:
+        if gid in execute:
+            spans.append((gid, begin[gid], max(execute[gid], begin[gid]), PREPROCESS))
+            if gid in launch:
+                spans.append((gid, execute[gid], max(launch[gid], execute[gid]), RUNTIME))
+        post = callback.get(gid, device_end.get(gid))
+        if post is not None:
+            spans.append((gid, post, max(end[gid], post), POSTPROCESS))
+    keep = [x for x in spans if x[0] in set(ids)]
+    cols = np.array(keep, dtype=np.int64).reshape(-1, 4)
+    order = np.argsort(cols[:, 0], kind="stable")
+    cols = cols[order]
+    swept, _ = _sweep(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], -1)
+    length = swept["end"] - swept["begin"]
+    per = pd.DataFrame({"g": swept["group"], "label": swept["label"], "ps": length})
+    per = per.groupby(["g", "label"])["ps"].sum().unstack(fill_value=0)
+
+    def part(kind):
+        return per[kind].reindex(ids, fill_value=0).to_numpy(np.int64) if kind in per else np.zeros(len(ids), np.int64)
+
+    out = pd.DataFrame(
+        {
+            "request_id": ids,
+            "model_id": "",
+            "begin_ps": [begin[g] for g in ids],
+            "end_ps": [end[g] for g in ids],
+            "device_ps": part(DEVICE),
+            "h2d_ps": part(H2D),
+            "d2h_ps": part(D2H),
+            "host_preprocess_ps": part(PREPROCESS),
+            "host_runtime_ps": part(RUNTIME),
+            "host_postprocess_ps": part(POSTPROCESS),
+            "idle_ps": part(0),
+        }
+    )
+    out["latency_ps"] = out["end_ps"] - out["begin_ps"]
+    out["transfer_ps"] = out["h2d_ps"] + out["d2h_ps"]
+    return out[REQUEST_COLUMNS]
 
 
 def inference_latency(requests: pd.DataFrame) -> pd.DataFrame:
