@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .analysis.compare import CompareResult
     from .analysis.core.run_stats import RunStats
     from .analysis.graph_viewer import GraphView
+    from .analysis.inference_profile import InferenceProfile
     from .analysis.input_pipeline import InputPipelineResult
     from .analysis.memory_profile import MemoryProfileResult
     from .analysis.memory_viewer import MemoryViewerResult
@@ -628,7 +629,7 @@ class Run:
 
         return derived(self, "pod_viewer", lambda: pod_viewer(self.stats())).copy()  # (see framework_op_stats)
 
-    def inference_profile(self):
+    def inference_profile(self) -> InferenceProfile:
         """XProf's inference profile: a server's requests sampled at percentiles with each
         one's latency breakdown, the average latency and the throughput; see
         `analysis.inference_profile.InferenceProfile`. Without requests, `.reason` says why."""
