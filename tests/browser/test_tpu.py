@@ -3,7 +3,8 @@ file (`tools/make_tpu_profiles.py`): the overview's TPU step table (average step
 TPU conclusion, a step clicked), the pod viewer (steps, a step's eight cores on two hosts,
 a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace viewer" showing
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
-pod-viewer.png, pod-viewer-to-trace.png."""
+pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
+overview-smart-suggestion.png."""
 
 import pytest
 
@@ -28,7 +29,7 @@ async () => {
 @pytest.fixture(scope="module")
 def tpu_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpu_browser")
-    for v in ("infeed", "pod"):
+    for v in ("infeed", "pod", "serving", "counters", "barriers"):
         make_tpu_profiles.write(v, root / v)
     return root
 
@@ -124,3 +125,48 @@ def test_pod_viewer_opens_the_trace_in_a_profile_widget(page, jupyter_lab, tpu_r
     save_screenshot(page, "pod-viewer-to-trace")
     assert (ARTIFACTS / "pod-viewer-to-trace.png").exists()
     assert page.off_host == [], f"requests left localhost: {page.off_host}"
+
+
+def test_inference_profile_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "serving"
+    page.set_viewport_size({"width": 1300, "height": 1100})
+    widget = show_widget(page, jupyter_lab, "inference.ipynb", tool_cell("InferenceProfileWidget", logdir))
+    p = xw.load_run(logdir).inference_profile()
+    assert widget.locator("[data-stat='requests']").inner_text() == "99"
+    assert widget.locator("[data-stat='average_latency_ms']").inner_text() == f"{p.average_latency_ms:,.3f} ms"
+    rows = widget.locator("[data-testid='inference-requests'] tbody tr")
+    assert rows.count() == 4 and rows.last.locator("td").first.inner_text() == "Average"
+    assert rows.first.locator("td").nth(2).inner_text() == f"{p.requests['latency_ms'].iloc[0]:,.3f}"
+    assert widget.locator("[data-figure='requests'] canvas").count() >= 1
+    finish(page, widget, "inference-profile.png")
+
+
+def test_perf_counters_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "counters"
+    page.set_viewport_size({"width": 1300, "height": 1100})
+    widget = show_widget(page, jupyter_lab, "counters.ipynb", tool_cell("PerfCountersWidget", logdir))
+    t = xw.load_run(logdir).perf_counters()
+    assert widget.locator("[data-stat='samples']").inner_text() == f"{len(t):,}"
+    assert widget.locator("[data-testid='counter-samples']").get_attribute("data-rows") == str(len(t))
+    # The filter: only the HBM counters' samples are left, asked of the kernel on Enter.
+    box = widget.locator("[data-testid='counter-filter']")
+    box.fill("hbm")
+    box.press("Enter")
+    hbm = int(t["counter"].str.contains("hbm").sum())
+    page.wait_for_function(
+        "(n) => document.querySelector(\"[data-testid='counter-samples']\")?.dataset.rows === String(n)",
+        arg=hbm,
+        timeout=15_000,
+    )
+    finish(page, widget, "perf-counters.png")
+
+
+def test_smart_suggestion_on_the_overview_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "barriers"
+    page.set_viewport_size({"width": 1300, "height": 1100})
+    widget = show_widget(page, jupyter_lab, "suggestion.ipynb", tool_cell("OverviewWidget", logdir))
+    box = widget.locator("[data-testid='smart-suggestions']")
+    text = box.inner_text()
+    assert "TPU barrier-cores" in text and "tpu-worker-2" in text and "11.7% of each step time" in text
+    assert box.locator("li").count() == 5  # the stragglers item (with its host) and XProf's three tips
+    finish(page, widget, "overview-smart-suggestion.png")
