@@ -105,6 +105,22 @@ def corpus_run(name, session=None, attribute_cuda_graphs=False):
     return xprof_widgets.load_run(path, attribute_cuda_graphs=attribute_cuda_graphs)
 
 
+def first_sessions():
+    """(logdir, run folder) of the first run of every corpus logdir this checkout has: what a
+    test that compares a tool with XProf on each corpus run is parametrized by."""
+    return [
+        (name, p.parent.name)
+        for name in CORPUS_LOGDIRS
+        if name in AVAILABLE
+        for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
+    ]
+
+
+def session_files(name, session):
+    """The host files of run folder `session` of corpus logdir `name`, sorted."""
+    return sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+
+
 def free_port():
     """A TCP port nothing listens on now, on 127.0.0.1."""
     with socket.socket() as s:

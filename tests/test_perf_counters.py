@@ -12,7 +12,7 @@ import pytest
 
 import xprof_widgets as xw
 from tests import xprof_oracle
-from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, PROFILES, corpus_run
+from tests.conftest import corpus_run, first_sessions, session_files
 from tests.test_tpu_steps import make_tpu_profiles
 
 
@@ -77,18 +77,13 @@ def test_the_widget_shows_the_samples_and_their_sums(counters):
     assert f'data-testid="counter-samples" data-rows="{int(t.counter.str.contains("hbm").sum())}"' in w.html
 
 
-RUNS = [
-    (name, p.parent.name)
-    for name in CORPUS_LOGDIRS
-    for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
-    if name in AVAILABLE
-]
+RUNS = first_sessions()
 
 
 @pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
 def test_no_counters_on_the_corpus(name, session):
     run = corpus_run(name, session)
-    paths = sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+    paths = session_files(name, session)
     t = run.perf_counters()
     assert t.empty and "counter_value" in t.attrs["reason"]
     assert ("perf_counters" in run.tools) == ("perf_counters" in _xprof_tools(paths)) is False

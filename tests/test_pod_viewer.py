@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests import xprof_oracle
-from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, PROFILES, corpus_run
+from tests.conftest import corpus_run, first_sessions, session_files
 from tests.test_tpu_steps import make_tpu_profiles
 from xprof_widgets import load_run
 from xprof_widgets.analysis.core.pod_stats import POD_CATEGORIES
@@ -48,18 +48,13 @@ def _compare(run, paths, skip=()):
     return len(ours)
 
 
-RUNS = [
-    (name, p.parent.name)
-    for name in CORPUS_LOGDIRS
-    for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
-    if name in AVAILABLE
-]
+RUNS = first_sessions()
 
 
 @pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
 def test_pod_viewer_equals_xprof_on_the_corpus(name, session):
     run = corpus_run(name, session)
-    paths = sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+    paths = session_files(name, session)
     n = _compare(run, paths)
     if name in ("jax_mlp_cpu", "tf_gpu_multiworker", "nvidia_jax_mlp_h200"):
         assert n > 0  # steps on CPU, two GPU hosts (core ids 1 and 1001), an H200

@@ -8,7 +8,7 @@ import pytest
 
 import xprof_widgets as xw
 from tests import xprof_oracle
-from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, PROFILES, corpus_run
+from tests.conftest import corpus_run, first_sessions, session_files
 from tests.test_tpu_steps import make_tpu_profiles
 from xprof_widgets.analysis.smart_suggestion import _stragglers, barrier_cores_suggestion
 
@@ -42,17 +42,12 @@ def test_stragglers_as_xprof_finds_them():
     assert "12.3% of each step time" in text and "&lt;b&gt;x&lt;/b&gt;" in text  # names escaped
 
 
-RUNS = [
-    (name, p.parent.name)
-    for name in CORPUS_LOGDIRS
-    for p in sorted((PROFILES / name).glob("plugins/profile/*/*.xplane.pb"))[:1]
-    if name in AVAILABLE
-]
+RUNS = first_sessions()
 
 
 @pytest.mark.parametrize("name,session", RUNS, ids=[f"{n}/{s}" for n, s in RUNS])
 def test_no_suggestion_where_xprof_has_none(name, session):
-    paths = sorted((PROFILES / name / "plugins" / "profile" / session).glob("*.xplane.pb"))
+    paths = session_files(name, session)
     assert xprof_oracle.tool_data(paths, "smart_suggestion")["suggestions"] == []
     assert corpus_run(name, session).smart_suggestions().empty
 

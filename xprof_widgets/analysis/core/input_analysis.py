@@ -34,7 +34,7 @@ from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE
 from .steps import STEP_COLUMNS, device_steps, host_steps
-from .tpu_steps import no_steps_reason, tpu_step_cores, tpu_step_table
+from .tpu_steps import TPU_BREAKDOWN_LABELS, no_steps_reason, tpu_step_cores, tpu_step_table
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -408,18 +408,8 @@ def analyze_tpu_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputP
 
 #: The generic breakdown columns the shared summary reads, 0 on TPU steps.
 _GENERIC_PARTS = ("input_ms", "all_others_ms", "kernel_launch_ms", "device_collectives_ms")
-#: TPU step columns XProf averages into its summary.
-_TPU_AVERAGED = (
-    "tc_compute_ms",
-    "scv0_compute_ms",
-    "scv0_infeed_ms",
-    "tc_infeed_ms",
-    "tc_outfeed_ms",
-    "tc_idle_ms",
-    "host_transfer_ms",
-    "tc_active_ms",
-    "active_step_time_ms",
-)
+#: TPU step columns XProf averages into its summary: its step-time graph's, and active time.
+_TPU_AVERAGED = (*TPU_BREAKDOWN_LABELS, "tc_active_ms", "active_step_time_ms")
 _NO_STEP_TIME = "No step time measured. Therefore we cannot tell where the performance bottleneck is."
 
 
