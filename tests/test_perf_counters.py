@@ -12,8 +12,9 @@ import pytest
 
 import xprof_widgets as xw
 from tests import xprof_oracle
-from tests.conftest import corpus_run, first_sessions, session_files
+from tests.conftest import corpus_run, first_sessions, host_copies, session_files
 from tests.test_tpu_steps import make_tpu_profiles
+from xprof_widgets.io import schema
 
 
 def _xprof_tools(paths):
@@ -92,3 +93,26 @@ def test_no_counters_on_the_corpus(name, session):
     assert np.all(
         t.columns == ["host", "chip", "kernel", "sample", "counter", "value", "value_hex", "description", "set"]
     )
+
+
+def test_mxu_and_hbm_utilization_equal_xprof(counters, tmp_path):
+    """The overview's MXU and HBM utilisation: the host plane's stats as XProf reads them, the
+    mean over hosts as XProf combines them (a second host at 80 %: 58.75 %)."""
+    path, run = counters
+    p = xprof_oracle.tool_data([path], "overview_page")[0]["p"]
+    ov = run.overview()
+    assert f"{ov.mxu_utilization_percent:.1f}%" == p["mxu_utilization_percent"] == "37.5%"
+    assert f"{ov.hbm_utilization_percent:.1f}%" == p["hbm_utilization_percent"]
+    two = host_copies(path, tmp_path, ["h0", "h1"])
+    space = schema.XSpace()
+    space.ParseFromString(two[1].read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    mxu = next(k for k, m in host.stat_metadata.items() if m.name == "matrix_unit_utilization_percent")
+    next(s for s in host.stats if s.metadata_id == mxu).double_value = 80.0
+    two[1].write_bytes(space.SerializeToString())
+    p2 = xprof_oracle.tool_data(two, "overview_page")[0]["p"]
+    ov2 = xw.load_run(tmp_path).overview()
+    assert f"{ov2.mxu_utilization_percent:.1f}%" == p2["mxu_utilization_percent"] == "58.8%"
+    assert f"{ov2.hbm_utilization_percent:.1f}%" == p2["hbm_utilization_percent"]
+    assert "MXU / HBM utilization" in xw.OverviewWidget(run).html
+    assert xw.sample_run().overview().mxu_utilization_percent is None  # not a TPU run

@@ -298,7 +298,24 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
             _add_counters(tc, core, spans)
     if variant == "host_steps":
         _add_host_steps(space)
+    if variant == "counters":  # a run that asked for hardware measures
+        _set_host_utilization(space, 37.5, 61.25)
     return space
+
+
+def _set_host_utilization(space, mxu, hbm):
+    """The host plane's `matrix_unit_utilization_percent` / `hbm_utilization_percent` stats,
+    the TPU runtime's measures over the capture (the real file has the first, 0)."""
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    ids = {m.name: i for i, m in host.stat_metadata.items()}
+    for name, value in (("matrix_unit_utilization_percent", mxu), ("hbm_utilization_percent", hbm)):
+        if name not in ids:
+            ids[name] = max(host.stat_metadata, default=0) + 1
+            host.stat_metadata[ids[name]].id = ids[name]
+            host.stat_metadata[ids[name]].name = name
+        stat = next((s for s in host.stats if s.metadata_id == ids[name]), None) or host.stats.add()
+        stat.metadata_id = ids[name]
+        stat.double_value = value
 
 
 def _add_counters(tc, core, spans):

@@ -127,6 +127,9 @@ class OverviewResult:
     inference_latency: XProf's "Inference Session Latency Breakdown" (`core.inference`): rows
         "Avg", "50.0%", "75.0%", "90.0%", "99.0%", "99.9%" of the requests' host_ms, device_ms,
         communication_ms and total_ms; empty on a run without requests or that trains.
+    mxu_utilization_percent, hbm_utilization_percent: TPU only (else None): the TPU runtime's
+        matrix-unit and HBM utilisation (host plane stats), the mean over hosts as XProf 2.24.2
+        combines them.
     tpu: on TPU runs with steps, XProf's TPU step summary (`InputPipelineResult.tpu`: the
         average of each TPU step column, the infeed shares, the TensorCore idle and output
         statements), else None. The TPU step columns themselves are in `steps`.
@@ -157,6 +160,8 @@ class OverviewResult:
     notes: str = ""
     tpu: dict | None = None
     inference_latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=INFERENCE_COLUMNS))
+    mxu_utilization_percent: float | None = None
+    hbm_utilization_percent: float | None = None
 
     def step_time_components(self) -> pd.DataFrame:
         """XProf's performance summary of the step time: per component of the breakdown
@@ -316,11 +321,28 @@ def overview(source: RunStats | RunLike) -> OverviewResult:
         latency=executions_latency([stats.module_ms]),
         is_training=stats.is_training,
         inference=inference_latency(stats.requests) if not stats.is_training else None,
+        utilization=(
+            (float(np.mean([h.mxu_percent for h in stats.hosts])), float(np.mean([h.hbm_percent for h in stats.hosts])))
+            if stats.has_tpu
+            else None
+        ),
     )
 
 
 def assemble_overview(
-    ip, db, *, hostnames, device, host_ops, gpu_ops, duty_cycles, has_gpu, latency, is_training=False, inference=None
+    ip,
+    db,
+    *,
+    hostnames,
+    device,
+    host_ops,
+    gpu_ops,
+    duty_cycles,
+    has_gpu,
+    latency,
+    is_training=False,
+    inference=None,
+    utilization=None,
 ) -> OverviewResult:
     """The overview page from its parts: the input pipeline result
     `ip`, the device op metrics `db`, the distinct `hostnames`, `device` (type, cores),
@@ -378,4 +400,6 @@ def assemble_overview(
         module_latency=latency,
         notes=db.notes if on_device and db.source == "gpu" else "",
         inference_latency=inference if inference is not None else pd.DataFrame(columns=INFERENCE_COLUMNS),
+        mxu_utilization_percent=utilization[0] if utilization else None,
+        hbm_utilization_percent=utilization[1] if utilization else None,
     )

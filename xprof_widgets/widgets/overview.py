@@ -97,6 +97,14 @@ class OverviewWidget(BokehWidget):
             ]
         if r.device_duty_cycle_percent is not None:
             stats.append(("device_duty_cycle_percent", "Device duty cycle", f"{r.device_duty_cycle_percent:.1f} %"))
+        if r.mxu_utilization_percent is not None:  # TPU: the runtime's own measures
+            stats.append(
+                (
+                    "mxu_utilization_percent",
+                    "MXU / HBM utilization",
+                    f"{r.mxu_utilization_percent:.1f} % / {r.hbm_utilization_percent:.1f} %",
+                )
+            )
         if r.op_placement:
             stats.append(
                 (

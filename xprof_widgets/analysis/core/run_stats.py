@@ -41,6 +41,7 @@ order into the run's. The tools (`analysis/*.py`) are functions of a `RunStats`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +67,7 @@ from .input_analysis import (
 )
 from .kernels import all_hosts_reports, combine_kernel_reports
 from .op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
-from .planes import gpu_planes, tensor_core_planes
+from .planes import HOST_PLANE, gpu_planes, tensor_core_planes
 from .pod_stats import HostPodSteps, combine_pod_steps, host_pod_steps
 from .runlike import RunLike
 from .steps import device_step_spans, step_intersection
@@ -82,6 +83,9 @@ class HostEnvironment:
     None, cores) (`environment.host_device`); hardware: "TPU", "GPU" or "CPU"; perf: the
     peaks of its first device plane (`environment.plane_perf_env`), None without one;
     has_gpu, has_tpu: whether it has GPU planes, TPU TensorCore planes.
+    mxu_percent, hbm_percent: the host plane's `matrix_unit_utilization_percent` and
+    `hbm_utilization_percent` stats (the TPU runtime's own measure over the capture), 0.0
+    without them, as XProf reads them.
     """
 
     hostname: str
@@ -90,6 +94,8 @@ class HostEnvironment:
     perf: dict | None
     has_gpu: bool
     has_tpu: bool
+    mxu_percent: float = 0.0
+    hbm_percent: float = 0.0
 
 
 def host_environment(space) -> HostEnvironment:
@@ -102,7 +108,18 @@ def host_environment(space) -> HostEnvironment:
         perf=perf,
         has_gpu=bool(gpu_planes(space)),
         has_tpu=bool(tensor_core_planes(space)),
+        mxu_percent=_host_stat_percent(space, "matrix_unit_utilization_percent"),
+        hbm_percent=_host_stat_percent(space, "hbm_utilization_percent"),
     )
+
+
+def _host_stat_percent(space, name) -> float:
+    """A number stat of the file's host plane (0.0 where absent or not a finite number)."""
+    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    value = plane.stats.get(name) if plane is not None else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(value)
 
 
 # --- the parts, built from a run's files in this process ------------------------------------
