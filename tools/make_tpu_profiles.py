@@ -23,7 +23,9 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
 * hardware counter samples (a `_counters_` line per TensorCore);
 * `barrier-cores` waits (XLA TraceMe line) on three hosts, one waiting less than the others;
 * serving: the real inference run (no Steps line) with each call of the program wrapped in
-  a request, `TraceAnnotation("Request", _r=-1, request_id=k)`, as a server marks them.
+  a request, `TraceAnnotation("Request", _r=-1, request_id=k)`, as a server marks them;
+* host input: host steps with a tf.data wait (`IteratorGetNext`) at the start of each, and
+  no infeed op on the device (XProf then counts part of the TensorCores' idle time as input).
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
@@ -44,7 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers", "serving")
+VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers", "serving", "host_input")
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
 BARRIER_HOSTS = (("tpu-worker-0", 0.15), ("tpu-worker-1", 0.15), ("tpu-worker-2", 0.05))
@@ -275,7 +277,7 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
             # libtpu writes a line's events by host time, as the real file has them.
             ops.events.sort(key=lambda e: e.offset_ps)
             tc.lines["XLA TraceMe"].events.sort(key=lambda e: e.offset_ps)
-        elif variant in ("training", "host_steps", "counters"):
+        elif variant in ("training", "host_steps", "counters", "host_input"):
             # Step k: from the start of the k-th program to halfway to the next one.
             steps = [
                 (h0, (h1 + nxt[0]) // 2, d0, (d1 + nxt[2]) // 2)
@@ -296,11 +298,29 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
         tc.add_steps(steps)
         if variant == "counters":
             _add_counters(tc, core, spans)
-    if variant == "host_steps":
+    if variant in ("host_steps", "host_input"):
         _add_host_steps(space)
+    if variant == "host_input":
+        _add_host_input(space)
     if variant == "counters":  # a run that asked for hardware measures
         _set_host_utilization(space, 37.5, 61.25)
     return space
+
+
+def _add_host_input(space):
+    """A host input pipeline's wait in each step: a TF `IteratorGetNext` op (what a tf.data
+    iterator's `get_next` records) at the start of each `train` step on the Python thread,
+    2 ms plus 1 ms more every fifth step."""
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    main = next(line for line in host.lines if line.name.startswith("main/"))
+    train = next(i for i, m in host.event_metadata.items() if m.name == "train")
+    mid = max(host.event_metadata) + 1
+    host.event_metadata[mid].id = mid
+    host.event_metadata[mid].name = "IteratorGetNext"
+    steps = [e for e in main.events if e.metadata_id == train]
+    for k, e in enumerate(steps):
+        main.events.add(metadata_id=mid, offset_ps=e.offset_ps + 1, duration_ps=(2 + (k % 5 == 0)) * 1_000_000_000)
+    main.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
 
 
 def _set_host_utilization(space, mxu, hbm):

@@ -40,9 +40,14 @@ marker), a core's idle time wraps around and XProf shows that step's TensorCore 
 the step time less the wait for the host (`ops_past_step_end` marks those steps; tests
 check XProf's values on every other step and ours on these).
 
+**Input seen from the host** (XProf's `MayFixTpuStepAnalysis`): where no TensorCore op is an
+infeed, the TensorCores of a step whose host waited for input (`IteratorGetNext...`,
+`MemcpyHToD`, `InfeedEnqueue...` in the host's step) are taken to have waited for it: each
+core's idle time is counted as infeed in the ratio of that host time to the step's
+TensorCore idle time, at most all of it.
+
 Not reimplemented: SparseCore planes and the SparseCore-v0 categories (no such profile
-here), XProf's `MayFixTpuStepAnalysis` (splitting idle time into input time
-by the host's input events), and TPU collectives' compute / sync split.
+here), and TPU collectives' compute / sync split.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -55,7 +60,8 @@ from .cache import derived
 from .device_time import device_timespans
 from .grouping import group_ids, is_grouped, of_line, step_events
 from .intervals import children_time
-from .planes import tensor_core_planes
+from .planes import HOST_PLANE, tensor_core_planes
+from .steps import HOST_TO_DEVICE, HOST_WAIT_INPUT, host_event_type
 
 STEPS_LINE = "Steps"
 MODULES_LINE = "XLA Modules"
@@ -388,7 +394,72 @@ def _tpu_step_cores(space):
             frame[col] = cats[have].sum(axis=1).to_numpy(np.int64) if have else np.zeros(len(groups), np.int64)
         rows.append(frame)
     out = pd.concat(rows, ignore_index=True)
-    return out.sort_values(["step_num", "core_id"], kind="stable").reset_index(drop=True)[CORE_COLUMNS]
+    out = out.sort_values(["step_num", "core_id"], kind="stable").reset_index(drop=True)[CORE_COLUMNS]
+    return _idle_as_input(space, out)
+
+
+_INFEED_CATEGORIES = ("infeed", "sparsecorev0 infeed")
+
+
+def _has_infeed_op(space) -> bool:
+    """Whether some TensorCore op is an infeed (XProf's `HasTpuInfeedOp` over the device ops)."""
+    for plane in tensor_core_planes(space):
+        ops = next((x for x in plane.lines if x.name == OPS_LINE), None)
+        if ops is None or not len(ops):
+            continue
+        ids = np.unique(ops.metadata_id)
+        cats = plane.metadata_stats(ids, ["hlo_category"]).get("hlo_category")
+        if cats is not None and any(c in _INFEED_CATEGORIES for c in cats.tolist()):
+            return True
+    return False
+
+
+def _host_input_ps(space) -> dict[int, int]:
+    """{group: time (ps) of its host events that wait for input or send it to the device}
+    (XProf's `TotalInputPs` over the host's step events: `IteratorGetNext...`, `MemcpyHToD`,
+    `InfeedEnqueue...`, durations summed as they are)."""
+    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    if plane is None:
+        return {}
+    groups = group_ids(space)
+    out: dict[int, int] = {}
+    for li, line in plane.busy_lines:
+        g = of_line(groups, plane, li, -1)
+        if not (g >= 0).any():
+            continue
+        names = line.names()
+        kinds = host_event_type(names.categories.astype(str))
+        codes = names.codes
+        wanted = (codes >= 0) & (g >= 0)
+        wanted[wanted] = np.isin(kinds[codes[wanted]], (HOST_WAIT_INPUT, HOST_TO_DEVICE))
+        if not wanted.any():
+            continue
+        for gid, ps in pd.Series(line.event_duration_ps[wanted].astype(np.int64)).groupby(g[wanted]).sum().items():
+            out[int(gid)] = out.get(int(gid), 0) + int(ps)
+    return out
+
+
+def _idle_as_input(space, cores: pd.DataFrame) -> pd.DataFrame:
+    """XProf's `MayFixTpuStepAnalysis`: where no TensorCore op is an infeed, the TensorCores
+    of a step whose host waited for input are taken to have waited for it too: each core's
+    idle time (its step less its ops', at least 0) is counted as infeed in the ratio of the
+    host's input time to the step's TensorCore idle time (at most all of it)."""
+    if cores.empty or _has_infeed_op(space):
+        return cores
+    wait = _host_input_ps(space)
+    if not wait:
+        return cores
+    idle_ms = tpu_step_table(cores).set_index("step_num")["tc_idle_ms"]
+    out = cores.copy()
+    steps = out["step_num"].to_numpy(np.int64)
+    input_ms = np.array([wait.get(int(s), 0) for s in steps], np.float64) / _PS_PER_MS
+    idle = idle_ms.reindex(steps).to_numpy(np.float64)
+    ratio = np.minimum(np.divide(input_ms, idle, out=np.zeros(len(steps)), where=np.abs(idle) >= 1e-10), 1.0)
+    core_idle = np.maximum(out["duration_ps"].to_numpy(np.int64) - out["op_time_ps"].to_numpy(np.int64), 0)
+    added = (core_idle * ratio).astype(np.int64)  # XProf: a double into whole picoseconds
+    out["infeed_ps"] = out["infeed_ps"].to_numpy(np.int64) + added
+    out["op_time_ps"] = out["op_time_ps"].to_numpy(np.int64) + added
+    return out
 
 
 def no_steps_reason(space) -> str:
