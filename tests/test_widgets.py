@@ -515,6 +515,12 @@ def test_profile_widget_shows_errors_from_the_thread(tmp_path):
     assert w.wait(timeout=120).name == "2026_11_22_03_16_08" and "vm.xplane.pb" not in w.message
 
 
+def test_package_lists_its_widgets():
+    """`dir(xw)` (a notebook's completion on `xw.`) offers the widgets, made on first use."""
+    names = dir(xw)
+    assert {"OverviewWidget", "PodViewerWidget", "ProfileWidget", "load_run"} <= set(names)
+
+
 def test_profile_widget_to_html_exports_every_tool_with_a_menu(tmp_path, monkeypatch):
     import json
     import re
@@ -540,6 +546,10 @@ def test_profile_widget_to_html_exports_every_tool_with_a_menu(tmp_path, monkeyp
     assert 'id="xprof-export-tool"' not in shown
     with pytest.raises(ValueError, match="no tool 'nothing'"):
         w.to_html(tools=["nothing"])
+    with pytest.raises(ValueError, match="no tool 'nothing'"):  # a name, not its letters
+        w.to_html(tools="nothing")
+    one = w.to_html(tools="input_pipeline_analyzer")
+    assert "Static export of <b>InputPipelineWidget</b>" in one and 'id="xprof-export-tool"' not in one
     # No HLO modules in a TF CPU run: the memory viewer is not offered, the page says why.
     assert "memory_viewer" not in w.tools
     assert "Memory viewer</b>: no HLO modules" in w.message

@@ -24,6 +24,12 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():
+    # The widgets are attributes too (made on first use): a notebook's completion on `xw.`
+    # offers them.
+    return sorted(set(globals()) | set(_WIDGETS))
+
+
 __all__ = [
     "ProfileError",
     "__version__",

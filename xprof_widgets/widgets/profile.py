@@ -159,8 +159,8 @@ class ProfileWidget(HostWidget):
 
         `tools`: "all" (default) puts every tool offered for the run and host in the
         page, behind a tool menu that works offline (each tool is built here if it was
-        not shown yet; the one shown comes first); "shown" only the tool shown; or a
-        list of XProf tool names. Tools that could not be built for the run are left
+        not shown yet; the one shown comes first); "shown" only the tool shown; or an XProf
+        tool name or a list of them. Tools that could not be built for the run are left
         out (the widget says why). BokehJS and the front end are in the page once.
 
         Waits for the run to open first. Raises ProfileError when there is nothing to
@@ -170,6 +170,8 @@ class ProfileWidget(HostWidget):
         run = self.wait()
         if run is None:
             raise ProfileError(self.logdir or "ProfileWidget", "nothing to export: no run is shown")
+        if isinstance(tools, str) and tools not in ("shown", "all"):
+            tools = [tools]  # one tool's name (not its letters)
         if tools == "shown":
             names = [self.tool]
         elif tools == "all":
