@@ -427,7 +427,21 @@ def host_steps(space, drop_partial=True) -> pd.DataFrame:
     host-to-device), output_ms, compilation_ms, all_others_ms, and the parts
     of input: wait_input_ms, host_to_device_ms. The breakdown columns add up
     to step_time_ms.
+
+    Every step is computed once per file (the step database drops the first and last,
+    XProf's pod viewer keeps them); each call gets its own table.
     """
+    return _dropped(derived(space, "host_steps_all", lambda: _host_steps_all(space)), drop_partial)
+
+
+def _dropped(steps, drop_partial):
+    """A copy of a step table, without its first and last step where XProf drops them."""
+    if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
+        return steps.iloc[1:-1].reset_index(drop=True)
+    return steps.copy()
+
+
+def _host_steps_all(space):
     roots = step_events(space)
     ev = _host_events(space, roots)
     if not len(ev["group"]) or not ev["marker"].any():
@@ -442,8 +456,6 @@ def host_steps(space, drop_partial=True) -> pd.DataFrame:
     bd = _breakdown(ev, steps)
     steps = steps.set_index("group_id").join(bd)
     steps = steps[steps["well_formed"]]
-    if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
-        steps = steps.iloc[1:-1]
     names = roots.set_index("group_id")["step_name"] if len(roots) else pd.Series(dtype=object)
     return _step_table(steps, [names.get(g, str(g)) for g in steps.index])
 
@@ -524,7 +536,13 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     (grouping, then `ProcessUngroupedEvents` and `DeriveStepEventsFromGroups`), and so
     do we: the groups of `grouping.forward_filled_group_ids` and the markers of the
     derived Steps line (`gpu_lines.steps_line`).
+
+    Every step is computed once per file (see `host_steps`); each call gets its own table.
     """
+    return _dropped(derived(space, "gpu_device_steps_all", lambda: _gpu_device_steps_all(space)), drop_partial)
+
+
+def _gpu_device_steps_all(space):
     from .gpu_lines import derives_gpu_lines, steps_line
 
     marks: list = []
@@ -596,8 +614,6 @@ def gpu_device_steps(space, drop_partial=True) -> pd.DataFrame:
     steps = steps[(steps["dur"] > 0) & steps["group_id"].isin(np.unique(ev["group"]))]
     bd = _breakdown(ev, steps).drop(columns="well_formed")
     steps = steps.set_index("group_id").join(bd)
-    if drop_partial and len(steps) > DROP_PARTIAL_STEPS_ABOVE:
-        steps = steps.iloc[1:-1]
     return _step_table(steps, [str(g) for g in steps.index])
 
 
