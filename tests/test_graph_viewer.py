@@ -150,6 +150,9 @@ def test_radius_limits_the_view():
         graph_viewer(run, "dot.1", radius=-1)
     small = graph_viewer(run, "dot.1", radius=5, max_nodes=10)
     assert len(small.nodes) == 10 and small.truncated
+    # Issue 46: a huge radius ends where the graph does, the same view as a radius past it.
+    whole = graph_viewer(run, "dot.1", module=STEP, radius=10**9)
+    assert set(whole.nodes["name"]) == set(graph_viewer(run, "dot.1", module=STEP, radius=200).nodes["name"])
 
 
 # --- fusions ----------------------------------------------------------------------------------

@@ -259,6 +259,8 @@ def test_every_memory_space_the_module_uses_matches_xprof():
     first = memory_viewer(protos[module], module_name=module)
     assert first.memory_spaces == [0, 1, 2, 5]
     assert [memory_space_name(c) for c in first.memory_spaces] == ["HBM", "VMEM", "Sflag", "Host"]
+    with pytest.raises(ValueError, match=r"no memory space 99; its buffers use 0 \(HBM\), 1 \(VMEM\)"):
+        memory_viewer(protos[module], memory_space=99, module_name=module)  # issue 46
     mib = 2**20
     for color in first.memory_spaces:
         ours = memory_viewer(protos[module], memory_space=color, module_name=module)

@@ -1335,3 +1335,30 @@ def test_selection_summary_equals_xprofs_on_every_run(name):
         assert row["occurrences"] == occ, label
         assert row["wall_ps"] / 1e6 == pytest.approx(wall, abs=1e-3 * occ), label
         assert row["self_ps"] / 1e6 == pytest.approx(own, abs=2e-3 * occ + 1e-6), label
+
+
+def test_a_track_that_does_not_exist_is_named_in_the_error():
+    """Issue 46: a track id past the trace, or not an id, says which ids exist (no bare
+    IndexError or TypeError from numpy); one id is accepted where a list is."""
+    from xprof_widgets import load_run
+
+    from .conftest import SAMPLES
+
+    trace = load_run(SAMPLES["jax_mlp_cpu"]).trace()
+    last = len(trace.tracks) - 1
+    for call in (
+        lambda: trace.summary(tracks=[10**6]),
+        lambda: trace.events(10**6),
+        lambda: trace.event(10**6, 0),
+        lambda: trace.derived_from(-1, 0),
+        lambda: trace.query(tracks=[last + 1]),
+    ):
+        with pytest.raises(IndexError, match=f"tracks 0 to {last}"):
+            call()
+    with pytest.raises(TypeError, match="track ids"):
+        trace.query(tracks="5")
+    with pytest.raises(IndexError, match="no event 10"):
+        trace.event(0, 10**9)
+    one = trace.query(tracks=0)
+    assert len(one) and set(one["track"]) == {0}
+    assert one.equals(trace.query(tracks=[0]))

@@ -389,7 +389,9 @@ def _neighbourhood(walk, centre, radius, max_nodes):
     exempt = set(start)
     truncated = walk.is_open(centre) and len(start) >= max_nodes
     frontier = start
-    for d in range(1, radius + 1):
+    d = 0
+    while frontier and d < radius:  # a huge radius ends where the graph does
+        d += 1
         nxt = []
         for node in frontier:
             # XLA's rules: a tuple's operands and a constant's users fan out to much of the

@@ -726,6 +726,10 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         label = module_name
     color = int(memory_space)
     assignment = _Assignment(hlo)
+    spaces = sorted({0} | {int(a.color) for a in assignment.allocations})
+    if color not in spaces and all(b.color != color for b in assignment.buffers.values()):
+        names = ", ".join(f"{c} ({memory_space_name(c)})" for c in spaces)
+        raise ValueError(f"{label}: no memory space {color}; its buffers use {names}")
     replay = _replay(assignment, assignment.trace_for(color), label)
 
     stack_index = hlo.hlo_module.stack_frame_index
@@ -865,6 +869,6 @@ def memory_viewer(hlo_proto, memory_space: int = 0, module_name: str | None = No
         logical_buffer_spans=spans,
         module_name=hlo.hlo_module.name,
         entry_computation_name=hlo.hlo_module.entry_computation_name,
-        memory_spaces=sorted({0, color} | {int(a.color) for a in assignment.allocations}),
+        memory_spaces=sorted(set(spaces) | {color}),
         allocation_blocks=_allocation_blocks(assignment, color),
     )

@@ -490,7 +490,7 @@ class Trace:
         resolution = max(1, int(resolution))
         rows = np.arange(len(self._row_track))
         if tracks is not None:
-            rows = rows[np.isin(self._row_track, np.asarray(list(tracks), dtype=np.int64))]
+            rows = rows[np.isin(self._row_track, np.asarray(self._track_ids(tracks), dtype=np.int64))]
         empty = np.zeros(0, np.int64)
         if we <= ws or len(rows) == 0:
             return self._frame(empty, empty, empty, empty, empty)
@@ -640,7 +640,7 @@ class Trace:
         and their `stats` are the ones XProf gives them (`group_id`; host
         offload: `_a`, `raw_bytes_accessed`, `shape_with_layout`).
         """
-        track, index = int(track), int(index)
+        track, index = self._track_id(track), int(index)
         t = self._tracks[track]
         if not 0 <= index < len(t):
             raise IndexError(f"track {track} has {len(t)} events; no event {index}")
@@ -725,11 +725,15 @@ class Trace:
         """The file events a derived event was made from, by start: a DataFrame with
         `track`, `index` (-1 where the event is not drawn), `start_ps`, `end_ps`
         (ps) and `name`. Empty for an event of a track that is not derived."""
-        t = self._tracks[int(track)]
+        track = self._track_id(track)
+        t = self._tracks[track]
         cols = ["track", "index", "start_ps", "end_ps", "name"]
         if t.derived is None:
             return pd.DataFrame({c: [] for c in cols})
         d = t.derived
+        index = int(index)
+        if not 0 <= index < len(t):
+            raise IndexError(f"track {track} has {len(t)} events; no event {index}")
         lo, hi = int(d.member_lo[index]), int(d.member_hi[index])
         lines, events = d.members_line[lo:hi], d.members_event[lo:hi]
         plane = self.space.planes[t.plane]
@@ -775,9 +779,27 @@ class Trace:
         at = a + int(np.flatnonzero(self._index[a:b] == index)[0])
         return int(self._row_depth[np.searchsorted(self._row_off, at, side="right") - 1])
 
+    def _track_id(self, track):
+        """`track` as an int, or an IndexError saying which ids exist."""
+        try:
+            tid = int(track)
+        except (TypeError, ValueError):
+            raise TypeError(f"a track id is an int (an index of trace.tracks), not {track!r}") from None
+        if not 0 <= tid < len(self._tracks):
+            raise IndexError(f"no track {tid}: this trace has tracks 0 to {len(self._tracks) - 1} (trace.tracks)")
+        return tid
+
+    def _track_ids(self, tracks):
+        """`tracks` (one id or several) as a list of checked ids."""
+        if isinstance(tracks, (int, np.integer)):
+            tracks = [tracks]
+        elif isinstance(tracks, (str, bytes)) or not hasattr(tracks, "__iter__"):
+            raise TypeError(f"tracks is a list of track ids (indexes of trace.tracks), not {tracks!r}")
+        return [self._track_id(t) for t in tracks]
+
     def _track_span(self, track):
         """Positions [a, b) of a track's events, and its global rows."""
-        rows = np.flatnonzero(self._row_track == int(track))
+        rows = np.flatnonzero(self._row_track == self._track_id(track))
         return int(self._row_off[rows[0]]), int(self._row_off[rows[-1] + 1]), rows
 
     def events(self, track):
@@ -856,7 +878,7 @@ class Trace:
         lo = self.start_ps if start_ps is None else int(start_ps)
         hi = self.end_ps if end_ps is None else int(end_ps)
         names, wall, own = [], [], []
-        for track in self.tracks.index if tracks is None else tracks:
+        for track in self.tracks.index if tracks is None else self._track_ids(tracks):
             ev = self.events(int(track))
             if ev.empty:
                 continue
