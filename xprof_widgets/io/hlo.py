@@ -404,7 +404,7 @@ class HloComputation:
         order, state = [], {}
         for instr in self.instructions:
             if not instr.users:
-                _post_order_from(instr, state, order)
+                post_order_from(instr, state, order)
         return order
 
     def visit_order(self):
@@ -413,16 +413,16 @@ class HloComputation:
         order, state = [], {}
         for instr in self.instructions:
             if not instr.users and instr is not self.root:
-                _post_order_from(instr, state, order)
+                post_order_from(instr, state, order)
         if self.root is not None:
-            _post_order_from(self.root, state, order)
+            post_order_from(self.root, state, order)
         return order
 
     def __repr__(self):
         return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
 
 
-def _post_order_from(root, state, order):
+def post_order_from(root, state, order):
     """Appends the not yet visited instructions reachable from `root` in post order:
     operands in operand order, then control predecessors (XLA's iterative DFS)."""
     stack = [root]

@@ -42,7 +42,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ...io.hlo import ELEMENTWISE_OPCODES, HloModule, _post_order_from
+from ...io.hlo import ELEMENTWISE_OPCODES, HloModule, post_order_from
 
 F32 = np.float32
 _ZERO = F32(0)
@@ -856,7 +856,7 @@ def _cpu_parameter_read_bytes(analysis, instr):
 
 def _post_order_single(root):
     order = []
-    _post_order_from(root, {}, order)
+    post_order_from(root, {}, order)
     return order
 
 
