@@ -67,7 +67,7 @@ from .input_analysis import (
 )
 from .kernels import all_hosts_reports, combine_kernel_reports
 from .op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
-from .planes import HOST_PLANE, gpu_planes, tensor_core_planes
+from .planes import gpu_planes, host_plane, tensor_core_planes
 from .pod_stats import HostPodSteps, combine_pod_steps, host_pod_steps
 from .runlike import RunLike
 from .steps import device_step_spans, step_intersection
@@ -115,7 +115,7 @@ def host_environment(space) -> HostEnvironment:
 
 def _host_stat_percent(space, name) -> float:
     """A number stat of the file's host plane (0.0 where absent or not a finite number)."""
-    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    plane = host_plane(space)
     value = plane.stats.get(name) if plane is not None else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return 0.0
