@@ -468,9 +468,8 @@ def test_the_cache_keeps_to_its_cap_deleting_the_entries_used_longest_ago(cache_
     monkeypatch.setenv(column_cache.ENV_MAX_BYTES, str(2 * one_entry + one_entry // 2))
     _open(copies[1])
     os.utime(_entry(copies[0]) / "manifest.json", (AN_HOUR_AGO, AN_HOUR_AGO))  # used longest ago
-    stale = _entry(copies[0]).parent / ".tmp-dead-writer"
-    stale.mkdir()
-    os.utime(stale, (AN_HOUR_AGO - 3600, AN_HOUR_AGO - 3600))
+    stale = _entry(copies[0]).parent / f".tmp-{'0' * 32}-{_dead_pid()}-{'1' * 32}"
+    stale.mkdir()  # a writer that died before it wrote anything
     _open(copies[2])  # three entries do not fit: the one used longest ago goes
     assert not _entry(copies[0]).exists()
     assert _entry(copies[1]).exists() and _entry(copies[2]).exists()
@@ -515,6 +514,73 @@ def test_cache_info_and_clear_cache_say_what_is_kept_and_empty_it(cache_dir, pro
     assert (outside / "keep.txt").read_text() == "not the cache's"
     assert not _from_cache(_open(profile))  # decoded again, and cached again
     assert xw.cache_info().entries["path"].tolist() == [os.path.realpath(profile)]
+
+
+def _dead_pid():
+    """The id of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _users_folders(version):
+    """Folders a user keeps in a cache folder shared with their own files, named and
+    filled as the cache's are (a manifest.json, temporary-looking names)."""
+    made = []
+    for name in ["a" * 32, "project", ".tmp-data", ".old-run", f".tmp-{'a' * 32}-1-{'b' * 32}"]:
+        folder = version / name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text('{"format": 2}')
+        (folder / "notes.txt").write_text("the user's")
+        made.append(folder)
+    return made
+
+
+def test_the_cache_deletes_only_the_folders_it_wrote(cache_dir, profile, tmp_path, monkeypatch):
+    """With the cache folder shared with a user's files, neither `clear_cache` nor the
+    pruning past the cap deletes a folder the cache did not write, and a temporary folder
+    another running process is writing stays until that process ends (issue 46)."""
+    _open(profile)
+    version = _entry(profile).parent
+    mine = _users_folders(version)
+    assert (_entry(profile) / column_cache._MARK).is_file()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        busy = version / f".tmp-{'c' * 32}-{sleeper.pid}-{'d' * 32}"
+        busy.mkdir()
+        (busy / column_cache._MARK).write_text(column_cache._mark_text("c" * 32))
+        dead = version / f".tmp-{'e' * 32}-{_dead_pid()}-{'f' * 32}"
+        dead.mkdir()
+        (dead / column_cache._MARK).write_text(column_cache._mark_text("e" * 32))
+        assert xw.cache_info().entries["path"].tolist() == [os.path.realpath(profile)]
+        xw.clear_cache()
+        assert not _entry(profile).exists() and not dead.exists()
+        assert busy.exists()  # another process is writing it
+        assert all((f / "notes.txt").read_text() == "the user's" for f in mine)
+        # Pruning past the cap: the cache's entries go, the user's folders stay.
+        monkeypatch.setenv(column_cache.ENV_MAX_BYTES, "1")
+        copy = tmp_path / "other" / "vm.xplane.pb"
+        copy.parent.mkdir()
+        shutil.copy(profile, copy)
+        os.utime(copy, (AN_HOUR_AGO, AN_HOUR_AGO))
+        _open(profile)
+        _open(copy)  # the cap is passed: the older entry goes
+        assert not _entry(profile).exists() and _entry(copy).exists()
+        assert all((f / "notes.txt").read_text() == "the user's" for f in mine)
+        assert busy.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    xw.clear_cache()  # its writer has ended now
+    assert not busy.exists() and all(f.exists() for f in mine)
+
+
+def test_an_entry_written_before_entries_had_marks_is_still_the_caches(cache_dir, profile):
+    _open(profile)
+    (_entry(profile) / column_cache._MARK).unlink()  # as an older version wrote it
+    assert len(xw.cache_info().entries) == 1
+    xw.clear_cache()
+    assert not _entry(profile).exists()
 
 
 def test_the_cap_comes_from_the_environment(monkeypatch):

@@ -21,7 +21,11 @@ truncated, garbage, unreadable) makes `load` return None, so the file is decoded
 again and the entry rewritten: a damaged cache is rebuilt, never an error, never
 served. The cache acts only inside its folder: a link anywhere below it (an entry,
 its `derived` folder, a version folder) is neither followed nor written through, and
-only folders the cache wrote are ever deleted.
+only folders the cache wrote are ever deleted: an entry is the cache's when its folder
+is named by a path digest and holds the cache's mark (`_MARK`, naming that digest with a
+checksum), a writer's temporary folder when its name carries the digest and the writing
+process's id and it holds the mark too; another process's temporary folder is removed only
+once that process is gone. A user's own folders beside the cache's are never touched.
 Entries are written on a background thread to a temporary folder and renamed into
 place, so a reader never sees half an entry. Tools may keep an index they derive from
 the columns in the same entry (`store_derived_later`: the trace viewer's rows and
@@ -41,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -85,6 +90,44 @@ COLUMNS = (
 _LINE_FIELDS = ("id", "name", "display_id", "display_name", "timestamp_ns", "duration_ps")
 
 _writers: list[threading.Thread] = []
+
+#: The file that marks a folder as the cache's (see `_mark_text`).
+_MARK = ".xprof-widgets-entry"
+_ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+_TEMP_NAME = re.compile(r"\.(?:tmp|old)-([0-9a-f]{32})-([0-9]+)-[0-9a-f]{32}")
+
+
+def _mark_text(digest):
+    """What the mark of the entry `digest` holds: the digest and a CRC-32 of the line, so
+    a file a user happens to name alike is not taken for the cache's."""
+    line = f"xprof-widgets column cache entry {digest}"
+    return f"{line} crc32={zlib.crc32(line.encode()):08x}\n"
+
+
+def _marked(folder, digest):
+    try:
+        return (folder / _MARK).read_text("ascii") == _mark_text(digest)
+    except (OSError, ValueError):
+        return False
+
+
+def _temp_dir(folder):
+    """A new temporary folder beside `folder` (an entry, or a derived index inside one),
+    named by the entry's digest and this process, marked before anything is written."""
+    return folder.parent / f".tmp-{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def _alive(pid):
+    """Whether process `pid` runs (this one always does)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):  # no permission to signal it: it runs
+        return True
+    return True
 
 
 def enabled(cache=None):
@@ -354,7 +397,7 @@ def store(space, key):
     """Write the entry of `space` (read from the file `key` describes). Never raises:
     a cache that cannot be written only means the next open decodes again."""
     folder = entry_dir(key["path"])
-    tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex}"
+    tmp = _temp_dir(folder)
     try:
         lines = [line for plane in space.planes for line in plane.lines]
         if any(line.stats_at is None for line in lines):
@@ -366,6 +409,7 @@ def store(space, key):
         if shutil.disk_usage(folder.parent).free < count * 40 + MIN_FREE_BYTES:
             return
         tmp.mkdir()
+        (tmp / _MARK).write_text(_mark_text(folder.name), "ascii")
         # Each column in the narrowest type all its lines hold (metadata ids and record
         # positions int32, stats offsets uint16 where they fit: see xspace._narrow).
         dtypes = {
@@ -443,20 +487,36 @@ class CacheInfo:
 
 def _entries(root):
     """The folders the cache wrote under `root` (entries of every format version and
-    unfinished writes), never following a link: [(folder, is a finished entry)]."""
+    writers' temporary folders), never following a link: [(folder, is a finished entry,
+    the id of the process writing it: None for an entry)]. A folder is the cache's only
+    when its name and mark say so (see the module doc); the rest is left alone."""
     found = []
     if not root.is_dir() or root.is_symlink():
         return found
     for version in root.iterdir():
-        if not version.name.startswith("v") or version.is_symlink() or not version.is_dir():
+        if not re.fullmatch(r"v[0-9]+", version.name) or version.is_symlink() or not version.is_dir():
             continue
         for child in version.iterdir():
             if child.is_symlink() or not child.is_dir():
                 continue
-            temporary = child.name.startswith((".tmp-", ".old-"))
-            if temporary or (child / "manifest.json").is_file():
-                found.append((child, not temporary))
+            if _ENTRY_NAME.fullmatch(child.name):
+                if _marked(child, child.name) or _unmarked_entry(child):
+                    found.append((child, True, None))
+                continue
+            temp = _TEMP_NAME.fullmatch(child.name)
+            if temp and (_marked(child, temp[1]) or not any(child.iterdir())):
+                found.append((child, False, int(temp[2])))
     return found
+
+
+def _unmarked_entry(folder):
+    """An entry written before entries had marks: its manifest carries the cache's own
+    checksum of itself, which no user's `manifest.json` does by chance."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+        return isinstance(manifest, dict) and manifest.get(_MANIFEST_CRC) == _manifest_checksum(manifest)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _size(folder):
@@ -478,7 +538,7 @@ def cache_info():
     root = cache_root()
     rows = []
     total = 0
-    for folder, finished in _entries(root):
+    for folder, finished, _ in _entries(root):
         size = _size(folder)
         total += size
         if not finished:
@@ -497,11 +557,13 @@ def cache_info():
 
 def clear_cache():
     """Delete every entry of the column cache (profiles reopen by decoding their files, and
-    are cached again). Only folders the cache wrote are removed, links are never followed.
-    Returns the bytes freed."""
+    are cached again). Only folders the cache wrote are removed (not a temporary folder
+    another running process is writing), links are never followed. Returns the bytes freed."""
     wait_for_writers()
     freed = 0
-    for folder, _ in _entries(cache_root()):
+    for folder, _, writer in _entries(cache_root()):
+        if writer is not None and writer != os.getpid() and _alive(writer):
+            continue
         size = _size(folder)
         shutil.rmtree(folder, ignore_errors=True)
         if not folder.exists():
@@ -524,10 +586,10 @@ def _prune(root, keep):
     limit = max_bytes()
     now = time.time()
     entries = []
-    for child, finished in _entries(root.parent):
+    for child, finished, writer in _entries(root.parent):
         try:
             if not finished:
-                if now - child.stat().st_mtime > STALE_TEMP_SECONDS:
+                if writer != os.getpid() and (not _alive(writer) or now - child.stat().st_mtime > STALE_TEMP_SECONDS):
                     shutil.rmtree(child, ignore_errors=True)
                 continue
             used = (child / "manifest.json").stat().st_mtime
@@ -569,7 +631,7 @@ def _replace(tmp, folder):
         return
     except OSError:
         pass
-    old = folder.parent / f".old-{folder.name}-{uuid.uuid4().hex}"
+    old = folder.parent / f".old-{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
     try:
         os.rename(folder, old)
     except OSError:
@@ -637,7 +699,7 @@ def store_derived_later(space, name, saved):
 def _store_derived(key, name, meta, arrays):
     entry = entry_dir(key["path"])
     parent = entry / "derived"
-    tmp = parent / f".tmp-{name}-{uuid.uuid4().hex}"
+    tmp = _temp_dir(parent / name)
     try:
         if not _no_links(entry) or _manifest(entry, key) is None:
             return  # the file's entry is another version's (or was not written): not ours to add to
