@@ -10,6 +10,7 @@
 
 import json
 import os
+import re
 import shutil
 import time
 import warnings
@@ -368,12 +369,50 @@ def test_unreadable_host_is_left_out(tmp_path):
     with pytest.warns(UserWarning, match="host002"):
         summaries = run.host_summaries()
     assert [s.host for s in summaries] == ["host000", "host001", "host003"]
-    assert "host002" in run.unreadable and run.hosts == ["host000", "host001", "host003"]
+    # The host stays listed (the list does not change under the user), named as left out.
+    assert "host002" in run.unreadable and run.hosts == ["host000", "host001", "host002", "host003"]
+    assert run.readable_hosts == ["host000", "host001", "host003"]
     table = run.per_host()
     assert list(table["host"]) == ["host000", "host001", "host002", "host003"]
     assert table["error"].astype(bool).tolist() == [False, False, True, False]
     one = xw.load_run(source, executor=INSTANT)
     _same_op_profile(run.op_profile(), one.op_profile(), adds=3)
+
+
+def test_a_host_left_out_says_so_before_and_after_its_file_is_read(tmp_path):
+    """Issue 46: a damaged host's file stays in `run.hosts` before and after the files are
+    read; every per-host tool asked for it raises "host X was left out: FILE: why" (a
+    ProfileError), first time or later, as the widgets do."""
+    source = _one_host_file("tpu_v6e_inference")
+    folder = _copies(tmp_path, source, n=3)
+    bad = folder / "host001.xplane.pb"
+    bad.write_bytes(source.read_bytes()[: len(source.read_bytes()) // 2])
+    hosts = ["host000", "host001", "host002"]
+    run = xw.load_run(folder, executor=INSTANT)
+    assert run.hosts == hosts and run.unreadable == {}
+    expected = f"host host001 was left out: {bad}: is not a readable XSpace profile: truncated"
+    with pytest.warns(UserWarning, match="host001"), pytest.raises(ProfileError, match=re.escape(expected)):
+        run.trace("host001")  # found out here, first
+    assert run.hosts == hosts and list(run.unreadable) == ["host001"]
+    run.overview()
+    assert run.hosts == hosts and run.readable_hosts == ["host000", "host002"]
+    calls = {
+        "memory_profile": lambda: run.memory_profile(host="host001"),
+        "trace": lambda: run.trace("host001"),
+        "xspace": lambda: run.xspace("host001"),
+        "TraceViewerWidget": lambda: xw.TraceViewerWidget(run, host="host001"),
+        "MemoryProfileWidget": lambda: xw.MemoryProfileWidget(run, host="host001"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ProfileError, match=re.escape(expected)) as caught:
+            call()
+        assert caught.value.host == "host001" and caught.value.path == str(bad), name
+    viewer = xw.TraceViewerWidget(run, host="host002")
+    with pytest.raises(ProfileError, match="host host001 was left out"):
+        viewer.host = "host001"
+    assert viewer.host == "host002"  # the view stays on the host it shows
+    with pytest.raises(KeyError, match="no host 'nope'"):
+        run.trace("nope")
 
 
 def test_step_intersection_aligns_by_time():
@@ -433,7 +472,7 @@ def test_one_bad_host_leaves_every_tool_working(tmp_path, monkeypatch):
     run = xw.load_run(folder, executor=INSTANT)
     with pytest.warns(UserWarning, match="host00[12]"):
         overview = run.overview()
-    assert run.hosts == ["host000", "host003"]
+    assert run.readable_hosts == ["host000", "host003"] and len(run.hosts) == 4
     assert "truncated" in run.unreadable["host001"] and "IndexError" in run.unreadable["host002"]
     one = xw.load_run(source, executor=INSTANT)
     _same_overview(overview, one.overview(), adds=2)

@@ -11,7 +11,7 @@ import functools
 import os
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -226,13 +226,17 @@ class Run:
         self.files = {host_of(fs.name(_local(f))): _local(f) for f in files}
         if not self.files:
             raise ProfileError(name, "holds no .xplane.pb file")
-        #: {host: why its file could not be read}: hosts left out of the run (a warning says so).
+        #: {host: why its file could not be read ("FILE: why")}: hosts left out of the run (a
+        #: warning says so). A file found bad when the run opens (its header, or the first
+        #: host's whole file) is not among `hosts`; one found bad later stays in `hosts`, so
+        #: the list never changes under the user, and asking for it raises a ProfileError
+        #: "host X was left out: FILE: why" (`xspace`).
         self.unreadable: dict[str, str] = {}
         for host, path in list(self.files.items()):
             try:
                 _check_header(path)
             except ProfileError as error:
-                self._leave_out(host, error)
+                self._leave_out(host, error, opening=True)
         self._spaces: dict[str, XSpaceFile] = {}
         #: {module: first host holding it}, once the hosts' summaries are in (`pod`).
         self._module_hosts: dict | None = None
@@ -241,13 +245,17 @@ class Run:
                 self.xspace(progress=progress)
                 break
             except ProfileError as error:
-                self._leave_out(self.hosts[0], error)
+                self._leave_out(self.hosts[0], error, opening=True)
 
-    def _leave_out(self, host: str, error: ProfileError) -> None:
-        """Take a host whose file cannot be read out of the run; raise if it was the last."""
-        del self.files[host]
+    def _leave_out(self, host: str, error: ProfileError, opening: bool = False) -> None:
+        """Leave out a host whose file cannot be read (out of `hosts` too while the run
+        opens); raise if it was the last."""
+        if host in self.unreadable:
+            return
+        if opening:
+            del self.files[host]
         self.unreadable[host] = str(error)
-        if not self.files:
+        if not self.readable_hosts:
             if len(self.unreadable) == 1:
                 raise error
             raise ProfileError(self.name, "no host's file could be read: " + "; ".join(self.unreadable.values()))
@@ -258,8 +266,21 @@ class Run:
 
     @property
     def hosts(self) -> list[str]:
-        """Host names, one per profile file."""
+        """Host names, one per profile file (those left out since the run opened included:
+        see `unreadable`)."""
         return list(self.files)
+
+    @property
+    def readable_hosts(self) -> list[str]:
+        """`hosts` but those left out (`unreadable`) so far."""
+        return [h for h in self.files if h not in self.unreadable]
+
+    def left_out(self, host: str) -> ProfileError:
+        """The ProfileError "host X was left out: FILE: why" of a host in `unreadable`."""
+        why = self.unreadable[host]
+        path = str(self.files[host])
+        problem = why[len(path) + 2 :] if why.startswith(path + ": ") else why
+        return ProfileError(path, problem, host=host)
 
     @property
     def path(self) -> Path | str:
@@ -273,27 +294,41 @@ class Run:
         is read (a chunk at a time; remote files once, when read), never if it
         was read before; decoding follows its last call.
         """
-        host = self.hosts[0] if host is None else host
+        host = self.readable_hosts[0] if host is None else host
         if host not in self.files:
             raise KeyError(f"no host {host!r} in run {self.name!r}; hosts: {self.hosts}")
+        if host in self.unreadable:
+            raise self.left_out(host)
         if host not in self._spaces:
             path = self.files[host]
             report = None if progress is None else (lambda done, total: progress(host, done, total))
             data = _read_remote(str(path)) if fs.is_url(path) else None
             if data is not None and report is not None:
                 report(len(data), len(data))
-            self._spaces[host] = read_xspace(path, data=data, progress=report, cache=self.cache)
+            try:
+                self._spaces[host] = read_xspace(path, data=data, progress=report, cache=self.cache)
+            except ProfileError as error:
+                if host == self.readable_hosts[0] and not self._spaces:
+                    raise  # the run is opening (see __init__)
+                self._leave_out(host, error)
+                raise self.left_out(host) from None
         return self._spaces[host]
 
     def xspaces(self) -> list[XSpaceFile]:
-        """Every host's XSpaceFile, in host order. A host whose file cannot be read is left
-        out of the run (named in `unreadable`, with a warning)."""
+        """Every readable host's XSpaceFile, in host order (`host_spaces` without names)."""
+        return [space for _, space in self.host_spaces()]
+
+    def host_spaces(self, only: Collection[str] | None = None) -> list[tuple[str, XSpaceFile]]:
+        """(host, XSpaceFile) of every host (or of the hosts in `only`), in host order. A
+        host whose file cannot be read is left out (named in `unreadable`, with a warning)."""
         out = []
         for host in self.hosts:
+            if host in self.unreadable or (only is not None and host not in only):
+                continue
             try:
-                out.append(self.xspace(host))
-            except ProfileError as error:
-                self._leave_out(host, error)
+                out.append((host, self.xspace(host)))
+            except ProfileError:
+                pass  # (`xspace` has left it out)
         return out
 
     # --- many hosts: per-host summaries, combined ------------------------------------
@@ -509,9 +544,9 @@ class Run:
         if hosts_of is None and "pod" in self.__dict__.get("_derived", {}):
             hosts_of = self.pod().module_hosts
         if not self.pooled or len(self.files) < 2 or hosts_of is None:
-            return list(zip(self.hosts, self.xspaces()))
-        needed = {self.hosts[0], *hosts_of.values()}
-        return [(h, self.xspace(h)) for h in self.hosts if h in needed]
+            return self.host_spaces()
+        needed = {self.readable_hosts[0], *hosts_of.values()}
+        return self.host_spaces(only=needed)
 
     @property
     def modules(self) -> pd.DataFrame:

@@ -515,7 +515,7 @@ class MemoryProfileResult:
 
 
 def _empty(run, host, reason, ids=()):
-    return MemoryProfileResult(memory_ids=list(ids), host=host or run.hosts[0], reason=reason)
+    return MemoryProfileResult(memory_ids=list(ids), host=host or run.readable_hosts[0], reason=reason)
 
 
 def memory_profile(run, memory_id=None, host=None):
@@ -527,7 +527,7 @@ def memory_profile(run, memory_id=None, host=None):
     `reason` says why and how to record them. Raises KeyError for an unknown
     `memory_id`, listing the ids.
     """
-    host = run.hosts[0] if host is None else host
+    host = run.readable_hosts[0] if host is None else host
     ev = allocator_events(run, host)
     if ev.empty:
         if memory_id is not None:

@@ -48,8 +48,7 @@ def perf_counters(run: RunLike) -> pd.DataFrame:
     """XProf's performance counter table of a run, every host in order (see the module
     doc); `.attrs["reason"]` says why it is empty."""
     frames = []
-    for host in run.hosts:
-        space = run.xspace(host)
+    for host, space in run.host_spaces():
         for plane in space.planes:
             if not plane.name.startswith((TPU_PLANE_PREFIX, GPU_PLANE_PREFIX)) or not plane.has_stat("counter_value"):
                 continue

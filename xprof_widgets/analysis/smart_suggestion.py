@@ -153,8 +153,7 @@ def smart_suggestions(run: RunLike) -> pd.DataFrame:
     suggestion_text: XProf's HTML). `.attrs["barrier_cores_percent"]`: the signal (% of each
     step at barrier-cores, NaN without such events); `.attrs["stragglers"]`: [(host, %)]."""
     fractions, host_means = [], {}
-    for host in run.hosts:
-        space = run.xspace(host)
+    for space in run.xspaces():
         t = event_time_fractions(space)
         if t.empty:
             continue

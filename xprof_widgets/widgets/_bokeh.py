@@ -140,6 +140,16 @@ def one_of(value: Any, choices: Any, what: str) -> Any:
     return value
 
 
+def a_host(run: Any, value: Any) -> Any:
+    """`value`, if it is a host of `run` that was not left out: else a TraitError listing
+    the hosts, or the run's ProfileError saying why the host was left out. For trait
+    validators."""
+    one_of(value, run.hosts, "host")
+    if value in run.unreadable:
+        raise run.left_out(value)
+    return value
+
+
 def selection_look(fade: float = 0.45) -> dict[str, Any]:
     """Glyph settings for how a tapped glyph looks in every chart: outlined, the
     others' fill faded to `fade`."""

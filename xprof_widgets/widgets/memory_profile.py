@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 
 from ..format import size as human_bytes
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, one_of
+from ._bokeh import BokehWidget, a_host, hover_and_tap, one_of
 from ._html import esc, notice, options, plain_table, sortable_headers, stat_cards
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
@@ -61,7 +61,7 @@ class MemoryProfileWidget(BokehWidget):
         self._ready = False  # observers wait until host and memory id are both set
         self._ids = {}  # host -> memory ids, for validation
         super().__init__(**kwargs)
-        self.host = host or self.run.hosts[0]
+        self.host = host or self.run.readable_hosts[0]
         self.memory_id = memory_id or ""
         self._ready = True
         self._recompute()
@@ -75,7 +75,7 @@ class MemoryProfileWidget(BokehWidget):
 
     @traitlets.validate("host")
     def _check_host(self, proposal):
-        return one_of(proposal["value"], self.run.hosts, "host")
+        return a_host(self.run, proposal["value"])
 
     @traitlets.validate("memory_id")
     def _check_memory_id(self, proposal):

@@ -49,7 +49,7 @@ from bokeh.plotting import figure
 from ..analysis.core.command_buffers import graph_kernel_words, host_graph_summary
 from ..format import duration
 from ..run import as_run
-from ._bokeh import LABEL_TEXT, BokehWidget, selection_look
+from ._bokeh import LABEL_TEXT, BokehWidget, a_host, selection_look
 from ._html import data_json, esc, note, notice, options
 from .op_details import op_details, op_details_html
 
@@ -147,7 +147,7 @@ class TraceViewerWidget(BokehWidget):
         self._highlight = None  # names to outline in every view
         self._ops = None  # the op profile's op nodes, for the op details card (see _op_nodes)
         self._graph_notes = {}  # host -> what became of its kernels run in CUDA graphs
-        self.host = host or self.run.hosts[0]
+        self.host = host or self.run.readable_hosts[0]
         self._open_host()
 
     # ---- building the view ------------------------------------------------
@@ -549,6 +549,10 @@ class TraceViewerWidget(BokehWidget):
         return self
 
     # ---- reactions ----------------------------------------------------------
+
+    @traitlets.validate("host")
+    def _check_host(self, proposal):
+        return a_host(self.run, proposal["value"])
 
     @traitlets.observe("host")
     def _on_host(self, change):

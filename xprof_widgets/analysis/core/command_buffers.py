@@ -854,8 +854,7 @@ def graph_note(run, naming_an_op=None) -> str:
 
 def graph_kernels(run: RunLike) -> pd.DataFrame:
     """`GraphAttribution.kernels` of every host of `run`, a `host` column first."""
-    spaces = run.xspaces()  # (a host whose file cannot be read leaves `run.hosts`)
-    frames = [graph_attribution(run, space).kernels.assign(host=host) for host, space in zip(run.hosts, spaces)]
+    frames = [graph_attribution(run, space).kernels.assign(host=host) for host, space in run.host_spaces()]
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=["host", *_KERNEL_COLUMNS])
