@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
+from xprof_widgets.analysis.core import command_buffers as cb
 from xprof_widgets.analysis.core.command_buffers import (
     NO_FIT,
     NO_SCHEDULE,
@@ -364,3 +365,122 @@ def test_runs_without_graph_kernels_are_unchanged():
         assert on.cuda_graph_kernels().empty
         pd.testing.assert_frame_equal(on.hlo_stats(), off.hlo_stats())
         pd.testing.assert_frame_equal(on.kernel_stats(), off.kernel_stats())
+
+
+# --- hostile modules and files: the attribution is bounded by its input (issue 46) -------------
+
+
+def _call_dag(depth, calls):
+    """A scheduled module where each of `depth` computations calls the next `calls` times
+    (no cycle): unrolled, the entry holds calls**(depth-1) copies of the last one's fusion."""
+    parts = [
+        "HloModule dag, is_scheduled=true",
+        "fused_negate {\n  p0 = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p0)\n}",
+        f"c{depth} {{\n  p = f32[4]{{0}} parameter(0)\n"
+        f"  ROOT loop_negate_fusion = f32[4]{{0}} fusion(p), kind=kLoop, calls=fused_negate\n}}",
+    ]
+    for d in range(depth - 1, 0, -1):
+        body = ["  x0 = f32[4]{0} parameter(0)"]
+        for k in range(calls):
+            root = "ROOT " if k == calls - 1 else ""
+            body.append(f"  {root}x{k + 1} = f32[4]{{0}} call(x{k}), to_apply=c{d + 1}")
+        parts.append(("ENTRY " if d == 1 else "") + f"c{d} {{\n" + "\n".join(body) + "\n}")
+    return "\n\n".join(parts) + "\n"
+
+
+def _nested_reducers(depth, calls):
+    """A fusion whose fused computation calls a reducer `calls` times, each reducer calling
+    the next `calls` times, `depth` deep (rendered at every call site: calls**depth texts)."""
+    parts = ["HloModule nested, is_scheduled=true"]
+    parts.append(f"r{depth} {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}")
+    for d in range(depth - 1, -1, -1):
+        body = ["  a = f32[] parameter(0)", "  b = f32[] parameter(1)", "  z = f32[4]{0} broadcast(a), dimensions={}"]
+        for k in range(calls):
+            body.append(f"  m{k} = f32[] reduce(z, b), dimensions={{0}}, to_apply=r{d + 1}")
+        body.append("  ROOT s = f32[] add(" + ", ".join(f"m{k}" for k in range(2)) + ")")
+        parts.append(f"r{d} {{\n" + "\n".join(body) + "\n}")
+    parts.append(
+        "fused_reduce {\n  p0 = f32[4]{0} parameter(0)\n  c = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(p0, c), dimensions={0}, to_apply=r0\n}"
+    )
+    parts.append(
+        "ENTRY main {\n  x = f32[4]{0} parameter(0)\n"
+        "  ROOT input_reduce_fusion = f32[] fusion(x), kind=kInput, calls=fused_reduce\n}"
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+def test_a_call_graph_calling_computations_many_times_over_is_unrolled_within_bounds():
+    """8 computations each calling the next 8 times unroll to 8**7 = 2 M fusions: the plan
+    stops at its room (a few times the module's size), says it was cut, and attributes
+    what fits."""
+    module = hlo_module(hlo_proto_bytes(_call_dag(depth=8, calls=8)))
+    plan = LaunchPlan(module)
+    instructions = sum(len(c.instructions) for c in module.computations.values())
+    assert plan.cut
+    room = cb.EXPAND_PER_INSTRUCTION * instructions + cb.EXPAND_MIN
+    assert sum(len(p.instructions) for p in plan.programs) <= room
+    got = attribute_kernels(plan, ["loop_negate_fusion"] * 3)
+    assert [op for op, _ in got] == ["loop_negate_fusion"] * 3
+
+
+def test_fused_computations_calling_others_many_times_are_rendered_once_each():
+    """A fusion whose reducers call the next reducer 4 times, 9 deep (4**9 call sites): its
+    fingerprint renders each computation once (a digest where it is called)."""
+    module = hlo_module(hlo_proto_bytes(_nested_reducers(depth=9, calls=4)))
+    plan = LaunchPlan(module)
+    comps = {c.name: c for c in module.computations.values()}
+    fusion = comps["main"].instructions[-1]
+    assert fusion.opcode == "fusion"
+    fingerprint = plan.fingerprint(fusion)
+    assert 0 < len(fingerprint) < 2_000
+    assert len(plan._texts) == 10  # r0 ... r9, once each
+    # A digest stands for the whole text below it: r8 (reducing with r9) is not r9.
+    texts = {}
+    assert cb._computation_digest(comps["r8"], texts) != cb._computation_digest(comps["r9"], texts)
+
+
+def test_kernels_run_outside_overlapping_launches_join_one_launch_each(tmp_path, module_bytes):
+    """3,000 launches that all overlap and 3,000 kernels naming their op inside them: each
+    kernel joins one launch (a row per kernel, not per pair: 9 M rows before)."""
+    n = 3000
+    graph = [_graph_kernel("loop_add_fusion", 10 * i, corr=i + 1) for i in range(n)]
+    for k in graph:
+        k.duration_ns = 10 * n  # every launch runs to the end of the file
+    own = [
+        Kernel("loop_multiply_fusion", 10 * i + 5, 1, op="loop_multiply_fusion", program_id=7, module="jit_step")
+        for i in range(n)
+    ]
+    path = write(tmp_path, gpu_space({7: ("jit_step", module_bytes)}, graph + own, device=H100))
+    run = xw.load_run(path, cache=False)
+    space = run.xspace()
+    ev, own_frames = cb._graph_events(run, space)
+    ev = ev.assign(launch=cb._launches(ev))
+    rows = cb._own_ops_within(ev, own_frames)
+    assert len(rows) == n and rows["launch"].is_unique
+    # Each joins the launch that started last before it (all of them still run).
+    assert (rows.sort_values("start")["launch"].to_numpy() == np.sort(rows["launch"].to_numpy())).all()
+    table = run.cuda_graph_kernels()
+    assert table["launches"].sum() == n
+
+
+def test_many_distinct_short_launches_spend_the_files_budget(tmp_path, module_bytes, monkeypatch):
+    """Each distinct launch sequence costs a fixed amount of the file's budget besides its
+    cells: with room for about 20, the rest stay idle, saying why (40,000 such launches
+    took 25 s unbudgeted)."""
+    kinds = ["loop_add_fusion", "loop_multiply_fusion", "loop_subtract_fusion", NVJET, SPLIT_K]
+    import itertools
+
+    sequences = [seq for r in (1, 2, 3) for seq in itertools.product(kinds, repeat=r)][:100]
+    kernels, t = [], 0
+    for corr, seq in enumerate(sequences, 1):
+        for node, name in enumerate(seq):
+            kernels.append(_graph_kernel(name, t, corr, node=node))
+            t += 20
+        t += 100
+    path = write(tmp_path, gpu_space({7: ("jit_step", module_bytes)}, kernels, device=H100))
+    monkeypatch.setattr(cb, "FILE_BUDGET_CELLS", 20 * cb.PIECE_CELLS)
+    table = xw.load_run(path, cache=False).cuda_graph_kernels()
+    too_large = table.loc[table["reason"] == cb.TOO_LARGE, "launches"].sum()
+    assert too_large > 0.6 * len(kernels)
+    assert table.loc[table["op"].notna(), "launches"].sum() > 0

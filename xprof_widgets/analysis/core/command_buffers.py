@@ -50,6 +50,7 @@ programs recorded with graphs off.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -70,6 +71,14 @@ DISABLE_COMMAND_BUFFERS = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
 # Costs of the alignment (integers, so that ties are exact).
 EXACT, REUSE, LIBRARY, LIBRARY_ON_OWNED, SECOND_KERNEL, PASSED_OVER, JUMP_BACK, LEFT_OUT = 0, 1, 1, 3, 1, 2, 8, 6
 _INF = 1 << 40
+#: Calls followed at most, one inside the other.
+MAX_CALL_DEPTH = 16
+#: A plan unrolls calls to at most this many instructions per instruction of its module,
+#: plus EXPAND_MIN (XLA inlines calls before scheduling: real programs unroll to about their size).
+EXPAND_PER_INSTRUCTION, EXPAND_MIN = 4, 100_000
+#: Computations a plan renders as canonical text at most (the fused computations of its
+#: fusions and what they call); past it, a computation's text is "...".
+MAX_TEXTS = 200_000
 
 # Instructions that launch nothing on the device themselves.
 _LAUNCH_NOTHING = frozenset(
@@ -166,10 +175,19 @@ class LaunchPlan:
     def __init__(self, module):
         self.module = module
         self._fingerprints: dict = {}
+        self._texts: dict = {}  # canonical text digests of called computations, by name
         sequences = module.proto.schedule.sequences
         #: Whether the module says the order its instructions ran in (else only names are read).
         self.scheduled = len(sequences) > 0
         self._by_id = {i.id: i for c in module.computations.values() for i in c.instructions}
+        self._expanded: dict = {}  # computation name -> its launching instructions, calls unrolled
+        count = len(self._by_id)
+        #: Instructions the plan may unroll from calls, in all: a call graph that calls a
+        #: computation many times over (each of D computations calling the next K times:
+        #: K^(D-1) copies) is cut there, its programs' tails left out (`cut`).
+        self._room = EXPAND_PER_INSTRUCTION * count + EXPAND_MIN
+        #: Whether some program was cut (its kernels past the cut are not attributed).
+        self.cut = False
         self.programs = []
         self.by_kernel: dict[str, list] = {}
         for comp in module.computations.values():
@@ -179,8 +197,7 @@ class LaunchPlan:
             for instr in order:
                 if _launches_work(instr):
                     self.by_kernel.setdefault(sanitized_name(instr.name), []).append(instr)
-            items: list = []
-            self._expand(order, sequences, items, depth=0)
+            items = self._expand(comp, sequences, depth=0)
             if items:
                 self.programs.append(_Program(comp.name, items))
 
@@ -190,30 +207,53 @@ class LaunchPlan:
             return [self._by_id[i] for i in seq.instruction_ids if i in self._by_id]
         return comp.post_order()  # an unscheduled module: XLA's order of emission
 
-    def _expand(self, order, sequences, items, depth):
-        if depth > 16:  # a damaged module calling itself
-            return
-        for instr in order:
+    def _expand(self, comp, sequences, depth):
+        """The instructions of `comp` that launch work, in order, an asynchronous start or a
+        call standing for its computation's (unrolled, each computation's once: memoised).
+        What is unrolled counts against the plan's room; past it, lists are cut."""
+        done = self._expanded.get(comp.name)
+        if done is not None:
+            return self._take(done)
+        if depth > MAX_CALL_DEPTH:  # a damaged module calling itself, or a chain too deep
+            return []
+        self._expanded[comp.name] = []  # (a computation calling itself unrolls to nothing there)
+        items: list = []
+        for instr in self._order(comp, sequences):
             op = instr.opcode
-            if not _launches_work(instr):
+            if not _launches_work(instr) or op in _NESTED:  # (loop bodies are programs of their own)
                 continue
-            if op in _NESTED:
-                continue  # its bodies are programs of their own
             if op == "async-start" or (op == "call" and instr.called):
-                for comp in instr.called:
-                    self._expand(self._order(comp, sequences), sequences, items, depth + 1)
-                continue
-            items.append(instr)
+                for called in instr.called:
+                    items.extend(self._expand(called, sequences, depth + 1))
+            elif self._room > 0:
+                self._room -= 1
+                items.append(instr)
+            else:
+                self.cut = True
+                break
+        self._expanded[comp.name] = items
+        return items
+
+    def _take(self, items):
+        """`items` again (a computation called once more), as far as the room allows."""
+        if len(items) <= self._room:
+            self._room -= len(items)
+            return items
+        self.cut = True
+        room, self._room = max(self._room, 0), 0
+        return items[:room]
 
     def fingerprint(self, instr) -> str:
         """The fused computation of a fusion, with its arguments, as canonical HLO text (names
-        replaced by places): equal for fusions XLA's kernel reuse cache gives one kernel."""
+        replaced by places, computations it calls by their text's digest): equal for fusions
+        XLA's kernel reuse cache gives one kernel."""
         key = instr.name
         if key not in self._fingerprints:
             if instr.opcode != "fusion" or instr.fused_computation is None:
                 self._fingerprints[key] = ""
             else:
-                self._fingerprints[key] = f"{_shape_key(instr)}|{_computation_text(instr.fused_computation, {})}"
+                text = _computation_text(instr.fused_computation, self._texts)
+                self._fingerprints[key] = f"{_shape_key(instr)}|{text}"
         return self._fingerprints[key]
 
     def places_named(self, kernel) -> bool:
@@ -241,34 +281,45 @@ class LaunchPlan:
         return np.asarray(own, dtype=np.int64), np.asarray(sorted(reuse), dtype=np.int64)
 
 
-def _canonical(instr, places, calls=None):
+def _canonical(instr, places, texts, depth=0):
     """An instruction's HLO text with instruction names replaced by their places in
-    `places` (others by `_`) and called computations by their canonical text."""
+    `places` (others by `_`) and called computations by the digest of their canonical text
+    (`_computation_digest`, memoised in `texts`)."""
     text = instruction_text(instr)
     text = text.split(" = ", 1)[1] if " = " in text else text
-    called = {c.name for c in instr.called}
-    if calls is None:
-        calls = {c.name: _computation_text(c, {}) for c in instr.called if instr.opcode != "fusion"}
+    calls = {c.name: c for c in instr.called}
 
     def name(m):
         token = m.group(1)
-        if token in called:
-            return "{" + calls.get(token, "") + "}"
+        if token in calls:
+            return "{" + _computation_digest(calls[token], texts, depth + 1) + "}"
         return f"%{places[token]}" if token in places else "%_"
 
     return _NAME_TOKEN.sub(name, _CONTROL.sub("", text))
 
 
-def _computation_text(comp, seen, depth=0):
-    if depth > 8 or comp.name in seen:
-        return "..."
-    seen = {**seen, comp.name: True}
+def _computation_text(comp, texts, depth=0):
+    """A computation's canonical HLO text: each instruction's (`_canonical`) in post order.
+    Its size is its own instructions' (a called computation is a digest), so a computation
+    called at many places is rendered once."""
     places, lines = {}, []
     for instr in comp.post_order():
-        calls = {c.name: _computation_text(c, seen, depth + 1) for c in instr.called}
-        lines.append(_canonical(instr, places, calls))
+        lines.append(_canonical(instr, places, texts, depth))
         places[instr.name] = len(places)
     return ";".join(lines)
+
+
+def _computation_digest(comp, texts, depth=0):
+    """The digest of `_computation_text(comp)`, once per computation ("..." for one that
+    calls itself, or below MAX_CALL_DEPTH)."""
+    if depth > MAX_CALL_DEPTH:
+        return "..."
+    if comp.name not in texts:
+        texts[comp.name] = "..."  # (while rendering it: a call back to it reads "...")
+        if len(texts) <= MAX_TEXTS:
+            text = _computation_text(comp, texts, depth)
+            texts[comp.name] = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
+    return texts[comp.name]
 
 
 # --- the alignment ----------------------------------------------------------------------------
@@ -383,6 +434,13 @@ MAX_CELLS = 20_000_000
 #: it stay idle, saying so.
 FILE_BUDGET_CELLS = 150_000_000
 TOO_LARGE = "not attributed: the file's CUDA graphs are too large to align within the time budget"
+#: What aligning a piece costs besides its cells, in cells: its fixed numpy and Python work
+#: (~0.07 ms on a 2-core machine, ~1,000 cells at the budget's pace), twice over.
+PIECE_CELLS = 2_000
+CUT = (
+    "not attributed: the module's calls unroll to more instructions than a plan holds "
+    "(a call graph calling computations many times over)"
+)
 _INF32 = np.int32(2**31 - 1)
 
 
@@ -398,12 +456,18 @@ def attribute_kernels(plan: LaunchPlan, kernels, budget=None) -> list:
     a list of (instruction name, "") or (None, why not). `budget` (`_Budget`): cells left
     for the file; spent here."""
     kernels = list(kernels)
-    if not plan.scheduled:
-        return [_by_name_only(plan, k) for k in kernels]
     budget = budget or _Budget()
+    if not plan.scheduled:
+        cells = len(kernels) * (len(plan.programs) + 1)
+        if cells > budget.cells:
+            return [(None, TOO_LARGE)] * len(kernels)
+        budget.cells -= cells
+        return [_by_name_only(plan, k) for k in kernels]
     out = []
     for lo in range(0, len(kernels), PIECE):
         out.extend(_attribute_piece(plan, kernels[lo : lo + PIECE], budget))
+    if plan.cut:  # the kernels no instruction fits may lie past where the plan was cut
+        out = [(None, CUT) if why == NO_FIT else (op, why) for op, why in out]
     return out
 
 
@@ -420,6 +484,12 @@ def _by_name_only(plan, kernel):
 
 
 def _attribute_piece(plan, kernels, budget):
+    # What a piece costs whatever its size (finding its programs, numpy's calls), in cells:
+    # a file of many short distinct launches spends the budget too.
+    fixed = PIECE_CELLS + len(plan.programs) * len(set(kernels))
+    if fixed > budget.cells:
+        return [(None, TOO_LARGE)] * len(kernels)
+    budget.cells -= fixed
     programs = _candidate_programs(plan, kernels) if kernels else []
     if not programs:
         return [(None, NO_FIT)] * len(kernels)
@@ -694,22 +764,33 @@ def _own_ops_within(ev, own_frames):
     own["program_id"] = own["program_id"].astype(np.int64)
     out = []
     for (plane, pid), launches in spans.groupby(["plane", "program_id"], sort=False):
-        mine = own[(own["plane"] == plane) & (own["program_id"] == pid)].sort_values("start", kind="stable")
+        mine = own[(own["plane"] == plane) & (own["program_id"] == pid)]
         if mine.empty:
             continue
+        # Each such kernel joins one launch at most, the latest to start before it of those
+        # still running (launches of one program on one device seldom overlap): a row per
+        # kernel, never one per (launch, kernel) pair.
+        launches = launches.sort_values("lo", kind="stable")
+        lo, hi = launches["lo"].to_numpy(), launches["hi"].to_numpy()
         starts = mine["start"].to_numpy()
-        lo = np.searchsorted(starts, launches["lo"].to_numpy(), side="left")
-        hi = np.searchsorted(starts, launches["hi"].to_numpy(), side="left")
-        count = hi - lo
-        if not count.sum():
+        at = np.searchsorted(lo, starts, side="right") - 1
+        longest = np.maximum.accumulate(hi)  # the latest end of the launches started so far
+        ok = at >= 0
+        ok[ok] = longest[at[ok]] > starts[ok]
+        if not ok.any():
             continue
-        take = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi) if b > a])
+        at, starts_ok = at[ok], starts[ok]
+        # Where the latest-starting launch has ended, the one running then started earlier.
+        ended = hi[at] <= starts_ok
+        if ended.any():
+            first_to = np.searchsorted(longest, starts_ok[ended], side="right")  # first launch ending after it
+            at[ended] = first_to
         out.append(
             pd.DataFrame(
                 {
-                    "launch": np.repeat(launches.index.to_numpy(), count),
-                    "start": starts[take],
-                    "kernel": _OWN_OP + mine["kernel"].to_numpy(object)[take],
+                    "launch": launches.index.to_numpy()[at],
+                    "start": starts_ok,
+                    "kernel": _OWN_OP + mine["kernel"].to_numpy(object)[ok],
                     "program_id": pid,
                     "event": -1,
                     "line": -1,
