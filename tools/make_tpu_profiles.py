@@ -50,14 +50,181 @@ VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "b
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
 BARRIER_HOSTS = (("tpu-worker-0", 0.15), ("tpu-worker-1", 0.15), ("tpu-worker-2", 0.05))
-#: The counters variant's hardware counters (name, id, description, counter set), as libtpu
-#: samples them into a `_counters_` line of each TensorCore plane.
+#: The counters variant's hardware counters, as libtpu samples them on a TPU v6e (`TPU v6
+#: Lite`): (register, its id, count per cycle of the sample). The
+#: ids are the registers' (`tpu_counter_ids_v6e.h`, as XProf reads them); the idle MXU
+#: count is what the others leave of the cycles.
+_TC = "VF_CHIP_TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_UNPRIVILEGED_COUNT_"
 COUNTERS = (
-    ("TC_CYCLES", 1, "TensorCore cycles in the sample", "tensor_core"),
-    ("TC_MXU_BUSY_CYCLES", 2, "Cycles the matrix units were busy", "tensor_core"),
-    ("HBM_READ_BYTES", 3, "Bytes read from HBM", "memory"),
-    ("HBM_WRITE_BYTES", 4, "Bytes written to HBM", "memory"),
+    (_TC + "CYCLES", 3257466888, 1.0),
+    (_TC + "SCALAR_ALU_INSTRUCTION_0", 3257466968, 0.31),
+    (_TC + "VECTOR_ALU_INSTRUCTION_0", 3257467136, 0.55),
+    (_TC + "VPU_VALU_FMAC_OPS_1", 3257468712, 0.42),
+    (_TC + "VST_INSTRUCTION", 3257467168, 0.12),
+    (_TC + "VLD_INSTRUCTION_0", 3257467184, 0.4),
+    (_TC + "MXU_BUSY_0", 3257467400, None),
+    (_TC + "MXU_BUSY_1", 3257467408, 0.3),
+    (_TC + "MXU_BUSY_2", 3257467416, 0.45),
+    (_TC + "MATMUL_VREG_BF16_MXU_0", 3257467288, 0.05),
+    (_TC + "MATMUL_LMR_BF16_MXU_1", 3257467360, 0.09),
+    (_TC + "MATMUL_VREG_I8_MXU_0", 3257467320, 0.004),
+    (_TC + "XLU_BUSY_1", 3257467544, 0.1),
+    (_TC + "TRANSPOSE_XLU_0", 3257467504, 0.02),
+    ("VF_CHIP_HBM_0_HBMC_0_CMN_HI_FREQ_STATS_COUNTERS_UNPRIVILEGED_RD_RESP_PS0", 3019980856, 0.8),
+    ("VF_CHIP_HBM_1_HBMC_7_CMN_HI_FREQ_STATS_COUNTERS_UNPRIVILEGED_WR_REQ_PS1", 3068215328, 0.3),
+    ("VF_CHIP_OCI_ICR_PERF_COUNTERS_FIFO_STATS_COUNTERS_UNPRIVILEGED_BN_RD_REQ_0_INSERTION_COUNT", 2953257136, 0.01),
+    ("VF_CHIP_SC_0_SCT_0_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_CYCLES", 3490185224, 1.0),
+    ("VF_CHIP_SC_0_SCT_3_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_VECTOR_ISSUE", 3496477632, 0.2),
+    ("VF_CHIP_SC_1_SCS_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_CYCLES", 3576233992, 1.0),
+    ("VF_CHIP_SC_1_SCS_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_SCALAR_ISSUE", 3576234000, 0.15),
 )
+#: What libtpu says of each counter (`performance_counter_description`, `..._sets`): the
+#: hardware's own words, as XProf 2.24.2 also shows them for the counters it knows.
+DESCRIPTIONS = {
+    _TC + "CYCLES": (
+        ("This counter increments once per clock cycle the entire time that this  group of counters is enabled."),
+        "cycle_counter_window",
+    ),
+    _TC + "SCALAR_ALU_INSTRUCTION_0": (
+        (
+            "This counter counts scalar issue of bundles containing any instruction in the sN"
+            " slot. (Instructions only count if their predication evaluates to true.)"
+        ),
+        "activity issue",
+    ),
+    _TC + "VECTOR_ALU_INSTRUCTION_0": (
+        (
+            "This counter increments when an instruction in the vector alu slot (vN) issues. "
+            "(Instructions only count if their predication evaluates to true.)"
+        ),
+        "activity issue",
+    ),
+    _TC + "VPU_VALU_FMAC_OPS_1": (
+        "VPU multiply-accumulate operations, slot 1",
+        "tc_vpu",
+    ),
+    _TC + "VST_INSTRUCTION": (
+        (
+            "This counter increments when a vmem store instruction issues. (This does not "
+            "count instructions such as Set IAR which use the vector store slot but are not "
+            "vector stores.) (Instructions only count if their predication evaluates to "
+            "true.)"
+        ),
+        "activity memory_activity",
+    ),
+    _TC + "VLD_INSTRUCTION_0": (
+        (
+            "This counter increments when a vmem load instruction in vld slot (vldN) issues. "
+            "(This does not count instructions such as Read IAR which use vector load slot "
+            "but are not vector loads.) (Instructions only count if their predication "
+            "evaluates to true.)"
+        ),
+        "activity memory_activity",
+    ),
+    _TC + "MXU_BUSY_0": (
+        (
+            "These three counters increment for every cycle that: Counter0: No mxus  "
+            "Counter1: Exactly 1 mxu  Counter2: Exactly 2 mxus are executing a matmul."
+        ),
+        "activity cycles",
+    ),
+    _TC + "MXU_BUSY_1": (
+        (
+            "These three counters increment for every cycle that: Counter0: No mxus  "
+            "Counter1: Exactly 1 mxu  Counter2: Exactly 2 mxus are executing a matmul."
+        ),
+        "activity cycles",
+    ),
+    _TC + "MXU_BUSY_2": (
+        (
+            "These three counters increment for every cycle that: Counter0: No mxus  "
+            "Counter1: Exactly 1 mxu  Counter2: Exactly 2 mxus are executing a matmul."
+        ),
+        "activity cycles",
+    ),
+    _TC + "MATMUL_VREG_BF16_MXU_0": (
+        (
+            "This counter increments when a vmatmul (Matrix Multiply) instruction issues with"
+            " an LHS data type of BF16 sourced from a Vreg.(Instructions only count if their "
+            "predication evaluates to true.) Counts instructions targeting mxuN."
+        ),
+        "activity issue",
+    ),
+    _TC + "MATMUL_LMR_BF16_MXU_1": (
+        (
+            "This counter increments when a vmatmul (Matrix Multiply) instruction issues with"
+            " an LHS data type of BF16 sourced from the LMR.(Instructions only count if their"
+            " predication evaluates to true.) Counts instructions targeting mxuN."
+        ),
+        "activity issue",
+    ),
+    _TC + "MATMUL_VREG_I8_MXU_0": (
+        (
+            "This counter increments when a vmatmul (Matrix Multiply) instruction issues with"
+            " an LHS data type of S8 or U8 sourced from a Vreg.(Instructions only count if "
+            "their predication evaluates to true.) Counts instructions targeting mxuN."
+        ),
+        "activity issue",
+    ),
+    _TC + "XLU_BUSY_1": (
+        (
+            "These three counters increment for every cycle that: Counter0: No xlus  "
+            "Counter1: Exactly 1 xlu  Counter2: Exactly 2 xlus are busy."
+        ),
+        "activity cycles",
+    ),
+    _TC + "TRANSPOSE_XLU_0": (
+        (
+            "This counter increments when a Transpose instruction issues. (Instructions only "
+            "count if their predication evaluates to true.)"
+        ),
+        "activity issue",
+    ),
+    "VF_CHIP_HBM_0_HBMC_0_CMN_HI_FREQ_STATS_COUNTERS_UNPRIVILEGED_RD_RESP_PS0": (
+        (
+            "This counter is incremented on a read response returned by Pseudo Channel 0.The "
+            "increment is 1 per 32B beat."
+        ),
+        "data_transfer",
+    ),
+    "VF_CHIP_HBM_1_HBMC_7_CMN_HI_FREQ_STATS_COUNTERS_UNPRIVILEGED_WR_REQ_PS1": (
+        (
+            "This counter is incremented on a write request received at Pseudo Channel 1.The "
+            "increment is 1 per 32B beat. Partial writes are not included."
+        ),
+        "data_transfer",
+    ),
+    "VF_CHIP_OCI_ICR_PERF_COUNTERS_FIFO_STATS_COUNTERS_UNPRIVILEGED_BN_RD_REQ_0_INSERTION_COUNT": (
+        "Insertion counter: incremented by 1 at each insertion to queue",
+        "insertion queue_stats",
+    ),
+    "VF_CHIP_SC_0_SCT_0_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_CYCLES": (
+        ("This counter increments once per clock cycle the entire time that SCT stat counters are enabled."),
+        "cycle_counter_window",
+    ),
+    "VF_CHIP_SC_0_SCT_3_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_VECTOR_ISSUE": (
+        (
+            "This counter increments whenever an instruction bundle undergoes vector issue. "
+            "(Instructions only count if their predicate evaluates to true)."
+        ),
+        "activity issue vector",
+    ),
+    "VF_CHIP_SC_1_SCS_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_CYCLES": (
+        ("This counter increments once per clock cycle the entire time that this group of counters is enabled."),
+        "cycle_counter_window scalar",
+    ),
+    "VF_CHIP_SC_1_SCS_SC_STATS_COUNTERS_UNPRIVILEGED_COUNT_SCALAR_ISSUE": (
+        (
+            "This counter increments whenever an instruction bundle undergoes scalar issue. "
+            "(Instructions only count if their predicate evaluates to true)."
+        ),
+        "activity issue scalar",
+    ),
+}
+#: The v6e TensorCore clock: counters count its cycles.
+CLOCK_PER_PS = 1.75e-3
+#: A Pallas kernel whose counters libtpu sampled on their own (a `counters_<kernel>` line).
+COUNTED_KERNEL = ("flash_attention", 2_000_000_000)
 #: The pod variant's other waits and collectives, in each step's wait before its program:
 #: (category, HLO, ms on core 0; each later core takes a tenth more).
 POD_OPS = (
@@ -339,33 +506,57 @@ def _set_host_utilization(space, mxu, hbm):
 
 
 def _add_counters(tc, core, spans):
-    """A `global_chip_id` plane stat and a `_counters_` line: one sample of every counter at
-    the end of each step program (an instant event per counter, named by it, with
-    `counter_value`, `performance_counter_id`, `performance_counter_description` and
-    `performance_counter_sets`), values growing with the program's length."""
+    """The plane stats `global_chip_id` and `device_id` (not on the last core: XProf's
+    utilization viewer skips such a plane, and its kernel utilization reads the id from the
+    plane's name), a `_counters_` line with one sample of every counter at the end of each
+    of the first ten step programs, and a `counters_flash_attention` line with one sample
+    of a Pallas kernel (its first event as long as the kernel). An instant event per
+    counter, named by its register, with `counter_value`, `performance_counter_id`,
+    `performance_counter_description` and `performance_counter_sets`; counts are the
+    program's cycles at the v6e clock times each counter's rate (a tenth more per core)."""
     plane = tc.plane
-    stat = plane.stats.add()
-    stat.metadata_id = tc.stat_id("global_chip_id")
-    stat.uint64_value = core
+    for name in ("global_chip_id", "device_id")[: 2 if core < 3 else 1]:
+        stat = plane.stats.add()
+        stat.metadata_id = tc.stat_id(name)
+        stat.uint64_value = core
+    ids = {name: tc.metadata(name) for name, *_ in COUNTERS}
+    origin = tc.lines["XLA Ops"].timestamp_ns
+    line = _counter_line(plane, "_counters_", origin)
+    for h0, h1, _, _ in spans[:10]:
+        _add_sample(tc, line, ids, core, int((h1 - h0) * CLOCK_PER_PS), h1 - origin * 1000)
+    kernel, length_ps = COUNTED_KERNEL
+    line = _counter_line(plane, f"counters_{kernel}", origin)
+    h0 = spans[0][0]
+    _add_sample(tc, line, ids, core, int(length_ps * CLOCK_PER_PS), h0 - origin * 1000, first_ps=length_ps)
+
+
+def _counter_line(plane, name, origin_ns):
     line = plane.lines.add()
     line.id = max(x.id for x in plane.lines) + 1
-    line.name = "_counters_"
-    line.timestamp_ns = tc.lines["XLA Ops"].timestamp_ns
-    ids = {name: tc.metadata(name) for name, *_ in COUNTERS}
-    for h0, h1, _, _ in spans[:10]:
-        cycles = (h1 - h0) // 1000  # a 1 GHz clock
-        for name, cid, text, sets in COUNTERS:
-            e = line.events.add(metadata_id=ids[name], offset_ps=h1 - line.timestamp_ns * 1000, duration_ps=0)
-            value = cycles * (cid + core) // 4
-            for key, kind, v in (
-                ("counter_value", "uint64_value", value),
-                ("performance_counter_id", "uint64_value", cid),
-                ("performance_counter_description", "str_value", text),
-                ("performance_counter_sets", "str_value", sets),
-            ):
-                st = e.stats.add()
-                st.metadata_id = tc.stat_id(key)
-                setattr(st, kind, v)
+    line.name = name
+    line.timestamp_ns = origin_ns
+    return line
+
+
+def _add_sample(tc, line, ids, core, cycles, at_ps, first_ps=0):
+    """One sample of every counter at `at_ps` (the first event `first_ps` long)."""
+    busy = {rate: int(cycles * rate * (1 + core / 10)) for *_, rate in COUNTERS if rate is not None}
+    for k, (name, cid, rate) in enumerate(COUNTERS):
+        text, sets = DESCRIPTIONS[name]
+        if rate is None:  # no MXU busy: the cycles the others leave
+            value = cycles - busy[0.3] - busy[0.45]
+        else:
+            value = cycles if rate == 1.0 else busy[rate]
+        e = line.events.add(metadata_id=ids[name], offset_ps=at_ps, duration_ps=first_ps if k == 0 else 0)
+        for key, kind, v in (
+            ("counter_value", "uint64_value", value),
+            ("performance_counter_id", "uint64_value", cid),
+            ("performance_counter_description", "str_value", text),
+            ("performance_counter_sets", "str_value", sets),
+        ):
+            st = e.stats.add()
+            st.metadata_id = tc.stat_id(key)
+            setattr(st, kind, v)
 
 
 def _add_host_steps(space, name="train", root_level=1, stat="step_num"):

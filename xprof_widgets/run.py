@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .analysis.overview import OverviewResult
     from .analysis.pod import Executor, HostsProgress, HostSummary, PodSummary
     from .analysis.trace import Trace
+    from .analysis.utilization import KernelUtilization
     from .io.xspace import XSpaceFile
 
 #: A local path (str or os.PathLike) or an fsspec URL string (`gs://bucket/logdir`).
@@ -688,6 +689,29 @@ class Run:
         from .analysis.perf_counters import perf_counters
 
         return derived(self, "perf_counters", lambda: perf_counters(self)).copy()  # (see framework_op_stats)
+
+    def utilization_viewer(self) -> pd.DataFrame:
+        """XProf's utilization viewer: a TPU chip's utilization metrics from the hardware
+        counters sampled, a row per metric of each sample line (host, device, sample, node,
+        name, achieved, peak, unit); see `analysis.utilization`. Empty, with
+        `.attrs["reason"]`, without counter samples on a chip XProf reads (TPU v6e)."""
+        from .analysis.utilization import utilization_viewer
+
+        return derived(self, "utilization_viewer", lambda: utilization_viewer(self)).copy()
+
+    def kernel_utilization(
+        self,
+        kernel: str = "",
+        duration_us: float | None = None,
+        force_duration: bool = False,
+        device_id: int | None = None,
+    ) -> KernelUtilization:
+        """XProf's kernel utilization: per device and counter line (a kernel), the matrix
+        units' utilization, their cycles by precision and every other unit's utilization
+        (%); see `analysis.utilization.kernel_utilization` for the options."""
+        from .analysis.utilization import kernel_utilization
+
+        return kernel_utilization(self, kernel, duration_us, force_duration, device_id)
 
     def op_profile(
         self, group_by: str = "program", exclude_idle: bool = False, top_n: int = 100, sort_by: str = "time"

@@ -44,6 +44,8 @@ TOOLS = [
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
         ("pod_viewer", "Pod viewer", "PodViewerWidget", "pod_viewer", False),
         ("perf_counters", "Performance counters", "PerfCountersWidget", "perf_counters", False),
+        ("utilization_viewer", "Utilization viewer", "UtilizationViewerWidget", "utilization", False),
+        ("kernel_utilization", "Kernel utilization", "KernelUtilizationWidget", "utilization", False),
         ("inference_profile", "Inference profile", "InferenceProfileWidget", "inference_profile", False),
     ]
 ]

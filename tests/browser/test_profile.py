@@ -57,9 +57,11 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
         "kernel_stats",
         "roofline_model",
         "perf_counters",
+        "utilization_viewer",
+        "kernel_utilization",
         "inference_profile",
     ]
-    assert missing.locator("summary").inner_text() == "8 tools without data"
+    assert missing.locator("summary").inner_text() == "10 tools without data"
     assert missing.locator("li").all_inner_texts() == [f"{TOOLS[t].label}: {r}" for t, r in reasons.items()]
 
     # Memory profile of the newest run: the peak shown is the analysis' peak.

@@ -4,7 +4,7 @@ TPU conclusion, a step clicked), the pod viewer (steps, a step's eight cores on 
 a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace viewer" showing
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
 pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
-overview-smart-suggestion.png."""
+overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png."""
 
 import pytest
 
@@ -159,6 +159,52 @@ def test_perf_counters_in_lab(page, jupyter_lab, tpu_runs):
         timeout=15_000,
     )
     finish(page, widget, "perf-counters.png")
+
+
+def test_utilization_viewer_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "counters"
+    page.set_viewport_size({"width": 1300, "height": 1300})
+    widget = show_widget(page, jupyter_lab, "utilization.ipynb", tool_cell("UtilizationViewerWidget", logdir))
+    t = xw.load_run(logdir).utilization_viewer()
+    keys = t[["host", "device", "sample"]].drop_duplicates()
+    assert widget.locator("[data-stat='samples']").inner_text() == f"{len(keys):,}"
+    # Another sample chosen in the menu: its metrics are asked of the kernel and shown.
+    host, device, sample = keys.iloc[-1]
+    chosen = t[(t["device"] == device) & (t["sample"] == sample)]
+    widget.locator("[data-testid='sample']").select_option(f"{host}/{device}/{sample}")
+    page.wait_for_function(
+        "(label) => document.querySelector(\"[data-testid='sample'] option:checked\")?.textContent === label",
+        arg=f"{host}: TPU {device}, sample {sample}",
+        timeout=15_000,
+    )
+    rows = widget.locator("[data-testid='utilization'] tbody tr")
+    assert rows.count() == len(chosen)
+    mxu = chosen[chosen["name"] == "Avg MXU Busy"].iloc[0]
+    row = rows.filter(has_text="Avg MXU Busy").first
+    assert row.locator("td").nth(5).inner_text() == f"{100 * mxu.achieved / mxu.peak:.2f}"
+    finish(page, widget, "utilization-viewer.png")
+
+
+def test_kernel_utilization_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "counters"
+    page.set_viewport_size({"width": 1300, "height": 1300})
+    widget = show_widget(page, jupyter_lab, "kernels.ipynb", tool_cell("KernelUtilizationWidget", logdir))
+    result = xw.load_run(logdir).kernel_utilization()
+    rows = widget.locator("[data-testid='kernels'] tbody tr")
+    assert rows.count() == len(result.kernels)
+    # A kernel clicked: its units' utilization is shown.
+    last = int(result.kernels.index[-1])
+    rows.nth(last).click()
+    metrics = result.metrics[result.metrics["kernel_row"] == last]
+    page.wait_for_function(
+        "(n) => document.querySelector(\"[data-testid='kernel-metrics']\")?.dataset.rows === String(n)"
+        " && document.querySelector(\"[data-testid='kernels'] tr.sel\") !== null",
+        arg=len(metrics),
+        timeout=15_000,
+    )
+    selected = widget.locator("[data-testid='kernels'] tr.sel td")
+    assert selected.nth(4).inner_text().startswith(f"{result.kernels.at[last, 'mxu_utilization']:.2f}")
+    finish(page, widget, "kernel-utilization.png")
 
 
 def test_smart_suggestion_on_the_overview_in_lab(page, jupyter_lab, tpu_runs):

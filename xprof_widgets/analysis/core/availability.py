@@ -206,6 +206,9 @@ STATUS = {
     "roofline_model": has_accelerator,
     "pod_viewer": has_steps,
     "perf_counters": has_counter_samples,
+    # XProf lists both with the performance counters (its rule is the same).
+    "utilization_viewer": has_counter_samples,
+    "kernel_utilization": has_counter_samples,
     "inference_profile": has_requests,
 }
 
