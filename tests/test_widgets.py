@@ -356,7 +356,7 @@ def test_profile_widget_runs_hosts_tools(tmp_path):
     # TF on CPU: no XLA ops, no HLO modules; the newest run has allocator events.
     # TF on CPU: no XLA ops, no HLO modules, no GPU, no TPU counters, no requests: eight
     # tools without data, each said with why.
-    assert "10 tools without data" in w.message and "Memory viewer" in w.message  # and why
+    assert "11 tools without data" in w.message and "Memory viewer" in w.message  # and why
     for label in (
         "HLO op profile",
         "HLO op stats",

@@ -46,7 +46,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The training loop's program in the real run (100 executions per core).
 STEP_PROGRAM = "jit_f("
-VARIANTS = ("training", "infeed", "overrun", "pod", "host_steps", "counters", "barriers", "serving", "host_input")
+VARIANTS = (
+    "training",
+    "infeed",
+    "overrun",
+    "pod",
+    "host_steps",
+    "counters",
+    "barriers",
+    "serving",
+    "host_input",
+    "megascale",
+)
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
 BARRIER_HOSTS = (("tpu-worker-0", 0.15), ("tpu-worker-1", 0.15), ("tpu-worker-2", 0.05))
@@ -598,11 +609,201 @@ def _add_host_steps(space, name="train", root_level=1, stat="step_num"):
 POD_HOSTS = ("tpu-worker-0", "tpu-worker-1")
 
 
+# --- multi-slice collectives (megascale) ----------------------------------------------------
+
+#: The megascale variant's hosts: one per slice, the second's collectives a tenth slower.
+MEGASCALE_HOSTS = ("tpu-slice-0", "tpu-slice-1")
+#: Its program's id (the metadata plane's event id) and name.
+MEGASCALE_PROGRAM = (777000000000000001, "megascale_step")
+#: Its collectives across slices: (rendezvous, `_xla_megascale_transfer_type`, f32 elements
+#: sent, how `dcn_collective_info` names the group: "groups" / "one_to_one" / None, group
+#: size). The all-gather's -done ops carry no attributes (found through their channel).
+MEGASCALE_COLLECTIVES = (
+    ("all-reduce.1", "ALL_REDUCE", 262144, "groups", 4),
+    ("all-gather.2", "ALL_GATHER", 3001, "groups", 3),
+    ("one-to-one.3", "ONE_TO_ONE", 512, "one_to_one", 1),
+    ("reduce-scatter.4", "REDUCE_SCATTER", 777, "groups", 2),
+    ("all-to-all.5", "ALL_TO_ALL", 1000, "groups", 8),
+    ("all-reduce.6", "ALL_REDUCE", 2048, None, 0),
+    ("ragged.7", "RAGGED_ALL_TO_ALL", 100, "groups", 2),
+)
+_NO_DONE_ATTRIBUTES = {"all-gather.2"}
+
+
+def _megascale_module():
+    """The program's HloModuleProto (bytes) and {(rendezvous, opcode): instruction name}: a
+    host-transfer send and recv per collective with its rendezvous and transfer type, as
+    JAX lowers them (StableHLO, converted by XLA: send, send-done, recv, recv-done)."""
+    from jax._src.lib import _jax  # (only this variant needs JAX, a test dependency)
+
+    args, body, rets, types = [], [], [], []
+    for i, (rdv, kind, n, _, _) in enumerate(MEGASCALE_COLLECTIVES):
+        attrs = (
+            f'mhlo.frontend_attributes = {{_xla_host_transfer_rendezvous = "{rdv}", '
+            f'_xla_megascale_transfer_type = "{kind}"}}'
+        )
+        args.append(f"%arg{i}: tensor<{n}xf32>")
+        body.append(f"%t{i} = stablehlo.create_token : !stablehlo.token")
+        body.append(
+            f'%s{i} = "stablehlo.send"(%arg{i}, %t{i}) {{channel_handle = #stablehlo.channel_handle'
+            f"<handle = {2 * i + 1}, type = 2>, is_host_transfer = true, {attrs}}} : "
+            f"(tensor<{n}xf32>, !stablehlo.token) -> !stablehlo.token"
+        )
+        body.append(
+            f'%r{i}:2 = "stablehlo.recv"(%s{i}) {{channel_handle = #stablehlo.channel_handle'
+            f"<handle = {2 * i + 2}, type = 3>, is_host_transfer = true, {attrs}}} : "
+            f"(!stablehlo.token) -> (tensor<{n}xf32>, !stablehlo.token)"
+        )
+        rets.append(f"%r{i}#0")
+        types.append(f"tensor<{n}xf32>")
+    signature = f"@main({', '.join(args)}) -> ({', '.join(types)})"
+    text = (
+        f"module @{MEGASCALE_PROGRAM[1]} {{\n  func.func public {signature} {{\n    "
+        + "\n    ".join(body)
+        + f"\n    return {', '.join(rets)} : {', '.join(types)}\n  }}\n}}\n"
+    )
+    computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=True)
+    module = _schema().message_class("xla.HloModuleProto")()
+    module.ParseFromString(computation.as_serialized_hlo_module_proto())
+    rendezvous_of = {2 * i + k: c[0] for i, c in enumerate(MEGASCALE_COLLECTIVES) for k in (1, 2)}
+    names = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode in ("send", "recv", "send-done", "recv-done"):
+                rdv = rendezvous_of[instr.channel_id]
+                names[(rdv, instr.opcode)] = instr.name
+                if rdv in _NO_DONE_ATTRIBUTES and instr.opcode.endswith("-done"):
+                    instr.ClearField("frontend_attributes")
+    return module.SerializeToString(), names
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _collective_info(kind, size):
+    """A `tensorflow.profiler.DcnCollectiveInfoProto`: a one-to-one group (field 3), or
+    endpoint groups (field 2) of `size` endpoints then one (only the first is read)."""
+    endpoint = _field(1, b"")  # an Endpoint, slice and device 0
+    if kind == "one_to_one":
+        return _field(3, _field(1, b"") + _field(2, b"\x08\x01"))
+    return _field(2, endpoint * size) + _field(2, endpoint)
+
+
+def _megascale_schedule(t0_ps, slower):
+    """Per execution of the program: (start, end, [(rendezvous, opcode, start, duration)]),
+    ps. The all-reduce and all-gather overlap (each one's slack leaves out the other's
+    ops), a loop fusion and a host send of no instruction run among them (neither counts),
+    the one-to-one runs back to back (no slack), and times have sub-ns parts (XProf
+    truncates them)."""
+    t, out = t0_ps, []
+    us = 1_000_000
+    for step in range(3):
+        start, ops = t, []
+
+        def op(rdv, opcode, gap, duration, ops=ops):
+            nonlocal t
+            t += gap
+            ops.append((rdv, opcode, t, int(duration * slower)))
+            t += int(duration * slower)
+
+        op("all-reduce.1", "send", 5 * us + 123, 2 * us + 456_789 + step * 1_000_001)
+        op("all-gather.2", "send", 700_250, 1 * us + 999)
+        op("fusion", "fusion", 300_000, 4 * us)
+        op("missing", "send", 200_000, 3 * us)
+        op("all-reduce.1", "send-done", 3 * us + 1, 1 * us + 500)
+        op("all-gather.2", "send-done", 250_000, 2 * us)
+        op("all-reduce.1", "recv", 10 * us + 777, 1_500_000_000 + 999_999 * step)
+        op("all-gather.2", "recv", 1 * us, 900_000)
+        op("all-reduce.1", "recv-done", 2 * us + 3, 4 * us + 999_999)
+        op("all-gather.2", "recv-done", 500, 7 * us + 1)
+        for opcode, duration in (("send", 2 * us), ("send-done", us), ("recv", us), ("recv-done", 3 * us)):
+            op("one-to-one.3", opcode, 9 * us if opcode == "send" else 0, duration)
+        for rdv in ("reduce-scatter.4", "all-reduce.6", "ragged.7") + (("all-to-all.5",) if step < 2 else ()):
+            op(rdv, "send", 11 * us + 17 * step, 1 * us + 333)
+            op(rdv, "send-done", 6 * us, 2 * us + 250)
+            op(rdv, "recv", 13 * us + 999, 2 * us)
+            op(rdv, "recv-done", 1 * us + 1, 5 * us + 750 * step)
+        t += 20 * us
+        out.append((start, t, ops))
+        t += 50 * us
+    return out
+
+
+def add_megascale(space, slower=1.0):
+    """A multi-slice program run three times after the training steps on TensorCore 0, as
+    libtpu records one: its HloProto on the metadata plane, the DCN transport's
+    `MegaScale:` TraceMe names on the host plane, its `XLA Modules` events, and its host
+    send / recv ops on `XLA Ops` (category "host send" / "host recv", display name the
+    instruction's, `dcn_collective_info` on each send)."""
+    module, names = _megascale_module()
+    pid, program = MEGASCALE_PROGRAM
+    planes = {p.name: p for p in space.planes}
+    tpu0, meta, host = planes["/device:TPU:0"], planes["/host:metadata"], planes["/host:CPU"]
+    md = meta.event_metadata[pid]
+    md.id, md.name = pid, f"{program}({pid})"
+    stat = md.stats.add()
+    stat.metadata_id = next(i for i, m in meta.stat_metadata.items() if m.name == "Hlo Proto")
+    stat.bytes_value = _field(1, module)  # HloProto.hlo_module
+    for name in ("MegaScale: Communication Transport Send", "MegaScale: Communication Transport Receive"):
+        mid = max(host.event_metadata) + 1
+        host.event_metadata[mid].id = mid
+        host.event_metadata[mid].name = name
+    tc = _Plane(tpu0)
+
+    def metadata(name, display, stats):
+        mid = tc.metadata(name)
+        tpu0.event_metadata[mid].display_name = display
+        for key, kind, value in stats:
+            st = tpu0.event_metadata[mid].stats.add()
+            st.metadata_id = tc.stat_id(key)
+            setattr(st, kind, value)
+        return mid
+
+    ids = {}
+    for rdv, _, _, group_kind, size in MEGASCALE_COLLECTIVES:
+        for opcode in ("send", "send-done", "recv", "recv-done"):
+            instr = names[(rdv, opcode)]
+            category = "host send" if opcode.startswith("send") else "host recv"
+            stats = [("hlo_category", "str_value", category), ("program_id", "uint64_value", pid)]
+            if opcode == "send" and group_kind:
+                stats.append(("dcn_collective_info", "bytes_value", _collective_info(group_kind, size)))
+            ids[(rdv, opcode)] = metadata(f"%{instr} = ...", instr, stats)
+    ids[("fusion", "fusion")] = metadata("%fusion.9 = ...", "fusion.9", [("hlo_category", "str_value", "loop fusion")])
+    ids[("missing", "send")] = metadata("%send.999 = ...", "send.999", [("hlo_category", "str_value", "host send")])
+    modules, ops = tc.lines["XLA Modules"], tc.lines["XLA Ops"]
+    end = max(line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for line in tpu0.lines for e in line.events)
+    program_md = tc.metadata(f"{program}({pid})")
+    for start, stop, run_ops in _megascale_schedule((end // 10**9 + 1) * 10**9, slower):
+        modules.events.add(
+            metadata_id=program_md, offset_ps=start - modules.timestamp_ns * 1000, duration_ps=stop - start
+        )
+        for rdv, opcode, at, duration in run_ops:
+            ops.events.add(metadata_id=ids[(rdv, opcode)], offset_ps=at - ops.timestamp_ns * 1000, duration_ps=duration)
+
+
 def write(variant: str, out_dir: Path, src: Path | None = None, host: str = "tpu_host") -> Path:
     """Write one variant as a logdir: OUT_DIR/plugins/profile/run/HOST.xplane.pb (the pod
     variant: one file per host of `POD_HOSTS`, each naming its host; the first returned)."""
     run = Path(out_dir) / "plugins" / "profile" / "run"
     run.mkdir(parents=True, exist_ok=True)
+    if variant == "megascale":
+        for k, name in enumerate(MEGASCALE_HOSTS):
+            space = make("training", src)
+            add_megascale(space, slower=1 + k / 10)
+            del space.hostnames[:]
+            space.hostnames.append(name)
+            (run / f"{name}.xplane.pb").write_bytes(space.SerializeToString())
+        return run / f"{MEGASCALE_HOSTS[0]}.xplane.pb"
     if variant == "barriers":
         hosts = [name for name, _ in BARRIER_HOSTS]
         for name, share in BARRIER_HOSTS:

@@ -690,6 +690,16 @@ class Run:
 
         return derived(self, "perf_counters", lambda: perf_counters(self)).copy()  # (see framework_op_stats)
 
+    def megascale_stats(self, host: str | None = None) -> pd.DataFrame:
+        """XProf's megascale stats: the multi-slice (DCN) collectives of TensorCore 0, a row
+        per rendezvous (slack, stall, observed duration, each op's time, occurrences, bytes
+        sent, required bandwidth) of `host`, or of every host combined (None); see
+        `analysis.megascale`. Empty, with `.attrs["reason"]`, without megascale data."""
+        from .analysis.megascale import megascale_stats
+
+        key = f"megascale_stats:{host}"
+        return derived(self, key, lambda: megascale_stats(self, host)).copy()
+
     def utilization_viewer(self) -> pd.DataFrame:
         """XProf's utilization viewer: a TPU chip's utilization metrics from the hardware
         counters sampled, a row per metric of each sample line (host, device, sample, node,

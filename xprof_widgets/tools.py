@@ -43,6 +43,7 @@ TOOLS = [
         ("framework_op_stats", "Framework op stats", "FrameworkOpStatsWidget", "framework_op_stats", False),
         ("roofline_model", "Roofline model", "RooflineWidget", "roofline", False),
         ("pod_viewer", "Pod viewer", "PodViewerWidget", "pod_viewer", False),
+        ("megascale_stats", "Megascale stats", "MegascaleStatsWidget", "megascale", True),
         ("perf_counters", "Performance counters", "PerfCountersWidget", "perf_counters", False),
         ("utilization_viewer", "Utilization viewer", "UtilizationViewerWidget", "utilization", False),
         ("kernel_utilization", "Kernel utilization", "KernelUtilizationWidget", "utilization", False),

@@ -56,12 +56,13 @@ def test_profile_widget_in_lab(page, jupyter_lab, tmp_path):
         "graph_viewer",
         "kernel_stats",
         "roofline_model",
+        "megascale_stats",
         "perf_counters",
         "utilization_viewer",
         "kernel_utilization",
         "inference_profile",
     ]
-    assert missing.locator("summary").inner_text() == "10 tools without data"
+    assert missing.locator("summary").inner_text() == "11 tools without data"
     assert missing.locator("li").all_inner_texts() == [f"{TOOLS[t].label}: {r}" for t, r in reasons.items()]
 
     # Memory profile of the newest run: the peak shown is the analysis' peak.

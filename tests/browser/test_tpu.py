@@ -4,7 +4,8 @@ TPU conclusion, a step clicked), the pod viewer (steps, a step's eight cores on 
 a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace viewer" showing
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
 pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
-overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png."""
+overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png,
+megascale-stats.png."""
 
 import pytest
 
@@ -29,7 +30,7 @@ async () => {
 @pytest.fixture(scope="module")
 def tpu_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpu_browser")
-    for v in ("infeed", "pod", "serving", "counters", "barriers"):
+    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale"):
         make_tpu_profiles.write(v, root / v)
     return root
 
@@ -205,6 +206,29 @@ def test_kernel_utilization_in_lab(page, jupyter_lab, tpu_runs):
     selected = widget.locator("[data-testid='kernels'] tr.sel td")
     assert selected.nth(4).inner_text().startswith(f"{result.kernels.at[last, 'mxu_utilization']:.2f}")
     finish(page, widget, "kernel-utilization.png")
+
+
+def test_megascale_stats_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "megascale"
+    page.set_viewport_size({"width": 1400, "height": 900})
+    widget = show_widget(page, jupyter_lab, "megascale.ipynb", tool_cell("MegascaleStatsWidget", logdir))
+    run = xw.load_run(logdir)
+    both = run.megascale_stats()
+    assert widget.locator("[data-stat='collectives']").inner_text() == str(len(both))
+    assert widget.locator("[data-stat='occurrences']").inner_text() == f"{int(both['occurrences'].sum()):,}"
+    # One host chosen: its own collectives, asked of the kernel.
+    one = run.megascale_stats("tpu-slice-1")
+    widget.locator("select[data-request='host']").select_option("tpu-slice-1")
+    page.wait_for_function(
+        "(n) => document.querySelector(\"[data-stat='occurrences']\")?.innerText === n",
+        arg=f"{int(one['occurrences'].sum()):,}",
+        timeout=15_000,
+    )
+    first = widget.locator("[data-testid='megascale'] tbody tr").first.locator("td")
+    top = one.sort_values("total_stall_ms", ascending=False, kind="stable").iloc[0]
+    assert first.nth(0).inner_text() == top.rendezvous_name
+    assert first.nth(4).inner_text() == f"{top.slack_time_ms:,.3f}"
+    finish(page, widget, "megascale-stats.png")
 
 
 def test_smart_suggestion_on_the_overview_in_lab(page, jupyter_lab, tpu_runs):

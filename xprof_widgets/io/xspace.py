@@ -63,7 +63,7 @@ def _utf8(b):
 
 #: Stats whose bytes values are binary (serialized protos): every other bytes value on an
 #: event is read as text (UTF-8, bad bytes replaced), since the tools read stats as names.
-BINARY_STATS = frozenset({"Hlo Proto", "memory_access_breakdown", "hlo_proto"})
+BINARY_STATS = frozenset({"Hlo Proto", "memory_access_breakdown", "hlo_proto", "dcn_collective_info"})
 
 #: The most a compressed string stat may inflate to: a real one is an HLO text or a
 #: long name; more is a damaged (or hostile) file, refused before it takes the memory.

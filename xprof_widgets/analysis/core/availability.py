@@ -166,6 +166,26 @@ def has_counter_samples(run):
     return False, NO_COUNTER_SAMPLES
 
 
+NO_MEGASCALE = (
+    "no multi-slice (DCN) collectives: XProf's megascale stats need a host plane naming "
+    "`MegaScale:` events (libtpu's DCN transport) and host send / recv ops with a "
+    "`_xla_host_transfer_rendezvous` on TensorCore 0"
+)
+
+
+def has_megascale(space) -> bool:
+    """XProf's rule for a host file: its host plane has event metadata named `MegaScale:...`."""
+    plane = space.plane(HOST_PLANE)
+    return plane is not None and any(m.name.startswith("MegaScale:") for m in plane.message.event_metadata.values())
+
+
+def has_megascale_events(run):
+    """XProf's rule (`xplane_to_tool_names.cc`): the first host file has `MegaScale:` events."""
+    if has_megascale(run.xspace(run.readable_hosts[0])):
+        return True, ""
+    return False, NO_MEGASCALE
+
+
 NO_REQUESTS = (
     "no inference requests: a server marks each request as an event with root level -1 "
     "(`jax.profiler.TraceAnnotation('Request', _r=-1)`) or a `ModelServerRequest_...` event"
@@ -205,6 +225,7 @@ STATUS = {
     "framework_op_stats": has_framework_ops,
     "roofline_model": has_accelerator,
     "pod_viewer": has_steps,
+    "megascale_stats": has_megascale_events,
     "perf_counters": has_counter_samples,
     # XProf lists both with the performance counters (its rule is the same).
     "utilization_viewer": has_counter_samples,
