@@ -598,7 +598,7 @@ def test_rows_of_improperly_nested_events(name, thread):
     ev = tr.events(track)
     extra = ev[ev["row"] >= t.nesting_rows]
     assert len(extra) and all(n.endswith("__init__") for n in extra["name"])
-    steps = ev[ev["name"] == "train"]
+    steps = ev[ev["name"].str.fullmatch(r"train \d+")]  # XProf names a step root by its step
     row = {"jax_mlp_cpu": 0, "nvidia_jax_mlp_h200": 1}[name]
     assert len(steps) and (steps["row"] == row).all()
     for step in steps.itertuples():  # the step's frames nest below it
@@ -912,8 +912,8 @@ def test_search_equals_brute_force(name):
 
 def test_search_next_and_previous():
     tr = _trace("jax_mlp_cpu")
-    m = tr.search("^train$", regex=True)
-    assert len(m) == 20  # one step annotation per step
+    m = tr.search(r"^train \d+$", regex=True)
+    assert len(m) == 20  # one step annotation per step, named by its step as in XProf
     first = m.next_match(tr.start_ps - 1)
     assert first["start_ps"] == m["start_ps"].min()
     second = m.next_match(first["start_ps"])
@@ -923,18 +923,23 @@ def test_search_next_and_previous():
 
 
 def test_names_from_the_file():
-    """Events' names are the metadata's display names (else names), as XProf shows them."""
+    """Events' names are the metadata's display names (else names), as XProf shows them; a
+    step's root event is named by its step (`train 3`), as XProf's grouping names it."""
+    from xprof_widgets.analysis.core.grouping import step_events
+
     for name in ("tpu_v6e_inference", "jax_mlp_cpu"):
         tr = _trace(name)
+        steps = step_events(tr.space)
         for t in tr.tracks.itertuples():
             if t.events != t.file_events:
                 continue
             line = tr.space.planes[t.plane].lines[t.line]
             ev = tr.events(t.Index)
             order = np.lexsort((-line.event_duration_ps, line.start_ps))
-            np.testing.assert_array_equal(
-                ev["name"].astype(str).to_numpy(), _shown_names(line.plane, line.metadata_id)[order]
-            )
+            want = _shown_names(line.plane, line.metadata_id).astype(object)
+            mine = steps[(steps["plane"] == line.plane.name) & (steps["line"] == t.line)]
+            want[mine["event"].to_numpy(np.int64)] = mine["step_name"].to_numpy(object)
+            np.testing.assert_array_equal(ev["name"].astype(str).to_numpy(), want[order].astype(str))
 
 
 def test_run_trace_is_built_once_per_host():
@@ -1096,17 +1101,12 @@ def test_selection_summary_is_xprofs_over_its_own_events():
     )
     ours = trace.summary(lo, hi, tracks=chosen).set_index("name")
     # XProf names each step's root event by its step name ("train 3", the `step_name` its
-    # grouping adds); our trace shows the event's own name ("train"), not grouping the host
-    # to draw it (issue 33's step annotations): XProf's step names are read as their events'.
-    from xprof_widgets.analysis.core.grouping import step_events
-
-    steps = step_events(run.xspace())
-    own_name = dict(zip(steps["step_name"], steps["name"]))
+    # grouping adds), and so do we (issue 46): its rows are ours, name for name.
+    assert any(n.startswith("train ") for n in ours.index)
     want: dict = {}
     for track in chosen:
         key = (int(tracks.loc[track, "pid"]), int(tracks.loc[track, "tid"]))
         for name, (occ, wall, own) in _xprof_selection(by_thread[key], lo / 1e6, hi / 1e6).items():
-            name = own_name.get(name, name)
             o, w, s = want.get(name, (0, 0.0, 0.0))
             want[name] = (o + occ, w + wall, s + own)
     assert set(want) == set(ours.index), (sorted(set(want) - set(ours.index)), sorted(set(ours.index) - set(want)))
@@ -1316,14 +1316,9 @@ def test_selection_summary_equals_xprofs_on_every_run(name):
     lo = trace.start_ps + (trace.end_ps - trace.start_ps) // 3
     hi = trace.start_ps + 2 * (trace.end_ps - trace.start_ps) // 3
     ours = trace.summary(lo, hi, tracks=chosen).set_index("name")
-    from xprof_widgets.analysis.core.grouping import step_events
-
-    steps = step_events(run.xspace())
-    own_name = dict(zip(steps["step_name"], steps["name"]))
     want: dict = {}
-    for track in chosen:
+    for track in chosen:  # (step roots are named by their step, "train 3", as in XProf)
         for label, (occ, wall, own) in _xprof_selection(by_thread[keys[track]], lo / 1e6, hi / 1e6).items():
-            label = own_name.get(label, label)
             o, w, s = want.get(label, (0, 0.0, 0.0))
             want[label] = (o + occ, w + wall, s + own)
     assert set(want) == set(ours.index), (

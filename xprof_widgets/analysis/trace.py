@@ -25,8 +25,11 @@ the per-track counts openxla/xla `xla/tsl/profiler/convert/xplane_to_trace_event
   `preprocess_xplane.h`, ThreadpoolLineMutator). They have no record in the
   file (`Trace.event` marks them `synthetic`).
 * An event's name is its metadata's display name when set (TPU ops:
-  `fusion.3`, not the whole HLO text), else the metadata name; on `Steps`
-  lines a `step_name` stat replaces it, as in XProf.
+  `fusion.3`, not the whole HLO text), else the metadata name; a `step_name`
+  stat replaces it (the `Steps` lines of GPU files), and so does the name of
+  the step an event is the root of (`train 3` for
+  `StepTraceAnnotation("train", step_num=3)`: XProf's grouping gives each root
+  its group's name as a `step_name` stat, and its trace shows that).
 * Lines XProf derives when it loads a TPU profile are added to each
   `/device:TPU:N` section, after the file's lines (XProf's derived thread
   ids): `Framework Name Scope`, `Framework Ops`, `Source code` and
@@ -85,7 +88,7 @@ from .core.command_buffers import graph_attribution
 from .core.derived_lines import DerivedLine, derive_lines, derives_lines
 from .core.flows import CATEGORIES, line_flow_ends
 from .core.gpu_lines import derive_gpu_lines, derives_gpu_lines
-from .core.grouping import INTERNAL_EVENTS, is_grouped
+from .core.grouping import IMPLICIT_ROOTS, INTERNAL_EVENTS, is_grouped, step_events
 from .core.intervals import children_time
 from .core.planes import GPU_PLANE_PREFIX, HOST_PLANE, TPU_PLANE_PREFIX
 
@@ -301,6 +304,7 @@ class Trace:
 
     def _build_index(self):
         tracks = self._tracks
+        self._step_names = _step_roots(self.space)
         names, plane_codes = _name_table(self.space, {t.plane for t in tracks})
         known = {name: i for i, name in enumerate(names)}
 
@@ -327,7 +331,7 @@ class Trace:
             order, per_row, overflow = _rows(t.start, t.dur, self._start[sl], self._end[sl], self._index[sl])
             t.rows = len(per_row)
             t.nesting_rows = t.rows - overflow
-            codes = _event_codes(self.space, t, plane_codes[t.plane], code_of)
+            codes = _event_codes(self.space, t, plane_codes[t.plane], code_of, self._step_names)
             if self._name.dtype == np.int16 and len(names) > _INT16_MAX:  # names added past int16
                 self._name = self._name.astype(np.int32)
             _take(codes, order, self._name[sl])
@@ -669,8 +673,9 @@ class Trace:
         name = str(md["display_name"].get(mid, "") or long_name)
         st = line.stats(events=[src])
         stats = {k: _plain(v) for k, v in st.iloc[0].items() if not _missing(v)}
-        if t.name == STEPS_LINE and stats.get("step_name"):
+        if stats.get("step_name"):
             name = str(stats["step_name"])
+        name = getattr(self, "_step_names", {}).get((t.plane, t.line), {}).get(int(src), name)
         out.update(name=name, long_name=long_name, stats=stats)
         out.update(_xla_context(plane, t, line, src, name, stats))
         op = self._attributed_op(t, src)
@@ -1036,7 +1041,7 @@ def trace(run, host=None):
 
 
 #: The name a Trace's index has in the column cache; a new number when what is saved changes.
-_CACHE_NAME = "trace-1"
+_CACHE_NAME = "trace-2"  # 2: step roots named by their step ("train 3")
 
 
 def _cached_trace(space, run):
@@ -1256,8 +1261,26 @@ def _name_table(space, plane_ids):
     return names.tolist(), codes
 
 
-def _event_codes(space, t, plane_codes, code_of):
-    """The name code of every event of a track."""
+def _step_roots(space):
+    """{(plane index, line index): {event index: step name}} of the events XProf's grouping
+    makes step roots (`grouping.step_events`: `train 3`), where the file has any: events
+    with a root level (`_r`) or named as TF's implicit roots; {} for a file grouped already
+    (its own `step_name` stats say it)."""
+    host = space.plane(HOST_PLANE)
+    if host is None:
+        return {}
+    if not host.has_stat("_r") and not any(n in IMPLICIT_ROOTS for n in host.metadata_names[1].tolist()):
+        return {}
+    steps = step_events(space)
+    out: dict = {}
+    index_of = {p.name: i for i, p in enumerate(space.planes)}
+    for plane, line, event, name in zip(steps["plane"], steps["line"], steps["event"], steps["step_name"]):
+        out.setdefault((index_of[plane], int(line)), {})[int(event)] = str(name)
+    return out
+
+
+def _event_codes(space, t, plane_codes, code_of, step_names=None):
+    """The name code of every event of a track (`step_names`: `_step_roots`)."""
     if t.derived is not None:
         shown, inverse = np.unique(t.derived.names.astype(str), return_inverse=True)
         return np.array([code_of(n) for n in shown.tolist()], dtype=np.int32)[inverse]
@@ -1274,13 +1297,19 @@ def _event_codes(space, t, plane_codes, code_of):
         out[c : c + _CHUNK] = _lookup(ids, codes, mid)
     if real is not None and not real.all():
         out[~real] = code_of(REGION)
-    if t.name == STEPS_LINE:  # XProf names step events by their step_name
+    if space.planes[t.plane].has_stat("step_name"):  # XProf names an event by its step_name
         idx = np.arange(len(t)) if real is None else np.flatnonzero(real)
         st = line.stats(names=["step_name"], events=idx if t.src is None else t.src[idx])
         if "step_name" in st:
             for i, v in zip(idx.tolist(), st["step_name"].tolist()):
                 if isinstance(v, str) and v:
                     out[i] = code_of(v)
+    roots = (step_names or {}).get((t.plane, t.line))
+    if roots:
+        events = np.fromiter(roots, dtype=np.int64, count=len(roots))
+        at = events if t.src is None else np.flatnonzero(np.isin(t.src, events))
+        for i in at.tolist():
+            out[i] = code_of(roots[int(i if t.src is None else t.src[i])])
     if (out < 0).any():  # metadata missing from the plane
         out[out < 0] = code_of("")
     return out
