@@ -254,3 +254,91 @@ def test_without_counters_the_widgets_say_why():
     run = xw.sample_run()
     assert "No utilization viewer" in xw.UtilizationViewerWidget(run).html
     assert "No kernel utilization" in xw.KernelUtilizationWidget(run).html
+
+
+V7X = utilization._V7X
+
+
+def _v7x_counters():
+    """A v7x sample with every counter XProf's metrics read on both dies (a few HBM channels),
+    distinct values, cycle counts of 10 M."""
+    counters = {}
+    for die in (0, 1):
+        for value in V7X.TC.values():
+            flat = []
+            for o in value if isinstance(value, tuple) else (value,):
+                flat.extend(o if isinstance(o, tuple) else (o,))
+            for o in flat:
+                counters[V7X.tc(die, o)] = 10_000 + 37 * o + 1_000 * die
+        counters[V7X.tc(die, 0)] = 10_000_000  # the TensorCore's cycles
+        for name in V7X.PWR:
+            counters[V7X.pwr(die, name)] = 10_000_000 if name == "CYCLE_COUNT" else 1_000 * (die + 1) + len(name)
+        for kind in (0, 16, 32):
+            for n, i in enumerate(V7X.hbm(die, kind)[::9]):
+                counters[i] = 50_000 + 11 * n + kind
+        for core in (0, 1):
+            for t in range(16):
+                for name in (*V7X.SCTD, *V7X.SCTC):
+                    counters[V7X.tile(die, core, t, name)] = 2_000 + 13 * t + 7 * core + 3 * die + len(name)
+                counters[V7X.tile(die, core, t, "CYCLES")] = 1_000_000
+            for name in ("CYCLES", "SCALAR_ISSUE", "S0_INSTRUCTION", "S1_INSTRUCTION", "SMISC_INSTRUCTION"):
+                counters[V7X.scs(die, core, name)] = 900_000 if name == "CYCLES" else 5_000 + len(name) + core
+    for n, i in enumerate(V7X.ICI_READ + V7X.ICI_WRITE):
+        counters[i] = 3_000 + n
+    return counters
+
+
+def _v7x_run(path):
+    """The made counters run as a v7x's: its TPU planes `TPU v7x`, and on TPU 0 a
+    `counters_v7x` line (every counter), a `counters_mykernel` line of TensorCore counters
+    only (its cycles come from its duration) and a `counters_0` line without the power
+    manager's cycles (no TensorCore rows; HBM rows still)."""
+    space = schema.XSpace()
+    space.ParseFromString(path.read_bytes())
+    for plane in space.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        sid = _stat_id(plane, "device_type_string")
+        for st in plane.stats:
+            if st.metadata_id == sid:
+                st.str_value = "TPU v7x"
+    plane = next(p for p in space.planes if p.name == "/device:TPU:0")
+    t0 = 20_389_366_556_750
+    counters = _v7x_counters()
+    _line(plane, "counters_v7x", [(cid, v, t0 + i, 0, "uint64_value") for i, (cid, v) in enumerate(counters.items())])
+    tc_only = [(cid, v) for cid, v in counters.items() if cid - V7X._TC in range(0, 2 * 2**29) and cid != V7X.tc(0, 0)]
+    tc_only = [(cid, v) for cid, v in tc_only if cid != V7X.tc(1, 0)]
+    _line(
+        plane,
+        "counters_mykernel",
+        [(cid, v, t0 + i, 123_456_789 if i == 0 else 0, "uint64_value") for i, (cid, v) in enumerate(tc_only)],
+    )
+    no_pwr = [
+        (cid, v) for cid, v in counters.items() if cid not in (V7X.pwr(0, "CYCLE_COUNT"), V7X.pwr(1, "CYCLE_COUNT"))
+    ]
+    _line(plane, "counters_0", [(cid, v, t0 + i, 0, "uint64_value") for i, (cid, v) in enumerate(no_pwr)])
+    out = path.parent.parent / "v7x" / path.name
+    out.parent.mkdir()
+    out.write_bytes(space.SerializeToString())
+    return out
+
+
+@pytest.fixture(scope="module")
+def v7x(counters):
+    path = _v7x_run(counters[0])
+    return path, xw.load_run(path.parent)
+
+
+def test_a_v7x_equals_xprof(v7x):
+    """TPU v7x: two dies (each its TensorCore, HBM and two SparseCores), XProf's own spelling
+    and gates: the TensorCore rows where the die's power manager counted cycles, HBM where
+    its TensorCore did, the ICI on die 0's cycles; every row of the viewer and every kernel."""
+    path, run = v7x
+    ours = _viewer_equals_xprof(path, run)
+    sizes = ours[ours["device"] == 0].groupby("sample").size()
+    full = ours[(ours["device"] == 0) & (ours["sample"] == sizes.idxmax())]
+    assert len(full) == 120 and "SC Vector Issue: V0 Slot" in set(full["name"]) and (full["node"] == 3).any()
+    for theirs, mine in OPTIONS[:5]:
+        assert _as_xprof(run.kernel_utilization(**mine)) == xprof_oracle.tool_data([path], "kernel_utilization", theirs)
+    k = run.kernel_utilization().kernels.set_index("kernel")
+    assert k.at["mykernel", "duration_us"] == pytest.approx(123.456789)

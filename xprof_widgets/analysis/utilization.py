@@ -7,7 +7,8 @@ The TPU runtime samples hardware counters into lines of each device plane: a lin
 sample (`_counters_`, or `counters_<kernel>` for the counters of one kernel), an event per
 counter with its value in `counter_value` and its hardware id in `performance_counter_id`
 (the event's, else its metadata's; without one, the event's metadata id). XProf reads
-them on the chips it knows, `TPU v6 Lite` (v6e) here, and turns a sample's counters into
+them on the chips it knows, `TPU v6 Lite` (v6e) and `TPU v7x` (two dies, each with its
+TensorCore, HBM and two SparseCores: `v7x_metrics`), and turns a sample's counters into
 utilization metrics: each an achieved count against a peak the chip could have reached in
 the sample's cycles, on a node (TensorCore or SparseCore) and in a unit
 (`tpu_generic_utilization_utils.cc`):
@@ -30,8 +31,8 @@ cycle count, the kernel's duration (the line's longest event, else the longest o
 kernel's name, else that first op's) at the chip's clock stands for it.
 
 A run without counter samples on a chip XProf knows has no rows, and says why. The
-counter ids are the registers' addresses (`tpu_counter_ids_v6e.h`): groups of counters
-at fixed strides (`_V6E`). Where a profile holds several files, XProf reads the first
+counter ids are the registers' addresses (`tpu_counter_ids_v6e.h`, `_v7x.h`): groups of
+counters at fixed strides (`_V6E`, `_V7X`). Where a profile holds several files, XProf reads the first
 host's only (the utilization viewer) or none (kernel utilization refuses several): here
 every host is read, in a `host` column.
 """
@@ -48,9 +49,10 @@ from .core.planes import TPU_PLANE_PREFIX
 from .core.runlike import RunLike
 
 V6E = "TPU v6 Lite"
+V7X = "TPU v7x"
 #: Chips whose counters XProf reads (`device_type_string`), with their clock (Hz) and HBM
 #: bandwidth (bytes/s).
-CHIPS = {V6E: (1.75e9, 1525.5 * 2**30)}
+CHIPS = {V6E: (1.75e9, 1525.5 * 2**30), V7X: (1.9e9, 3433.0 * 2**30)}
 #: XProf's ICI read (and write) bandwidth of a link, bytes/s, over cycles at 1 GHz.
 ICI_PEAK_BYTES_PER_S = 294947368421.0526
 _U64 = (1 << 64) - 1
@@ -71,7 +73,7 @@ KERNEL_COLUMNS = [
 ]
 METRIC_COLUMNS = ["host", "device_id", "kernel_row", "metric", "percent"]
 NO_SAMPLES = (
-    "no hardware counter samples on a TPU v6e (`TPU v6 Lite`) device plane: XProf's utilization "
+    "no hardware counter samples on a TPU v6e or v7x (`TPU v6 Lite`, `TPU v7x`) device plane: XProf's utilization "
     "tools read counters libtpu samples (events with `counter_value` and `performance_counter_id`) "
     "when the profile asks for hardware counters"
 )
@@ -242,6 +244,171 @@ def v6e_metrics(c: dict) -> list[tuple[int, str, float, float, str]]:
     return out
 
 
+# --- the v7x counters: two dies, each its own TensorCore, HBM and two SparseCores ------------
+
+_DIE = 1 << 29  # every per-die register group is this far from die 0's
+
+
+class _V7X:
+    _TC, _PWR = 2791874568, 2847490056  # a die's TensorCore statistics (CYCLES), power manager (CYCLE_COUNT)
+    TC = {
+        "CYCLES": 0,
+        "SCALAR_ALU": (80, 88),
+        "VECTOR_ALU": (248, 256, 264, 272),
+        "VST": 280,
+        "VLD": (296, 304),
+        "VREG_F32": (384, 392),
+        "VREG_BF16": (400, 408),
+        "VREG_F8": (416, 424),
+        "LMR_BF16": (432, 440),
+        "MXU_BUSY": (448, 456, 464),
+        "MATPUSH": (488, 496),
+        # Per XLU u: packed, rotate-permute, rotate-permute-set, transpose instructions.
+        "XLU_INSTRUCTIONS": ((568, 520, 536, 552), (576, 528, 544, 560)),
+        "XLU_BUSY": (584, 592, 600),
+        "VPU_OPS": tuple(1688 + 32 * kind + 8 * k for kind in range(5) for k in range(4)),
+    }
+    PWR = {"CYCLE_COUNT": 0, "CLOCKS_SKIPPED": 8, "EXT_THROTTLE_CLOCKS_SKIPPED": 32, "LDIDT_DROOP_CLOCKS_SKIPPED": 56}
+    # HBM: 4 stacks x 16 controllers x 2 pseudo-channels a die; write requests, partial
+    # writes, read responses (32-byte beats).
+    _HBM = 2705724440
+    # ICI: four links' read and write requests (128-byte flits), on die 1.
+    ICI_READ = tuple(3238449440 + i * 32768 for i in range(4))
+    ICI_WRITE = tuple(3238449440 + i * 32768 + 56 for i in range(4))
+    # SparseCores s = 0, 1 of each die: 16 tiles (scalar issue in SCTD, vector in SCTC), a sequencer.
+    _SC_CORE = 27262976
+    _SCTD, _SCTC, _SCS = 2792513544, 2809282576, 2817921032
+    SCTD = {"CYCLES": 0, "TEC_SCALAR_ISSUE": 8, "TEC_S0_INSTRUCTION": 24, "TEC_S1_INSTRUCTION": 32}
+    SCTD["TEC_SMISC_INSTRUCTION"] = 40
+    SCTC = {
+        "VECTOR_ISSUE": 0,
+        "V0_INSTRUCTION": 8,
+        "V1_INSTRUCTION": 16,
+        "V2_INSTRUCTION": 24,
+        "VLD_INSTRUCTION": 32,
+        "VST_INSTRUCTION": 40,
+        "VRES_INSTRUCTION": 48,
+        "VEX_INSTRUCTION": 56,
+    }
+
+    @classmethod
+    def tc(cls, die, offset):
+        return cls._TC + die * _DIE + offset
+
+    @classmethod
+    def pwr(cls, die, name):
+        return cls._PWR + die * _DIE + cls.PWR[name]
+
+    @classmethod
+    def hbm(cls, die, kind):
+        """A die's HBM counters of a kind (offset from its write requests: 0, 16 partial, 32 read)."""
+        return tuple(
+            cls._HBM + die * _DIE + stack * 2**21 + controller * 2**17 + kind + channel * 8
+            for stack in range(4)
+            for controller in range(16)
+            for channel in range(2)
+        )
+
+    @classmethod
+    def tile(cls, die, core, tile, name):
+        if name in cls.SCTD:
+            return cls._SCTD + die * _DIE + core * cls._SC_CORE + tile * 2**20 + cls.SCTD[name]
+        return cls._SCTC + die * _DIE + core * cls._SC_CORE + tile * 2**19 + cls.SCTC[name]
+
+    @classmethod
+    def scs(cls, die, core, name):
+        return cls._SCS + die * _DIE + core * cls._SC_CORE + _V6E.SCS[name]
+
+
+#: v7x spells its SparseCore rows with a space after every colon.
+_V7X_TILE_ROWS = tuple((name.replace(":V", ": V"), counter) for name, counter in _SC_TILE_ROWS)
+
+
+def v7x_metrics(c: dict) -> list[tuple[int, str, float, float, str]]:
+    """`v6e_metrics` of a v7x sample: per die k its TensorCore (where its power manager
+    counted cycles: the clock cycles skipped first; no integer precisions, FP8 instead), its
+    HBM (where its TensorCore counted cycles) and the ICI (die 0's cycles, again per die);
+    then the four SparseCores (node 2 x die + core)."""
+
+    def get(*ids):
+        return sum(c.get(i, 0) for i in ids) & _U64
+
+    k = _V7X
+    clock, hbm_peak = CHIPS[V7X]
+    out = []
+
+    def add(node, name, achieved, peak, unit):
+        out.append((node, name, float(achieved), float(peak), unit))
+
+    for die in (0, 1):
+
+        def tc(*offsets, die=die):
+            return get(*(k.tc(die, o) for o in offsets))
+
+        cyc = get(k.pwr(die, "CYCLE_COUNT"))
+        if cyc:
+            add(die, "Clocks Skipped", get(k.pwr(die, "CLOCKS_SKIPPED")), cyc, "cycles")
+            add(die, "Ext Throttle Clocks Skipped", get(k.pwr(die, "EXT_THROTTLE_CLOCKS_SKIPPED")), cyc, "cycles")
+            add(die, "LDIDT Droop Clocks Skipped", get(k.pwr(die, "LDIDT_DROOP_CLOCKS_SKIPPED")), cyc, "cycles")
+            add(die, "Scalar Unit", tc(*k.TC["SCALAR_ALU"]), (cyc * 2) & _U64, "instructions")
+            add(die, "Vector ALUs", tc(*k.TC["VECTOR_ALU"]), (cyc * 4) & _U64, "instructions")
+            add(die, "VPU Utilization", tc(*k.TC["VPU_OPS"]), (cyc * 4) & _U64, "instructions")
+            add(die, "Vmem Stores", tc(k.TC["VST"]), cyc, "instructions")
+            add(die, "Vmem Loads", tc(*k.TC["VLD"]), (cyc * 2) & _U64, "instructions")
+            busy = [tc(o) for o in k.TC["MXU_BUSY"]]
+            add(die, "No MXU Busy", busy[0], cyc, "cycles")
+            add(die, "1 MXU Busy", busy[1], cyc, "cycles")
+            add(die, "2 MXU Busy", busy[2], cyc, "cycles")
+            add(die, "Avg MXU Busy", 0.5 * busy[1] + busy[2], cyc, "cycles")
+            bf16 = [
+                (4 * tc(k.TC["LMR_BF16"][u]) + 8 * tc(k.TC["VREG_BF16"][u]) + 4 * tc(k.TC["VREG_F32"][u])) & _U64
+                for u in (0, 1)
+            ]
+            fp8 = [(8 * tc(k.TC["VREG_F8"][u])) & _U64 for u in (0, 1)]
+            add(die, "MXU0", (bf16[0] + fp8[0]) & _U64, cyc, "cycles")
+            add(die, "MXU1", (bf16[1] + fp8[1]) & _U64, cyc, "cycles")
+            add(die, "MXU BF16", sum(bf16) & _U64, (cyc * 2) & _U64, "cycles")
+            add(die, "MXU E4M3 + E5M2", sum(fp8) & _U64, (cyc * 2) & _U64, "cycles")
+            add(die, "MXU matpush", tc(*k.TC["MATPUSH"]), (cyc * 2) & _U64, "cycles")
+            xbusy = [tc(o) for o in k.TC["XLU_BUSY"]]
+            add(die, "No XLU Busy", xbusy[0], cyc, "cycles")
+            add(die, "1 XLU Busy", xbusy[1], cyc, "cycles")
+            add(die, "2 XLUs Busy", xbusy[2], cyc, "cycles")
+            add(die, "Avg XLU Busy", 0.5 * xbusy[1] + xbusy[2], cyc, "cycles")
+            for u in (0, 1):  # an instruction a cycle
+                add(die, f"XLU{u}", tc(*k.TC["XLU_INSTRUCTIONS"][u]), cyc, "instructions")
+        tc_cycles = tc(k.TC["CYCLES"])
+        if tc_cycles:
+            read = (32 * get(*k.hbm(die, 32))) & _U64
+            write = (32 * get(*k.hbm(die, 0), *k.hbm(die, 16))) & _U64
+            both = (read + write) & _U64
+            add(0, f"HBM Rd+Wr - core {die}", both, hbm_peak * (tc_cycles / clock), "bytes")
+            if both:
+                add(die, "HBM Read Ratio", read, both, "percent")
+                add(die, "HBM Write Ratio", write, both, "percent")
+        ici_cycles = get(k.pwr(0, "CYCLE_COUNT"))
+        if ici_cycles:
+            peak = ICI_PEAK_BYTES_PER_S * (ici_cycles / 1e9)
+            add(0, "ICI (Read)", (128 * get(*k.ICI_READ)) & _U64, peak, "bytes")
+            add(0, "ICI (Write)", (128 * get(*k.ICI_WRITE)) & _U64, peak, "bytes")
+    for die in (0, 1):
+        for core in (0, 1):
+            node = 2 * die + core
+            tec = (get(k.tile(die, core, 0, "CYCLES")) * 16) & _U64
+            for name, counter in _V7X_TILE_ROWS:
+                add(node, name, get(*(k.tile(die, core, t, counter) for t in range(16))), tec, "instructions")
+            scs_cycles = get(k.scs(die, core, "CYCLES"))
+            for name, counter in _SCS_ROWS:
+                add(node, name, get(k.scs(die, core, counter)), scs_cycles, "instructions")
+    return out
+
+
+#: Each chip's metrics, and the cycle counters kernel utilization fills from a kernel's
+#: duration where the sample counted none.
+_METRICS = {V6E: v6e_metrics, V7X: v7x_metrics}
+_CYCLE_COUNTERS = {V6E: (_V6E.CYCLES,), V7X: (_V7X.pwr(0, "CYCLE_COUNT"), _V7X.pwr(1, "CYCLE_COUNT"))}
+
+
 # --- reading the samples ------------------------------------------------------------------------
 
 
@@ -332,13 +499,13 @@ def utilization_viewer(run: RunLike) -> pd.DataFrame:
     rows = []
     planes_without_id = False
     for host, space in _hosts(run):
-        for plane, _kind, device in _chip_planes(space):
+        for plane, kind, device in _chip_planes(space):
             lines = _sample_lines(plane)
             if device is None:
                 planes_without_id |= bool(lines)
                 continue
             for line in lines:
-                for node, name, achieved, peak, unit in v6e_metrics(line.last):
+                for node, name, achieved, peak, unit in _METRICS[kind](line.last):
                     rows.append((host, device, line.id, node, name, achieved, peak, unit))
     out = pd.DataFrame(rows, columns=VIEWER_COLUMNS)
     out.attrs["reason"] = "" if len(out) else (NO_SAMPLES + (f"; {NO_DEVICE_ID}" if planes_without_id else ""))
@@ -449,19 +616,11 @@ def kernel_utilization(
                     us = longest.get(name, fallback_us)
                 counters = dict(line.summed)
                 nominal = us * (clock / 1e6)
-                if nominal > 0 and (not counters.get(_V6E.CYCLES) or force_duration):
-                    counters[_V6E.CYCLES] = min(int(nominal), _U64)
-                row = len(kernel_rows)
-                kernel_rows.append(
-                    (
-                        host,
-                        device,
-                        kind,
-                        name,
-                        us,
-                        *_kernel_figures(v6e_metrics(counters), metric_rows, host, device, row),
-                    )
-                )
+                for cycles in _CYCLE_COUNTERS[kind] if nominal > 0 else ():
+                    if not counters.get(cycles) or force_duration:
+                        counters[cycles] = min(int(nominal), _U64)
+                figures = _kernel_figures(_METRICS[kind](counters), metric_rows, host, device, len(kernel_rows))
+                kernel_rows.append((host, device, kind, name, us, *figures))
     kernels = pd.DataFrame(kernel_rows, columns=KERNEL_COLUMNS)
     metrics = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS)
     reason = "" if len(kernels) else NO_SAMPLES
