@@ -264,12 +264,8 @@ def _v7x_counters():
     distinct values, cycle counts of 10 M."""
     counters = {}
     for die in (0, 1):
-        for value in V7X.TC.values():
-            flat = []
-            for o in value if isinstance(value, tuple) else (value,):
-                flat.extend(o if isinstance(o, tuple) else (o,))
-            for o in flat:
-                counters[V7X.tc(die, o)] = 10_000 + 37 * o + 1_000 * die
+        for o in V7X.TC_OFFSETS:
+            counters[V7X.tc(die, o)] = 10_000 + 37 * o + 1_000 * die
         counters[V7X.tc(die, 0)] = 10_000_000  # the TensorCore's cycles
         for name in V7X.PWR:
             counters[V7X.pwr(die, name)] = 10_000_000 if name == "CYCLE_COUNT" else 1_000 * (die + 1) + len(name)

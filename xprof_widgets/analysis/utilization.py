@@ -251,23 +251,39 @@ _DIE = 1 << 29  # every per-die register group is this far from die 0's
 
 class _V7X:
     _TC, _PWR = 2791874568, 2847490056  # a die's TensorCore statistics (CYCLES), power manager (CYCLE_COUNT)
-    TC = {
-        "CYCLES": 0,
-        "SCALAR_ALU": (80, 88),
-        "VECTOR_ALU": (248, 256, 264, 272),
-        "VST": 280,
-        "VLD": (296, 304),
-        "VREG_F32": (384, 392),
-        "VREG_BF16": (400, 408),
-        "VREG_F8": (416, 424),
-        "LMR_BF16": (432, 440),
-        "MXU_BUSY": (448, 456, 464),
-        "MATPUSH": (488, 496),
-        # Per XLU u: packed, rotate-permute, rotate-permute-set, transpose instructions.
-        "XLU_INSTRUCTIONS": ((568, 520, 536, 552), (576, 528, 544, 560)),
-        "XLU_BUSY": (584, 592, 600),
-        "VPU_OPS": tuple(1688 + 32 * kind + 8 * k for kind in range(5) for k in range(4)),
-    }
+    # TensorCore statistics: offsets from a die's CYCLES.
+    CYCLES = 0
+    SCALAR_ALU = (80, 88)
+    VECTOR_ALU = (248, 256, 264, 272)
+    VST = (280,)
+    VLD = (296, 304)
+    VREG_F32 = (384, 392)
+    VREG_BF16 = (400, 408)
+    VREG_F8 = (416, 424)
+    LMR_BF16 = (432, 440)
+    MXU_BUSY = (448, 456, 464)
+    MATPUSH = (488, 496)
+    # Per XLU u: packed, rotate-permute, rotate-permute-set, transpose instructions.
+    XLU_INSTRUCTIONS = ((568, 520, 536, 552), (576, 528, 544, 560))
+    XLU_BUSY = (584, 592, 600)
+    VPU_OPS = tuple(1688 + 32 * kind + 8 * k for kind in range(5) for k in range(4))
+    TC_OFFSETS = (
+        (CYCLES,)
+        + SCALAR_ALU
+        + VECTOR_ALU
+        + VST
+        + VLD
+        + VREG_F32
+        + VREG_BF16
+        + VREG_F8
+        + LMR_BF16
+        + MXU_BUSY
+        + MATPUSH
+        + XLU_INSTRUCTIONS[0]
+        + XLU_INSTRUCTIONS[1]
+        + XLU_BUSY
+        + VPU_OPS
+    )
     PWR = {"CYCLE_COUNT": 0, "CLOCKS_SKIPPED": 8, "EXT_THROTTLE_CLOCKS_SKIPPED": 32, "LDIDT_DROOP_CLOCKS_SKIPPED": 56}
     # HBM: 4 stacks x 16 controllers x 2 pseudo-channels a die; write requests, partial
     # writes, read responses (32-byte beats).
@@ -350,34 +366,31 @@ def v7x_metrics(c: dict) -> list[tuple[int, str, float, float, str]]:
             add(die, "Clocks Skipped", get(k.pwr(die, "CLOCKS_SKIPPED")), cyc, "cycles")
             add(die, "Ext Throttle Clocks Skipped", get(k.pwr(die, "EXT_THROTTLE_CLOCKS_SKIPPED")), cyc, "cycles")
             add(die, "LDIDT Droop Clocks Skipped", get(k.pwr(die, "LDIDT_DROOP_CLOCKS_SKIPPED")), cyc, "cycles")
-            add(die, "Scalar Unit", tc(*k.TC["SCALAR_ALU"]), (cyc * 2) & _U64, "instructions")
-            add(die, "Vector ALUs", tc(*k.TC["VECTOR_ALU"]), (cyc * 4) & _U64, "instructions")
-            add(die, "VPU Utilization", tc(*k.TC["VPU_OPS"]), (cyc * 4) & _U64, "instructions")
-            add(die, "Vmem Stores", tc(k.TC["VST"]), cyc, "instructions")
-            add(die, "Vmem Loads", tc(*k.TC["VLD"]), (cyc * 2) & _U64, "instructions")
-            busy = [tc(o) for o in k.TC["MXU_BUSY"]]
+            add(die, "Scalar Unit", tc(*k.SCALAR_ALU), (cyc * 2) & _U64, "instructions")
+            add(die, "Vector ALUs", tc(*k.VECTOR_ALU), (cyc * 4) & _U64, "instructions")
+            add(die, "VPU Utilization", tc(*k.VPU_OPS), (cyc * 4) & _U64, "instructions")
+            add(die, "Vmem Stores", tc(*k.VST), cyc, "instructions")
+            add(die, "Vmem Loads", tc(*k.VLD), (cyc * 2) & _U64, "instructions")
+            busy = [tc(o) for o in k.MXU_BUSY]
             add(die, "No MXU Busy", busy[0], cyc, "cycles")
             add(die, "1 MXU Busy", busy[1], cyc, "cycles")
             add(die, "2 MXU Busy", busy[2], cyc, "cycles")
             add(die, "Avg MXU Busy", 0.5 * busy[1] + busy[2], cyc, "cycles")
-            bf16 = [
-                (4 * tc(k.TC["LMR_BF16"][u]) + 8 * tc(k.TC["VREG_BF16"][u]) + 4 * tc(k.TC["VREG_F32"][u])) & _U64
-                for u in (0, 1)
-            ]
-            fp8 = [(8 * tc(k.TC["VREG_F8"][u])) & _U64 for u in (0, 1)]
+            bf16 = [(4 * tc(k.LMR_BF16[u]) + 8 * tc(k.VREG_BF16[u]) + 4 * tc(k.VREG_F32[u])) & _U64 for u in (0, 1)]
+            fp8 = [(8 * tc(k.VREG_F8[u])) & _U64 for u in (0, 1)]
             add(die, "MXU0", (bf16[0] + fp8[0]) & _U64, cyc, "cycles")
             add(die, "MXU1", (bf16[1] + fp8[1]) & _U64, cyc, "cycles")
             add(die, "MXU BF16", sum(bf16) & _U64, (cyc * 2) & _U64, "cycles")
             add(die, "MXU E4M3 + E5M2", sum(fp8) & _U64, (cyc * 2) & _U64, "cycles")
-            add(die, "MXU matpush", tc(*k.TC["MATPUSH"]), (cyc * 2) & _U64, "cycles")
-            xbusy = [tc(o) for o in k.TC["XLU_BUSY"]]
+            add(die, "MXU matpush", tc(*k.MATPUSH), (cyc * 2) & _U64, "cycles")
+            xbusy = [tc(o) for o in k.XLU_BUSY]
             add(die, "No XLU Busy", xbusy[0], cyc, "cycles")
             add(die, "1 XLU Busy", xbusy[1], cyc, "cycles")
             add(die, "2 XLUs Busy", xbusy[2], cyc, "cycles")
             add(die, "Avg XLU Busy", 0.5 * xbusy[1] + xbusy[2], cyc, "cycles")
             for u in (0, 1):  # an instruction a cycle
-                add(die, f"XLU{u}", tc(*k.TC["XLU_INSTRUCTIONS"][u]), cyc, "instructions")
-        tc_cycles = tc(k.TC["CYCLES"])
+                add(die, f"XLU{u}", tc(*k.XLU_INSTRUCTIONS[u]), cyc, "instructions")
+        tc_cycles = tc(k.CYCLES)
         if tc_cycles:
             read = (32 * get(*k.hbm(die, 32))) & _U64
             write = (32 * get(*k.hbm(die, 0), *k.hbm(die, 16))) & _U64
