@@ -58,6 +58,12 @@ CORPUS_LOGDIRS = (
     "nvidia_jax_mlp_no_graphs_h200",
     "nvidia_jax_scan_h200",
     "nvidia_jax_scan_no_graphs_h200",
+    # A convolution net (cuDNN kernels, memsets) and a rematerialised scan recorded with the
+    # Python tracer, graphs on and off: the programs issue 46's hunt found flows on.
+    "nvidia_jax_conv_h200",
+    "nvidia_jax_conv_no_graphs_h200",
+    "nvidia_jax_remat_h200",
+    "nvidia_jax_remat_no_graphs_h200",
 )
 HOW_TO_GET = (
     f"the profile corpus is not at {CORPUS}: set XPROF_CORPUS to a folder holding it "

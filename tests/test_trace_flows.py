@@ -97,6 +97,13 @@ XPROF_COUNTS = {
     "nvidia_jax_mlp_no_graphs_h200": 1764,
     "nvidia_jax_scan_h200": 1421,
     "nvidia_jax_scan_no_graphs_h200": 1421,
+    # Graphs on: the cuGraphLaunch to its first kernel, each kernel to the next, memsets and
+    # cuDNN's kernels among them (XProf's trace viewer draws a flow id's events in time
+    # order, each to the next: `GenerateFlowLines`, see the module doc).
+    "nvidia_jax_conv_h200": 299,
+    "nvidia_jax_conv_no_graphs_h200": 299,
+    "nvidia_jax_remat_h200": 641,
+    "nvidia_jax_remat_no_graphs_h200": 641,
 }
 
 

@@ -1,6 +1,6 @@
 """Record a small, real JAX profile on an NVIDIA GPU (how tests/data/profiles/nvidia_jax_* were made).
 
-usage: python tools/record_nvidia_jax.py OUT [--steps 8] [--only mlp|mlp_no_steps|scan]
+usage: python tools/record_nvidia_jax.py OUT [--steps 8] [--only mlp|mlp_no_steps|scan|conv|remat]
 
 Writes two runs under OUT, each a logdir (OUT/NAME/plugins/profile/SESSION/HOST.xplane.pb):
 
@@ -16,6 +16,11 @@ Writes two runs under OUT, each a logdir (OUT/NAME/plugins/profile/SESSION/HOST.
   identical layers applied by `jax.lax.scan`, the gradient accumulated over two
   micro-batches by `jax.lax.fori_loop` (XLA while loops, one inside the other), steps
   annotated, compiled before the trace.
+* `conv` (only with `--only conv`): a small convolution net (three 3x3 convolutions, NHWC,
+  bf16, cuDNN's kernels), its gradient buffers zeroed on the device (memsets), steps
+  annotated.
+* `remat` (only with `--only remat`): the scan's layers under `jax.checkpoint` (the backward
+  pass recomputes them), recorded with the Python tracer on (`python_tracer_level=1`).
 
 XLA runs the compiled programs as CUDA graphs (command buffers) by default; run with
 `XLA_FLAGS=--xla_gpu_enable_command_buffer=` to get a kernel per op launched on its own
@@ -135,6 +140,98 @@ def record_scan(out: Path, steps: int) -> str:
     return _keep(logdir, out, "scan")
 
 
+CONV_CHANNELS = (3, 32, 64, 64)
+IMAGE = 32
+
+
+def init_conv(key):
+    params = []
+    for c_in, c_out in zip(CONV_CHANNELS[:-1], CONV_CHANNELS[1:], strict=True):
+        key, k = jax.random.split(key)
+        params.append(jax.random.normal(k, (3, 3, c_in, c_out), jnp.float32) / np.sqrt(9 * c_in))
+    key, k = jax.random.split(key)
+    head = jax.random.normal(k, (CONV_CHANNELS[-1], 10), jnp.float32) / 8.0
+    return {"convs": params, "head": head}
+
+
+def conv_loss(params, x, y):
+    h = x
+    for w in params["convs"]:
+        h = jax.lax.conv_general_dilated(
+            h.astype(jnp.bfloat16),
+            w.astype(jnp.bfloat16),
+            (1, 1),
+            "SAME",
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            preferred_element_type=jnp.float32,
+        )
+        h = jax.nn.relu(h)
+    logits = jnp.mean(h, axis=(1, 2)) @ params["head"]
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, axis=-1))
+
+
+@jax.jit
+def conv_train_step(params, x, y):
+    value, grads = jax.value_and_grad(conv_loss)(params, x, y)
+    return jax.tree_util.tree_map(lambda p, g: p - 1e-2 * g, params, grads), value
+
+
+def conv_batch(rng):
+    x = rng.standard_normal((64, IMAGE, IMAGE, CONV_CHANNELS[0]), dtype=np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
+    return x, y
+
+
+def record_conv(out: Path, steps: int) -> str:
+    rng = np.random.default_rng(0)
+    params = init_conv(jax.random.PRNGKey(0))
+    params, value = conv_train_step(params, *conv_batch(rng))  # compile first
+    value.block_until_ready()
+    logdir = Path(tempfile.mkdtemp())
+    jax.profiler.start_trace(str(logdir))
+    for i in range(steps):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            x, y = (jax.device_put(a) for a in conv_batch(rng))
+            params, value = conv_train_step(params, x, y)
+            value.block_until_ready()
+    jax.profiler.stop_trace()
+    return _keep(logdir, out, "conv")
+
+
+def remat_loss(params, x, y):
+    def layer(h, p):
+        z = jnp.dot(h.astype(jnp.bfloat16), p["w"].astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        return jax.nn.gelu(z + p["b"]), None
+
+    h, _ = jax.lax.scan(jax.checkpoint(layer), x, params["layers"])
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(h @ params["head"]) * y, axis=-1))
+
+
+@jax.jit
+def remat_train_step(params, x, y):
+    value, grads = jax.value_and_grad(remat_loss)(params, x, y)
+    return jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads), value
+
+
+def record_remat(out: Path, steps: int) -> str:
+    rng = np.random.default_rng(0)
+    params = init_stacked(jax.random.PRNGKey(0))
+    x, y = host_batch(rng)
+    params, value = remat_train_step(params, x[:, :WIDTH], y)  # compile first
+    value.block_until_ready()
+    logdir = Path(tempfile.mkdtemp())
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 1
+    jax.profiler.start_trace(str(logdir), profiler_options=options)
+    for i in range(steps):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            x, y = host_batch(rng)
+            params, value = remat_train_step(params, jax.device_put(x[:, :WIDTH]), jax.device_put(y))
+            value.block_until_ready()
+    jax.profiler.stop_trace()
+    return _keep(logdir, out, "remat")
+
+
 def host_batch(rng):
     x = rng.standard_normal((BATCH, SIZES[0]), dtype=np.float32)
     y = np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)]
@@ -178,11 +275,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--only", choices=["mlp", "mlp_no_steps", "scan"], help="record this run alone")
+    parser.add_argument(
+        "--only", choices=["mlp", "mlp_no_steps", "scan", "conv", "remat"], help="record this run alone"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.only == "scan":
-        sessions = {"scan": record_scan(args.out, args.steps)}
+    if args.only in ("scan", "conv", "remat"):
+        recorder = {"scan": record_scan, "conv": record_conv, "remat": record_remat}[args.only]
+        sessions = {args.only: recorder(args.out, args.steps)}
     else:
         sessions = {
             name: record(args.out, name, args.steps, annotate=name == "mlp")
