@@ -317,6 +317,8 @@ def test_launches_without_correlation_ids(tmp_path, module_bytes):
 PAIRS = [
     ("nvidia_jax_mlp_h200", "nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
     ("nvidia_jax_scan_h200", "nvidia_jax_scan_no_graphs_h200", "2026_11_26_01_49_10"),
+    ("nvidia_jax_conv_h200", "nvidia_jax_conv_no_graphs_h200", "2026_11_27_21_20_52"),
+    ("nvidia_jax_remat_h200", "nvidia_jax_remat_no_graphs_h200", "2026_11_27_21_21_08"),
 ]
 
 

@@ -44,6 +44,10 @@ RUNS = [
     ("nvidia_jax_mlp_no_graphs_h200", "2026_11_26_01_30_16"),
     ("nvidia_jax_scan_h200", "2026_11_26_01_49_05"),
     ("nvidia_jax_scan_no_graphs_h200", "2026_11_26_01_49_10"),
+    ("nvidia_jax_conv_h200", "2026_11_27_21_20_45"),
+    ("nvidia_jax_conv_no_graphs_h200", "2026_11_27_21_20_52"),
+    ("nvidia_jax_remat_h200", "2026_11_27_21_21_01"),
+    ("nvidia_jax_remat_no_graphs_h200", "2026_11_27_21_21_08"),
 ]
 
 
