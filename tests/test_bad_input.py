@@ -108,8 +108,21 @@ def test_events_all_at_one_instant(tmp_path):
         e.CopyFrom(template)
         del e.stats[:]
     started = time.perf_counter()
-    _assert_handled(_write(tmp_path, space))
+    path = _write(tmp_path, space)
+    _assert_handled(path)
     assert time.perf_counter() - started < 120
+    # Each is inside the one before (same start, same length): a row per event would be
+    # 200,000 rows (10 M such events took 47 s and 3.8 GB, then no memory). The track
+    # draws MAX_NESTING rows and says how many events it leaves out, in words too.
+    from xprof_widgets.analysis.trace import MAX_NESTING
+
+    trace = xw.load_run(path.parent).trace()
+    track = trace.tracks[trace.tracks["hidden"] > 0].iloc[0]
+    assert track["nesting_rows"] <= MAX_NESTING < track["events"] < 2 * MAX_NESTING
+    assert track["hidden"] >= 200_000 + 1 - MAX_NESTING and track["events"] + track["hidden"] <= track["file_events"]
+    assert trace.query(None, None, 1200)["row"].max() < track["rows"] <= MAX_NESTING + 2
+    widget = xw.TraceViewerWidget(path.parent)
+    assert f"{int(track['hidden']):,} events of" in widget.html and "nested deeper than 1,000 levels" in widget.html
 
 
 # --- metadata -------------------------------------------------------------------------------------

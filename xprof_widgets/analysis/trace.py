@@ -98,6 +98,10 @@ XLA_MODULES_LINE = "XLA Modules"
 #: Skipped by XProf's non-streaming trace (`kXlaAsyncOpLineName`), shown here.
 ASYNC_OPS_LINE = "Async XLA Ops"
 STEPS_LINE = "Steps"
+#: Rows of nested events a track draws at most. A degenerate file (ten million events at one
+#: instant, each inside the one before) would need a row per event; its events nested deeper
+#: than this are left out of the trace, and its track says how many (`tracks["hidden"]`).
+MAX_NESTING = 1000
 COUNTER_LINE = "_counters_"
 COUNTER_LINE_PREFIX = "counters_"
 
@@ -161,6 +165,8 @@ class _Track:
     derived: DerivedLine | None = None
     rows: int = 0
     nesting_rows: int = 0
+    # Events not drawn: nested deeper than MAX_NESTING (a degenerate file; see `_track`).
+    hidden: int = 0
 
     def __len__(self):
         return len(self.start)
@@ -379,6 +385,7 @@ class Trace:
                     "nesting_rows": t.nesting_rows,
                     "region_ids": [_plain(v) for v in t.region_ids],
                     "src": ranges.get(id(t)),
+                    "hidden": t.hidden,
                 }
                 for t in self._tracks
             ],
@@ -419,6 +426,7 @@ class Trace:
                         return None
                 fields = {k: d[k] for k in ("section", "name", "plane", "line", "pid", "tid", "file_events")}
                 t = _Track(**fields, start=start, dur=dur, src=src, region_ids=list(d["region_ids"]))
+                t.hidden = int(d.get("hidden", 0))
                 t.rows, t.nesting_rows = int(d["rows"]), int(d["nesting_rows"])
                 if t.file_events != len(line):
                     return None
@@ -1084,6 +1092,7 @@ def _tracks_frame(space, tracks):
             "file_events": [t.file_events for t in tracks],
             "rows": [t.rows for t in tracks],
             "nesting_rows": [t.nesting_rows for t in tracks],
+            "hidden": [t.hidden for t in tracks],
             "derived": [t.derived is not None for t in tracks],
             "label": track_labels(
                 [t.section for t in tracks],
@@ -1206,6 +1215,14 @@ def _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids):
         order = np.lexsort((-dur, start))  # stable: file order among equals
         start, dur = start[order], dur[order]
         src = order if src is None else src[order]
+    hidden = 0
+    if len(start) > MAX_NESTING:  # (a track of fewer events cannot nest deeper)
+        depth = _open_count(start, dur)
+        if int(depth.max()) >= MAX_NESTING:
+            keep = depth < MAX_NESTING
+            hidden = int(len(keep) - keep.sum())
+            src = np.flatnonzero(keep) if src is None else src[keep]
+            start, dur = start[keep], dur[keep]
     return _Track(
         section=plane.name,
         name=line.title,
@@ -1218,6 +1235,7 @@ def _track(plane, pi, li, line, pid, tid, internal, start_ids, stop_ids):
         src=None if src is None else src.astype(np.int32),
         region_ids=region_ids,
         file_events=len(line),
+        hidden=hidden,
     )
 
 

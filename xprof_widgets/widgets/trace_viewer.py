@@ -47,6 +47,7 @@ from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from ..analysis.core.command_buffers import graph_kernel_words, host_graph_summary
+from ..analysis.trace import MAX_NESTING
 from ..format import duration
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, a_host, selection_look
@@ -770,6 +771,7 @@ class TraceViewerWidget(BokehWidget):
     <input type="text" placeholder="threads (regex)" value="{esc(self.thread_filter)}"
       data-request="thread_filter" data-testid="thread-filter" size="16"> {self._thread_filter_note()}</div>
   {note(self._graph_note())}
+  {note(self._hidden_note(), "hidden-note")}
   <div class="xw-sections">{boxes}</div>
   <div class="xw-tv-main">
     <div class="xw-tv-plot" data-figure="timeline"></div>
@@ -784,6 +786,19 @@ class TraceViewerWidget(BokehWidget):
         if self._thread_pattern() is None:
             return '<span class="xw-err" data-testid="thread-filter-error">not a regular expression: all threads</span>'
         return f'<span data-testid="thread-count">{len(self._offset):,} of {len(self.trace.tracks):,} threads</span>'
+
+    def _hidden_note(self):
+        """Which threads have events too deeply nested to draw (`analysis.trace.MAX_NESTING`)."""
+        tracks = self.trace.tracks
+        hidden = tracks[tracks["hidden"] > 0]
+        if hidden.empty:
+            return ""
+        shown = ", ".join(f"{n:,} events of {label}" for n, label in zip(hidden["hidden"], hidden["label"].head(3)))
+        more = f" and of {len(hidden) - 3} more threads" if len(hidden) > 3 else ""
+        return (
+            f"Not drawn: {shown}{more}, nested deeper than {MAX_NESTING:,} levels (events at one instant, "
+            "each inside the one before: a damaged or generated profile)."
+        )
 
     def _graph_note(self):
         """What became of this host's kernels run in CUDA graphs (`command_buffers`)."""
