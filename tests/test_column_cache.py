@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
+from xprof_widgets.analysis import trace as T
 from xprof_widgets.errors import ProfileError
 from xprof_widgets.io import column_cache
 from xprof_widgets.io.xspace import read_xspace
@@ -361,12 +362,12 @@ def test_a_link_in_the_cache_is_never_followed(cache_dir, profile, tmp_path, mon
     shutil.rmtree(derived)
     other = _elsewhere(tmp_path)
     derived.symlink_to(other, target_is_directory=True)
-    (other / "trace-1").mkdir()  # what a trace index through the link would replace
+    (other / T._CACHE_NAME).mkdir()  # what a trace index through the link would replace
     run = _open(profile)
     assert run.trace()._start.flags.writeable  # built, not read through the link
     column_cache.wait_for_writers()
-    assert sorted(p.name for p in other.iterdir()) == ["keep.txt", "trace-1"]
-    assert not any((other / "trace-1").iterdir())
+    assert sorted(p.name for p in other.iterdir()) == ["keep.txt", T._CACHE_NAME]
+    assert not any((other / T._CACHE_NAME).iterdir())
     # The version folder a link: no entry is written through it, nothing pruned there.
     shutil.rmtree(cache_dir)
     cache_dir.mkdir()
@@ -406,7 +407,7 @@ def test_the_trace_index_is_saved_and_restored_the_same(cache_dir, profile):
     first = _open(profile)
     built = first.trace()
     column_cache.wait_for_writers()
-    assert (_entry(profile) / "derived" / "trace-1" / "manifest.json").is_file()
+    assert (_entry(profile) / "derived" / T._CACHE_NAME / "manifest.json").is_file()
     run = _open(profile)
     restored = run.trace()
     assert not restored._start.flags.writeable  # mapped from the cache, not built
@@ -432,7 +433,7 @@ def test_a_damaged_trace_index_is_built_again(cache_dir, profile):
     first = _open(profile)
     expected = first.trace().query(None, None, 1000)
     column_cache.wait_for_writers()
-    folder = _entry(profile) / "derived" / "trace-1"
+    folder = _entry(profile) / "derived" / T._CACHE_NAME
     _truncate(folder / "start.npy")
     trace = _open(profile).trace()
     assert trace._start.flags.writeable  # built, not restored
