@@ -758,3 +758,17 @@ def test_memory_space_selector_lists_the_spaces_the_module_uses():
     assert w.figures == {} and 'data-testid="no-heap">No Host buffer' in w.html  # no empty charts
     w.memory_space = 0
     assert set(w.figures) >= {"heap", "buffers"} and "no-heap" not in w.html
+
+
+def test_tool_status_is_computed_once_per_run(monkeypatch):
+    """Every widget of a ProfileWidget asks which tools have data; a run answers once (a file
+    of a million empty planes took 20 s to build a ProfileWidget, the question asked three
+    times over every plane)."""
+    from xprof_widgets.analysis.core import availability
+
+    calls = []
+    real = availability.tool_status
+    monkeypatch.setattr(availability, "tool_status", lambda run: calls.append(run) or real(run))
+    run = xw.load_run(xw.sample_run().path)
+    w = xw.ProfileWidget(run)
+    assert run.tools == w.run.tools and len(calls) == 1

@@ -572,7 +572,7 @@ class Run:
 
         if self.pooled:
             return self.pod().tool_status
-        return tool_status(self)
+        return derived(self, "tool_status", lambda: tool_status(self))  # (asked for by every widget)
 
     # --- analyses ------------------------------------------------------------------
 

@@ -50,10 +50,9 @@ def has_device_ops(run):
     XLA op (read from the stat metadata, no event decoded)."""
     for space in run.xspaces():
         for plane in space.planes:
-            names = set(plane.stat_names.values())
-            busy = any(len(line) for line in plane.lines)
-            if not busy:
+            if not any(len(line) for line in plane.lines):
                 continue
+            names = set(plane.stat_names.values())
             if plane.name.startswith(TPU_PLANE_PREFIX) and any(
                 line.name == "XLA Ops" and len(line) for line in plane.lines
             ):

@@ -75,8 +75,9 @@ def is_derived_line(line) -> bool:
 
 
 def gpu_planes(space) -> list:
-    """The `/device:GPU:N` planes of one file, in file order."""
-    return [p for p in space.planes if p.name.startswith(GPU_PLANE_PREFIX)]
+    """The `/device:GPU:N` planes of one file, in file order (found once per file: a file
+    may hold a million planes, and every analysis asks)."""
+    return derived(space, "gpu_planes", lambda: [p for p in space.planes if p.name.startswith(GPU_PLANE_PREFIX)])
 
 
 def gpu_plane_index(space, plane) -> int:
@@ -88,8 +89,13 @@ def gpu_plane_index(space, plane) -> int:
 
 
 def tensor_core_planes(space) -> list:
-    """The TPU TensorCore planes of one file (SparseCores left out), in file order."""
-    return [p for p in space.planes if p.name.startswith(TPU_PLANE_PREFIX) and SPARSE_CORE not in p.name]
+    """The TPU TensorCore planes of one file (SparseCores left out), in file order (found once
+    per file)."""
+    return derived(
+        space,
+        "tensor_core_planes",
+        lambda: [p for p in space.planes if p.name.startswith(TPU_PLANE_PREFIX) and SPARSE_CORE not in p.name],
+    )
 
 
 def host_plane(space):
