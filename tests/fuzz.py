@@ -50,7 +50,7 @@ CORPUS_SOURCES = ["tf_keras_cpu/plugins/profile/2026_11_22_03_16_48/vm.xplane.pb
 
 #: TPU runs made from the real v6e file (`tools/make_tpu_profiles.py`): steps, infeed,
 #: counters, barrier waits, requests, all real but for what the runtime adds.
-MADE_TPU = ("infeed", "counters", "barriers", "serving")
+MADE_TPU = ("infeed", "counters", "barriers", "serving", "megascale")
 
 
 def _made_tpu():
@@ -281,7 +281,97 @@ def _s_hlo(rng, space):
     stat.bytes_value = proto.SerializeToString()
 
 
-STRUCTURED = [_s_event_times, _s_line_time, _s_dangling_metadata, _s_negative_ids, _s_stat_kind, _s_planes, _s_hlo]
+def _hlo_stats(space):
+    from xprof_widgets.io.hlo import HLO_PROTO_STAT
+
+    stats = []
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for m in plane.event_metadata.values():
+            stats.extend(st for st in m.stats if names.get(st.metadata_id) == HLO_PROTO_STAT)
+    return stats
+
+
+def _s_call_dag(rng, space):
+    """A module whose calls fan out: D computations each calling the next K times (no cycle),
+    called from the entry: K**(D-1) copies of the last one's work once unrolled (issue 46: the
+    CUDA-graph attribution expanded every copy)."""
+    from xprof_widgets.io import schema
+
+    stat = _pick(rng, _hlo_stats(space))
+    if stat is None:
+        return
+    proto = schema.message_class("xla.HloProto")()
+    try:
+        proto.ParseFromString(stat.bytes_value)
+    except Exception:
+        return
+    module = proto.hlo_module
+    entry = next((c for c in module.computations if c.id == module.entry_computation_id), None)
+    instructions = [i for c in module.computations for i in c.instructions]
+    if entry is None or not instructions:
+        return
+    template = next((i for i in instructions if i.opcode == "fusion"), instructions[0])
+    next_id = max([c.id for c in module.computations] + [i.id for i in instructions]) + 1
+    depth, fan_out = rng.choice([6, 8, 10]), rng.choice([4, 8])
+    callee = None
+    for d in range(depth, 0, -1):
+        comp = module.computations.add(name=f"fuzz_dag_{d}", id=next_id)
+        next_id += 1
+        for k in range(1 if callee is None else fan_out):
+            instr = comp.instructions.add()
+            instr.CopyFrom(template)
+            instr.id, instr.name = next_id, f"fuzz_dag_{d}_{k}"
+            next_id += 1
+            if callee is not None:
+                instr.opcode = "call"
+                del instr.called_computation_ids[:]
+                instr.called_computation_ids.append(callee)
+        comp.root_id = comp.instructions[-1].id
+        callee = comp.id
+    call = entry.instructions.add()
+    call.CopyFrom(template)
+    call.id, call.name, call.opcode = next_id, "fuzz_dag_call", "call"
+    del call.called_computation_ids[:]
+    call.called_computation_ids.append(callee)
+    stat.bytes_value = proto.SerializeToString()
+
+
+def _s_launch_sequences(rng, space):
+    """A GPU line's kernels each made a launch of its own (a correlation id apiece: many
+    distinct launch sequences), or every launch made to span the whole line (each kernel
+    that names its op then runs inside every launch)."""
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        ids = {m.name: k for k, m in plane.stat_metadata.items()}
+        corr = ids.get("correlation_id")
+        lines = [ln for ln in plane.lines if len(ln.events) > 1]
+        if corr is None or not lines:
+            continue
+        line = rng.choice(lines)
+        spread = rng.random() < 0.5
+        end = max(e.offset_ps + e.duration_ps for e in line.events)
+        for k, e in enumerate(line.events):
+            for st in e.stats:
+                if st.metadata_id == corr:
+                    st.uint64_value = 10**6 + k if spread else st.uint64_value
+            if not spread:
+                e.duration_ps = max(end - e.offset_ps, 1)
+        return
+
+
+STRUCTURED = [
+    _s_event_times,
+    _s_line_time,
+    _s_dangling_metadata,
+    _s_negative_ids,
+    _s_stat_kind,
+    _s_planes,
+    _s_hlo,
+    _s_call_dag,
+    _s_launch_sequences,
+]
 
 
 def _structured(rng, data):
@@ -392,11 +482,18 @@ def _steps(path):
         ("roofline_model", lambda: run().roofline_model()),
         ("pod_viewer", lambda: run().pod_viewer()),
         ("perf_counters", lambda: run().perf_counters()),
+        ("utilization_viewer", lambda: run().utilization_viewer()),
+        ("kernel_utilization", lambda: run().kernel_utilization()),
+        ("megascale_stats", lambda: run().megascale_stats()),
+        ("cuda_graph_kernels", lambda: run().cuda_graph_kernels()),
         ("smart_suggestions", lambda: run().smart_suggestions()),
         ("inference_profile", lambda: run().inference_profile()),
         ("OverviewWidget", widget(xw.OverviewWidget)),
         ("PodViewerWidget", widget(xw.PodViewerWidget)),
         ("PerfCountersWidget", widget(xw.PerfCountersWidget)),
+        ("UtilizationViewerWidget", widget(xw.UtilizationViewerWidget)),
+        ("KernelUtilizationWidget", widget(xw.KernelUtilizationWidget)),
+        ("MegascaleStatsWidget", widget(xw.MegascaleStatsWidget)),
         ("InferenceProfileWidget", widget(xw.InferenceProfileWidget)),
         ("InputPipelineWidget", widget(xw.InputPipelineWidget)),
         ("OpProfileWidget", widget(xw.OpProfileWidget)),

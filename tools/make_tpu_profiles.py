@@ -407,6 +407,10 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
     (`barrier_share`: the barriers variant's share of each step at barrier-cores)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}")
+    if variant == "megascale":  # (one slice; `write` makes two)
+        space = make("training", src)
+        add_megascale(space)
+        return space
     schema = _schema()
     space = schema.XSpace()
     space.ParseFromString(Path(src or real_path()).read_bytes())
