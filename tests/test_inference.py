@@ -115,3 +115,84 @@ def test_no_inference_profile_on_the_corpus(name, session):
     run = corpus_run(name, session)
     p = run.inference_profile()
     assert p.requests.empty and "root level -1" in p.reason and "inference_profile" not in run.tools
+
+
+# --- batching servers: batches, per-model tables ------------------------------------------------
+
+REQUEST_IDS = {
+    **PROFILE_COLUMNS,
+    "percentile": "percentile",
+    "request_id": "request_id",
+    "batching_request_size": "request_size",
+    "host_batch_formation": "batching_delay_ms",  # (XProf's id; it holds the request's wait for its batch)
+    "throughput": "throughput",
+}
+BATCH_IDS = {
+    "percentile": "percentile",
+    "batch_id": "batch_id",
+    "latency": "latency_ms",
+    "padding_amount": "padding_amount",
+    "batch_size_after_padding": "batch_size_after_padding",
+    "batching_efficiency": "batching_efficiency",
+    "batching_delay_us": "batching_delay_ms",  # (in ms, whatever XProf's id says)
+    "throughput": "throughput",
+    "device_compute": "device_compute_ms",
+    "program_id": "program_ids",
+}
+
+
+def _same_table(theirs, ours, ids):
+    cols = [c["id"] for c in theirs["cols"]]
+    rows = [dict(zip(cols, [c.get("v") for c in r["c"]])) for r in theirs["rows"]]
+    assert len(rows) == len(ours)
+    assert set(cols) - {"trace_viewer_url"} <= set(ids)  # every column XProf shows is compared
+    for x, (_, o) in zip(rows, ours.iterrows()):
+        for k, mine in ids.items():
+            if k not in x:
+                continue
+            if isinstance(x[k], float):
+                assert o[mine] == pytest.approx(x[k], rel=1e-12, abs=1e-9), (x["percentile"], k)
+            else:
+                assert o[mine] == x[k], (x["percentile"], k)
+
+
+@pytest.mark.parametrize("variant", ["batches", "batches_models"])
+def test_batches_and_models_equal_xprof(tmp_path, variant):
+    """A server that batches its requests, made from the real v6e run
+    (`tools/make_tpu_profiles.py batches`: TF Serving's `BatchingSessionRun` requests, the
+    model id on a session run in each batch; `batches_models`: user-defined requests of two
+    models): XProf's model list, and per model its request table (the sampled requests,
+    a row per padded batch size, Average; sizes, waits for the batch, throughputs) and its
+    batch table (sampled batches, per size, Aggregated; padding, efficiency, delay, device
+    time, program ids), every cell, and each table's average latency and throughput."""
+    import xprof_widgets as xw
+
+    path = make_tpu_profiles.write(variant, tmp_path)
+    tables = xprof_oracle.tool_data([path], "inference_profile")
+    profile = load_run(tmp_path).inference_profile()
+    models = [r["c"][0]["v"] for r in tables[0]["rows"]]
+    assert profile.models == models == (["tf_model:1"] if variant == "batches" else ["model_a", "model_b"])
+    assert tables[0]["p"]["hasBatching"] == "true" and profile.has_batching
+    assert len(tables) == 1 + 2 * len(models)
+    for k, model in enumerate(models):
+        mine = profile.per_model[model]
+        requests, batches = tables[1 + 2 * k], tables[2 + 2 * k]
+        _same_table(requests, mine.requests, REQUEST_IDS)
+        _same_table(batches, mine.batches, BATCH_IDS)
+        assert requests["p"] == {
+            "averageLatencyMs": f"{mine.average_latency_ms:.3f}",
+            "throughput": f"{mine.throughput:.1f}",
+        }
+        assert batches["p"] == {
+            "averageLatencyMs": f"{mine.batch_average_latency_ms:.3f}",
+            "hasBatchingParam": "false",
+            "throughput": f"{mine.batch_throughput:.1f}",
+        }
+        assert any(p.startswith("Batch size ") for p in mine.requests["percentile"])
+    # Every batch of the run, each request's wait for it and its size.
+    assert len(profile.all_batches) == 99 and (profile.all_batches["size"] > 0).all()
+    w = xw.InferenceProfileWidget(tmp_path)
+    assert 'data-testid="inference-batches"' in w.html and w.model == models[0]
+    if len(models) > 1:
+        w.model = models[1]
+        assert f'data-rows="{len(profile.per_model[models[1]].batches)}"' in w.html

@@ -57,6 +57,8 @@ VARIANTS = (
     "serving",
     "host_input",
     "megascale",
+    "batches",
+    "batches_models",
 )
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
@@ -412,6 +414,11 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
         add_megascale(space)
         return space
     schema = _schema()
+    if variant in ("batches", "batches_models"):
+        space = schema.XSpace()
+        space.ParseFromString(Path(src or real_path()).read_bytes())
+        _add_batches(space, tf_serving=variant == "batches")
+        return space
     space = schema.XSpace()
     space.ParseFromString(Path(src or real_path()).read_bytes())
     if variant == "serving":  # the real inference run, each call of the program a request
@@ -611,6 +618,104 @@ def _add_host_steps(space, name="train", root_level=1, stat="step_num"):
 
 #: The pod variant's hosts: the same TPU host's file under each name, as a two-host job.
 POD_HOSTS = ("tpu-worker-0", "tpu-worker-1")
+
+
+# --- a server that batches its requests ----------------------------------------------------
+
+#: Context types linking requests to their batch and the batch to its program call.
+_TO_BATCH, _TO_PROGRAM = 7, 91
+_US = 1_000_000
+
+
+def _add_batches(space, tf_serving=True):
+    """Each top-level call of the program as a batch of 1-3 requests, as TF Serving's batching
+    records them: a `ProcessBatch` (XProf makes it a root of level 2) on a batch thread
+    around the call (a consumer of its requests, a producer the call consumes, so its
+    group reaches the program on the device), with a `ConcatInputTensors` (padding amount,
+    padded size) inside; each request on a request thread (overlapping ones on other
+    threads), with a `ScheduleWithoutSplit` producing to the batch (its size in
+    `batching_input_task_size`); every tenth batch's first request split into the next batch
+    too. `tf_serving`: requests are `BatchingSessionRun`s, the model id on a `SessionRun` in
+    the batch ("tf_model:1"); else user-defined `Request`s (root level -1) of two models
+    ("model_a", then "model_b" every other eight batches), the model id their own."""
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    host = _Plane(plane)
+    main = next(line for line in plane.lines if line.name.startswith("main/"))
+    call_id = next(i for i, m in plane.event_metadata.items() if m.name == "PjitFunction(f)")
+    calls = sorted(
+        (e.offset_ps, e.offset_ps + e.duration_ps, e)
+        for e in main.events
+        if e.metadata_id == call_id and e.duration_ps < 10**12
+    )
+    top = []
+    for b, e, ev in calls:
+        if not top or b >= top[-1][1]:
+            top.append((b, e, ev))
+    names: dict = {}
+
+    def add(line, name, b, e, **stats):
+        if name not in names:
+            names[name] = host.metadata(name)
+        ev = line.events.add(metadata_id=names[name], offset_ps=b, duration_ps=e - b)
+        for key, value in stats.items():
+            st = ev.stats.add(metadata_id=host.stat_id(key))
+            if isinstance(value, str):
+                st.str_value = value
+            else:
+                st.int64_value = value
+
+    def new_line(name):
+        line = plane.lines.add()
+        line.id = max(x.id for x in plane.lines) + 1
+        line.display_id, line.name, line.timestamp_ns = line.id, f"{name}/{line.id}", main.timestamp_ns
+        return line
+
+    batch_line, request_lines = new_line("batch_thread"), []
+    for k, (b, e, call) in enumerate(top):
+        for key, value in (("_ct", _TO_PROGRAM), ("_c", k)):
+            st = call.stats.add(metadata_id=host.stat_id(key))
+            st.int64_value = value
+        start, stop = b - 30 * _US, e + 20 * _US
+        sizes = [1 + (j + k) % 4 for j in range(1 + k % 3)]
+        padded = 1 << (sum(sizes) - 1).bit_length()
+        add(batch_line, "ProcessBatch", start, stop, _r=2, _ct=_TO_BATCH, _c=k, _pt=_TO_PROGRAM, _p=k)
+        add(
+            batch_line,
+            "ConcatInputTensors",
+            b - 25 * _US,
+            b - 20 * _US,
+            padding_amount=padded - sum(sizes),
+            batch_size_after_padding=padded,
+        )
+        model = "tf_model:1" if tf_serving else ("model_b" if (k // 8) % 2 else "model_a")
+        if tf_serving:
+            add(batch_line, "SessionRun", b - 15 * _US, e + 10 * _US, model_id=model)
+        for j, size in enumerate(sizes):
+            r0 = start - (j + 1) * 400 * _US - (k % 5) * 50 * _US
+            r1 = r0 + 300 * _US if j % 2 == 0 else stop + 2000 * _US
+            slot = next((i for i, (_, last) in enumerate(request_lines) if last <= r0), None)
+            if slot is None:
+                request_lines.append([new_line("request_thread"), 0])
+                slot = len(request_lines) - 1
+            line = request_lines[slot][0]
+            request_lines[slot][1] = r1
+            if tf_serving:
+                add(line, "BatchingSessionRun", r0, r1, _r=1)
+            else:
+                add(line, "Request", r0, r1, _r=-1, model_id=model)
+            add(
+                line,
+                "ScheduleWithoutSplit",
+                r0 + 20 * _US,
+                r0 + 60 * _US,
+                _pt=_TO_BATCH,
+                _p=k,
+                batching_input_task_size=size,
+            )
+            if j == 0 and k % 10 == 4 and k + 1 < len(top):
+                add(line, "SplitInput", r0 + 70 * _US, r0 + 80 * _US, _pt=_TO_BATCH, _p=k + 1)
+    for line in [batch_line, main] + [x[0] for x in request_lines]:
+        line.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
 
 
 # --- multi-slice collectives (megascale) ----------------------------------------------------

@@ -5,7 +5,7 @@ a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace view
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
 pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
 overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png,
-megascale-stats.png."""
+megascale-stats.png, inference-batches.png."""
 
 import pytest
 
@@ -30,7 +30,7 @@ async () => {
 @pytest.fixture(scope="module")
 def tpu_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpu_browser")
-    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale"):
+    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale", "batches_models"):
         make_tpu_profiles.write(v, root / v)
     return root
 
@@ -140,6 +140,28 @@ def test_inference_profile_in_lab(page, jupyter_lab, tpu_runs):
     assert rows.first.locator("td").nth(2).inner_text() == f"{p.requests['latency_ms'].iloc[0]:,.3f}"
     assert widget.locator("[data-figure='requests'] canvas").count() >= 1
     finish(page, widget, "inference-profile.png")
+
+
+def test_inference_batches_in_lab(page, jupyter_lab, tpu_runs):
+    logdir = tpu_runs / "batches_models"
+    page.set_viewport_size({"width": 1400, "height": 1300})
+    widget = show_widget(page, jupyter_lab, "batches.ipynb", tool_cell("InferenceProfileWidget", logdir))
+    p = xw.load_run(logdir).inference_profile()
+    first, second = p.models
+    assert widget.locator("[data-stat='batches']").inner_text() == f"{(p.all_batches['model_id'] == first).sum():,}"
+    # The other model chosen in the menu: its requests and batches, asked of the kernel.
+    widget.locator("[data-testid='model']").select_option(second)
+    want = len(p.per_model[second].batches)
+    page.wait_for_function(
+        "(n) => document.querySelector(\"[data-testid='inference-batches']\")?.dataset.rows === String(n)"
+        " && document.querySelector(\"[data-testid='model']\").value === 'model_b'",
+        arg=want,
+        timeout=15_000,
+    )
+    last = widget.locator("[data-testid='inference-batches'] tbody tr").last.locator("td")
+    assert last.first.inner_text() == "Aggregated"
+    assert last.nth(2).inner_text() == f"{p.per_model[second].batches['latency_ms'].iloc[-1]:,.3f}"
+    finish(page, widget, "inference-batches.png")
 
 
 def test_perf_counters_in_lab(page, jupyter_lab, tpu_runs):

@@ -691,15 +691,18 @@ def _eager_nodes(space, nodes, graph):
     return targets[is_func[order][nearest[targets]] == 0]
 
 
+_NO_LINKS = pd.DataFrame({"parent": np.zeros(0, np.int64), "child": np.zeros(0, np.int64)})
+
+
 def _forest(space, eager=True):
-    """(nodes, node group id (-1 none), step table, eager nodes) of XProf's grouping
-    (`eager=False`: no eager nodes looked for)."""
+    """(nodes, node group id (-1 none), step table, eager nodes, group links: `_links`) of
+    XProf's grouping (`eager=False`: no eager nodes looked for)."""
     # The eager marks take the nearest `EagerExecute` by hops between events: all are nodes.
     nodes = _Nodes(space, keep_all=eager and _names_any(space, EAGER_EXECUTE))
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
     if nodes.loop_ops or n == 0:  # XProf groups nothing and marks nothing eager
-        return nodes, np.full(n, -1, np.int64), empty, np.zeros(0, np.int64)
+        return nodes, np.full(n, -1, np.int64), empty, np.zeros(0, np.int64), _NO_LINKS.copy()
     context_edges, contexts = _context_edges(nodes)
     edges = [nodes.nesting, context_edges]
     executors = nodes.where_name(EXECUTOR)
@@ -748,6 +751,7 @@ def _forest(space, eager=True):
         m = nodes.where_name(name)
         level[m], is_root[m] = lv, True
 
+    all_edges = np.concatenate([e.astype(np.int64, copy=False) for e in edges], axis=1)
     if len(loop_roots):
         roots = loop_roots  # every iteration takes an id, grouped or not
         label = np.full(total, np.iinfo(nodes.dtype).max, nodes.dtype)  # (no label)
@@ -756,7 +760,7 @@ def _forest(space, eager=True):
         group = label.astype(np.int64)
         group[label == np.iinfo(nodes.dtype).max] = -1
         steps = pd.DataFrame({"group_id": np.arange(len(roots)), "node": roots, "root_level": level[roots]})
-        return nodes, group, steps, eager
+        return nodes, group, steps, eager, _links(all_edges, n, group)
 
     roots = np.flatnonzero(is_root)
     ids, has = step_id.at(roots)
@@ -779,7 +783,28 @@ def _forest(space, eager=True):
     ids[np.flatnonzero(own)] = np.arange(own.sum())
     group = ids[np.minimum(label, len(roots), out=label)]  # no label: ids[len(roots)], -1
     steps = pd.DataFrame({"group_id": np.arange(own.sum()), "node": roots[own], "root_level": level[roots[own]]})
-    return nodes, group, steps, eager
+    return nodes, group, steps, eager, _links(all_edges, n, group)
+
+
+def _links(edges, n, group):
+    """(parent group, child group) pairs, unique: XProf's group walk, meeting an event of
+    another group, records that group as its child (`EventNode::PropagateGroupId`). Every
+    edge from an event of one group to an event of another is such a meeting; a context
+    (`_context_edges`' extra nodes) links each of its producers to each of its consumers."""
+    src, dst = edges
+    direct = (src < n) & (dst < n)
+    a, b = group[src[direct]], group[dst[direct]]
+    pairs = [np.stack([a, b])]
+    into, out_of = (src < n) & (dst >= n), (src >= n) & (dst < n)
+    if into.any() and out_of.any():
+        producers = pd.DataFrame({"ctx": dst[into], "parent": group[src[into]]}).drop_duplicates()
+        consumers = pd.DataFrame({"ctx": src[out_of], "child": group[dst[out_of]]}).drop_duplicates()
+        joined = producers.merge(consumers, on="ctx")
+        pairs.append(np.stack([joined["parent"].to_numpy(np.int64), joined["child"].to_numpy(np.int64)]))
+    both = np.concatenate(pairs, axis=1)
+    keep = (both[0] >= 0) & (both[1] >= 0) & (both[0] != both[1])
+    out = pd.DataFrame({"parent": both[0][keep], "child": both[1][keep]}).drop_duplicates()
+    return out.sort_values(["parent", "child"], ignore_index=True)
 
 
 _HOST_PLANE_PREFIXES = (*XLA_HOST_PLANES, "/host:CUPTI", SCOPE_RANGE_PLANE)
@@ -902,8 +927,9 @@ def _computed(space, eager=True):
     found them is kept already."""
 
     def compute(eager):
-        nodes, group, steps, marked = _forest(space, eager)
-        return _split(nodes, group), _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None
+        nodes, group, steps, marked, links = _forest(space, eager)
+        split = _split(nodes, group)
+        return split, _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None, links
 
     if not eager and not kept(space, "grouping"):
         return derived(space, "grouping_without_eager", lambda: compute(False))
@@ -984,6 +1010,15 @@ def _file_eager(space):
             if (v != 0).any():
                 out[(plane.name, li)] = np.sort(ev[v != 0])
     return out
+
+
+def group_links(space) -> pd.DataFrame:
+    """(parent, child) group id pairs of one file: where XProf's grouping walk from one group
+    met an event of another (a request meeting the batch it was put in: the batch is its
+    child, it the batch's parent; `_links`). Empty for a file grouped already."""
+    if is_grouped(space):
+        return _NO_LINKS.copy()
+    return _computed(space)[3].copy()
 
 
 def step_events(space, recompute=False):

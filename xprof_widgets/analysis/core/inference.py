@@ -32,10 +32,13 @@ Times are picoseconds unless a name says otherwise.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
-from .grouping import group_ids, is_grouped, of_line, step_events
+from .cache import derived
+from .grouping import group_ids, group_links, is_grouped, of_line, step_events
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX
 from .steps import _sweep
 
@@ -54,6 +57,10 @@ REQUEST_COLUMNS = [
     "host_postprocess_ps",
     "idle_ps",
 ]
+#: Beyond XProf's breakdown: the request's size, its wait for its batch, its batch formation
+#: time, and the padded sizes of its batches (of its model).
+_EXTRA_COLUMNS = ["size", "delay_ps", "formation_ps", "bucket_sizes"]
+_PROGRAM = re.compile(r"\((\d+)\)$")
 LATENCY_COLUMNS = ["percentile", "host_ms", "device_ms", "communication_ms", "total_ms"]
 #: XProf's percentiles of the inference latency table (after its "Avg" row).
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9)
@@ -62,7 +69,7 @@ _TRANSFERS = ("ReadHbm", "TransferD2HRequest", "WriteHbm", "TransferH2DRequest",
 
 #: XProf's event types of a request's breakdown (`event_span.h`), higher winning where they
 #: overlap: device compute, device to host, host to device, runtime, postprocess, preprocess.
-DEVICE, D2H, H2D, RUNTIME, POSTPROCESS, PREPROCESS = 140, 130, 80, 50, 30, 20
+DEVICE, D2H, H2D, RUNTIME, BATCH_FORMATION, POSTPROCESS, PREPROCESS = 140, 130, 80, 50, 40, 30, 20
 _D2H = ("ReadHbm", "TransferD2HRequest")
 _H2D = ("WriteHbm", "TransferH2DRequest", "TransferPreprocessedH2DRequest")
 _EXECUTE = ("tpu::System::Execute",)
@@ -72,98 +79,295 @@ _CALLBACK = ("CompleteCallbacks",)
 
 def no_requests() -> pd.DataFrame:
     """`host_requests`' table without rows."""
-    return pd.DataFrame({c: pd.Series(dtype=object if c == "model_id" else np.int64) for c in REQUEST_COLUMNS})
+    return pd.DataFrame(
+        {
+            c: pd.Series(dtype=object if c in ("model_id", "bucket_sizes") else np.int64)
+            for c in [*REQUEST_COLUMNS, *_EXTRA_COLUMNS]
+        }
+    )
 
 
 def host_requests(space) -> pd.DataFrame:
-    """The inference requests of one host file (see the module doc): request_id (the group),
-    model_id, begin_ps / end_ps (its host events), latency_ps, and its time by XProf's kinds
-    (`inference_stats.cc` `RequestEventsToDetails`): device_ps (its programs on the TPU),
-    transfer_ps (h2d_ps + d2h_ps), host_preprocess_ps (request start to its first
-    `tpu::System::Execute`), host_runtime_ps (that execute to its program's launch,
-    `DoEnqueueProgram`), host_postprocess_ps (its last `CompleteCallbacks`, else its
-    programs' end, to the request's end) and idle_ps (none of these), each span counted once
-    by priority. Empty where no request root is found."""
+    """The inference requests of one host file (`host_inference`'s first table)."""
+    return host_inference(space)[0]
+
+
+_PROCESS_BATCH = ("ProcessBatch", "OrbaxServing::ProcessBatch")
+#: XProf's request event types, the first the file has winning (else user-defined roots).
+_REQUEST_TYPES = (("BatchingSessionRun",), ("TfrtModelRun",), ("ServingModelRun",), ("SessionRun", "RunGraph"))
+_MODEL_EVENTS = ("SessionRun", "TfrtModelRun", "ServingModelRun")
+_SCHEDULE = ("ScheduleWithSplit", "ScheduleWithoutSplit", "ScheduleWithEagerSplit", "ASBSQueue::Schedule")
+_PADDING = ("ConcatInputTensors", "OrbaxServing::ConcatInputBuffers", "MergeInputTensors", "BrainSessionRun")
+_EXECUTE_ALL = (
+    "tpu::System::Execute",
+    "TpuPartitionedCall::ExecuteLocal",
+    "TpuPartitionedCall::ExecuteRemote",
+    "TpuPartitionedCall::InitializeVarOnTpu",
+)
+_U64 = 1 << 64
+BATCH_COLUMNS = [
+    "batch_id",
+    "model_id",
+    "begin_ps",
+    "end_ps",
+    "latency_ps",
+    "padding",
+    "size",
+    "efficiency",
+    "delay_ps",
+    "device_ps",
+    "program_ids",
+]
+
+
+def no_batches() -> pd.DataFrame:
+    """`host_inference`'s batch table without rows."""
+    return pd.DataFrame(
+        {c: pd.Series(dtype=object if c in ("model_id", "program_ids") else np.int64) for c in BATCH_COLUMNS}
+    )
+
+
+def _host_events(space, groups, also=()):
+    """The host plane's events with a group: DataFrame (group, name, begin, end, model_id,
+    size, padding, padded, r), in line then event order (XProf's iteration)."""
+    plane = space.plane(HOST_PLANE)
+    frames = []
+    if plane is None:
+        return None
+    names_wanted = ["model_id", "batching_input_task_size", "padding_amount", "batch_size_after_padding"]
+    for li, line in plane.busy_lines:
+        g = of_line(groups, plane, li, -1)
+        mine = np.flatnonzero(g >= 0)
+        if not len(mine):
+            continue
+        b = line.start_ps.astype(np.int64)[mine]
+        names = np.asarray(line.names().astype(object))[mine]
+        frame = pd.DataFrame(
+            {"group": g[mine], "name": names, "begin": b, "end": b + line.event_duration_ps.astype(np.int64)[mine]}
+        )
+        special = np.isin(names, [*_MODEL_EVENTS, *_SCHEDULE, *_PADDING, *also]) | np.array(
+            [isinstance(n, str) and (n.startswith("ModelServerRequest_")) for n in names], dtype=bool
+        )
+        for col in names_wanted:
+            frame[col] = None
+        if special.any():
+            st = line.stat_columns(names=[*names_wanted, "_r"], events=mine[special])
+            for col in names_wanted:
+                if col in st:
+                    frame.loc[special, col] = list(st[col])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The inference requests and batches of one host file (`_host_inference`), computed
+    once per file."""
+    return derived(space, "inference", lambda: _host_inference(space))
+
+
+def _host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The inference requests and batches of one host file (see the module doc):
+    (requests: REQUEST_COLUMNS and size, delay_ps, formation_ps, bucket_sizes (the padded
+    sizes of its batches of its own model); batches: BATCH_COLUMNS). Empty where no request
+    root is found."""
     if is_grouped(space):
-        return no_requests()
+        return no_requests(), no_batches()
     roots = step_events(space)
     if roots.empty:
-        return no_requests()
-    names = roots["name"].astype(str)
-    request = (roots["root_level"] == -1) | ((roots["root_level"] == 1) & names.str.startswith("ModelServerRequest_"))
-    wanted = roots.loc[request, "group_id"].to_numpy(np.int64)
-    if not len(wanted):
-        return no_requests()
+        return no_requests(), no_batches()
     groups = group_ids(space)
-    found = set(wanted.tolist())
-    begin = dict.fromkeys(found, np.iinfo(np.int64).max)
-    end = dict.fromkeys(found, np.iinfo(np.int64).min)
-    spans: list[tuple[int, int, int, int]] = []  # (request, begin, end, type)
-    execute: dict[int, int] = {}  # the last execute's start (XProf sets it, event after event)
-    launch: dict[int, int] = {}  # the earliest launch
-    callback: dict[int, int] = {}  # the last callback's start
+    rnames = roots["name"].astype(str)
+    user = roots[
+        (roots["root_level"] == -1) | ((roots["root_level"] == 1) & rnames.str.startswith("ModelServerRequest_"))
+    ]
+    host = _host_events(space, groups, also=sorted(set(user["name"].astype(str))))
+    if host is None:
+        return no_requests(), no_batches()
+    links = group_links(space)
+    children: dict[int, list[int]] = {}
+    parents: dict[int, list[int]] = {}
+    for p, c in zip(links["parent"].tolist(), links["child"].tolist()):
+        children.setdefault(p, []).append(c)
+        parents.setdefault(c, []).append(p)
+    names = host["name"]
+    batch_rows = host[names.isin(_PROCESS_BATCH)]
+    batch_groups = set(batch_rows["group"].tolist())
+    # User-defined roots: root level -1, or 1 named ModelServerRequest_...
+    rnames = roots["name"].astype(str)
+    user = roots[
+        (roots["root_level"] == -1) | ((roots["root_level"] == 1) & rnames.str.startswith("ModelServerRequest_"))
+    ]
+    user_groups = user["group_id"].astype(np.int64).tolist()
+    # Model ids by group: the model events', then the user roots' own.
+    model_of: dict[int, str] = {}
+    has_model = host["model_id"].notna()
+    for g, m in zip(
+        host.loc[has_model & names.isin(_MODEL_EVENTS), "group"],
+        host.loc[has_model & names.isin(_MODEL_EVENTS), "model_id"],
+    ):
+        model_of[int(g)] = str(m)
+    user_set = set(user_groups)
+    root_names = set(rnames[rnames.index.isin(user.index)].tolist())
+    for g, m, n in zip(host.loc[has_model, "group"], host.loc[has_model, "model_id"], host.loc[has_model, "name"]):
+        if int(g) in user_set and n in root_names:
+            model_of[int(g)] = str(m)
+    # The requests: events of the first request type the file has, then the user roots.
+    present = set(names.unique().tolist())
+    kinds = next((k for k in _REQUEST_TYPES if present & set(k)), ())
+    batching = kinds == ("BatchingSessionRun",)
+    order: list[int] = []
+    seen: set[int] = set()
+    for g in host.loc[names.isin(kinds), "group"].tolist() + user_groups:
+        if g in batch_groups or g in seen:
+            continue
+        seen.add(g)
+        order.append(int(g))
+    if not order:
+        return no_requests(), no_batches()
+    models: list[str] = []  # XProf's model database, in order of first use
+    request_model: dict[int, str] = {}
+    for g in order:
+        kids = sorted(children.get(g, []))
+        if batching:
+            model = model_of.get(kids[0], "") if kids else ""
+        elif g in user_set and g not in model_of:
+            found = {model_of.get(k, "") for k in kids}
+            model = found.pop() if len(found) == 1 else ""
+        else:
+            model = model_of.get(g, "")
+        request_model[g] = model
+        if model and model not in models:
+            models.append(model)
+    wanted = set(order)
+    mine = host[host["group"].isin(wanted)]
+    span = mine.groupby("group").agg(begin=("begin", "min"), end=("end", "max"))
+    begin = span["begin"].to_dict()
+    end = span["end"].to_dict()
+    size = {}
+    for g, v in zip(
+        mine.loc[mine["name"].isin(_SCHEDULE), "group"],
+        mine.loc[mine["name"].isin(_SCHEDULE), "batching_input_task_size"],
+    ):
+        if v is not None and not pd.isna(v):
+            size[int(g)] = int(v)
+    # The batches: each ProcessBatch event's own span; padding from its group's events.
+    batches: dict[int, dict] = {}
+    for g, b, e in zip(batch_rows["group"].tolist(), batch_rows["begin"].tolist(), batch_rows["end"].tolist()):
+        batches[int(g)] = {"begin": int(b), "end": int(e), "padding": 0, "size": 0}
+    pads = host[names.isin(_PADDING) & host["group"].isin(batch_groups)]
+    for kind in _PADDING:
+        of_kind = pads[pads["name"] == kind]
+        for g, pa, sz in zip(of_kind["group"], of_kind["padding_amount"], of_kind["batch_size_after_padding"]):
+            if pa is not None and sz is not None and not pd.isna(pa) and not pd.isna(sz):
+                batches[int(g)].update(padding=int(pa), size=int(sz))
+    # Device time of groups, and the spans and times XProf reads per source group.
+    related = {g: [g, *sorted(children.get(g, []))] for g in order}
+    keys = set().union(*related.values()) | batch_groups
+    typed: dict[int, list] = {}
+    device_spans: dict[int, list] = {}
+    programs: dict[int, set] = {}
     for plane in space.planes:
-        on_host = plane.name == HOST_PLANE
-        if not (on_host or plane.name.startswith(TPU_PLANE_PREFIX)):
+        if not plane.name.startswith(TPU_PLANE_PREFIX):
             continue
         for li, line in plane.busy_lines:
-            if not on_host and line.name != "XLA Modules":
+            if line.name != "XLA Modules":
                 continue
             g = of_line(groups, plane, li, -1)
-            mine = np.flatnonzero(np.isin(g, wanted))
-            if not len(mine):
+            at = np.flatnonzero(np.isin(g, list(keys)))
+            if not len(at):
                 continue
-            b = line.start_ps.astype(np.int64)[mine]
-            e = b + line.event_duration_ps.astype(np.int64)[mine]
-            gm = g[mine]
-            if not on_host:  # the request's programs on the device (host clock, as XProf)
-                spans.extend(zip(gm.tolist(), b.tolist(), e.tolist(), [DEVICE] * len(mine)))
-                continue
-            frame = pd.DataFrame({"g": gm, "b": b, "e": e}).groupby("g").agg(b=("b", "min"), e=("e", "max"))
-            for gid, row in frame.iterrows():
-                begin[gid] = min(begin[gid], int(row.b))
-                end[gid] = max(end[gid], int(row.e))
-            kinds = np.asarray(line.names().astype(object))[mine]
-            for gid, name, bb, ee in zip(gm.tolist(), kinds.tolist(), b.tolist(), e.tolist()):
-                if name in _D2H or name in _H2D:
-                    spans.append((gid, bb, ee, D2H if name in _D2H else H2D))
-                elif name in _EXECUTE:
-                    execute[gid] = bb
-                elif name in _LAUNCH:
-                    launch[gid] = min(launch.get(gid, bb), bb)
-                elif name in _CALLBACK:
-                    callback[gid] = bb
-    ids = [gid for gid in wanted.tolist() if begin[gid] <= end[gid] and end[gid] > begin[gid]]
+            b = line.start_ps.astype(np.int64)[at]
+            e = b + line.event_duration_ps.astype(np.int64)[at]
+            mods = np.asarray(line.names().astype(object))[at]
+            for gid, bb, ee, name in zip(g[at].tolist(), b.tolist(), e.tolist(), mods.tolist()):
+                typed.setdefault(gid, []).append((bb, ee, DEVICE))
+                device_spans.setdefault(gid, []).append((bb, ee))
+                program = _PROGRAM.search(str(name))
+                if program:
+                    programs.setdefault(gid, set()).add(int(program.group(1)))
+    stamps: dict[int, dict] = {}
+    in_keys = host[host["group"].isin(keys)]
+    for gid, name, b, e in zip(
+        in_keys["group"].tolist(), in_keys["name"].tolist(), in_keys["begin"].tolist(), in_keys["end"].tolist()
+    ):
+        if name in _D2H or name in _H2D:
+            typed.setdefault(gid, []).append((b, e, D2H if name in _D2H else H2D))
+        d = stamps.setdefault(gid, {})
+        if name in _EXECUTE_ALL:
+            d["exec"] = b
+        elif name in _LAUNCH:
+            d["launch"] = min(d.get("launch", b), b)
+        elif name in _CALLBACK:
+            d["callback"] = b
+        elif name in _SCHEDULE:
+            d["schedule"] = b
+        elif name in _PADDING:
+            d["concat"] = b
+    # Delays (XProf's: a request's "first" and "last" batch are both its smallest batch id).
+    delay = {}
+    for g in order:
+        if g not in begin:
+            continue
+        known = [k for k in sorted(children.get(g, [])) if k in batches]
+        delay[g] = 0
+        if known:
+            first = batches[known[0]]
+            delay[g] = (first["begin"] - begin[g]) % _U64
+            if end[g] < first["end"]:
+                end[g] = first["end"]
+    batch_model: dict[int, str] = {}
+    for bid, bd in batches.items():
+        reqs = sorted(parents.get(bid, []))
+        mine_r = [r for r in reqs if r in begin]
+        bd["delay"] = (bd["begin"] - min(begin[r] for r in mine_r)) % _U64 if mine_r else 0
+        lead = reqs[0] if reqs else None
+        batch_model[bid] = (
+            request_model[lead] if lead is not None and lead in request_model else (models[0] if models else "")
+        )
+    ids = [g for g in order if g in begin and end[g] > begin[g]]
     if not ids:
-        return no_requests()
-    device_end: dict[int, int] = {}
-    for gid, _, ee, kind in spans:
-        if kind == DEVICE:
-            device_end[gid] = max(device_end.get(gid, ee), ee)
-    for gid in ids:
-        if gid in execute:
-            spans.append((gid, begin[gid], max(execute[gid], begin[gid]), PREPROCESS))
-            if gid in launch:
-                spans.append((gid, execute[gid], max(launch[gid], execute[gid]), RUNTIME))
-        post = callback.get(gid, device_end.get(gid))
-        if post is not None:
-            spans.append((gid, post, max(end[gid], post), POSTPROCESS))
-    keep = [x for x in spans if x[0] in set(ids)]
-    cols = np.array(keep, dtype=np.int64).reshape(-1, 4)
-    order = np.argsort(cols[:, 0], kind="stable")
-    cols = cols[order]
+        return no_requests(), no_batches()
+    # Each request's breakdown: its own spans and its batches', then the host's parts.
+    spans: list[tuple[int, int, int, int]] = []
+    for g in ids:
+        execs, concats, callbacks = [], [], []
+        for key in related[g]:
+            spans.extend((g, b, e, t) for b, e, t in typed.get(key, ()))
+            d = stamps.get(key, {})
+            if "exec" in d:
+                execs.append(d["exec"])
+                if "launch" in d:
+                    spans.append((g, d["exec"], max(d["launch"], d["exec"]), RUNTIME))
+            if "concat" in d:
+                concats.append(d["concat"])
+            if "callback" in d:
+                callbacks.append(d["callback"])
+        if execs:
+            spans.append((g, begin[g], max(min(execs), begin[g]), PREPROCESS))
+        if callbacks:
+            post = max(callbacks)
+            spans.append((g, post, max(end[g], post), POSTPROCESS))
+        else:
+            ends = [e for key in related[g] for _, e, t in typed.get(key, ()) if t == DEVICE]
+            post = max(ends, default=0)
+            if post:
+                spans.append((g, post, max(end[g], post), POSTPROCESS))
+        own = stamps.get(g, {})
+        if "schedule" in own and concats:
+            spans.append((g, own["schedule"], max(min(concats), own["schedule"]), BATCH_FORMATION))
+    cols = np.array(spans, dtype=np.int64).reshape(-1, 4)
+    cols = cols[np.argsort(cols[:, 0], kind="stable")]
     swept, _ = _sweep(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], -1)
-    length = swept["end"] - swept["begin"]
-    per = pd.DataFrame({"g": swept["group"], "label": swept["label"], "ps": length})
+    per = pd.DataFrame({"g": swept["group"], "label": swept["label"], "ps": swept["end"] - swept["begin"]})
     per = per.groupby(["g", "label"])["ps"].sum().unstack(fill_value=0)
 
     def part(kind):
         return per[kind].reindex(ids, fill_value=0).to_numpy(np.int64) if kind in per else np.zeros(len(ids), np.int64)
 
-    out = pd.DataFrame(
+    requests = pd.DataFrame(
         {
             "request_id": ids,
-            "model_id": "",
+            "model_id": [request_model[g] for g in ids],
             "begin_ps": [begin[g] for g in ids],
             "end_ps": [end[g] for g in ids],
             "device_ps": part(DEVICE),
@@ -173,11 +377,58 @@ def host_requests(space) -> pd.DataFrame:
             "host_runtime_ps": part(RUNTIME),
             "host_postprocess_ps": part(POSTPROCESS),
             "idle_ps": part(0),
+            "formation_ps": part(BATCH_FORMATION),
+            "size": [size.get(g, 0) for g in ids],
+            "delay_ps": [int(delay.get(g, 0)) for g in ids],
+            "bucket_sizes": [
+                tuple(
+                    batches[k]["size"]
+                    for k in sorted(children.get(g, []))
+                    if k in batches and batch_model[k] == request_model[g]
+                )
+                for g in ids
+            ],
         }
     )
-    out["latency_ps"] = out["end_ps"] - out["begin_ps"]
-    out["transfer_ps"] = out["h2d_ps"] + out["d2h_ps"]
-    return out[REQUEST_COLUMNS]
+    requests["latency_ps"] = requests["end_ps"] - requests["begin_ps"]
+    requests["transfer_ps"] = requests["h2d_ps"] + requests["d2h_ps"]
+    rows = []
+    for bid in sorted(batches):
+        bd = batches[bid]
+        device = _union(device_spans.get(bid, []))
+        eff = (bd["size"] - bd["padding"]) / bd["size"] if bd["size"] else 0.0
+        rows.append(
+            (
+                bid,
+                batch_model[bid],
+                bd["begin"],
+                bd["end"],
+                bd["end"] - bd["begin"],
+                bd["padding"],
+                bd["size"],
+                eff,
+                int(bd["delay"]),
+                device,
+                tuple(sorted(programs.get(bid, ()))),
+            )
+        )
+    out_batches = pd.DataFrame(rows, columns=BATCH_COLUMNS) if rows else no_batches()
+    return requests[[*REQUEST_COLUMNS, *_EXTRA_COLUMNS]], out_batches
+
+
+def _union(spans) -> int:
+    """Total length of the union of (begin, end) spans."""
+    total, cur_b, cur_e = 0, None, None
+    for b, e in sorted(spans):
+        if cur_e is None or b > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_b
+            cur_b, cur_e = b, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_b
+    return total
 
 
 def inference_latency(requests: pd.DataFrame) -> pd.DataFrame:

@@ -22,8 +22,9 @@ step_spans    each host's device step spans as the roofline model reads them
 input_ops     the tf.data and enqueue ops (`input_analysis.host_input_ops`, summed)
 duty_cycles   each TPU host's (busy, idle) TensorCore time (`device_time.tpu_duty_cycle`)
 module_ms     every execution of an XLA module on a device: module, ms
-requests      every inference request of every host (`inference.host_requests`): its span,
+requests      every inference request of every host (`inference.host_inference`): its span,
               device and transfer time
+batches       every inference batch of every host (`inference.host_inference`)
 pod_steps     each host file's steps per core, every step kept (`pod_stats.HostPodSteps`): the
               pod viewer's, and on TPU the step database's
 tool_status   [(XProf's tool name, has data, why not)]
@@ -55,7 +56,7 @@ from .environment import combine_devices, combine_perf_env, hardware, host_devic
 from .gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
 from .grouping import eager_events
 from .host_ops import HOST_OP_COLUMNS, combine_host_op_dbs, host_op_db
-from .inference import host_requests, no_requests
+from .inference import host_inference, no_batches, no_requests
 from .input_analysis import (
     InputPipelineResult,
     analyze_input_pipeline,
@@ -155,7 +156,11 @@ def tpu_step_db(pod_steps) -> tuple[pd.DataFrame, str]:
 
 
 def _requests(run):
-    return pd.concat([host_requests(s) for s in run.xspaces()], ignore_index=True)
+    return pd.concat([host_inference(s)[0] for s in run.xspaces()], ignore_index=True)
+
+
+def _batches(run):
+    return pd.concat([host_inference(s)[1] for s in run.xspaces()], ignore_index=True)
 
 
 def _pod_steps(run):
@@ -192,6 +197,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "module_ms": _module_ms,
     "pod_steps": _pod_steps,
     "requests": _requests,
+    "batches": _batches,
     "tool_status": tool_status,
     "attribute_cuda_graphs": lambda run: bool(run.attribute_cuda_graphs),
 }
@@ -272,6 +278,10 @@ class RunStats:
     @property
     def requests(self) -> pd.DataFrame:
         return self._part("requests")
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        return self._part("batches")
 
     @property
     def pod_steps(self) -> list[HostPodSteps]:
@@ -418,6 +428,7 @@ class StatsCombiner:
         self._module_ms: list[pd.DataFrame] = []
         self._pod_steps: list[HostPodSteps] = []
         self._requests: list[pd.DataFrame] = []
+        self._batches: list[pd.DataFrame] = []
         self._tool_status: list | None = None
         self._graphs: bool | None = None
 
@@ -433,6 +444,8 @@ class StatsCombiner:
         self._pod_steps.extend(stats.pod_steps)
         if len(stats.requests):
             self._requests.append(stats.requests)
+        if len(stats.batches):
+            self._batches.append(stats.batches)
         if len(stats.module_ms):
             self._module_ms.append(stats.module_ms)
         if self._graphs is None:
@@ -544,6 +557,7 @@ class StatsCombiner:
             module_ms=(pd.concat(self._module_ms, ignore_index=True) if self._module_ms else no_module_executions()),
             pod_steps=list(self._pod_steps),
             requests=pd.concat(self._requests, ignore_index=True) if self._requests else no_requests(),
+            batches=pd.concat(self._batches, ignore_index=True) if self._batches else no_batches(),
             tool_status=list(self._tool_status or []),
             attribute_cuda_graphs=bool(self._graphs),
         )
@@ -606,6 +620,7 @@ def light(stats: RunStats) -> RunStats:
         step_db=stats.step_db,
         pod_steps=stats.pod_steps,
         requests=stats.requests,
+        batches=stats.batches,
         step_spans=stats.step_spans,
         duty_cycles=stats.duty_cycles,
         tool_status=stats.tool_status,
