@@ -273,3 +273,28 @@ def test_odd_tpu_files(tmp_path, kind, steps):
         assert run.pod_viewer().attrs["reason"] == ov.reason
         assert "Steps" in xw.PodViewerWidget(run).html
     assert run.smart_suggestions().empty
+
+
+def test_a_file_of_sparse_core_planes_alone_is_not_a_tpu_hosts():
+    """One rule tells a TPU host's file (its TensorCore planes): the steps, the step
+    database and the pod viewer agree on a file whose only TPU planes are SparseCores'."""
+    from xprof_widgets.analysis.core import input_analysis, planes, pod_stats
+    from xprof_widgets.io.xspace import read_xspace
+
+    space = make_tpu_profiles.make("training")
+    for plane in space.planes:
+        if plane.name.startswith("/device:TPU:"):
+            plane.name = plane.name + " SparseCore 0"
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp()) / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    (folder / "host.xplane.pb").write_bytes(space.SerializeToString())
+    f = read_xspace(folder / "host.xplane.pb")
+    assert not planes.has_tensor_cores(f)
+    assert pod_stats.host_pod_steps(f).tpu is None
+    steps, _ = input_analysis.host_step_table(f)
+    assert "tc_compute_ms" not in steps.columns
+    run = xw.load_run(folder.parent.parent.parent)
+    assert not run.stats().has_tpu

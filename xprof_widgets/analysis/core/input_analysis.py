@@ -32,7 +32,7 @@ import pandas as pd
 
 from .cache import derived
 from .intervals import children_time
-from .planes import HOST_PLANE
+from .planes import HOST_PLANE, has_tensor_cores
 from .steps import STEP_COLUMNS, device_steps, host_steps
 from .tpu_steps import TPU_BREAKDOWN_LABELS, no_steps_reason, tpu_step_cores, tpu_step_table
 
@@ -437,7 +437,7 @@ def host_step_table(space):
 
 
 def _host_step_table(space):
-    if any(p.name.startswith("/device:TPU") for p in space.planes):
+    if has_tensor_cores(space):
         steps = tpu_step_table(tpu_step_cores(space))  # XProf's TPU steps: the TensorCores'
         return steps, "" if len(steps) else no_steps_reason(space)
     if any(p.name.startswith("/device:GPU") for p in space.planes):

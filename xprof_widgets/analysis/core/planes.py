@@ -98,6 +98,13 @@ def tensor_core_planes(space) -> list:
     )
 
 
+def has_tensor_cores(space) -> bool:
+    """Whether a file is a TPU host's as XProf's analyses tell (its TensorCore planes:
+    `tensor_core_planes`; a file of SparseCore or non-core planes alone is not): one rule for
+    the steps, the step database and the pod viewer."""
+    return bool(tensor_core_planes(space))
+
+
 def host_plane(space):
     """The file's `/host:CPU` plane (the first of that name), or None."""
     return next((p for p in space.planes if p.name == HOST_PLANE), None)

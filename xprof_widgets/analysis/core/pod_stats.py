@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .planes import has_tensor_cores
 from .steps import gpu_device_steps, host_steps, step_intersection
 from .tpu_steps import CORE_COLUMNS, no_steps_reason, tpu_step_cores
 
@@ -93,7 +94,7 @@ class HostPodSteps:
 def host_pod_steps(space) -> HostPodSteps:
     """`HostPodSteps` of one host file."""
     hostname = (space.hostnames[:1] or ["localhost"])[0]  # XProf's Hostname(space)
-    tpu = any(p.name.startswith("/device:TPU") for p in space.planes)
+    tpu = has_tensor_cores(space)
     gpu = any(p.name.startswith("/device:GPU") for p in space.planes)
     if tpu:
         cores = tpu_step_cores(space).copy()

@@ -68,7 +68,7 @@ from .input_analysis import (
 )
 from .kernels import all_hosts_reports, combine_kernel_reports
 from .op_stats import SUM_COLUMNS, DeviceOpMetrics, device_op_metrics
-from .planes import gpu_planes, host_plane, tensor_core_planes
+from .planes import gpu_planes, has_tensor_cores, host_plane, tensor_core_planes
 from .pod_stats import HostPodSteps, combine_pod_steps, host_pod_steps
 from .runlike import RunLike
 from .steps import device_step_spans, step_intersection
@@ -141,7 +141,7 @@ def _gpu_ops(run):
 
 def _step_db(run):
     spaces = run.xspaces()
-    if any(tensor_core_planes(s) for s in spaces):  # XProf's TPU steps: every host's cores
+    if any(has_tensor_cores(s) for s in spaces):  # XProf's TPU steps: every host's cores
         return tpu_step_db(run_stats(run).pod_steps)
     return host_step_table(spaces[0])
 
