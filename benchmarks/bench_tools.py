@@ -11,7 +11,8 @@ medians and the ratio ours / XProf per tool. Inputs (make them with
 `shared/tools/tile_xplane.py`): `jax_transformer_cpu/.../vm.xplane.pb --times 12` (9.7 M
 events) and a GPU run, e.g. `tests/data/profiles/nvidia_jax_mlp_no_graphs_h200/.../vm.xplane.pb
 --times 40`; a TPU training run: `tools/make_tpu_profiles.py OUT --variant infeed --times 40`
-(4,000 steps on 4 TensorCores, 59 MB).
+(4,000 steps on 4 TensorCores, 59 MB); the counter tools: `--variant counters --times 40`;
+the inference profile with batches: `--variant batches`.
 """
 
 import argparse
@@ -37,6 +38,9 @@ TOOLS = {
     "memory_profile": ("memory_profile", "memory_profile", "MemoryProfileWidget"),
     "pod_viewer": ("pod_viewer", "pod_viewer", "PodViewerWidget"),
     "perf_counters": ("perf_counters", "perf_counters", "PerfCountersWidget"),
+    "utilization_viewer": ("utilization_viewer", "utilization", "UtilizationViewerWidget"),
+    "kernel_utilization": ("kernel_utilization", "utilization", "KernelUtilizationWidget"),
+    "inference_profile": ("inference_profile", "inference_profile", "InferenceProfileWidget"),
 }
 
 OURS = r"""

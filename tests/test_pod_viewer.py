@@ -60,15 +60,20 @@ def test_pod_viewer_equals_xprof_on_the_corpus(name, session):
         assert n > 0  # steps on CPU, two GPU hosts (core ids 1 and 1001), an H200
 
 
-@pytest.mark.parametrize("variant", ["pod", "infeed"])
+@pytest.mark.parametrize("variant", ["pod", "infeed", "sparsecore"])
 def test_pod_viewer_equals_xprof_on_tpu_training(made, variant):
     """TPU: every TensorCore's step, its infeed + host recv as input, outfeed + host send as
     output, all-reduce as collectives, send / recv and megacore fusion as device to device,
     idle as all others; the two-host pod numbers its cores host x 1000 + plane id."""
     root, run, _, _ = made[variant]
     paths = sorted(root.glob("plugins/profile/run/*.xplane.pb"))
-    n = _compare(run, paths)
+    # (Where a core's ops outrun its step XProf's idle wraps: see the test below.)
+    cores = run.stats().pod_steps[0].tpu
+    past = {(int(r.step_num), int(r.core_id)) for r in cores[cores["op_time_ps"] > cores["duration_ps"]].itertuples()}
+    n = _compare(run, paths, skip=past)
     pod = run.pod_viewer()
+    if variant == "sparsecore":  # the SparseCoreV0 infeed is input, its outfeed output
+        assert (pod["Input"] > 0).all() and (pod["Output"] > 0).all() and len(past) < 10
     assert n == 100 * 4 * len(paths)
     if variant == "pod":
         assert sorted(pod["core_id"].unique()) == [2, 10, 18, 26, 1002, 1010, 1018, 1026]
@@ -103,7 +108,7 @@ def made(tmp_path_factory):
     """{variant: (logdir, Run, None, None)} of the made TPU runs this file reads."""
     root = tmp_path_factory.mktemp("tpu_pod")
     out = {}
-    for v in ("pod", "infeed", "overrun"):
+    for v in ("pod", "infeed", "overrun", "sparsecore"):
         make_tpu_profiles.write(v, root / v)
         out[v] = (root / v, load_run(root / v), None, None)
     return out

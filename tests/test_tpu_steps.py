@@ -19,7 +19,7 @@ from tests import xprof_oracle
 from tests.conftest import REPO
 from xprof_widgets.analysis.core import tpu_steps
 
-VARIANTS = ("training", "infeed", "overrun", "host_steps", "host_input")
+VARIANTS = ("training", "infeed", "overrun", "host_steps", "host_input", "sparsecore")
 _spec = importlib.util.spec_from_file_location("make_tpu_profiles", REPO / "tools" / "make_tpu_profiles.py")
 make_tpu_profiles = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_tpu_profiles)
@@ -101,6 +101,10 @@ def test_tpu_step_table_equals_xprof(made, variant):
     ok = ~steps["ops_past_step_end"].to_numpy()
     if variant == "infeed":
         assert ok.all()
+    if variant == "sparsecore":
+        # Each core waits for the SparseCore's infeed beyond its outfeed; the step shows the
+        # longest wait (the last core's) as SparseCoreV0 compute, XProf's input share 0.
+        assert (steps["scv0_compute_ms"] > 2.0).all() and (steps["scv0_infeed_ms"] == 0).all()
     for theirs, ours in STEP_COLUMNS.items():
         want = x[theirs].astype(float)
         if theirs == "infeedPercentMax":

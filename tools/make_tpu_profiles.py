@@ -59,6 +59,7 @@ VARIANTS = (
     "megascale",
     "batches",
     "batches_models",
+    "sparsecore",
 )
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
@@ -413,6 +414,10 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
         space = make("training", src)
         add_megascale(space)
         return space
+    if variant == "sparsecore":
+        space = make("training", src)
+        _add_sparsecore_v0(space)
+        return space
     schema = _schema()
     if variant in ("batches", "batches_models"):
         space = schema.XSpace()
@@ -618,6 +623,53 @@ def _add_host_steps(space, name="train", root_level=1, stat="step_num"):
 
 #: The pod variant's hosts: the same TPU host's file under each name, as a two-host job.
 POD_HOSTS = ("tpu-worker-0", "tpu-worker-1")
+
+
+# --- SparseCoreV0 infeed -------------------------------------------------------------------
+
+#: A wait opened after each step's program, inside its step, for the SparseCore's infeed.
+SCV0_GAP_PS = 6_000_000_000
+
+
+def _add_sparsecore_v0(space):
+    """Each step's program followed, inside its step (lengthened by SCV0_GAP_PS), by a
+    SparseCoreV0 infeed (category `sparsecorev0 infeed`, 1 ms more 0.7 ms per core and 0.15
+    ms per step k % 4) and its outfeed (`sparsecorev0 outfeed`, 0.5 ms more 0.1 ms per step
+    k % 3), on every TensorCore: the cores wait for the SparseCore, longest on the last."""
+    for c, plane in enumerate(tensor_core_planes(space)):
+        tc = _Plane(plane)
+        spans = tc.program_spans()
+        tc.shift([h0 for h0, *_ in spans], [h1 for _, h1, *_ in spans], 0, SCV0_GAP_PS)
+        sid = tc.stat_ids["device_duration_ps"]
+        for e in tc.lines["Steps"].events:
+            e.duration_ps += SCV0_GAP_PS
+            for st in e.stats:
+                if st.metadata_id == sid:
+                    st.uint64_value += SCV0_GAP_PS
+        ops = tc.lines["XLA Ops"]
+        pid = tc.program_id(STEP_PROGRAM)
+        infeed = tc.metadata(
+            '%sc-infeed.1 = f32[128,64]{1,0} custom-call(), custom_call_target="SparseCoreV0Infeed"',
+            "sparsecorev0 infeed",
+            pid,
+            "f32[128,64]{1,0}",
+        )
+        outfeed = tc.metadata(
+            '%sc-outfeed.1 = token[] custom-call(f32[128,64]{1,0} %g), custom_call_target="SparseCoreV0Outfeed"',
+            "sparsecorev0 outfeed",
+            pid,
+            "token[]",
+        )
+        spans = tc.program_spans()
+        for k in range(len(tc.lines["Steps"].events)):
+            h1, d1 = spans[k][1], spans[k][3]
+            out_ps = 500_000_000 + 100_000_000 * (k % 3)
+            in_ps = 1_000_000_000 + 700_000_000 * c + 150_000_000 * (k % 4)
+            hs, ds = h1 + 100_000_000, d1 + 100_000_000
+            tc.add_event(ops, infeed, (hs, hs + in_ps, ds, ds + in_ps))
+            gap = in_ps + 10_000_000
+            tc.add_event(ops, outfeed, (hs + gap, hs + gap + out_ps, ds + gap, ds + gap + out_ps))
+        ops.events.sort(key=lambda e: e.offset_ps)
 
 
 # --- a server that batches its requests ----------------------------------------------------

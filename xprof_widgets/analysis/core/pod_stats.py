@@ -156,8 +156,8 @@ def pod_breakdown(tpu: pd.DataFrame | None, generic: pd.DataFrame | None) -> pd.
         parts = {
             "Device to device": c["send_ps"] + c["recv_ps"] + c["megacore_fusion_ps"],
             "Device collective communication": c["all_reduce_ps"],
-            "Input": c["infeed_ps"] + c["host_recv_ps"],
-            "Output": c["outfeed_ps"] + c["host_send_ps"],
+            "Input": c["infeed_ps"] + c["host_recv_ps"] + c["scv0_infeed_ps"],  # (SparseCoreV0's too)
+            "Output": c["outfeed_ps"] + c["host_send_ps"] + c["scv0_outfeed_ps"],
             "All others": idle,
         }
         parts["Device compute"] = np.maximum(step - sum(parts.values()), 0)

@@ -46,8 +46,14 @@ infeed, the TensorCores of a step whose host waited for input (`IteratorGetNext.
 core's idle time is counted as infeed in the ratio of that host time to the step's
 TensorCore idle time, at most all of it.
 
-Not reimplemented: SparseCore planes and the SparseCore-v0 categories (no such profile
-here), and TPU collectives' compute / sync split.
+**Waiting for the SparseCore** (`sparsecorev0 infeed` / `outfeed` ops on a TensorCore): a
+core's SparseCoreV0 infeed beyond the outfeed that feeds it is its wait for the SparseCore;
+it counts off the core's compute, the step's `scv0_compute_ms` is the longest wait of any
+core and enters the idle arithmetic; `scv0_infeed_ms` stays 0 (XProf reads its input share
+from a setting a profile never carries).
+
+Not reimplemented: SparseCore planes (`/device:TPU:N SparseCore M`, their `Sparse Core
+Steps`: XProf's `sc_*` averages), and TPU collectives' compute / sync split.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -77,6 +83,8 @@ CATEGORY_COLUMNS = {
     "all_reduce_ps": ("all-reduce", "all-reduce fusion", "all-to-all"),
     "send_ps": ("send", "send-done"),
     "recv_ps": ("recv", "recv-done"),
+    "scv0_infeed_ps": ("sparsecorev0 infeed",),
+    "scv0_outfeed_ps": ("sparsecorev0 outfeed",),
 }
 #: Categories XProf counts as the TensorCore waiting (off duty), not working.
 OFF_DUTY = ("infeed", "outfeed", "host send", "host send-done", "host recv", "host recv-done", "megacore fusion")
@@ -487,9 +495,14 @@ def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
     host_sr = c["host_send_ps"].to_numpy(np.int64) + c["host_recv_ps"].to_numpy(np.int64)
     infeed = c["infeed_ps"].to_numpy(np.int64)
     outfeed = c["outfeed_ps"].to_numpy(np.int64)
-    wait = infeed + outfeed + host_sr + idle
+    # The core's wait for the SparseCore (XProf's `wait_for_scv0`): its SparseCoreV0 infeed
+    # beyond the outfeed that feeds it (the rest XProf counts as transforming the input).
+    sc_in = c["scv0_infeed_ps"].to_numpy(np.int64) if "scv0_infeed_ps" in c else np.zeros(len(c), np.int64)
+    sc_out = c["scv0_outfeed_ps"].to_numpy(np.int64) if "scv0_outfeed_ps" in c else np.zeros(len(c), np.int64)
+    sc_wait = np.where(sc_in > 0, sc_in - np.minimum(sc_in, sc_out), 0)
+    wait = infeed + outfeed + host_sr + idle + sc_wait
     off = sum(c[col].to_numpy(np.int64) for col in ("infeed_ps", "outfeed_ps", "host_send_ps", "host_recv_ps"))
-    off = off + c["megacore_fusion_ps"].to_numpy(np.int64)
+    off = off + c["megacore_fusion_ps"].to_numpy(np.int64) + sc_wait
     per = pd.DataFrame(
         {
             "step_num": c["step_num"].to_numpy(np.int64),
@@ -499,6 +512,7 @@ def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
             "infeed_ps": infeed,
             "outfeed_ps": outfeed,
             "host_sr_ps": host_sr,
+            "scv0_ps": sc_wait,
             "infeed_pct": 100.0 * infeed / np.where(step > 0, step, 1),
             "active_ps": np.minimum(ops - off, step),
             "past_end": ops > step,
@@ -519,11 +533,13 @@ def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
             "infeed_percent_max": g["infeed_pct"].max(),
             "tc_active_ms": g["active_ps"].mean() / _PS_PER_MS,
             "ops_past_step_end": g["past_end"].any(),
+            # The longest wait for the SparseCore of any core; its input share XProf never
+            # knows from a profile (its `scv0_infeed_percent` stays unset): all is compute.
+            "scv0_compute_ms": g["scv0_ps"].max() / _PS_PER_MS,
         }
     )
-    t["scv0_compute_ms"] = 0.0
     t["scv0_infeed_ms"] = 0.0
-    non_idle = t["tc_compute_ms"] + t["tc_infeed_ms"] + t["tc_outfeed_ms"]
+    non_idle = t["tc_compute_ms"] + t["scv0_compute_ms"] + t["tc_infeed_ms"] + t["tc_outfeed_ms"]
     t["tc_idle_ms"] = np.maximum(t["min_step_ms"] - non_idle, 0.0)
     t["active_step_time_ms"] = t["tc_active_ms"]
     t = t.reset_index()
