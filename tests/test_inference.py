@@ -196,3 +196,31 @@ def test_batches_and_models_equal_xprof(tmp_path, variant):
     if len(models) > 1:
         w.model = models[1]
         assert f'data-rows="{len(profile.per_model[models[1]].batches)}"' in w.html
+
+
+@pytest.mark.parametrize("kind", ["TfrtModelRun", "ServingModelRun"])
+def test_tfrt_and_pathways_requests_equal_xprof(tmp_path, kind):
+    """TF Serving's other request types (TFRT's `TfrtModelRun`, Pathways' `ServingModelRun`),
+    the model id on the request itself, in the batching run: XProf's tables, every cell."""
+    space = make_tpu_profiles.make("batches")
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    model_stat = next(i for i, s in host.stat_metadata.items() if s.name == "model_id")
+    request = next(k for k, md in host.event_metadata.items() if md.name == "BatchingSessionRun")
+    host.event_metadata[request].name = kind
+    for md in host.event_metadata.values():
+        if md.name == "SessionRun":  # (the batch's session run gives no model here)
+            md.name = "BatchRun"
+    for line in host.lines:
+        for e in line.events:
+            if e.metadata_id == request:
+                e.stats.add(metadata_id=model_stat).str_value = "served:2"
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    path = folder / "tpu_host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    tables = xprof_oracle.tool_data([path], "inference_profile")
+    profile = load_run(tmp_path).inference_profile()
+    assert profile.models == [r["c"][0]["v"] for r in tables[0]["rows"]] == ["served:2"]
+    mine = profile.per_model["served:2"]
+    _same_table(tables[1], mine.requests, REQUEST_IDS)
+    _same_table(tables[2], mine.batches, BATCH_IDS)
