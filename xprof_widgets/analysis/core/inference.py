@@ -135,23 +135,27 @@ def _host_events(space, groups, also=()):
     if plane is None:
         return None
     names_wanted = ["model_id", "batching_input_task_size", "padding_amount", "batch_size_after_padding"]
+    read = [*_MODEL_EVENTS, *_SCHEDULE, *_PADDING, *also]
     for li, line in plane.busy_lines:
         g = of_line(groups, plane, li, -1)
         mine = np.flatnonzero(g >= 0)
         if not len(mine):
             continue
         b = line.start_ps.astype(np.int64)[mine]
-        names = np.asarray(line.names().astype(object))[mine]
+        shown = line.names()
+        cats = np.asarray(shown.categories.astype(object))
+        codes = np.asarray(shown.codes)[mine]
+        names = np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else None, None)
         frame = pd.DataFrame(
             {"group": g[mine], "name": names, "begin": b, "end": b + line.event_duration_ps.astype(np.int64)[mine]}
         )
-        special = np.isin(names, [*_MODEL_EVENTS, *_SCHEDULE, *_PADDING, *also]) | np.array(
-            [isinstance(n, str) and (n.startswith("ModelServerRequest_")) for n in names], dtype=bool
-        )
+        # The events whose stats are read, decided per name (a line holds few names).
+        wanted = np.isin(cats, read) | np.array([str(c).startswith("ModelServerRequest_") for c in cats], dtype=bool)
+        special = (codes >= 0) & wanted[np.maximum(codes, 0)] if len(cats) else np.zeros(len(codes), bool)
         for col in names_wanted:
             frame[col] = None
         if special.any():
-            st = line.stat_columns(names=[*names_wanted, "_r"], events=mine[special])
+            st = line.stat_columns(names=names_wanted, events=mine[special])
             for col in names_wanted:
                 if col in st:
                     frame.loc[special, col] = list(st[col])
@@ -177,9 +181,14 @@ def _host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
         return no_requests(), no_batches()
     groups = group_ids(space)
     rnames = roots["name"].astype(str)
+    # User-defined roots: root level -1, or 1 named ModelServerRequest_...
     user = roots[
         (roots["root_level"] == -1) | ((roots["root_level"] == 1) & rnames.str.startswith("ModelServerRequest_"))
     ]
+    plane = space.plane(HOST_PLANE)
+    present = set(plane.metadata_names[1].tolist()) if plane is not None else set()
+    if user.empty and not present & {n for kinds in _REQUEST_TYPES for n in kinds}:
+        return no_requests(), no_batches()  # (no request root nor request event: nothing to read)
     host = _host_events(space, groups, also=sorted(set(user["name"].astype(str))))
     if host is None:
         return no_requests(), no_batches()
@@ -192,11 +201,6 @@ def _host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
     names = host["name"]
     batch_rows = host[names.isin(_PROCESS_BATCH)]
     batch_groups = set(batch_rows["group"].tolist())
-    # User-defined roots: root level -1, or 1 named ModelServerRequest_...
-    rnames = roots["name"].astype(str)
-    user = roots[
-        (roots["root_level"] == -1) | ((roots["root_level"] == 1) & rnames.str.startswith("ModelServerRequest_"))
-    ]
     user_groups = user["group_id"].astype(np.int64).tolist()
     # Model ids by group: the model events', then the user roots' own.
     model_of: dict[int, str] = {}
