@@ -84,13 +84,12 @@ def _group_size(info: bytes | None) -> int:
     if not isinstance(info, (bytes, bytearray)) or not info:
         return 0
     try:
-        groups, first_group = 0, None
+        first_group = None
         for number, wire_type, _v, start, end in wire.walk(info, 0, len(info)):
             if number == 3 and wire_type == wire.LENGTH:
                 return 1
             if number == 2 and wire_type == wire.LENGTH and first_group is None:
                 first_group = (start, end)
-                groups += 1
         if first_group is None:
             return 0
         start, end = first_group

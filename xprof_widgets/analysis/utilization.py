@@ -501,17 +501,13 @@ def _sample_lines(plane) -> list[_Line]:
     return out
 
 
-def _hosts(run):
-    return run.host_spaces()
-
-
 def utilization_viewer(run: RunLike) -> pd.DataFrame:
     """XProf's utilization viewer table (see the module doc): one row per metric of every
     counter sample line: host, device (its `device_id`), sample (the line's id), node,
     name, achieved, peak, unit. `.attrs["reason"]` says why it is empty."""
     rows = []
     planes_without_id = False
-    for host, space in _hosts(run):
+    for host, space in run.host_spaces():
         for plane, kind, device in _chip_planes(space):
             lines = _sample_lines(plane)
             if device is None:
@@ -611,7 +607,7 @@ def kernel_utilization(
     kernel_rows: list[tuple] = []
     metric_rows: list[tuple] = []
     devices: list[tuple] = []
-    for host, space in _hosts(run):
+    for host, space in run.host_spaces():
         for plane, kind, device in _chip_planes(space):
             if device is None:
                 device = _id_from_name(plane.name)
