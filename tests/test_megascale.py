@@ -10,9 +10,7 @@ Where we differ on purpose: the recv stall column (XProf divides the recv ops' t
 once more and shows 0), and a host without `MegaScale:` events (XProf then shows nothing
 for any host; we show the hosts that have them)."""
 
-import glob
 import shutil
-import tempfile
 
 import pytest
 
@@ -24,18 +22,6 @@ from xprof_widgets.analysis import megascale
 from xprof_widgets.io import schema
 
 RECV = 9  # XProf's recv stall column
-
-
-def _xprof_tools(paths):
-    from xprof.convert import raw_to_tool_data
-
-    tmp = tempfile.mkdtemp(prefix="xprof_tools_")
-    try:
-        for p in paths:
-            shutil.copy(p, tmp)
-        return raw_to_tool_data.xspace_to_tool_names(sorted(glob.glob(f"{tmp}/*.xplane.pb")))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +90,7 @@ def test_all_hosts_weights_each_hosts_averages_by_occurrences(slices):
 
 def test_the_tool_is_listed_where_xprof_lists_it(slices):
     paths, run = slices
-    assert "megascale_stats" in _xprof_tools(paths) and "megascale_stats" in run.tools
+    assert "megascale_stats" in xprof_oracle.tool_names(paths) and "megascale_stats" in run.tools
 
 
 def _without_marker(path, out):
@@ -142,7 +128,7 @@ def test_none_on_the_corpus(name, session):
     paths = session_files(name, session)
     table = run.megascale_stats()
     assert table.empty and "MegaScale:" in table.attrs["reason"]
-    assert ("megascale_stats" in run.tools) == ("megascale_stats" in _xprof_tools(paths)) is False
+    assert ("megascale_stats" in run.tools) == ("megascale_stats" in xprof_oracle.tool_names(paths)) is False
     assert _theirs(paths, run.hosts[0]) == {}
 
 

@@ -3,10 +3,6 @@ whose TensorCores recorded hardware counters (made from the real v6e file by
 `tools/make_tpu_profiles.py counters`, a `_counters_` line per core), and none, with the
 reason, on every corpus run; `run.tools` offers it exactly where XProf lists it."""
 
-import glob
-import shutil
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -15,18 +11,6 @@ from tests import xprof_oracle
 from tests.conftest import corpus_run, first_sessions, host_copies, session_files
 from tests.test_tpu_steps import make_tpu_profiles
 from xprof_widgets.io import schema
-
-
-def _xprof_tools(paths):
-    from xprof.convert import raw_to_tool_data
-
-    tmp = tempfile.mkdtemp(prefix="xprof_tools_")
-    try:
-        for i, p in enumerate(paths):
-            shutil.copy(p, f"{tmp}/h{i}.xplane.pb")
-        return raw_to_tool_data.xspace_to_tool_names(sorted(glob.glob(f"{tmp}/*.xplane.pb")))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +49,7 @@ def test_every_counter_sample_equals_xprof(counters):
             t[7],
         ]
         assert int(r["value"]) == pytest.approx(t[5]) and r["value_hex"] == h
-    assert "perf_counters" in run.tools and "perf_counters" in _xprof_tools([path])
+    assert "perf_counters" in run.tools and "perf_counters" in xprof_oracle.tool_names([path])
 
 
 def test_the_widget_shows_the_samples_and_their_sums(counters):
@@ -89,7 +73,7 @@ def test_no_counters_on_the_corpus(name, session):
     paths = session_files(name, session)
     t = run.perf_counters()
     assert t.empty and "counter_value" in t.attrs["reason"]
-    assert ("perf_counters" in run.tools) == ("perf_counters" in _xprof_tools(paths)) is False
+    assert ("perf_counters" in run.tools) == ("perf_counters" in xprof_oracle.tool_names(paths)) is False
     d = xprof_oracle.tool_data(paths, "perf_counters")
     assert not d.get("rows")
     assert np.all(

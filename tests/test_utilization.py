@@ -7,10 +7,6 @@ twice, as a double and as an int64, a line without a cycle count, a line of anot
 and on every corpus run (no counters: empty, saying why; listed exactly where XProf lists
 them)."""
 
-import glob
-import shutil
-import tempfile
-
 import pytest
 
 import xprof_widgets as xw
@@ -21,18 +17,6 @@ from xprof_widgets.analysis import utilization
 from xprof_widgets.io import schema
 
 V6E = utilization._V6E
-
-
-def _xprof_tools(paths):
-    from xprof.convert import raw_to_tool_data
-
-    tmp = tempfile.mkdtemp(prefix="xprof_tools_")
-    try:
-        for i, p in enumerate(paths):
-            shutil.copy(p, f"{tmp}/h{i}.xplane.pb")
-        return raw_to_tool_data.xspace_to_tool_names(sorted(glob.glob(f"{tmp}/*.xplane.pb")))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _stat_id(plane, name):
@@ -208,7 +192,7 @@ def test_rounding_is_xprofs():
 
 def test_tools_list_them_where_xprof_does(counters):
     path, run = counters
-    listed = _xprof_tools([path])
+    listed = xprof_oracle.tool_names([path])
     for tool in ("utilization_viewer", "kernel_utilization"):
         assert tool in listed and tool in run.tools
 
@@ -220,7 +204,7 @@ RUNS = first_sessions()
 def test_none_on_the_corpus(name, session):
     run = corpus_run(name, session)
     paths = session_files(name, session)
-    listed = _xprof_tools(paths)
+    listed = xprof_oracle.tool_names(paths)
     viewer = run.utilization_viewer()
     assert viewer.empty and "performance_counter_id" in viewer.attrs["reason"]
     kernels = run.kernel_utilization()

@@ -46,6 +46,16 @@ def _copy(paths):
     return tmp, sorted(glob.glob(os.path.join(tmp, "*.xplane.pb")))
 
 
+def tool_names(paths):
+    """XProf's tool list for these .xplane.pb files (`xspace_to_tool_names`)."""
+    r = _xprof()
+    tmp, files = _copy(paths)
+    try:
+        return r.xspace_to_tool_names(files)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def tool_data(paths, tool, params=None):
     """XProf's output of `tool` for these .xplane.pb files, parsed from JSON."""
     r = _xprof()
