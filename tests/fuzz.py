@@ -49,8 +49,8 @@ CORPUS_SOURCES = ["tf_keras_cpu/plugins/profile/2026_11_22_03_16_48/vm.xplane.pb
 
 
 #: TPU runs made from the real v6e file (`tools/make_tpu_profiles.py`): steps, infeed,
-#: counters, barrier waits, requests, all real but for what the runtime adds.
-MADE_TPU = ("infeed", "counters", "barriers", "serving", "megascale")
+#: counters, barrier waits, requests, SparseCores, all real but for what the runtime adds.
+MADE_TPU = ("infeed", "counters", "barriers", "serving", "megascale", "sparsecore_planes")
 
 
 def _made_tpu():

@@ -26,6 +26,8 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
   a request, `TraceAnnotation("Request", _r=-1, request_id=k)`, as a server marks them;
 * host input: host steps with a tf.data wait (`IteratorGetNext`) at the start of each, and
   no infeed op on the device (XProf then counts part of the TensorCores' idle time as input).
+* SparseCores: two `/device:TPU:N SparseCore M` planes beside each TensorCore, with their
+  own steps, modules and ops (`add_sparsecore_planes`).
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
@@ -60,6 +62,7 @@ VARIANTS = (
     "batches",
     "batches_models",
     "sparsecore",
+    "sparsecore_planes",
 )
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
@@ -418,6 +421,10 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
         space = make("training", src)
         _add_sparsecore_v0(space)
         return space
+    if variant == "sparsecore_planes":
+        space = make("training", src)
+        add_sparsecore_planes(space)
+        return space
     schema = _schema()
     if variant in ("batches", "batches_models"):
         space = schema.XSpace()
@@ -670,6 +677,102 @@ def _add_sparsecore_v0(space):
             gap = in_ps + 10_000_000
             tc.add_event(ops, outfeed, (hs + gap, hs + gap + out_ps, ds + gap, ds + gap + out_ps))
         ops.events.sort(key=lambda e: e.offset_ps)
+
+
+# --- SparseCore planes ------------------------------------------------------------------------
+
+
+def add_sparsecore_planes(space, per_core=2, with_steps=True, grouped=False, longer_step=None):
+    """Beside each TensorCore plane `/device:TPU:N`, `per_core` SparseCore planes
+    `/device:TPU:N SparseCore m`, as libtpu writes a v5p / v6e chip's SparseCores: the
+    TensorCore's `core_details` stat (XProf reads `is_sparse_core` from the plane's name),
+    and lines `Sparse Core Modules`, `Sparse Core Ops` and (`with_steps`) `Sparse Core Steps`.
+    Per TensorCore step k the SparseCore's step runs from 10 % to 90 % of it (the first
+    SparseCore of TensorCore 0 runs 2 ms past the TensorCore's marker in step `longer_step`),
+    its module over the same span, and two ops: an outer one over (30 + 5 m + k % 3) % of the
+    step from its first fifth, an inner one nested in its first third. `grouped`: every
+    event of the file carries XProf's `group_id` (step k), as in a file XProf has already
+    grouped: the TensorCores' events that first overlap step k (host clock, ends included)."""
+    cores = tensor_core_planes(space)
+    if grouped:
+        _pregroup(cores)
+        for plane in space.planes:  # (every host and device plane names the stat, as XProf's output)
+            if plane.name.startswith(("/host:", "/device:")):
+                _Plane(plane).stat_id("group_id")
+    next_id = max(p.id for p in space.planes) + 1
+    for n, tc_plane in enumerate(cores):
+        tc = _Plane(tc_plane)
+        details = next(s for s in tc_plane.stats if tc_plane.stat_metadata[s.metadata_id].name == "core_details")
+        steps = tc.lines["Steps"]
+        origin = steps.timestamp_ns
+        spans = [_span(tc, steps, e) for e in steps.events]
+        pid = tc.program_id(STEP_PROGRAM)
+        for m in range(per_core):
+            plane = space.planes.add()
+            plane.id, plane.name = next_id, f"{tc_plane.name} SparseCore {m}"
+            next_id += 1
+            sc = _Plane(plane)
+            s = plane.stats.add()
+            s.metadata_id, s.bytes_value = sc.stat_id("core_details"), details.bytes_value
+            names = ["Sparse Core Modules", "Sparse Core Ops"] + (["Sparse Core Steps"] if with_steps else [])
+            for i, name in enumerate(names, 1):
+                line = plane.lines.add()
+                line.id, line.name, line.timestamp_ns = i, name, origin
+            sc.lines = {line.name: line for line in plane.lines}
+            outer = sc.metadata("%gather.1 = f32[4096,128]{1,0} gather(...)", "sparse core op", pid, "f32[4096,128]")
+            inner = sc.metadata("%sort.2 = s32[4096]{0} sort(...)", "sparse core op", pid, "s32[4096]")
+            module = sc.metadata(f"sc_{STEP_PROGRAM}{pid})")
+
+            def add(line, md, span, k, sc=sc):
+                e = sc.add_event(sc.lines[line], md, span)
+                if grouped:
+                    g = e.stats.add()
+                    g.metadata_id, g.int64_value = sc.stat_id("group_id"), k
+
+            for k, (h0, _, d0, d1) in enumerate(spans):
+                size = d1 - d0
+                a, b = size // 10, size * 9 // 10
+                if longer_step == k and n == 0 and m == 0:
+                    a, b = 0, size + 2_000_000_000
+                if with_steps:
+                    add("Sparse Core Steps", sc.metadata(str(k)), (h0 + a, h0 + b, d0 + a, d0 + b), k)
+                add("Sparse Core Modules", module, (h0 + a, h0 + b, d0 + a, d0 + b), k)
+                oa = a + (b - a) // 5
+                ob = oa + (b - a) * (30 + 5 * m + k % 3) // 100
+                add("Sparse Core Ops", outer, (h0 + oa, h0 + ob, d0 + oa, d0 + ob), k)
+                ib = oa + (ob - oa) // 3
+                add("Sparse Core Ops", inner, (h0 + oa, h0 + ib, d0 + oa, d0 + ib), k)
+
+
+def _span(tc, line, e):
+    """(host start, host end, device start, device end) ps of event `e` of `line`."""
+    begin = line.timestamp_ns * 1000 + e.offset_ps
+    dev = tc._stat(e, "device_offset_ps")
+    return begin, begin + e.duration_ps, dev, dev + tc._stat(e, "device_duration_ps")
+
+
+def _pregroup(cores):
+    """XProf's `group_id` on every TensorCore event: step k on the k-th `Steps` event and on
+    the events of the other lines that first overlap it (host clock, end points included)."""
+    for plane in cores:
+        tc = _Plane(plane)
+        gid = tc.stat_id("group_id")
+        steps = tc.lines["Steps"]
+        spans = [_span(tc, steps, e)[:2] for e in steps.events]
+        ends = [b for _, b in spans]
+        for k, e in enumerate(steps.events):
+            s = e.stats.add()
+            s.metadata_id, s.int64_value = gid, k
+        for line in plane.lines:
+            if line.name == "Steps":
+                continue
+            base = line.timestamp_ns * 1000
+            for e in line.events:
+                a = base + e.offset_ps
+                i = bisect.bisect_left(ends, a)
+                if i < len(spans) and spans[i][0] <= a + e.duration_ps:
+                    s = e.stats.add()
+                    s.metadata_id, s.int64_value = gid, i
 
 
 # --- a server that batches its requests ----------------------------------------------------

@@ -5,7 +5,7 @@ a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace view
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
 pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
 overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png,
-megascale-stats.png, inference-batches.png."""
+megascale-stats.png, inference-batches.png, overview-sparse-cores.png."""
 
 import pytest
 
@@ -30,7 +30,7 @@ async () => {
 @pytest.fixture(scope="module")
 def tpu_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpu_browser")
-    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale", "batches_models"):
+    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale", "batches_models", "sparsecore_planes"):
         make_tpu_profiles.write(v, root / v)
     return root
 
@@ -69,6 +69,24 @@ def test_tpu_training_overview_in_lab(page, jupyter_lab, tpu_runs):
     chosen = click_a_step(page, widget)
     assert chosen.inner_text().startswith("Selected ")
     finish(page, widget, "overview-tpu-training.png", "overview-tpu-training-page")
+
+
+def test_sparse_cores_on_the_overview_in_lab(page, jupyter_lab, tpu_runs):
+    """A run with SparseCore planes: the performance summary adds XProf's SparseCore step
+    time, compute, idle and busy averages; the step chart has no SparseCoreV0 parts."""
+    logdir = tpu_runs / "sparsecore_planes"
+    page.set_viewport_size({"width": 1300, "height": 1200})
+    widget = show_widget(page, jupyter_lab, "overview-sparse-cores.ipynb", tool_cell("OverviewWidget", logdir))
+    expected = xw.load_run(logdir).overview()
+    assert "sc_step_time_ms" in expected.steps and "scv0_compute_ms" not in expected.steps
+    rows = {
+        r.get_attribute("data-component"): r.inner_text()
+        for r in widget.locator("[data-testid='step-summary'] tr[data-component]").all()
+    }
+    for name, key in (("sc_step_time", "sc_step_time_ms_average"), ("sc_idle", "sc_idle_ms_average")):
+        assert f"{expected.tpu[key]:,.1f}" in rows[name]
+    assert rows["sc_step_time"].startswith("SparseCore step time") and "scv0_compute" not in rows
+    finish(page, widget, "overview-sparse-cores.png", "overview-sparse-cores-page")
 
 
 def test_pod_viewer_in_lab(page, jupyter_lab, tpu_runs):

@@ -188,7 +188,13 @@ STEP_TIME_COMPONENTS = (
 
 
 #: The same for TPU steps (XProf's TPU step-time graph: `tpu_steps.TPU_BREAKDOWN_LABELS`).
-TPU_STEP_TIME_COMPONENTS = tuple((c[:-3], label, c) for c, label in TPU_BREAKDOWN_LABELS.items())
+TPU_STEP_TIME_COMPONENTS = tuple((c[:-3], label, c) for c, label in TPU_BREAKDOWN_LABELS.items()) + (
+    # With SparseCore planes (XProf's overview: their step time, idle and busy time).
+    ("sc_step_time", "SparseCore step time", "sc_step_time_ms"),
+    ("sc_compute", "SparseCore compute", "sc_compute_ms"),
+    ("sc_idle", "SparseCore idle", "sc_idle_ms"),
+    ("sc_active", "SparseCore busy", "sc_active_ms"),
+)
 
 
 def step_time_components(steps: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .planes import tensor_core_planes
+from ...io.wire import WireError, walk
+from .planes import sparse_core_planes, tensor_core_planes
 
 #: HLO categories XProf leaves out of a TensorCore's busy time.
 _OFF_DUTY = {"infeed", "outfeed", "host send", "host send-done", "host recv", "host recv-done", "megacore fusion"}
@@ -40,12 +41,18 @@ def _union_length(start, end):
 
 
 def tpu_duty_cycle(space):
-    """(busy_ps, idle_ps) summed over the TPU tensor cores of one file."""
-    busy = idle = 0
-    for plane in tensor_core_planes(space):
+    """(busy_ps, idle_ps) of the TPU chips of one file, as XProf's `DutyCycleCombiner`: per
+    chip (a core's `core_details` stat names its `local_chip_id`; a core without one is a chip
+    of its own), the union of its cores' busy time (TensorCore ops but the off-duty ones,
+    every SparseCore op) and, idle, the rest of the span from the chip's first module or op
+    to its last."""
+    chips: dict = {}
+    cores = [(p, "XLA Ops", "XLA Modules") for p in tensor_core_planes(space)]
+    cores += [(p, "Sparse Core Ops", "Sparse Core Modules") for p, _ in sparse_core_planes(space)]
+    for plane, ops_name, modules_name in cores:
         lo, hi, parts = None, None, []
         for line in plane.lines:
-            if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
+            if line.name not in (ops_name, modules_name) or not len(line):
                 continue
             start = line.start_ps
             end = start + line.event_duration_ps
@@ -57,8 +64,17 @@ def tpu_duty_cycle(space):
                 # where turning it into str would fail to decode.
                 off = cat.isin(list(_OFF_DUTY)).to_numpy() if cat is not None else np.zeros(len(line), bool)
                 parts.append((start[~off], end[~off]))
+            elif line.name == ops_name:
+                parts.append((start, end))
         if lo is None:
             continue
+        chip = _local_chip_id(plane)
+        key = ("chip", chip) if chip is not None else ("plane", id(plane))
+        have = chips.setdefault(key, [lo, hi, []])
+        have[0], have[1] = min(have[0], lo), max(have[1], hi)
+        have[2].extend(parts)
+    busy = idle = 0
+    for lo, hi, parts in chips.values():
         active = _union_length(
             np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64),
             np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64),
@@ -66,6 +82,22 @@ def tpu_duty_cycle(space):
         busy += active
         idle += int(hi - lo) - active
     return busy, idle
+
+
+def _local_chip_id(plane) -> int | None:
+    """The `local_chip_id` (field 4, 0 when absent) of a plane's `core_details` stat (a
+    serialized `CoreDetails`), None without one or where it does not parse."""
+    value = plane.stats.get("core_details")
+    if not isinstance(value, (bytes, bytearray)):
+        return None
+    chip = 0
+    try:
+        for number, kind, v, _, _ in walk(value, 0, len(value)):
+            if number == 4 and kind == 0:
+                chip = v
+    except WireError:
+        return None
+    return chip
 
 
 def module_executions(space) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from .cache import derived
 from .intervals import children_time
 from .planes import HOST_PLANE, has_tensor_cores
 from .steps import STEP_COLUMNS, device_steps, host_steps
-from .tpu_steps import TPU_BREAKDOWN_LABELS, no_steps_reason, tpu_step_cores, tpu_step_table
+from .tpu_steps import SPARSE_CORE_COLUMNS, TPU_BREAKDOWN_LABELS, no_steps_reason, tpu_step_cores, tpu_step_table
 
 #: XProf's thresholds (percent of step time).
 HIGHLY_INPUT_BOUND_PERCENT = 20
@@ -359,11 +359,17 @@ def analyze_tpu_input_pipeline(steps: pd.DataFrame, ops: pd.DataFrame) -> InputP
     res.steps = steps
     if steps.empty:
         return res
-    col = lambda c: steps[c].to_numpy(np.float64)  # noqa: E731
+
+    def col(c):  # (with SparseCores XProf drops the SparseCoreV0 columns: 0)
+        return steps[c].to_numpy(np.float64) if c in steps else np.zeros(len(steps))
+
     infeed = col("tc_infeed_ms") + col("scv0_infeed_ms")
     step_total = col("tc_compute_ms") + col("scv0_compute_ms") + infeed + col("tc_outfeed_ms") + col("tc_idle_ms")
     total = float(step_total.sum())
-    summary: dict[str, float | str] = {f"{c[:-3]}_ms_average": float(col(c).mean()) for c in _TPU_AVERAGED}
+    averaged = [c for c in _TPU_AVERAGED if c in steps]
+    if "sc_step_time_ms" in steps and col("sc_step_time_ms").min() > 0:  # (XProf: every step has some)
+        averaged += SPARSE_CORE_COLUMNS
+    summary: dict[str, float | str] = {f"{c[:-3]}_ms_average": float(col(c).mean()) for c in averaged}
     summary["steptime_ms_average"] = res.avg_step_time_ms
     summary["active_steptime_ms_average"] = summary.pop("active_step_time_ms_average")
     peak = col("infeed_percent_max")

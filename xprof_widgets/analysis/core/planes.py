@@ -10,6 +10,8 @@ skip them (`IsDerivedThreadId`).
 
 from __future__ import annotations
 
+import re
+
 from ...io.hlo import METADATA_PLANE
 from .cache import derived
 
@@ -57,6 +59,7 @@ __all__ = [
     "is_derived_id",
     "is_derived_line",
     "plane_kind",
+    "sparse_core_planes",
     "tensor_core_planes",
 ]
 
@@ -96,6 +99,22 @@ def tensor_core_planes(space) -> list:
         "tensor_core_planes",
         lambda: [p for p in space.planes if p.name.startswith(TPU_PLANE_PREFIX) and SPARSE_CORE not in p.name],
     )
+
+
+#: A SparseCore's plane (tsl's `kSparseCorePlaneRegex`): its TensorCore's plane name, its index.
+SPARSE_CORE_PLANE = re.compile(r"(/device:TPU:[0-9]+) SparseCore ([0-9]+)$")
+
+
+def sparse_core_planes(space) -> list:
+    """[(plane, its TensorCore's plane name)] of the file's SparseCore planes
+    (`/device:TPU:N SparseCore M`, as libtpu names a v5p / v6e chip's SparseCores), in file
+    order (found once per file)."""
+
+    def find():
+        found = ((p, SPARSE_CORE_PLANE.match(p.name)) for p in space.planes)
+        return [(p, m.group(1)) for p, m in found if m]
+
+    return derived(space, "sparse_core_planes", find)
 
 
 def has_tensor_cores(space) -> bool:

@@ -149,8 +149,10 @@ def pod_breakdown(tpu: pd.DataFrame | None, generic: pd.DataFrame | None) -> pd.
     core as the trace viewer shows it (host clock). chip_id and node_id are 0, as XProf
     2.24.2 writes them."""
     frames = []
+    if tpu is not None and "sparse_core" in tpu:  # XProf's pod viewer shows the TensorCores only
+        tpu = tpu[~tpu["sparse_core"].to_numpy(bool)]
     if tpu is not None and len(tpu):
-        c = {k: tpu[k].to_numpy(np.int64) for k in CORE_COLUMNS if k not in ("plane",)}
+        c = {k: tpu[k].to_numpy(np.int64) for k in CORE_COLUMNS if k not in ("plane", "sparse_core")}
         step = c["duration_ps"]
         idle = np.maximum(step - c["op_time_ps"], 0)
         parts = {

@@ -52,8 +52,23 @@ it counts off the core's compute, the step's `scv0_compute_ms` is the longest wa
 core and enters the idle arithmetic; `scv0_infeed_ms` stays 0 (XProf reads its input share
 from a setting a profile never carries).
 
-Not reimplemented: SparseCore planes (`/device:TPU:N SparseCore M`, their `Sparse Core
-Steps`: XProf's `sc_*` averages), and TPU collectives' compute / sync split.
+**SparseCore planes** (`/device:TPU:N SparseCore M`, lines `Sparse Core Steps` and `Sparse
+Core Ops`; XProf's core id 1,000,000 + the plane's id) are cores of their own beside the
+TensorCores (`sparse_core` rows of `tpu_step_cores`): their ops' self time per step (the
+events' own spans, not `device_*_ps`: what XProf 2.24.2 reads), their step the longest of
+their own markers (device clock) or, without one, the TensorCores' step. A SparseCore with
+steps restricts the steps kept as a TensorCore does, and a SparseCore marker longer than
+every TensorCore's is the step's time. Per step XProf shows the least busy time of any
+SparseCore as `sc_compute_ms`, the mean idle, step time and busy time as `sc_idle_ms`,
+`sc_step_time_ms` and `sc_active_ms`, 0 SparseCore infeed / outfeed, and drops the two
+SparseCoreV0 columns. In a file XProf groups itself (as the runtime writes them all), the
+SparseCore's ops take the step of their TensorCore that overlaps them (host clock) and its
+markers none: each SparseCore's step is the TensorCores'; a file grouped already (`group_id`
+stats) keeps its own. Each rule was observed on XProf 2.24.2 itself, where its public source
+differs (tests/test_sparse_core.py). Not reproduced: where a SparseCore's ops run past its
+own marker's end, XProf's idle is not the step less the busy time; ours is.
+
+Not reimplemented: TPU collectives' compute / sync split.
 Times are picoseconds unless a name says otherwise.
 """
 
@@ -66,12 +81,16 @@ from .cache import derived
 from .device_time import device_timespans
 from .grouping import group_ids, is_grouped, of_line, step_events
 from .intervals import children_time
-from .planes import HOST_PLANE, tensor_core_planes
+from .planes import HOST_PLANE, sparse_core_planes, tensor_core_planes
 from .steps import HOST_TO_DEVICE, HOST_WAIT_INPUT, host_event_type
 
 STEPS_LINE = "Steps"
 MODULES_LINE = "XLA Modules"
 OPS_LINE = "XLA Ops"
+SC_STEPS_LINE = "Sparse Core Steps"
+SC_OPS_LINE = "Sparse Core Ops"
+#: XProf's core id of a SparseCore: this + its plane's id (`kSparseCoreIndexStart`).
+SPARSE_CORE_INDEX = 1_000_000
 
 #: XLA's HLO categories (`xla_op_utils.h`) the TPU breakdown reads: column -> categories.
 CATEGORY_COLUMNS = {
@@ -110,7 +129,18 @@ CORE_COLUMNS = [
     *CATEGORY_COLUMNS,
     "trace_begin_ps",
     "trace_end_ps",
+    "sparse_core",
 ]
+
+#: The per-step SparseCore columns (XProf's `SparseCoreStepSummary`), in ms.
+SPARSE_CORE_COLUMNS = (
+    "sc_compute_ms",
+    "sc_infeed_ms",
+    "sc_outfeed_ms",
+    "sc_idle_ms",
+    "sc_step_time_ms",
+    "sc_active_ms",
+)
 
 TPU_STEP_COLUMNS = [
     "step_number",
@@ -262,19 +292,21 @@ def _file_groups(plane):
     stats, which XProf reads as they are)."""
     st = _step_events(plane)
     ops = next((x for x in plane.lines if x.name == OPS_LINE), None)
-
-    def read(line):
-        out = np.full(len(line), -1, np.int64)
-        ev, v = line.stat_table(names=["group_id"]).ints("group_id")
-        out[ev] = v
-        return out
-
+    read = _file_group_ids
     merged = pd.DataFrame(columns=["group", "begin", "end", "d_begin", "d_end"], dtype=np.int64)
     if st is not None:
         g = read(st["line"])[st["order"]]
         keep = g >= 0
         merged = pd.DataFrame({"group": g[keep], **{k: st[k][keep] for k in ("begin", "end", "d_begin", "d_end")}})
     return merged, read(ops) if ops is not None else np.zeros(0, np.int64)
+
+
+def _file_group_ids(line) -> np.ndarray:
+    """The `group_id` stat of each event of `line` (-1: none)."""
+    out = np.full(len(line), -1, np.int64)
+    ev, v = line.stat_table(names=["group_id"]).ints("group_id")
+    out[ev] = v
+    return out
 
 
 def _core_steps(plane, merged, op_groups):
@@ -361,6 +393,71 @@ def line_groups(merged, line) -> np.ndarray:
     return np.where(at >= 0, merged["group"].to_numpy()[np.maximum(at, 0)], -1)
 
 
+def sparse_core_steps(space) -> list:
+    """[(plane, markers, ops)] of each SparseCore plane (see the module doc): markers a
+    DataFrame (group, duration_ps on the device clock, trace_begin_ps / trace_end_ps on the
+    host's) of its grouped `Sparse Core Steps` events; ops a DataFrame (group, self_ps) of its
+    grouped `Sparse Core Ops` events with an op key. Once per file."""
+    return derived(space, "tpu_sparse_core_steps", lambda: _sparse_core_steps(space))
+
+
+def _sparse_core_steps(space):
+    found = sparse_core_planes(space)
+    if not found:
+        return []
+    grouped = is_grouped(space)
+    steps_of = {plane.name: merged for plane, merged, _, _ in core_steps(space)}
+    out = []
+    for plane, tensor_core in found:
+        by_name = {line.name: line for line in reversed(plane.lines)}  # the first of a name wins
+        marks, ops = by_name.get(SC_STEPS_LINE), by_name.get(SC_OPS_LINE)
+        merged = steps_of.get(tensor_core)
+        if grouped:
+            mark_g = _file_group_ids(marks) if marks is not None else None
+            op_g = _file_group_ids(ops) if ops is not None else None
+        else:  # XProf's own grouping: by the TensorCore's steps (see the module doc)
+            mark_g = None  # (XProf 2.24.2 groups no SparseCore marker)
+            op_g = line_groups(merged, ops) if ops is not None and merged is not None else None
+        out.append((plane, _sparse_core_markers(marks, mark_g), _sparse_core_ops(plane, ops, op_g)))
+    return out
+
+
+_MARKER_COLUMNS = ("group", "begin_ps", "duration_ps", "trace_begin_ps", "trace_end_ps")
+
+
+def _sparse_core_markers(line, groups):
+    if line is None or groups is None or not (groups >= 0).any():
+        return pd.DataFrame({k: np.zeros(0, np.int64) for k in _MARKER_COLUMNS})
+    keep = np.flatnonzero(groups >= 0)
+    d_begin, dur = device_timespans(line)
+    begin = line.start_ps.astype(np.int64)[keep]
+    return pd.DataFrame(
+        {
+            "group": groups[keep],
+            "begin_ps": d_begin[keep],
+            "duration_ps": dur[keep],
+            "trace_begin_ps": begin,
+            "trace_end_ps": begin + line.event_duration_ps.astype(np.int64)[keep],
+        }
+    )
+
+
+def _sparse_core_ops(plane, line, groups):
+    empty = pd.DataFrame({"group": np.zeros(0, np.int64), "self_ps": np.zeros(0, np.int64)})
+    if line is None or groups is None or not (groups >= 0).any():
+        return empty
+    keep = np.flatnonzero(groups >= 0)
+    # The events' own spans (XProf 2.24.2 reads no `device_*_ps` of a SparseCore op).
+    begin = line.start_ps.astype(np.int64)[keep]
+    end = begin + line.event_duration_ps.astype(np.int64)[keep]
+    self_ps = end - begin - children_time(begin, end)
+    md = line.metadata_id[keep]
+    ids = np.unique(md)
+    key_ok = _has_op_key(plane.metadata_stats(ids, ["program_id", "symbol_id"]), len(ids))
+    mine = key_ok[np.searchsorted(ids, md)]
+    return pd.DataFrame({"group": groups[keep][mine], "self_ps": self_ps[mine]})
+
+
 def _tpu_step_cores(space):
     kept: set | None = None
     per_core = []
@@ -370,11 +467,18 @@ def _tpu_step_cores(space):
         groups = set(markers["group"].tolist()) & set(ops["group"].tolist())
         kept = groups if kept is None else kept & groups
         per_core.append((plane, markers, ops))
+    sparse = []
+    for plane, markers, ops in sparse_core_steps(space) if kept else ():
+        groups = set(markers["group"].tolist()) | set(ops["group"].tolist())
+        if groups:  # (a SparseCore without steps is left out, not intersected)
+            kept &= groups
+            sparse.append((plane, markers, ops))
     if not kept:
         return pd.DataFrame(columns=CORE_COLUMNS)
     groups = np.array(sorted(kept), dtype=np.int64)
-    # The step: the longest marker of any core (the first of equals, in core order).
-    all_markers = pd.concat([m for _, m, _ in per_core], ignore_index=True)
+    # The step: the longest marker of any core, SparseCores' included (the first of
+    # equals, in core order).
+    all_markers = pd.concat([m for _, m, _ in per_core] + [m for _, m, _ in sparse], ignore_index=True)
     all_markers = all_markers[all_markers["group"].isin(groups)]
     longest = all_markers.sort_values("duration_ps", ascending=False, kind="stable").drop_duplicates("group")
     longest = longest.set_index("group").loc[groups]
@@ -400,6 +504,28 @@ def _tpu_step_cores(space):
         for col, names in CATEGORY_COLUMNS.items():
             have = [c for c in names if cats is not None and c in cats.columns]
             frame[col] = cats[have].sum(axis=1).to_numpy(np.int64) if have else np.zeros(len(groups), np.int64)
+        frame["sparse_core"] = False
+        rows.append(frame)
+    for plane, markers, ops in sparse:
+        own = markers.groupby("group").agg(
+            d=("duration_ps", "max"), b=("trace_begin_ps", "min"), e=("trace_end_ps", "max")
+        )
+        own = own.reindex(groups)
+        step = own["d"].fillna(longest["duration_ps"]).to_numpy(np.int64)  # none: the TensorCores' step
+        frame = pd.DataFrame(
+            {
+                "step_num": groups,
+                "core_id": SPARSE_CORE_INDEX + plane.id,
+                "plane": plane.name,
+                "begin_ps": longest["begin_ps"].to_numpy(np.int64),
+                "duration_ps": step,
+                "op_time_ps": ops.groupby("group")["self_ps"].sum().reindex(groups, fill_value=0).to_numpy(np.int64),
+                **{col: np.zeros(len(groups), np.int64) for col in CATEGORY_COLUMNS},
+                "trace_begin_ps": own["b"].fillna(-1).to_numpy(np.int64),
+                "trace_end_ps": own["e"].fillna(-1).to_numpy(np.int64),
+                "sparse_core": True,
+            }
+        )
         rows.append(frame)
     out = pd.concat(rows, ignore_index=True)
     out = out.sort_values(["step_num", "core_id"], kind="stable").reset_index(drop=True)[CORE_COLUMNS]
@@ -463,6 +589,7 @@ def _idle_as_input(space, cores: pd.DataFrame) -> pd.DataFrame:
     input_ms = np.array([wait.get(int(s), 0) for s in steps], np.float64) / _PS_PER_MS
     idle = idle_ms.reindex(steps).to_numpy(np.float64)
     ratio = np.minimum(np.divide(input_ms, idle, out=np.zeros(len(steps)), where=np.abs(idle) >= 1e-10), 1.0)
+    ratio[out["sparse_core"].to_numpy(bool)] = 0.0  # (the TensorCores only)
     core_idle = np.maximum(out["duration_ps"].to_numpy(np.int64) - out["op_time_ps"].to_numpy(np.int64), 0)
     added = (core_idle * ratio).astype(np.int64)  # XProf: a double into whole picoseconds
     out["infeed_ps"] = out["infeed_ps"].to_numpy(np.int64) + added
@@ -488,7 +615,8 @@ def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
     than the step (XProf shows 0 compute there, we the right value)."""
     if cores.empty:
         return pd.DataFrame(columns=TPU_STEP_COLUMNS)
-    c = cores
+    sparse = cores["sparse_core"].to_numpy(bool) if "sparse_core" in cores else np.zeros(len(cores), bool)
+    c = cores[~sparse]
     step = c["duration_ps"].to_numpy(np.int64)
     ops = c["op_time_ps"].to_numpy(np.int64)
     idle = np.maximum(step - ops, 0)
@@ -546,4 +674,27 @@ def tpu_step_table(cores: pd.DataFrame) -> pd.DataFrame:
     t["step_number"] = t["step_num"]
     t["group_id"] = t["step_num"]
     t["step_name"] = t["step_num"].astype(str)
-    return t[TPU_STEP_COLUMNS]
+    if not sparse.any():
+        return t[TPU_STEP_COLUMNS]
+    # With SparseCores XProf shows their summary in place of the SparseCoreV0 columns.
+    sc = cores[sparse]
+    step = sc["duration_ps"].to_numpy(np.int64)
+    busy = sc["op_time_ps"].to_numpy(np.int64)
+    idle = np.maximum(step - busy, 0)
+    per = pd.DataFrame({"step_num": sc["step_num"].to_numpy(np.int64), "step": step, "busy": busy, "idle": idle})
+    g = per.assign(compute=step - idle).groupby("step_num", sort=True)
+    summary = pd.DataFrame(
+        {
+            "sc_compute_ms": g["compute"].min() / _PS_PER_MS,
+            "sc_infeed_ms": 0.0,
+            "sc_outfeed_ms": 0.0,
+            "sc_idle_ms": g["idle"].mean() / _PS_PER_MS,
+            "sc_step_time_ms": g["step"].mean() / _PS_PER_MS,
+            "sc_active_ms": g["busy"].mean() / _PS_PER_MS,
+        }
+    ).reindex(t["step_num"].to_numpy(), fill_value=0.0)
+    for col in SPARSE_CORE_COLUMNS:
+        t[col] = summary[col].to_numpy(np.float64)
+    columns = [x for x in TPU_STEP_COLUMNS if not x.startswith("scv0_")]
+    at = columns.index("host_transfer_ms") + 1
+    return t[columns[:at] + list(SPARSE_CORE_COLUMNS) + columns[at:]]
