@@ -14,6 +14,33 @@ from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
 
 
+def _import_widgets():
+    """The widgets' modules (Bokeh's models, anywidget, ipywidgets: half a second), each
+    imported once; an error is left for the widget's own import to raise."""
+    from importlib import import_module
+
+    for module in sorted(set(_WIDGETS.values())):
+        try:
+            import_module(module, __name__)
+        except Exception:  # (the widget's own import will say why)
+            continue
+
+
+def _preload_widgets():
+    """In a notebook kernel, import the widgets' modules on a background thread as soon as
+    the package is imported: the first widget, built once its analysis is done, finds them
+    imported. Scripts (no kernel) never pay for them; XPROF_WIDGETS_PRELOAD=0 turns it off."""
+    import os
+    import sys
+    import threading
+
+    if "ipykernel" in sys.modules and os.environ.get("XPROF_WIDGETS_PRELOAD", "1") != "0":
+        threading.Thread(target=_import_widgets, name="xprof_widgets-preload", daemon=True).start()
+
+
+_preload_widgets()
+
+
 def __getattr__(name):
     # Widgets import anywidget and bokeh: only when asked for, so that the
     # analyses stay quick to import in scripts.
