@@ -224,3 +224,127 @@ def test_tfrt_and_pathways_requests_equal_xprof(tmp_path, kind):
     mine = profile.per_model["served:2"]
     _same_table(tables[1], mine.requests, REQUEST_IDS)
     _same_table(tables[2], mine.batches, BATCH_IDS)
+
+
+#: XProf's batch table properties of TF Serving's batching parameters -> ours.
+PARAM_KEYS = {
+    "num_batch_threads": "batchingParamNumBatchThreads",
+    "batch_timeout_micros": "batchingParamBatchTimeoutMicros",
+    "max_batch_size": "batchingParamMaxBatchSize",
+    "max_enqueued_batches": "batchingParamMaxEnqueuedBatches",
+    "allowed_batch_sizes": "batchingParamAllowedBatchSizes",
+}
+
+
+def _xprof_patterns(table):
+    """{pattern: (count, percentile text)} of XProf's tensor pattern table (its row order
+    differs from one process to the next: compared by pattern)."""
+    return {r["c"][1]["v"]: (int(r["c"][2]["v"]), r["c"][3]["v"]) for r in table["rows"]}
+
+
+def _our_patterns(frame):
+    from xprof_widgets.analysis.inference_profile import TENSOR_PERCENTILES
+
+    if frame is None:
+        return None
+    return {
+        r["tensor_pattern"]: (
+            int(r["count"]),
+            "<br>".join(f"{p:.2f}%: {r[f'p{p:g}_ms']:f}ms" for p in TENSOR_PERCENTILES),
+        )
+        for r in frame.to_dict("records")
+    }
+
+
+def _compare_serving_details(paths, profile):
+    """XProf's per-model batching parameters (batch table properties) and tensor patterns
+    (the table after each model's request and batch tables), ours alike; (params, patterns)
+    of the first model."""
+    tables = xprof_oracle.tool_data(paths, "inference_profile")
+    models = [r["c"][0]["v"] for r in tables[0]["rows"]]
+    assert profile.models == models
+    per = (len(tables) - 1) // len(models)
+    assert per == 3  # requests, batches, tensor patterns
+    for k, model in enumerate(models):
+        mine = profile.per_model[model]
+        batches, patterns = tables[2 + per * k], tables[3 + per * k]
+        p = batches["p"]
+        if p["hasBatchingParam"] == "true":
+            assert {k: str(v) for k, v in mine.batching_params.items()} == {k: p[v] for k, v in PARAM_KEYS.items()}
+        else:
+            assert mine.batching_params is None and not any(k.startswith("batchingParam") for k in p)
+        assert _our_patterns(mine.tensor_patterns) == _xprof_patterns(patterns)
+    # XProf's own page flag says "no patterns" (its page then shows no table; we show them).
+    assert tables[0]["p"]["hasTensorPattern"] == "false"
+    return profile.per_model[models[0]]
+
+
+def test_batching_params_and_tensor_patterns_equal_xprof(tmp_path):
+    """TF Serving's batching parameters (`/host:tfstreamz`: model_a's from two batch ops, the
+    later op's winning; a model the run does not serve) and the TPU runtime's tensor
+    conversions (`tools/make_tpu_profiles.py serving_details`: per batch a Linearize and a
+    Delinearize, every third a fast-path transfer, every fifth request its own Linearize, a
+    batch and some requests with an event without layout, which then have no pattern): every
+    parameter and every pattern's count and percentiles equal XProf's, per model."""
+    path = make_tpu_profiles.write("serving_details", tmp_path)
+    run = load_run(tmp_path)
+    first = _compare_serving_details([path], run.inference_profile())
+    assert first.batching_params["max_batch_size"] == 64 and first.batching_params["allowed_batch_sizes"] == "8,16,32"
+    assert len(first.tensor_patterns) >= 5 and first.tensor_patterns["count"].sum() > 40
+    assert run.inference_profile().per_model["model_b"].batching_params is None
+    import xprof_widgets as xw
+
+    w = xw.InferenceProfileWidget(run)
+    assert 'data-testid="batching-params"' in w.html and 'data-testid="tensor-patterns"' in w.html
+    assert "Linearize (s32[1,16]) {1,0}" in w.html
+
+
+def test_serving_details_of_two_hosts_equal_xprof(tmp_path):
+    """Two hosts: the parameters on one only (the first host to have a model's wins), the
+    patterns of both pooled by pattern; both file orders."""
+    for order in (0, 1):
+        root = tmp_path / str(order)
+        run_dir = root / "plugins" / "profile" / "run"
+        run_dir.mkdir(parents=True)
+        with_params = make_tpu_profiles.make("serving_details")
+        without = make_tpu_profiles.make("batches_models")
+        make_tpu_profiles.add_tensor_events(without, every_request=3)
+        spaces = [with_params, without] if order == 0 else [without, with_params]
+        paths = []
+        for name, space in zip(("host-a", "host-b"), spaces):
+            del space.hostnames[:]
+            space.hostnames.append(name)
+            paths.append(run_dir / f"{name}.xplane.pb")
+            paths[-1].write_bytes(space.SerializeToString())
+        first = _compare_serving_details(paths, load_run(root).inference_profile())
+        assert first.batching_params["num_batch_threads"] == 2
+
+
+def test_batching_params_need_two_snapshots_and_int64_values(tmp_path):
+    """XProf reads the second of exactly two snapshots; a uint64 integer reads 0; a metric
+    without a model_name label is no model's."""
+    from xprof_widgets.analysis.core.inference import host_batching_params
+    from xprof_widgets.io.xspace import read_xspace
+
+    cases = {"one": 1, "three": 3, "two": 2}
+    for name, snapshots in cases.items():
+        space = make_tpu_profiles.make("batches")
+        metrics = make_tpu_profiles.batching_metrics("tf_model", "op", 4, 5000, 16, 100, "1,2,4")
+        metrics.append(("/tensorflow/serving/batching/max_batch_size{op_name=x}", 7))
+        plane = make_tpu_profiles.add_tfstreamz(space, metrics, snapshots=snapshots)
+        if name == "two":  # the timeout as a uint64
+            sid = next(i for i, m in plane.stat_metadata.items() if "batch_timeout_micros" in m.name)
+            for st in plane.lines[0].events[1].stats:
+                if st.metadata_id == sid:
+                    st.uint64_value = 5000
+        folder = tmp_path / name / "plugins" / "profile" / "run"
+        folder.mkdir(parents=True)
+        path = folder / "h.xplane.pb"
+        path.write_bytes(space.SerializeToString())
+        ours = host_batching_params(read_xspace(path))
+        p = xprof_oracle.tool_data([path], "inference_profile")[2]["p"]
+        if snapshots != 2:
+            assert ours == {} and p["hasBatchingParam"] == "false"
+        else:
+            assert ours["tf_model:1"]["batch_timeout_micros"] == 0 and ours["tf_model:1"]["max_batch_size"] == 16
+            assert {k: str(v) for k, v in ours["tf_model:1"].items()} == {k: p[v] for k, v in PARAM_KEYS.items()}

@@ -28,6 +28,9 @@ build TPU planes by hand, e.g. `xplane_to_op_stats_test.cc` `TpuMultiDeviceStepD
   no infeed op on the device (XProf then counts part of the TensorCores' idle time as input).
 * SparseCores: two `/device:TPU:N SparseCore M` planes beside each TensorCore, with their
   own steps, modules and ops (`add_sparsecore_planes`).
+* serving details: the two models' batches with TF Serving's batching parameters (a
+  `/host:tfstreamz` plane) and the TPU runtime's tensor conversions (`Linearize`,
+  `Delinearize`, `TransferBufferFromDevice-FastPath` with shapes and layouts).
 
 Everything else (the ops, their FLOPs and bytes, the modules, the host threads, the HLO
 protos) is the real file's. XProf 2.24.2 is the referee of every number we compute on
@@ -63,6 +66,7 @@ VARIANTS = (
     "batches_models",
     "sparsecore",
     "sparsecore_planes",
+    "serving_details",
 )
 #: The barriers variant's hosts and the share of each step their TensorCores wait at
 #: `barrier-cores` (the last host waits less: a straggler the others wait for).
@@ -426,10 +430,20 @@ def make(variant: str, src: Path | None = None, barrier_share: float = 0.15):
         add_sparsecore_planes(space)
         return space
     schema = _schema()
-    if variant in ("batches", "batches_models"):
+    if variant in ("batches", "batches_models", "serving_details"):
         space = schema.XSpace()
         space.ParseFromString(Path(src or real_path()).read_bytes())
         _add_batches(space, tf_serving=variant == "batches")
+        if variant == "serving_details":
+            # model_a's parameters from two batch ops (the later op's max batch size, 64,
+            # wins), and a model the profile does not run.
+            add_tfstreamz(
+                space,
+                batching_metrics("model_a", "op1", 2, 1000, 32, 10, "8,16,32")
+                + [(f"{_BATCHING}max_batch_size{{model_name=model_a, op_name=op2}}", 64)]
+                + batching_metrics("other_model", "op", 8, 5, 4, 1, "4"),
+            )
+            add_tensor_events(space)
         return space
     space = schema.XSpace()
     space.ParseFromString(Path(src or real_path()).read_bytes())
@@ -825,12 +839,19 @@ def _add_batches(space, tf_serving=True):
         line.display_id, line.name, line.timestamp_ns = line.id, f"{name}/{line.id}", main.timestamp_ns
         return line
 
-    batch_line, request_lines = new_line("batch_thread"), []
+    batch_lines: list = []
+    request_lines: list = []
     for k, (b, e, call) in enumerate(top):
         for key, value in (("_ct", _TO_PROGRAM), ("_c", k)):
             st = call.stats.add(metadata_id=host.stat_id(key))
             st.int64_value = value
         start, stop = b - 30 * _US, e + 20 * _US
+        # A batch thread free at its start (consecutive batches overlap: several threads).
+        free = next((x for x in batch_lines if x[1] <= start), None)
+        if free is None:
+            free = [new_line("batch_thread"), 0]
+            batch_lines.append(free)
+        batch_line, free[1] = free[0], stop
         sizes = [1 + (j + k) % 4 for j in range(1 + k % 3)]
         padded = 1 << (sum(sizes) - 1).bit_length()
         add(batch_line, "ProcessBatch", start, stop, _r=2, _ct=_TO_BATCH, _c=k, _pt=_TO_PROGRAM, _p=k)
@@ -869,7 +890,116 @@ def _add_batches(space, tf_serving=True):
             )
             if j == 0 and k % 10 == 4 and k + 1 < len(top):
                 add(line, "SplitInput", r0 + 70 * _US, r0 + 80 * _US, _pt=_TO_BATCH, _p=k + 1)
-    for line in [batch_line, main] + [x[0] for x in request_lines]:
+    for line in [main] + [x[0] for x in batch_lines + request_lines]:
+        line.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
+
+
+#: TF Serving's batching metrics XProf reads (`/host:tfstreamz`), by model name.
+_BATCHING = "/tensorflow/serving/batching/"
+
+
+def add_tfstreamz(space, metrics, snapshots=2):
+    """The `/host:tfstreamz` plane TF's profiler writes (`SerializeToXPlane`): line 0, a
+    `TFStreamz Snapshot` event per snapshot (one at the start, one at the end of the
+    profile), each holding a stat per metric point named `metric{label=value, ...}`: int64
+    gauges as int64 values, string gauges as references. `metrics`: [(name, value)] of the
+    last snapshot (the others hold 1 for every integer)."""
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    origin = min(line.timestamp_ns for line in host.lines if line.events)
+    end = max(line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for line in host.lines for e in line.events)
+    plane = space.planes.add()
+    plane.id, plane.name = max(p.id for p in space.planes) + 1, "/host:tfstreamz"
+    tf = _Plane(plane)
+    line = plane.lines.add()
+    line.id, line.timestamp_ns = 0, origin
+    snapshot = tf.metadata("TFStreamz Snapshot")
+    for n in range(snapshots):
+        ev = line.events.add(metadata_id=snapshot, duration_ps=200 * _US)
+        ev.offset_ps = 0 if n == 0 else end - origin * 1000 + n * 1000 * _US
+        for name, value in metrics:
+            st = ev.stats.add(metadata_id=tf.stat_id(name))
+            if isinstance(value, str):
+                st.ref_value = tf.stat_id(value)
+            else:
+                st.int64_value = value if n == snapshots - 1 else 1
+    return plane
+
+
+def batching_metrics(model, op, threads, timeout_us, max_size, enqueued, allowed):
+    """The batching metrics TF records for one batch op of `model` (`batch_kernels.cc`:
+    num_batch_threads by model; `batch_resource_base.cc`: the others by model and op), and
+    some XProf does not read."""
+
+    def metric(param, with_op=True):
+        return f"{_BATCHING}{param}{{model_name={model}" + (f", op_name={op}}}" if with_op else "}")
+
+    return [
+        (metric("num_batch_threads", False), threads),
+        (metric("batch_timeout_micros"), timeout_us),
+        (metric("max_batch_size"), max_size),
+        (metric("max_enqueued_batches"), enqueued),
+        (metric("allowed_batch_sizes"), allowed),
+        (metric("configured_batch_padding_policy"), "PAD_UP"),
+        (metric("enable_large_batch_splitting", False), "true"),
+        ("/tensorflow/core/graph_runs", 99),
+    ]
+
+
+def add_tensor_events(space, every_request=5, broken_request=7, broken_batch=5):
+    """The TPU runtime's tensor conversions on the host, with `shape` and `layout` stats: in
+    each batch (on its batch thread, inside its `ProcessBatch`) a `Linearize` of the padded
+    input before the program call and a `Delinearize` of the output after it (and every
+    third a `TransferBufferFromDevice-FastPath`); in every `every_request`-th request a
+    `Linearize` of its input; in every `broken_request`-th other request, and in batch
+    `broken_batch`, one without a layout (XProf then shows no pattern for it)."""
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    host = _Plane(plane)
+    names: dict = {}
+
+    def add(line, name, start, duration, shape, layout):
+        if name not in names:
+            names[name] = host.metadata(name)
+        ev = line.events.add(metadata_id=names[name], offset_ps=start, duration_ps=duration)
+        for key, value in (("shape", shape), ("layout", layout)):
+            if value is not None:
+                st = ev.stats.add(metadata_id=host.stat_id(key))
+                st.str_value = value
+
+    def named(e):
+        return plane.event_metadata[e.metadata_id].name
+
+    def stat(e, key):
+        sid = host.stat_id(key)
+        return next((s.int64_value for s in e.stats if s.metadata_id == sid), None)
+
+    for line in [x for x in plane.lines if x.name.startswith("batch_thread/")]:
+        events = list(line.events)
+        for pb in (e for e in events if named(e) == "ProcessBatch"):
+            k, lo, hi = stat(pb, "_c"), pb.offset_ps, pb.offset_ps + pb.duration_ps
+            concat = next(e for e in events if named(e) == "ConcatInputTensors" and lo <= e.offset_ps < hi)
+            padded, width = stat(concat, "batch_size_after_padding"), 256 if (k // 8) % 2 else 128
+            add(line, "Linearize", lo + 16 * _US, (1 + k % 7) * _US, f"(f32[{padded},{width}])", "{1,0:T(8,128)}")
+            add(line, "Delinearize", hi - 19 * _US, (2 + k % 5) * _US, f"(f32[{padded},10])", "{1,0:T(8,128)}")
+            if k % 3 == 0:
+                add(line, "TransferBufferFromDevice-FastPath", hi - 12 * _US, _US, f"(f32[{padded},10])", "{1,0}")
+            if k == broken_batch:
+                add(line, "TransferBufferFromDevice-FastPath", hi - 10 * _US, _US, f"(f32[{padded},10])", None)
+    requests = sorted(
+        (
+            (e.offset_ps, line, e)
+            for line in plane.lines
+            if line.name.startswith("request_thread/")
+            for e in line.events
+            if named(e) in ("BatchingSessionRun", "Request")
+        ),
+        key=lambda x: x[0],
+    )
+    for i, (_, line, r) in enumerate(requests):
+        if i % every_request == 0:
+            add(line, "Linearize", r.offset_ps + 2 * _US, (3 + i % 4) * _US, "(s32[1,16])", "{1,0}")
+        elif i % broken_request == 0:
+            add(line, "Linearize", r.offset_ps + 2 * _US, 3 * _US, "(s32[1,16])", None)
+    for line in plane.lines:
         line.events.sort(key=lambda x: (x.offset_ps, -x.duration_ps))
 
 

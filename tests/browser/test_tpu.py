@@ -5,7 +5,8 @@ a core clicked), and in a ProfileWidget the pod viewer's "Open in the trace view
 that core's step. Screenshots: tests/artifacts/overview-tpu-training.png,
 pod-viewer.png, pod-viewer-to-trace.png, inference-profile.png, perf-counters.png,
 overview-smart-suggestion.png, utilization-viewer.png, kernel-utilization.png,
-megascale-stats.png, inference-batches.png, overview-sparse-cores.png."""
+megascale-stats.png, inference-batches.png, inference-tensor-patterns.png,
+overview-sparse-cores.png."""
 
 import pytest
 
@@ -30,7 +31,7 @@ async () => {
 @pytest.fixture(scope="module")
 def tpu_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpu_browser")
-    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale", "batches_models", "sparsecore_planes"):
+    for v in ("infeed", "pod", "serving", "counters", "barriers", "megascale", "serving_details", "sparsecore_planes"):
         make_tpu_profiles.write(v, root / v)
     return root
 
@@ -161,12 +162,24 @@ def test_inference_profile_in_lab(page, jupyter_lab, tpu_runs):
 
 
 def test_inference_batches_in_lab(page, jupyter_lab, tpu_runs):
-    logdir = tpu_runs / "batches_models"
+    """Two models' batches with TF Serving's batching parameters and the tensor patterns
+    (`serving_details`): the first model's parameters and patterns, then the other model's
+    tables (no parameters recorded for it)."""
+    logdir = tpu_runs / "serving_details"
     page.set_viewport_size({"width": 1400, "height": 1300})
     widget = show_widget(page, jupyter_lab, "batches.ipynb", tool_cell("InferenceProfileWidget", logdir))
     p = xw.load_run(logdir).inference_profile()
     first, second = p.models
     assert widget.locator("[data-stat='batches']").inner_text() == f"{(p.all_batches['model_id'] == first).sum():,}"
+    row = widget.locator("[data-testid='batching-params'] tr[data-param='max_batch_size'] td")
+    assert row.first.inner_text() == "Maximum size of a batch" and row.last.inner_text() == "64"
+    patterns = widget.locator("[data-testid='tensor-patterns'] tbody tr")
+    assert patterns.count() == len(p.per_model[first].tensor_patterns)
+    assert (
+        patterns.first.locator("td").nth(1).inner_text() == f"{p.per_model[first].tensor_patterns['count'].iloc[0]:,}"
+    )
+    widget.locator("[data-testid='tensor-patterns']").scroll_into_view_if_needed()
+    save_screenshot(page, "inference-tensor-patterns")
     # The other model chosen in the menu: its requests and batches, asked of the kernel.
     widget.locator("[data-testid='model']").select_option(second)
     want = len(p.per_model[second].batches)
@@ -179,6 +192,7 @@ def test_inference_batches_in_lab(page, jupyter_lab, tpu_runs):
     last = widget.locator("[data-testid='inference-batches'] tbody tr").last.locator("td")
     assert last.first.inner_text() == "Aggregated"
     assert last.nth(2).inner_text() == f"{p.per_model[second].batches['latency_ms'].iloc[-1]:,.3f}"
+    assert widget.locator("[data-testid='batching-params']").count() == 0
     finish(page, widget, "inference-batches.png")
 
 

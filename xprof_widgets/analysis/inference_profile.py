@@ -21,6 +21,16 @@ The requests and each one's breakdown come from the run's statistics
   table's "Aggregated" row. A request's wait for its batch is its own column ("Request
   delay for batching"; XProf's id `host_batch_formation`).
 
+* **Batching parameters** of a model TF Serving batches (its `/host:tfstreamz` metrics: the
+  number of batch threads, the batch timeout, the largest batch, the most enqueued batches,
+  the allowed batch sizes), and **tensor patterns**: per model, each pattern of the TPU
+  runtime's tensor conversions (`Linearize`, `Delinearize`,
+  `TransferBufferFromDevice-FastPath` with their shapes and layouts) that its requests
+  (their own) and its batches had, how often, and the time at the 50, 75, 90, 95, 99 and
+  99.9th percentiles (the value at index int(p / 100 x n) of the sorted times). XProf's page
+  cannot show the patterns (its table count then disagrees with its own flag and the page
+  shows no table); we show them.
+
 XProf 2.24.2 does not list this tool for a run (its tool list leaves it out), but answers it;
 we offer it where the run has requests. XProf's arithmetic is kept where it is odd: a
 request's "first" and "last" batch are both its smallest batch id, the per-size request row
@@ -86,6 +96,9 @@ BATCH_COLUMNS = [
 ]
 #: The model name XProf gives every request and batch where no model id is recorded.
 ALL_MODELS = "ALL"
+#: XProf's percentiles of a tensor pattern's conversion time.
+TENSOR_PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
+TENSOR_PATTERN_COLUMNS = ["tensor_pattern", "count", *(f"p{p:g}_ms" for p in TENSOR_PERCENTILES)]
 
 
 @dataclass
@@ -100,6 +113,11 @@ class ModelProfile:
         does not batch): BATCH_COLUMNS.
     average_latency_ms, throughput: of its requests; batch_average_latency_ms,
     batch_throughput: of its batches.
+    batching_params: TF Serving's batching parameters of the model
+        (`core.inference.BATCHING_PARAMS`), None where the run recorded none.
+    tensor_patterns: one row a tensor pattern (TENSOR_PATTERN_COLUMNS: the pattern, its
+        count, its time at each of TENSOR_PERCENTILES in ms), most frequent first; None
+        where no request or batch of the run has one.
     """
 
     requests: pd.DataFrame
@@ -108,6 +126,8 @@ class ModelProfile:
     throughput: float = 0.0
     batch_average_latency_ms: float = 0.0
     batch_throughput: float = 0.0
+    batching_params: dict | None = None
+    tensor_patterns: pd.DataFrame | None = None
 
 
 @dataclass
@@ -244,6 +264,23 @@ def _model_profile(r: pd.DataFrame, b: pd.DataFrame, batching: bool) -> ModelPro
     return ModelProfile(requests, batches, latency, throughput, batch_latency, batch_throughput)
 
 
+def tensor_patterns(requests: pd.DataFrame, batches: pd.DataFrame) -> pd.DataFrame:
+    """One model's tensor patterns (see the module doc) from its requests' own and its
+    batches' (`core.inference` columns tensor_pattern, tensor_ps)."""
+    details = pd.concat(
+        [f[["tensor_pattern", "tensor_ps"]] for f in (requests, batches) if "tensor_pattern" in f],
+        ignore_index=True,
+    )
+    details = details[details["tensor_pattern"].astype(str) != ""]
+    rows = []
+    for pattern, group in details.groupby("tensor_pattern", sort=True):
+        times = np.sort(group["tensor_ps"].to_numpy(np.int64))
+        n = len(times)
+        rows.append([pattern, n, *(times[int(p / 100.0 * n)] / 1e9 for p in TENSOR_PERCENTILES)])
+    out = pd.DataFrame(rows, columns=TENSOR_PATTERN_COLUMNS)
+    return out.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)
+
+
 def inference_profile(source: RunStats | RunLike) -> InferenceProfile:
     """XProf's inference profile of a run's statistics (a run: read in this process)."""
     stats = as_stats(source)
@@ -258,6 +295,15 @@ def inference_profile(source: RunStats | RunLike) -> InferenceProfile:
     else:
         for model in named:
             per_model[model] = _model_profile(req[req["model_id"] == model], bat[bat["model_id"] == model], batching)
+    # Tensor patterns: a table for every model once any request or batch of the run has one.
+    any_pattern = any(
+        "tensor_pattern" in f and (f["tensor_pattern"].astype(str) != "").any() for f in (req, bat) if len(f)
+    )
+    params = stats.batching_params
+    for model, profile in per_model.items():
+        mine = (req, bat) if model == ALL_MODELS else (req[req["model_id"] == model], bat[bat["model_id"] == model])
+        profile.tensor_patterns = tensor_patterns(*mine) if any_pattern else None
+        profile.batching_params = params.get(model) if model != ALL_MODELS else None
     models = list(per_model)
     first = per_model[models[0]]
     return InferenceProfile(
@@ -273,4 +319,12 @@ def inference_profile(source: RunStats | RunLike) -> InferenceProfile:
     )
 
 
-__all__ = ["BATCH_COLUMNS", "COLUMNS", "InferenceProfile", "ModelProfile", "inference_profile"]
+__all__ = [
+    "BATCH_COLUMNS",
+    "COLUMNS",
+    "TENSOR_PATTERN_COLUMNS",
+    "InferenceProfile",
+    "ModelProfile",
+    "inference_profile",
+    "tensor_patterns",
+]

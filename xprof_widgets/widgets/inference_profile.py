@@ -15,6 +15,7 @@ from bokeh.models import ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
+from ..analysis.inference_profile import TENSOR_PERCENTILES
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap, one_of
 from ._html import esc, notice, options, plain_table, stat_cards
@@ -152,6 +153,31 @@ class InferenceProfileWidget(BokehWidget):
                 for b in m.batches.to_dict("records")
             ]
             batch_table = f"<h4>Batches at XProf's percentiles</h4>{plain_table('inference-batches', bhead, brows)}"
+        params = ""
+        if m.batching_params:  # TF Serving's batching settings of this model (XProf's labels)
+            params = "<h4>Batching parameters</h4>" + plain_table(
+                "batching-params",
+                ["Parameter", "Value"],
+                [
+                    f'<tr data-param="{esc(k)}"><td>'
+                    f"{esc(label)}</td><td class=num>{esc(m.batching_params[k])}</td></tr>"
+                    for k, label in _PARAM_LABELS.items()
+                ],
+            )
+        patterns = ""
+        if m.tensor_patterns is not None:
+            thead = ["Tensor pattern", "Count", *(f"p{p:g} (ms)" for p in TENSOR_PERCENTILES)]
+            trows = [
+                "<tr><td>"
+                + "<br>".join(esc(part) for part in str(t["tensor_pattern"]).split("<br>"))
+                + f"</td><td class=num>{int(t['count']):,}</td>"
+                + "".join(f"<td class=num>{t[f'p{p:g}_ms']:,.6f}</td>" for p in TENSOR_PERCENTILES)
+                + "</tr>"
+                for t in m.tensor_patterns.to_dict("records")
+            ]
+            patterns = "<h4>Tensor transfer patterns (the TPU runtime's Linearize / Delinearize)</h4>" + (
+                plain_table("tensor-patterns", thead, trows) if trows else "<p>None for this model.</p>"
+            )
         choices = options(p.models, self.model)
         menu = (
             f'<label>Model <select data-request="model" data-testid="model">{choices}</select></label>'
@@ -165,8 +191,19 @@ class InferenceProfileWidget(BokehWidget):
   <div data-figure="requests"></div>
   <h4>Requests at XProf's percentiles (ms)</h4>
   {plain_table("inference-requests", head, rows)}
+  {params}
   {batch_table}
+  {patterns}
 </div>"""
 
+
+#: XProf's labels of TF Serving's batching parameters.
+_PARAM_LABELS = {
+    "num_batch_threads": "Number of batching threads",
+    "batch_timeout_micros": "Batch timeout in microseconds",
+    "max_batch_size": "Maximum size of a batch",
+    "max_enqueued_batches": "Maximum number of enqueued batches",
+    "allowed_batch_sizes": "Sizes that are allowed to form a batch",
+}
 
 __all__ = ["InferenceProfileWidget"]

@@ -24,10 +24,20 @@ gradient):
   `CompleteCallbacks`, else its programs' end, to its end), idle (none of these), each
   instant counted once for the highest kind.
 
-Not reimplemented: TF Serving's session requests (`BatchingSessionRun`, `TfrtModelRun`,
-`ServingModelRun`, `SessionRun`), batches (`ProcessBatch`), model ids, transfers seen only
-as `tpu::System::Transfer...=>IssueEvent` / `Done` pairs, requests of a grouped file.
-Times are picoseconds unless a name says otherwise.
+* **Tensor patterns** (`GenerateTensorDetails`): the host's `Linearize`, `Delinearize` and
+  `TransferBufferFromDevice-FastPath` events (the TPU runtime turning tensors into the
+  device's layout and back) of a request's group, else of a batch's: their
+  "NAME SHAPE LAYOUT" (the events' own `shape` / `layout` stats) sorted and joined by
+  "<br>", none where one lacks either; their durations summed.
+* **Batching parameters** (`ParseTfstreamzForBatchingParameter`): the second of exactly two
+  snapshots of the `/host:tfstreamz` plane's first line, its
+  `/tensorflow/serving/batching/PARAM{model_name=M, ...}` stats (integers: int64 values
+  only), for the model ids `M` and `M:<version>` of the host's requests.
+
+Also TF Serving's session requests (`BatchingSessionRun`, `TfrtModelRun`, `ServingModelRun`,
+`SessionRun`) and their batches (`ProcessBatch`), with model ids. Not reimplemented:
+transfers seen only as `tpu::System::Transfer...=>IssueEvent` / `Done` pairs, requests of a
+grouped file. Times are picoseconds unless a name says otherwise.
 """
 
 from __future__ import annotations
@@ -59,7 +69,7 @@ REQUEST_COLUMNS = [
 ]
 #: Beyond XProf's breakdown: the request's size, its wait for its batch, its batch formation
 #: time, and the padded sizes of its batches (of its model).
-_EXTRA_COLUMNS = ["size", "delay_ps", "formation_ps", "bucket_sizes"]
+_EXTRA_COLUMNS = ["size", "delay_ps", "formation_ps", "bucket_sizes", "tensor_pattern", "tensor_ps"]
 _PROGRAM = re.compile(r"\((\d+)\)$")
 LATENCY_COLUMNS = ["percentile", "host_ms", "device_ms", "communication_ms", "total_ms"]
 #: XProf's percentiles of the inference latency table (after its "Avg" row).
@@ -81,7 +91,7 @@ def no_requests() -> pd.DataFrame:
     """`host_requests`' table without rows."""
     return pd.DataFrame(
         {
-            c: pd.Series(dtype=object if c in ("model_id", "bucket_sizes") else np.int64)
+            c: pd.Series(dtype=object if c in ("model_id", "bucket_sizes", "tensor_pattern") else np.int64)
             for c in [*REQUEST_COLUMNS, *_EXTRA_COLUMNS]
         }
     )
@@ -117,13 +127,18 @@ BATCH_COLUMNS = [
     "delay_ps",
     "device_ps",
     "program_ids",
+    "tensor_pattern",
+    "tensor_ps",
 ]
 
 
 def no_batches() -> pd.DataFrame:
     """`host_inference`'s batch table without rows."""
     return pd.DataFrame(
-        {c: pd.Series(dtype=object if c in ("model_id", "program_ids") else np.int64) for c in BATCH_COLUMNS}
+        {
+            c: pd.Series(dtype=object if c in ("model_id", "program_ids", "tensor_pattern") else np.int64)
+            for c in BATCH_COLUMNS
+        }
     )
 
 
@@ -394,6 +409,9 @@ def _host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
             ],
         }
     )
+    tensors = _tensor_details(space, groups, set(order), set(batches))
+    requests["tensor_pattern"] = [tensors.get(g, ("", 0))[0] for g in ids]
+    requests["tensor_ps"] = [tensors.get(g, ("", 0))[1] for g in ids]
     requests["latency_ps"] = requests["end_ps"] - requests["begin_ps"]
     requests["transfer_ps"] = requests["h2d_ps"] + requests["d2h_ps"]
     rows = []
@@ -414,10 +432,132 @@ def _host_inference(space) -> tuple[pd.DataFrame, pd.DataFrame]:
                 int(bd["delay"]),
                 device,
                 tuple(sorted(programs.get(bid, ()))),
+                *tensors.get(bid, ("", 0)),
             )
         )
     out_batches = pd.DataFrame(rows, columns=BATCH_COLUMNS) if rows else no_batches()
     return requests[[*REQUEST_COLUMNS, *_EXTRA_COLUMNS]], out_batches
+
+
+#: The TPU runtime's host events that move a tensor into the device's layout and back.
+TENSOR_EVENTS = ("Linearize", "Delinearize", "TransferBufferFromDevice-FastPath")
+
+
+def _tensor_details(space, groups, requests: set, batches: set) -> dict:
+    """{group: (tensor pattern, time ps)} of the requests' and batches' tensor events (see
+    the module doc): an event counts for its own group where that is a request's, else a
+    batch's; a group with an event lacking `shape` or `layout` has no pattern."""
+    plane = space.plane(HOST_PLANE)
+    parts: dict[int, list] = {}
+    time: dict[int, int] = {}
+    broken: set[int] = set()
+    if plane is None or not set(plane.metadata_names[1].tolist()) & set(TENSOR_EVENTS):
+        return {}
+    for li, line in plane.busy_lines:
+        shown = line.names()
+        cats = np.asarray(shown.categories.astype(object))
+        wanted = np.isin(cats, TENSOR_EVENTS)
+        if not wanted.any():
+            continue
+        codes = np.asarray(shown.codes)
+        at = np.flatnonzero((codes >= 0) & wanted[np.maximum(codes, 0)])
+        g = of_line(groups, plane, li, -1)[at]
+        mine = np.array([int(x) in requests or int(x) in batches for x in g.tolist()], dtype=bool)
+        at, g = at[mine], g[mine]
+        if not len(at):
+            continue
+        st = line.stat_columns(names=["shape", "layout"], events=at, metadata=False)  # (their own stats)
+        shape = st.get("shape", np.full(len(at), None, object))
+        layout = st.get("layout", np.full(len(at), None, object))
+        dur = line.event_duration_ps.astype(np.int64)[at]
+        for gid, name, sh, lay, d in zip(g.tolist(), cats[codes[at]].tolist(), shape, layout, dur.tolist()):
+            if sh is None or lay is None or pd.isna(sh) or pd.isna(lay):
+                broken.add(gid)
+                continue
+            parts.setdefault(gid, []).append(f"{name} {sh} {lay}")
+            time[gid] = time.get(gid, 0) + d
+    return {g: ("<br>".join(sorted(p)), time[g]) for g, p in parts.items() if g not in broken}
+
+
+TFSTREAMZ_PLANE = "/host:tfstreamz"
+_BATCHING = "/tensorflow/serving/batching/"
+#: TF Serving's batching parameters XProf shows (`BatchingParameters`), by metric name.
+BATCHING_PARAMS = (
+    "num_batch_threads",
+    "batch_timeout_micros",
+    "max_batch_size",
+    "max_enqueued_batches",
+    "allowed_batch_sizes",
+)
+
+
+def host_batching_params(space) -> dict:
+    """{model id: {parameter: value}} of one host file (see the module doc): the model ids of
+    its requests that TF Serving's batching metrics name; a parameter it did not record is 0
+    (the allowed batch sizes ""). Once per file."""
+    return derived(space, "batching_params", lambda: _host_batching_params(space))
+
+
+def _host_batching_params(space) -> dict:
+    plane = space.plane(TFSTREAMZ_PLANE)
+    if plane is None or not plane.lines or len(plane.lines[0]) != 2:
+        return {}
+    ids = {str(m) for m in host_inference(space)[0]["model_id"].tolist() if m}
+    if not ids:
+        return {}
+    line = plane.lines[0]
+    metrics = sorted((sid, name) for sid, name in plane.stat_names.items() if str(name).startswith(_BATCHING))
+    table = line.stat_table(names={name for _, name in metrics}, events=[1])  # the second snapshot
+    by_model: dict[str, dict] = {}
+    for _, name in metrics:  # (in the writer's order: a later op's value wins)
+        rest = name[len(_BATCHING) :]
+        param = next((p for p in BATCHING_PARAMS if rest.startswith(p)), None)
+        model = _model_label(rest)
+        if param is None or model is None:
+            continue
+        value: int | str
+        if param == "allowed_batch_sizes":
+            _, values = table.strings(name)
+            if not len(values):
+                continue
+            value = str(values[0])
+        else:
+            events, ints, uint = table.own_ints(name)
+            if not len(events):
+                continue
+            value = 0 if uint[0] else int(ints[0])  # (XProf reads int64 values only)
+        params = by_model.setdefault(model, {p: ("" if p == "allowed_batch_sizes" else 0) for p in BATCHING_PARAMS})
+        params[param] = value
+    out = {}
+    for model_id in sorted(ids):
+        name, _, version = model_id.rpartition(":")
+        if not name:
+            name = model_id
+        elif not _is_int(version):
+            continue  # (XProf: an id it cannot parse matches no model)
+        if name in by_model:
+            out[model_id] = dict(by_model[name])
+    return out
+
+
+def _model_label(rest: str) -> str | None:
+    """The `model_name` label of a metric point's `{label=value, ...}`, None without one."""
+    lo, hi = rest.find("{"), rest.rfind("}")
+    if lo < 0 or hi < lo:
+        return None
+    for label in rest[lo + 1 : hi].split(", "):
+        kv = label.split("=")
+        if len(kv) == 2 and kv[0] == "model_name":
+            return kv[1]
+    return None
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _union(spans) -> int:

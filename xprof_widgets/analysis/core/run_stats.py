@@ -56,7 +56,7 @@ from .environment import combine_devices, combine_perf_env, hardware, host_devic
 from .gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
 from .grouping import eager_events
 from .host_ops import HOST_OP_COLUMNS, combine_host_op_dbs, host_op_db
-from .inference import host_inference, no_batches, no_requests
+from .inference import host_batching_params, host_inference, no_batches, no_requests
 from .input_analysis import (
     InputPipelineResult,
     analyze_input_pipeline,
@@ -163,6 +163,20 @@ def _batches(run):
     return pd.concat([host_inference(s)[1] for s in run.xspaces()], ignore_index=True)
 
 
+def _batching_params(run):
+    return merge_batching_params(host_batching_params(s) for s in run.xspaces())
+
+
+def merge_batching_params(hosts) -> dict:
+    """Hosts' {model id: batching parameters} as one: the first host to have a model's wins
+    (XProf's `CombineModelIdDatabases`)."""
+    out: dict = {}
+    for params in hosts:
+        for model, values in params.items():
+            out.setdefault(model, values)
+    return out
+
+
 def _pod_steps(run):
     return [host_pod_steps(s) for s in run.xspaces()]
 
@@ -198,6 +212,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "pod_steps": _pod_steps,
     "requests": _requests,
     "batches": _batches,
+    "batching_params": _batching_params,
     "tool_status": tool_status,
     "attribute_cuda_graphs": lambda run: bool(run.attribute_cuda_graphs),
 }
@@ -282,6 +297,11 @@ class RunStats:
     @property
     def batches(self) -> pd.DataFrame:
         return self._part("batches")
+
+    @property
+    def batching_params(self) -> dict:
+        """{model id: TF Serving's batching parameters} (`inference.host_batching_params`)."""
+        return self._part("batching_params")
 
     @property
     def pod_steps(self) -> list[HostPodSteps]:
@@ -429,6 +449,7 @@ class StatsCombiner:
         self._pod_steps: list[HostPodSteps] = []
         self._requests: list[pd.DataFrame] = []
         self._batches: list[pd.DataFrame] = []
+        self._batching_params: dict = {}
         self._tool_status: list | None = None
         self._graphs: bool | None = None
 
@@ -446,6 +467,7 @@ class StatsCombiner:
             self._requests.append(stats.requests)
         if len(stats.batches):
             self._batches.append(stats.batches)
+        self._batching_params = merge_batching_params([self._batching_params, stats.batching_params])
         if len(stats.module_ms):
             self._module_ms.append(stats.module_ms)
         if self._graphs is None:
@@ -558,6 +580,7 @@ class StatsCombiner:
             pod_steps=list(self._pod_steps),
             requests=pd.concat(self._requests, ignore_index=True) if self._requests else no_requests(),
             batches=pd.concat(self._batches, ignore_index=True) if self._batches else no_batches(),
+            batching_params=dict(self._batching_params),
             tool_status=list(self._tool_status or []),
             attribute_cuda_graphs=bool(self._graphs),
         )
