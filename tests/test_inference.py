@@ -274,6 +274,8 @@ def _compare_serving_details(paths, profile):
         else:
             assert mine.batching_params is None and not any(k.startswith("batchingParam") for k in p)
         assert _our_patterns(mine.tensor_patterns) == _xprof_patterns(patterns)
+        _same_table(tables[1 + per * k], mine.requests, REQUEST_IDS)
+        _same_table(batches, mine.batches, BATCH_IDS)
     # XProf's own page flag says "no patterns" (its page then shows no table; we show them).
     assert tables[0]["p"]["hasTensorPattern"] == "false"
     return profile.per_model[models[0]]
@@ -348,3 +350,23 @@ def test_batching_params_need_two_snapshots_and_int64_values(tmp_path):
         else:
             assert ours["tf_model:1"]["batch_timeout_micros"] == 0 and ours["tf_model:1"]["max_batch_size"] == 16
             assert {k: str(v) for k, v in ours["tf_model:1"].items()} == {k: p[v] for k, v in PARAM_KEYS.items()}
+
+
+@pytest.mark.parametrize("kind", ["TfrtModelRun", "ServingModelRun", "BatchingSessionRun"])
+def test_unbatched_serving_requests_equal_xprof(tmp_path, kind):
+    """TF Serving's request events of a server that does not batch (the serving run's
+    requests named as TFRT, Pathways and TF Serving's session name them): XProf's request
+    table, every cell."""
+    space = make_tpu_profiles.make("serving")
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    request = next(k for k, md in host.event_metadata.items() if md.name == "Request")
+    host.event_metadata[request].name = kind
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    path = folder / "tpu_host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    tables = xprof_oracle.tool_data([path], "inference_profile")
+    profile = load_run(tmp_path).inference_profile()
+    assert profile.models == [r["c"][0]["v"] for r in tables[0]["rows"]] == ["ALL"] and not profile.has_batching
+    assert len(tables) == 2 and len(profile.all_requests) == 99
+    _same_table(tables[1], profile.per_model["ALL"].requests, REQUEST_IDS)
