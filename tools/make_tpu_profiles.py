@@ -1216,29 +1216,29 @@ def write(variant: str, out_dir: Path, src: Path | None = None, host: str = "tpu
 
 
 def repeat_device_time(space, times: int) -> None:
-    """Make a longer run for benchmarks: every TensorCore plane's events `times` times over,
-    each copy shifted by the plane's whole span (host and device clocks alike), so steps and
-    their ops stay together (`shared/tools/tile_xplane.py` shifts each line by its own span,
-    which parts a step from its ops)."""
-    for plane in tensor_core_planes(space):
-        tc = _Plane(plane)
-        lines = [line for line in plane.lines if line.events]
-        if not lines:
-            continue
-        lo = min(line.timestamp_ns * 1000 + e.offset_ps for line in lines for e in line.events)
-        hi = max(line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for line in lines for e in line.events)
-        span = hi - lo + 1_000_000  # and 1 µs between copies
-        sid = tc.stat_ids.get("device_offset_ps")
-        for line in lines:
-            originals = list(line.events)
-            for k in range(1, times):
-                for e in originals:
-                    c = line.events.add()
-                    c.CopyFrom(e)
-                    c.offset_ps += k * span
-                    for st in c.stats:
-                        if st.metadata_id == sid:
-                            st.uint64_value += k * span
+    """Make a longer run for benchmarks: every TPU plane's events (TensorCores' and
+    SparseCores') `times` times over, each copy shifted by the span of all of them (host and
+    device clocks alike), so steps, their ops and their SparseCores stay together
+    (`shared/tools/tile_xplane.py` shifts each line by its own span, which parts a step from
+    its ops)."""
+    planes = [p for p in space.planes if p.name.startswith("/device:TPU:")]
+    lines = [(p, line) for p in planes for line in p.lines if line.events]
+    if not lines:
+        return
+    lo = min(line.timestamp_ns * 1000 + e.offset_ps for _, line in lines for e in line.events)
+    hi = max(line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for _, line in lines for e in line.events)
+    span = hi - lo + 1_000_000  # and 1 µs between copies
+    for plane, line in lines:
+        sid = _Plane(plane).stat_ids.get("device_offset_ps")
+        originals = list(line.events)
+        for k in range(1, times):
+            for e in originals:
+                c = line.events.add()
+                c.CopyFrom(e)
+                c.offset_ps += k * span
+                for st in c.stats:
+                    if st.metadata_id == sid:
+                        st.uint64_value += k * span
 
 
 def main(argv=None):

@@ -982,6 +982,8 @@ def eager_events(space, recompute=False):
     """
     if is_grouped(space) and not recompute:
         marked = derived(space, "file_eager", lambda: _file_eager(space))
+    elif not _names_any(space, EAGER_EXECUTE) and not kept(space, "grouping"):
+        marked = {}  # no `EagerExecute` to descend from: nothing is eager, no grouping pass
     else:
         marked = _computed(space)[2]
     out = {}
