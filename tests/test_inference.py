@@ -11,7 +11,7 @@ import pytest
 
 from tests import xprof_oracle
 from tests.conftest import AVAILABLE, CORPUS_LOGDIRS, REFERENCE, corpus_run
-from tests.test_tpu_steps import make_tpu_profiles
+from tests.test_tpu_steps import make_tpu_profiles, write_space
 from xprof_widgets import load_run
 from xprof_widgets.analysis.core.inference import inference_latency
 
@@ -214,10 +214,7 @@ def test_tfrt_and_pathways_requests_equal_xprof(tmp_path, kind):
         for e in line.events:
             if e.metadata_id == request:
                 e.stats.add(metadata_id=model_stat).str_value = "served:2"
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    path = folder / "tpu_host.xplane.pb"
-    path.write_bytes(space.SerializeToString())
+    path = write_space(tmp_path, space)
     tables = xprof_oracle.tool_data([path], "inference_profile")
     profile = load_run(tmp_path).inference_profile()
     assert profile.models == [r["c"][0]["v"] for r in tables[0]["rows"]] == ["served:2"]
@@ -339,10 +336,7 @@ def test_batching_params_need_two_snapshots_and_int64_values(tmp_path):
             for st in plane.lines[0].events[1].stats:
                 if st.metadata_id == sid:
                     st.uint64_value = 5000
-        folder = tmp_path / name / "plugins" / "profile" / "run"
-        folder.mkdir(parents=True)
-        path = folder / "h.xplane.pb"
-        path.write_bytes(space.SerializeToString())
+        path = write_space(tmp_path / name, space, "h")
         ours = host_batching_params(read_xspace(path))
         p = xprof_oracle.tool_data([path], "inference_profile")[2]["p"]
         if snapshots != 2:
@@ -361,10 +355,7 @@ def test_unbatched_serving_requests_equal_xprof(tmp_path, kind):
     host = next(p for p in space.planes if p.name == "/host:CPU")
     request = next(k for k, md in host.event_metadata.items() if md.name == "Request")
     host.event_metadata[request].name = kind
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    path = folder / "tpu_host.xplane.pb"
-    path.write_bytes(space.SerializeToString())
+    path = write_space(tmp_path, space)
     tables = xprof_oracle.tool_data([path], "inference_profile")
     profile = load_run(tmp_path).inference_profile()
     assert profile.models == [r["c"][0]["v"] for r in tables[0]["rows"]] == ["ALL"] and not profile.has_batching

@@ -20,7 +20,7 @@ import pytest
 import xprof_widgets as xw
 from tests import xprof_oracle
 from tests.test_pod_viewer import _compare
-from tests.test_tpu_steps import _xprof_rows, make_tpu_profiles
+from tests.test_tpu_steps import _xprof_rows, make_tpu_profiles, write_space, xprof_step_table
 from xprof_widgets.analysis.core import tpu_steps
 
 #: variant -> add_sparsecore_planes' arguments, and whether the SparseCores keep core_details.
@@ -56,11 +56,7 @@ def _write(root, name, kwargs, core_details):
         for plane in space.planes:
             if " SparseCore " in plane.name:
                 del plane.stats[:]
-    folder = root / name / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    path = folder / "tpu_host.xplane.pb"
-    path.write_bytes(space.SerializeToString())
-    return path
+    return write_space(root / name, space)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +66,7 @@ def made(tmp_path_factory):
     out = {}
     for name, (kwargs, core_details) in VARIANTS.items():
         path = _write(root, name, kwargs, core_details)
-        ip = xprof_oracle.tool_data([path], "input_pipeline_analyzer")
-        table = next(t for t in ip if any(c["id"] == "tcComputeTimeMs" for c in t.get("cols", [])))
+        table = xprof_step_table(path)
         out[name] = (path, xw.load_run(root / name), table, xprof_oracle.tool_data([path], "overview_page"))
     return out
 
@@ -164,16 +159,9 @@ def test_sparse_core_ops_outside_the_steps_are_left_out(tmp_path):
     at = (d1 - d0) * 85 // 100
     sc.add_event(sc.lines["Sparse Core Ops"], extra, (h0 + at, h0 + at + 10**11, d0 + at, d0 + at + 10**11))
     sc.lines["Sparse Core Ops"].events.sort(key=lambda e: e.offset_ps)
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    path = folder / "tpu_host.xplane.pb"
-    path.write_bytes(space.SerializeToString())
+    path = write_space(tmp_path, space)
     ip = xw.load_run(tmp_path).input_pipeline()
-    table = next(
-        t
-        for t in xprof_oracle.tool_data([path], "input_pipeline_analyzer")
-        if any(c["id"] == "tcComputeTimeMs" for c in t.get("cols", []))
-    )
+    table = xprof_step_table(path)
     assert f"{ip.tpu['sc_active_ms_average']:.2f}" == table["p"]["sc_active_ms_average"]
     # The op in step 50 counts (100 ms on one of 8 SparseCores: 0.125 ms on the mean), the
     # one after the last step does not.
@@ -197,16 +185,9 @@ def test_sparse_core_clocks(tmp_path, line):
                 for st in e.stats:
                     if st.metadata_id == sc.stat_ids["device_duration_ps"]:
                         st.uint64_value //= 2
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    path = folder / "tpu_host.xplane.pb"
-    path.write_bytes(space.SerializeToString())
+    path = write_space(tmp_path, space)
     ip = xw.load_run(tmp_path).input_pipeline()
-    p = next(
-        t
-        for t in xprof_oracle.tool_data([path], "input_pipeline_analyzer")
-        if any(c["id"] == "tcComputeTimeMs" for c in t.get("cols", []))
-    )["p"]
+    p = xprof_step_table(path)["p"]
     differs = {"sc_idle_ms_average"} if line == "Sparse Core Steps" else set()
     for key in set(SC_AVERAGES) - differs:
         assert f"{ip.tpu[key]:.{1 if key == 'sc_step_time_ms_average' else 2}f}" == p[key], key

@@ -24,6 +24,22 @@ _spec = importlib.util.spec_from_file_location("make_tpu_profiles", REPO / "tool
 make_tpu_profiles = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_tpu_profiles)
 
+
+def write_space(root, space, host="tpu_host"):
+    """`space` as a logdir's one host file: ROOT/plugins/profile/run/HOST.xplane.pb (its path)."""
+    folder = root / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{host}.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def xprof_step_table(path):
+    """XProf's TPU step table of a file (its input pipeline's DataTable with TPU columns)."""
+    tables = xprof_oracle.tool_data([path], "input_pipeline_analyzer")
+    return next(t for t in tables if any(c["id"] == "tcComputeTimeMs" for c in t.get("cols", [])))
+
+
 #: XProf's step table column -> ours.
 STEP_COLUMNS = {
     "tcComputeTimeMs": "tc_compute_ms",
@@ -47,8 +63,7 @@ def made(tmp_path_factory):
     out = {}
     for v in VARIANTS:
         path = make_tpu_profiles.write(v, root / v)
-        ip = xprof_oracle.tool_data([path], "input_pipeline_analyzer")
-        table = next(t for t in ip if any(c["id"] == "tcComputeTimeMs" for c in t.get("cols", [])))
+        table = xprof_step_table(path)
         overview = xprof_oracle.tool_data([path], "overview_page")
         out[v] = (root / v, xw.load_run(root / v), table, overview)
     return out
@@ -266,9 +281,7 @@ def _odd(kind):
 def test_odd_tpu_files(tmp_path, kind, steps):
     """Damaged or odd TPU files: the steps that can be found, else none and a sentence why
     (the Steps line is there, no step has ops on every core); every TPU tool answers."""
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    (folder / "h.xplane.pb").write_bytes(_odd(kind).SerializeToString())
+    write_space(tmp_path, _odd(kind), "h")
     run = xw.load_run(tmp_path)
     ov = run.overview()
     assert len(ov.steps) == steps and len(run.pod_viewer()) == 4 * steps
