@@ -2,19 +2,19 @@
 consumer), against XProf 2.24.2's own flow events.
 
 XProf writes a flow's events in its streaming trace JSON (`trace_viewer@`, resolution 0:
-every event) with the same `bind_id`, `flow_out` / `flow_in` and `cat`. Its connections
-are read here as `flows()` makes them: a flow's events by start (`flow_out` first at equal
-starts, the order of its `FlowEventsComparator`, xprof/convert/trace_viewer/
-trace_events_util.cc), each to the next (its trace viewer's `GenerateFlowLines`,
-frontend/app/components/trace_viewer_v2/timeline/data_provider.cc, connects
-consecutive events of a flow id; it takes them in the JSON's order, device events first,
-so that it draws a kernel -> launch arrow where the time order gives launch -> kernel). Both
-are compared as sets of (category, from event, to event), an event being (section, track,
-name, start ps). On every corpus run they are equal: XProf keeps no flow event that
-`flows()` does not, nor the reverse.
+every event) with the same `bind_id`, `flow_out` / `flow_in` and `cat`, and leaves the
+pairing to its trace viewer. Its default viewer (the catapult one it ships,
+`xprof/static/trace_viewer_index.js`; its Trace Viewer v2 is opt-in: `?use_trace_viewer_v2`)
+pairs them in `createFlowSlices_`: the events by `ts` (then the JSON's order), an event with
+`flow_out` a producer, with `flow_in` (or neither) a consumer, with both a step; each
+consumer gets an arrow from the flow id's producer (a CUDA graph launch to every kernel of
+the graph), a second producer right after a first is ignored, a step is the producer once
+it has its arrow. `xprof_flows` replays that on XProf's JSON; both are compared as sets of
+(category, from event, to event), an event being (section, track, name, start ps). On
+every corpus run they are equal: XProf draws no arrow that `flows()` does not, nor the
+reverse.
 """
 
-import collections
 import glob
 import html
 import json
@@ -57,16 +57,26 @@ def xprof_flows(path):
             sections[e["pid"]] = e["args"]["name"].split(" ", 1)[-1]
         elif e.get("ph") == "M" and e["name"] == "thread_name":
             tracks[(e["pid"], e["tid"])] = e["args"]["name"]
-    by_flow = collections.defaultdict(list)
-    for e in events:
-        if "bind_id" in e:
-            entry = F.MID if e.get("flow_in") and e.get("flow_out") else F.OUT if e.get("flow_out") else F.IN
+    flow_events = []
+    for seq, e in enumerate(events):
+        if "bind_id" in e and e.get("ph") == "X":
             end = (sections[e["pid"]], tracks[(e["pid"], e["tid"])], e["name"], round(e["ts"] * 1e6))
-            by_flow[e["bind_id"]].append((end[3], entry, end, e.get("cat", "")))
-    out = set()
-    for ends in by_flow.values():
-        ends.sort(key=lambda x: x[:2])
-        out.update((a[3], a[2], b[2]) for a, b in zip(ends, ends[1:]))
+            flow_events.append((e["ts"], seq, e, end))
+    flow_events.sort(key=lambda x: x[:2])  # catapult: by ts, then the JSON's order
+    producer, produced, out = {}, {}, set()
+    for _, _, e, end in flow_events:
+        fid, cat = e["bind_id"], e.get("cat", "")
+        if e.get("flow_out") and not e.get("flow_in"):  # a producer
+            if fid in producer and produced[fid]:
+                continue  # "Flow producer ... already seen"
+            producer[fid], produced[fid] = end, True
+            continue
+        if fid not in producer:
+            continue  # "Flow consumer ... does not have a flow producer" (a step too)
+        out.add((cat, producer[fid], end))
+        produced[fid] = False
+        if e.get("flow_out"):  # a step: the producer from now on
+            producer[fid], produced[fid] = end, True
     return out
 
 
@@ -92,18 +102,18 @@ XPROF_COUNTS = {
     "amd_jax_gemm_mi300": 186,
     "amd_jax_elementwise_mi300": 205,
     "amd_jax_conv_mi300": 430,
-    "nvidia_jax_mlp_h200": 1770,
-    "nvidia_jax_no_steps_h200": 321,
-    "nvidia_jax_mlp_no_graphs_h200": 1764,
-    "nvidia_jax_scan_h200": 1421,
-    "nvidia_jax_scan_no_graphs_h200": 1421,
-    # Graphs on: the cuGraphLaunch to its first kernel, each kernel to the next, memsets and
-    # cuDNN's kernels among them (XProf's trace viewer draws a flow id's events in time
-    # order, each to the next: `GenerateFlowLines`, see the module doc).
-    "nvidia_jax_conv_h200": 299,
-    "nvidia_jax_conv_no_graphs_h200": 299,
-    "nvidia_jax_remat_h200": 641,
-    "nvidia_jax_remat_no_graphs_h200": 641,
+    "nvidia_jax_mlp_h200": 1745,
+    "nvidia_jax_no_steps_h200": 296,
+    "nvidia_jax_mlp_no_graphs_h200": 1739,
+    "nvidia_jax_scan_h200": 1404,
+    "nvidia_jax_scan_no_graphs_h200": 1404,
+    # Graphs on: the cuGraphLaunch to every kernel of its graph, memsets and cuDNN's kernels
+    # among them (XProf's default trace viewer: a flow's producer to each consumer, see the
+    # module doc); as many arrows as with graphs off.
+    "nvidia_jax_conv_h200": 282,
+    "nvidia_jax_conv_no_graphs_h200": 282,
+    "nvidia_jax_remat_h200": 624,
+    "nvidia_jax_remat_no_graphs_h200": 624,
 }
 
 
@@ -242,30 +252,31 @@ def _trace(tmp_path, grouped=False):
 
 
 def test_flow_rule_by_hand(tmp_path):
-    """The rule case by case (core/flows.py): launches to kernels, a graph launch chained
-    through its kernels, producer to consumer, an event both producer and consumer kept as
-    a consumer, unknown types generic, an int64 `correlation_id` read as 0, the file's own
-    `flow` stats, internal events left out."""
+    """The rule case by case (core/flows.py, `trace.flow_arrows`): launches to kernels, a
+    graph launch to every kernel of its graph, producer to each consumer, an event both
+    producer and consumer kept as a consumer, unknown types generic, an int64
+    `correlation_id` read as 0 (its flow's consumer "Zero" starts before its producer
+    "Signed": no arrow, as XProf's viewer), the file's own `flow` stats, internal events
+    left out."""
     trace, _ = _trace(tmp_path)
     got = {(c, a[2], b[2]) for c, a, b in ours(trace)}
     assert got == {
         ("gpu_launch", "cudaLaunchKernel", "kernel_a"),
         ("gpu_launch", "cuGraphLaunch", "graph_k1"),
-        ("gpu_launch", "graph_k1", "graph_k2"),
-        ("gpu_launch", "graph_k2", "graph_k3"),
-        ("gpu_launch", "Signed", "Zero"),
+        ("gpu_launch", "cuGraphLaunch", "graph_k2"),
+        ("gpu_launch", "cuGraphLaunch", "graph_k3"),
         ("tf_exec", "Produce", "Both"),  # "Both" is a consumer of 77 only, between the two by start
-        ("tf_exec", "Both", "Consume"),
+        ("tf_exec", "Produce", "Consume"),
         ("tf_exec", "Async", "AsyncIn"),
         ("", "ProduceOdd", "ConsumeOdd"),
         ("tfrt_rt", "Own", "OwnIn"),
     }
     f = trace.flows()
     assert list(f.columns) == T.FLOW_COLUMNS
-    assert f["flow_id"].nunique() == 7  # kernel_a, the graph, 0, 77, 78, 80, 4242
+    assert f["flow_id"].nunique() == 6  # kernel_a, the graph, 77, 78, 80, 4242
     assert list(f["from_start_ps"]) == sorted(f["from_start_ps"])
     # A window: the connections with an end in it.
-    assert {str(n) for n in trace.flows(265 * _NS, 268 * _NS)["to_name"]} == {"graph_k1", "graph_k2"}
+    assert {str(n) for n in trace.flows(265 * _NS, 268 * _NS)["to_name"]} == {"graph_k1"}
     assert trace.flows(900 * _NS, 1000 * _NS).empty
 
 
@@ -276,7 +287,7 @@ def test_flow_rule_is_xprofs(tmp_path, grouped):
     trace, path = _trace(tmp_path, grouped)
     mine = ours(trace)
     assert mine == xprof_flows(path)
-    assert len(mine) == (1 if grouped else 10)
+    assert len(mine) == (1 if grouped else 9)
 
 
 def test_no_flows(tmp_path):
@@ -355,3 +366,27 @@ def test_widget_flow_link_shows_an_event_out_of_view():
     start, end = w.window_ps
     middle = (r["to_start_ps"] + r["to_end_ps"]) // 2
     assert abs((start + end) / 2 - middle) <= 1 and end - start == max(10**6, 2 * (r["to_end_ps"] - r["to_start_ps"]))
+
+
+def test_flow_arrows_as_catapult_pairs_them():
+    """`flow_arrows` on one flow per case, ends in time order (P producer, C consumer, S
+    step, N no direction: a consumer): catapult's `createFlowSlices_` as XProf ships it."""
+    kinds = {"P": F.OUT, "C": F.IN, "S": F.MID, "N": F.NONE}
+    cases = {
+        "PCCC": {(0, 1), (0, 2), (0, 3)},  # a graph launch to each kernel
+        "CPC": {(1, 2)},  # a consumer before any producer: none
+        "PPC": {(0, 2)},  # a second producer right after the first: ignored
+        "PCPC": {(0, 1), (2, 3)},  # a producer after a consumer: the new one
+        "PSC": {(0, 1), (1, 2)},  # a step: its arrow, then the producer
+        "SPC": {(1, 2)},  # a step without a producer: nothing
+        "PNC": {(0, 1), (0, 2)},
+        "CC": set(),
+    }
+    for pattern, want in cases.items():
+        entry = np.array([kinds[k] for k in pattern], np.int8)
+        src, dst = T.flow_arrows(np.zeros(len(pattern), np.int64), entry)
+        assert set(zip(src.tolist(), dst.tolist())) == want, pattern
+    # Several flows side by side: each its own.
+    entry = np.array([F.OUT, F.IN, F.IN, F.IN, F.OUT, F.IN], np.int8)
+    src, dst = T.flow_arrows(np.array([0, 0, 1, 1, 2, 2]), entry)
+    assert set(zip(src.tolist(), dst.tolist())) == {(0, 1), (4, 5)}

@@ -86,7 +86,7 @@ from .core.cache import derived
 from .core.columns import Groups
 from .core.command_buffers import graph_attribution
 from .core.derived_lines import DerivedLine, derive_lines, derives_lines
-from .core.flows import CATEGORIES, line_flow_ends
+from .core.flows import CATEGORIES, MID, OUT, line_flow_ends
 from .core.gpu_lines import derive_gpu_lines, derives_gpu_lines
 from .core.grouping import IMPLICIT_ROOTS, INTERNAL_EVENTS, is_grouped, step_events
 from .core.intervals import children_time
@@ -954,9 +954,9 @@ class Trace:
         A flow joins the events XProf gives the same flow (`core.flows`: a host launch and
         the kernels and copies it started, by `correlation_id`; producer and consumer
         contexts, `_p` / `_c`; the file's own `flow` stats). Its events, by start (one
-        starting it first at equal starts), are connected each to the next, as XProf's trace
-        viewer draws them: a launch to its kernel; a CUDA graph launch to its first kernel,
-        that to the second, and so on. Columns: `flow_id` (numbers the flows), `category`
+        starting it first at equal starts), are connected as XProf's trace viewer draws
+        them by default (`flow_arrows`): its producer to each consumer, so a launch to its
+        kernel, a CUDA graph launch to every kernel of its graph. Columns: `flow_id` (numbers the flows), `category`
         (XProf's `cat`: `gpu_launch`, `threadpool_event`, `PjRt`...; "" for generic), and
         for each end (`from_`, `to_`): `track`, `index` (the event in its track, as in
         `query` and `event`), `row`, `name`, `start_ps`, `end_ps` (absolute ps). Sorted by
@@ -1010,7 +1010,7 @@ class Trace:
         return self._connect(ends)
 
     def _connect(self, ends):
-        """Each flow's ends, by start, connected each to the next: the `flows()` frame."""
+        """Each flow's ends, by start, connected as XProf draws them (`flow_arrows`): the `flows()` frame."""
         types = (np.int64, np.int64, np.int64, np.int8, np.uint64, np.int8, np.int8, np.int8)
         cols = [np.concatenate(c) for c in zip(*ends)] if ends else [np.zeros(0)] * len(types)
         track, index, pos, rule, key, kind, category, entry = (c.astype(t) for c, t in zip(cols, types))
@@ -1019,10 +1019,10 @@ class Trace:
         track, index, pos, rule, key, kind, category = (
             c[order] for c in (track, index, pos, rule, key, kind, category)
         )
+        entry = entry[order]
         same = (rule[1:] == rule[:-1]) & (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])
         flow_id = np.cumsum(np.concatenate([[True], ~same])) - 1 if len(order) else np.zeros(0, np.int64)
-        src = np.flatnonzero(same)
-        dst = src + 1
+        src, dst = flow_arrows(flow_id, entry)
         row = self._row_depth[np.searchsorted(self._row_off, pos, side="right") - 1] if len(pos) else pos
         names = pd.Categorical.from_codes(self._name[pos], categories=self.names, validate=False)
         frame = {
@@ -1039,6 +1039,45 @@ class Trace:
         out = pd.DataFrame(frame, columns=FLOW_COLUMNS)
         by_start = np.argsort(out["from_start_ps"].to_numpy(), kind="stable")
         return out.iloc[by_start].reset_index(drop=True)
+
+
+def flow_arrows(flow, entry):
+    """(from, to) positions of the arrows XProf's trace viewer draws among a flow's ends
+    (`flow`: each end's flow, ends grouped by flow and in time order; `entry`: `core.flows`'
+    OUT, MID, IN or NONE), as its default viewer (catapult's `createFlowSlices_`: an end
+    going out is a producer, one coming in (or without a direction) a consumer, one doing
+    both a step) draws them:
+
+    * each consumer gets an arrow from the flow's producer: a CUDA graph launch to every
+      kernel of the graph, a batch's first request to the batch;
+    * ends before the flow's first producer get none;
+    * a producer replaces the flow's producer only after a consumer since the last one
+      (a second producer right after a first is ignored);
+    * a step takes its arrow from the producer, then is the producer itself.
+    """
+    n = len(flow)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.arange(n)
+    producer, step = entry == OUT, entry == MID
+    consumer = ~producer & ~step
+    start = np.flatnonzero(np.concatenate([[True], flow[1:] != flow[:-1]]))
+    seg = np.repeat(np.arange(len(start)), np.diff(np.append(start, n)))
+    # The first producer of each flow (n: none).
+    first = np.full(len(start), n)
+    np.minimum.at(first, seg[producer], pos[producer])
+    after = pos >= first[seg]  # at or after the flow's first producer
+    # Ends that become the producer: the first one, every step after it, and a producer
+    # right after a consumer (a producer after a producer is ignored).
+    prev_consumer = np.concatenate([[False], consumer[:-1] & (flow[1:] == flow[:-1])]) & np.concatenate(
+        [[False], after[:-1]]
+    )
+    sets = (pos == first[seg]) | (step & after) | (producer & after & prev_consumer)
+    # Each consumer or step after the first producer: from the last end before it that set one.
+    last = np.where(sets, pos, -1)
+    last = np.maximum.accumulate(np.concatenate([[-1], last[:-1]]))
+    to = np.flatnonzero((consumer | step) & after & (pos > first[seg]))
+    return last[to].astype(np.int64), to.astype(np.int64)
 
 
 def trace(run, host=None):
