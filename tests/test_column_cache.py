@@ -589,3 +589,64 @@ def test_the_cap_comes_from_the_environment(monkeypatch):
     assert column_cache.max_bytes() == xw.cache_info().max_bytes == 2**30
     monkeypatch.setenv(column_cache.ENV_MAX_BYTES, "lots")
     assert column_cache.max_bytes() == column_cache.MAX_BYTES
+
+
+@pytest.mark.parametrize(
+    "name", ["amd_jax_conv_mi300", "nvidia_jax_mlp_h200", "nvidia_jax_mlp_no_graphs_h200", "jax_mlp_cpu"]
+)
+def test_grouping_and_op_entries_reopened_from_the_cache(cache_dir, tmp_path, name, monkeypatch):
+    """The grouping pass (every event's step, the step table, the eager events, the group
+    links) and a GPU file's op entries (`op_stats.gpu_kernel_runs`, what every GPU op tool
+    reads) are kept beside the file's columns: a second open reads them back, runs no
+    grouping pass, and every tool built on them is the same."""
+    from xprof_widgets.analysis.core import grouping, op_stats
+
+    source = next(PROFILES.glob(f"{name}/plugins/profile/*/*.xplane.pb"))
+    path = tmp_path / name / "plugins" / "profile" / "run" / source.name
+    path.parent.mkdir(parents=True)
+    shutil.copy(source, path)
+    os.utime(path, (AN_HOUR_AGO, AN_HOUR_AGO))
+
+    def tools(run):
+        space = run.xspace()
+        return {
+            "groups": grouping.group_ids(space),
+            "steps": grouping.step_events(space),
+            "links": grouping.group_links(space),
+            "hlo_stats": run.hlo_stats(),
+            "framework": run.framework_op_stats(),
+            "roofline": run.roofline_model(),
+            "overview_steps": run.overview().steps,
+            "input_steps": run.input_pipeline().steps,
+            "op_profile": run.op_profile().root.time_ps,
+        }
+
+    first = _open(path)
+    before = tools(first)
+    gpu = name != "jax_mlp_cpu"
+    runs = op_stats.gpu_kernel_runs(first, first.xspace()) if gpu else None
+    column_cache.wait_for_writers()
+    derived = _entry(path) / "derived"
+    assert (derived / f"{grouping._GROUPING_CACHE}-eager" / "manifest.json").is_file()
+    assert (derived / f"{op_stats._RUNS_CACHE}-graphs" / "manifest.json").is_file() == gpu
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a grouping pass on a file whose grouping is kept")
+
+    monkeypatch.setattr(grouping, "_forest", no_pass)
+    second = xw.load_run(path)
+    after = tools(second)
+    for key, value in before.items():
+        if isinstance(value, dict):
+            assert value.keys() == after[key].keys()
+            assert all(np.array_equal(value[k], after[key][k]) for k in value)
+        elif isinstance(value, pd.DataFrame):
+            pd.testing.assert_frame_equal(
+                value.reset_index(drop=True), after[key].reset_index(drop=True), check_dtype=False
+            )
+        else:
+            assert value == after[key]
+    if gpu:
+        again = op_stats.gpu_kernel_runs(second, second.xspace())
+        pd.testing.assert_frame_equal(again[0], runs[0], check_dtype=False)
+        assert again[1] == runs[1] and again[0].attrs == runs[0].attrs

@@ -927,13 +927,99 @@ def _computed(space, eager=True):
     found them is kept already."""
 
     def compute(eager):
+        from ...io import column_cache
+
+        name = f"{_GROUPING_CACHE}-{'eager' if eager else 'plain'}"
+        found = column_cache.load_derived(space, name)
+        restored = _restored_grouping(space, *found) if found is not None else None
+        if restored is not None:
+            return restored
         nodes, group, steps, marked, links = _forest(space, eager)
         split = _split(nodes, group)
-        return split, _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None, links
+        out = split, _step_table(nodes, steps), _split_nodes(nodes, marked) if eager else None, links
+        column_cache.store_derived_later(space, name, lambda: _saved_grouping(out))
+        return out
 
     if not eager and not kept(space, "grouping"):
         return derived(space, "grouping_without_eager", lambda: compute(False))
     return derived(space, "grouping", lambda: compute(True))
+
+
+#: The name the grouping has in the column cache; a new number when what it computes changes.
+_GROUPING_CACHE = "grouping-1"
+_STEP_TEXT = ("plane", "name", "step_name")
+
+
+def _saved_grouping(out):
+    """(meta, arrays) of `_computed`'s result, kept beside the file's columns (the grouping
+    pass is most of a tool's time on a GPU file of tens of MB): the group ids of every line
+    in one array, the step table's columns (text as codes into the meta's values), the
+    eager events, the group links."""
+    split, steps, eager, links = out
+    keys = list(split)
+    meta: dict = {"lines": [[k[0], int(k[1]), len(split[k])] for k in keys], "strings": {}}
+    arrays = {"groups": _joined([split[k] for k in keys])}
+    for col in _STEP_COLUMNS:
+        values = steps[col].to_numpy()
+        if col in _STEP_TEXT:
+            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+            arrays[f"step_{col}"] = codes.astype(np.int64)
+            meta["strings"][col] = [str(u) for u in uniques]
+        else:
+            arrays[f"step_{col}"] = np.asarray(values, dtype=np.int64)
+    meta["eager"] = None if eager is None else [[k[0], int(k[1]), len(v)] for k, v in eager.items()]
+    if eager is not None:
+        arrays["eager"] = _joined(list(eager.values()))
+    arrays["link_parent"] = links["parent"].to_numpy(np.int64)
+    arrays["link_child"] = links["child"].to_numpy(np.int64)
+    return meta, arrays
+
+
+def _joined(parts):
+    return np.concatenate([np.asarray(p, np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
+
+
+def _restored_grouping(space, meta, arrays):
+    """`_saved_grouping`'s inverse, checked against the file's lines; None where it does not fit."""
+    try:
+        lengths = {}
+        for plane in space.planes:
+            for li, line in plane.busy_lines:
+                lengths.setdefault((plane.name, li), len(line))
+        split, at = {}, 0
+        groups = arrays["groups"]
+        for plane_name, li, n in meta["lines"]:
+            key = (plane_name, int(li))
+            if lengths.get(key, -1) != n or at + n > len(groups):
+                return None
+            split[key] = groups[at : at + n]
+            at += n
+        if at != len(groups):
+            return None
+        rows = len(arrays["step_group_id"])
+        columns = {}
+        for col in _STEP_COLUMNS:
+            a = np.asarray(arrays[f"step_{col}"])
+            if len(a) != rows:
+                return None
+            if col in _STEP_TEXT:
+                values = np.array([*meta["strings"][col], None], dtype=object)
+                if rows and (a.min() < -1 or a.max() >= len(values) - 1):
+                    return None
+                columns[col] = values[a]
+            else:
+                columns[col] = a.copy()
+        steps = pd.DataFrame(columns, columns=_STEP_COLUMNS)
+        eager = None
+        if meta["eager"] is not None:
+            eager, at = {}, 0
+            for plane_name, li, n in meta["eager"]:
+                eager[(plane_name, int(li))] = np.asarray(arrays["eager"][at : at + n])
+                at += n
+        links = pd.DataFrame({"parent": np.array(arrays["link_parent"]), "child": np.array(arrays["link_child"])})
+        return split, steps, eager, links
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _split(nodes, group):

@@ -418,7 +418,77 @@ def gpu_kernel_runs(run, space):
     their op.
     """
     key = ("gpu_kernel_runs", run.attribute_cuda_graphs)
-    return derived(space, key, lambda: _gpu_kernel_runs(run, space))
+    return derived(space, key, lambda: _cached_gpu_kernel_runs(run, space))
+
+
+#: The name `gpu_kernel_runs` has in the column cache; a new number when what it computes changes.
+_RUNS_CACHE = "gpu-kernel-runs-1"
+_RUNS_STRINGS = ("name", "tf_op", "event_name")
+
+
+def _cached_gpu_kernel_runs(run, space):
+    """`_gpu_kernel_runs`, restored from the column cache where an earlier process kept it
+    for this file as it is now (the grouping pass and the kernels' stats it reads cost most
+    of a GPU tool's time on tens of MB), else computed and kept."""
+    from ...io import column_cache
+
+    if not gpu_planes(space):
+        return _gpu_kernel_runs(run, space)
+    name = f"{_RUNS_CACHE}-{'graphs' if run.attribute_cuda_graphs else 'plain'}"
+    found = column_cache.load_derived(space, name)
+    if found is not None:
+        restored = _restored_runs(*found)
+        if restored is not None:
+            return restored
+    out = _gpu_kernel_runs(run, space)
+    column_cache.store_derived_later(space, name, lambda: _saved_runs(*out))
+    return out
+
+
+def _saved_runs(frame, spans):
+    """(meta, arrays) of `_gpu_kernel_runs`' result: numbers as they are, each text column
+    as codes into its distinct values (in the meta; None: code -1)."""
+    arrays, strings = {}, {}
+    for col in GPU_RUN_COLUMNS:
+        values = frame[col].to_numpy()
+        if col in _RUNS_STRINGS:
+            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+            arrays[col] = codes.astype(np.int64)
+            strings[col] = [str(u) for u in uniques]
+        else:
+            arrays[col] = np.asarray(values, dtype=np.float64 if col == "order" else np.int64)
+    meta = {
+        "rows": len(frame),
+        "strings": strings,
+        "spans": [int(x) for x in spans],
+        "command_buffer_kernels": int(frame.attrs.get("command_buffer_kernels", 0)),
+    }
+    return meta, arrays
+
+
+def _restored_runs(meta, arrays):
+    """`_saved_runs`' inverse; None where what was kept does not fit together."""
+    try:
+        n = int(meta["rows"])
+        if set(arrays) != set(GPU_RUN_COLUMNS) or any(len(a) != n for a in arrays.values()):
+            return None
+        columns = {}
+        for col in GPU_RUN_COLUMNS:
+            a = np.asarray(arrays[col])
+            if col in _RUNS_STRINGS:
+                values = np.array([*meta["strings"][col], None], dtype=object)
+                if len(a) and (a.min() < -1 or a.max() >= len(values) - 1):
+                    return None
+                columns[col] = values[a]  # (-1 reads the last: None)
+            elif col in ("xla", "is_eager"):
+                columns[col] = a.astype(bool)
+            else:
+                columns[col] = a.copy()
+        frame = pd.DataFrame(columns)[GPU_RUN_COLUMNS]
+        frame.attrs["command_buffer_kernels"] = int(meta["command_buffer_kernels"])
+        return frame, [int(x) for x in meta["spans"]]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _gpu_kernel_runs(run, space):
