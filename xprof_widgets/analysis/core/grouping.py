@@ -698,7 +698,7 @@ def _forest(space, eager=True):
     """(nodes, node group id (-1 none), step table, eager nodes, group links: `_links`) of
     XProf's grouping (`eager=False`: no eager nodes looked for)."""
     # The eager marks take the nearest `EagerExecute` by hops between events: all are nodes.
-    nodes = _Nodes(space, keep_all=eager and _names_any(space, EAGER_EXECUTE))
+    nodes = _Nodes(space, keep_all=eager and _has_eager_execute(space))
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
     if nodes.loop_ops or n == 0:  # XProf groups nothing and marks nothing eager
@@ -924,7 +924,8 @@ def _computed(space, eager=True):
     for them; the pass is the costly part (seconds on millions of events).
 
     `eager=False`: the eager nodes are not looked for (None), unless the pass that
-    found them is kept already."""
+    found them is kept already. A file without `EagerExecute` has no eager node: one pass
+    (none looked for, {} found) serves both."""
 
     def compute(eager):
         from ...io import column_cache
@@ -940,9 +941,16 @@ def _computed(space, eager=True):
         column_cache.store_derived_later(space, name, lambda: _saved_grouping(out))
         return out
 
+    if not _has_eager_execute(space):
+        return derived(space, "grouping", lambda: compute(True))  # (no eager nodes: no cost)
     if not eager and not kept(space, "grouping"):
         return derived(space, "grouping_without_eager", lambda: compute(False))
     return derived(space, "grouping", lambda: compute(True))
+
+
+def _has_eager_execute(space) -> bool:
+    """Whether an event of the file is named `EagerExecute` (found once per file)."""
+    return derived(space, "has_eager_execute", lambda: _names_any(space, EAGER_EXECUTE))
 
 
 #: The name the grouping has in the column cache; a new number when what it computes changes.
@@ -1068,7 +1076,7 @@ def eager_events(space, recompute=False):
     """
     if is_grouped(space) and not recompute:
         marked = derived(space, "file_eager", lambda: _file_eager(space))
-    elif not _names_any(space, EAGER_EXECUTE) and not kept(space, "grouping"):
+    elif not _has_eager_execute(space):
         marked = {}  # no `EagerExecute` to descend from: nothing is eager, no grouping pass
     else:
         marked = _computed(space)[2]
