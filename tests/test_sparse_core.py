@@ -20,7 +20,7 @@ import pytest
 import xprof_widgets as xw
 from tests import xprof_oracle
 from tests.test_pod_viewer import _compare
-from tests.test_tpu_steps import _xprof_rows, make_tpu_profiles, write_space, xprof_step_table
+from tests.test_tpu_steps import STEP_COLUMNS, _xprof_rows, make_tpu_profiles, write_space, xprof_step_table
 from xprof_widgets.analysis.core import tpu_steps
 
 #: variant -> add_sparsecore_planes' arguments, and whether the SparseCores keep core_details.
@@ -82,7 +82,7 @@ def test_sparse_core_step_table_equals_xprof(made, variant):
     assert steps["step_num"].tolist() == [int(s) for s in x["stepnum"]] == list(range(100))
     ok = ~steps["ops_past_step_end"].to_numpy()
     for theirs in ("tcComputeTimeMs", "tcInfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs", "hostTransferTimeMs"):
-        ours = tpu_steps_column(theirs)
+        ours = STEP_COLUMNS[theirs]
         np.testing.assert_allclose(steps[ours].to_numpy(float)[ok], x[theirs].astype(float)[ok], atol=1e-6)
     assert (steps["sc_compute_ms"] > 150).all() and (steps["sc_compute_ms"] <= steps["sc_active_ms"]).all()
     # Markers read: the SparseCore's step is 80 % of the TensorCores' (one runs 2 ms past it
@@ -93,16 +93,6 @@ def test_sparse_core_step_table_equals_xprof(made, variant):
     tooltip = next(r["c"][6]["v"] for r in table["rows"] if r["c"][0]["v"] == "5")
     assert tooltip.endswith(f"Step time = {steps.loc[5, 'step_time_ms']:.3f} ms")
     assert (steps.loc[5, "step_time_ms"] > 786.0) == reads_markers
-
-
-def tpu_steps_column(xprof_id):
-    return {
-        "tcComputeTimeMs": "tc_compute_ms",
-        "tcInfeedTimeMs": "tc_infeed_ms",
-        "tcOutfeedTimeMs": "tc_outfeed_ms",
-        "tcIdleTimeMs": "tc_idle_ms",
-        "hostTransferTimeMs": "host_transfer_ms",
-    }[xprof_id]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -1016,10 +1016,9 @@ class Trace:
         track, index, pos, rule, key, kind, category, entry = (c.astype(t) for c, t in zip(cols, types))
         # A flow: one (rule, kind, key); its ends by start, the one starting it first at equal starts.
         order = np.lexsort((index, track, entry, self._start[pos], key, kind, rule))
-        track, index, pos, rule, key, kind, category = (
-            c[order] for c in (track, index, pos, rule, key, kind, category)
+        track, index, pos, rule, key, kind, category, entry = (
+            c[order] for c in (track, index, pos, rule, key, kind, category, entry)
         )
-        entry = entry[order]
         same = (rule[1:] == rule[:-1]) & (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])
         flow_id = np.cumsum(np.concatenate([[True], ~same])) - 1 if len(order) else np.zeros(0, np.int64)
         src, dst = flow_arrows(flow_id, entry)

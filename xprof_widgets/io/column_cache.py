@@ -673,6 +673,23 @@ def load_derived(space, name):
         return None
 
 
+def text_codes(values):
+    """A text column (a str or None per row) as derived data keeps it: (int64 codes into its
+    distinct values, those values as a list for the meta), None as code -1."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    return codes.astype(np.int64), [str(u) for u in uniques]
+
+
+def text_values(codes, texts):
+    """`text_codes`' inverse: an object array (None at -1), or None where a code lies
+    outside `texts` (what was kept does not fit together)."""
+    codes = np.asarray(codes)
+    values = np.array([*texts, None], dtype=object)
+    if len(codes) and (codes.min() < -1 or codes.max() >= len(values) - 1):
+        return None
+    return values[codes]  # (-1 reads the last: None)
+
+
 def store_derived_later(space, name, saved):
     """Write what `saved()` returns, (meta: JSON values, arrays: {name: 1-D numpy array}),
     as `name` in the entry of `space`'s file, on a background thread, after the entry's

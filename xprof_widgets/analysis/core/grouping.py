@@ -75,7 +75,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...io import native
+from ...io import column_cache, native
 from .cache import derived, kept
 from .columns import Groups
 from .intervals import prev_enclosing
@@ -928,8 +928,6 @@ def _computed(space, eager=True):
     (none looked for, {} found) serves both."""
 
     def compute(eager):
-        from ...io import column_cache
-
         name = f"{_GROUPING_CACHE}-{'eager' if eager else 'plain'}"
         found = column_cache.load_derived(space, name)
         restored = _restored_grouping(space, *found) if found is not None else None
@@ -970,9 +968,7 @@ def _saved_grouping(out):
     for col in _STEP_COLUMNS:
         values = steps[col].to_numpy()
         if col in _STEP_TEXT:
-            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-            arrays[f"step_{col}"] = codes.astype(np.int64)
-            meta["strings"][col] = [str(u) for u in uniques]
+            arrays[f"step_{col}"], meta["strings"][col] = column_cache.text_codes(values)
         else:
             arrays[f"step_{col}"] = np.asarray(values, dtype=np.int64)
     meta["eager"] = None if eager is None else [[k[0], int(k[1]), len(v)] for k, v in eager.items()]
@@ -1011,10 +1007,9 @@ def _restored_grouping(space, meta, arrays):
             if len(a) != rows:
                 return None
             if col in _STEP_TEXT:
-                values = np.array([*meta["strings"][col], None], dtype=object)
-                if rows and (a.min() < -1 or a.max() >= len(values) - 1):
+                columns[col] = column_cache.text_values(a, meta["strings"][col])
+                if columns[col] is None:
                     return None
-                columns[col] = values[a]
             else:
                 columns[col] = a.copy()
         steps = pd.DataFrame(columns, columns=_STEP_COLUMNS)

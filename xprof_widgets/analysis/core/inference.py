@@ -462,7 +462,7 @@ def _tensor_details(space, groups, requests: set, batches: set) -> dict:
         codes = np.asarray(shown.codes)
         at = np.flatnonzero((codes >= 0) & wanted[np.maximum(codes, 0)])
         g = of_line(groups, plane, li, -1)[at]
-        mine = np.array([int(x) in requests or int(x) in batches for x in g.tolist()], dtype=bool)
+        mine = np.isin(g, list(requests | batches))
         at, g = at[mine], g[mine]
         if not len(at):
             continue

@@ -26,6 +26,7 @@ import functools
 import numpy as np
 import pandas as pd
 
+from ...io import column_cache
 from .cache import derived, per_run
 from .columns import Groups, by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
@@ -430,8 +431,6 @@ def _cached_gpu_kernel_runs(run, space):
     """`_gpu_kernel_runs`, restored from the column cache where an earlier process kept it
     for this file as it is now (the grouping pass and the kernels' stats it reads cost most
     of a GPU tool's time on tens of MB), else computed and kept."""
-    from ...io import column_cache
-
     if not gpu_planes(space):
         return _gpu_kernel_runs(run, space)
     name = f"{_RUNS_CACHE}-{'graphs' if run.attribute_cuda_graphs else 'plain'}"
@@ -452,9 +451,7 @@ def _saved_runs(frame, spans):
     for col in GPU_RUN_COLUMNS:
         values = frame[col].to_numpy()
         if col in _RUNS_STRINGS:
-            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-            arrays[col] = codes.astype(np.int64)
-            strings[col] = [str(u) for u in uniques]
+            arrays[col], strings[col] = column_cache.text_codes(values)
         else:
             arrays[col] = np.asarray(values, dtype=np.float64 if col == "order" else np.int64)
     meta = {
@@ -476,10 +473,9 @@ def _restored_runs(meta, arrays):
         for col in GPU_RUN_COLUMNS:
             a = np.asarray(arrays[col])
             if col in _RUNS_STRINGS:
-                values = np.array([*meta["strings"][col], None], dtype=object)
-                if len(a) and (a.min() < -1 or a.max() >= len(values) - 1):
+                columns[col] = column_cache.text_values(a, meta["strings"][col])
+                if columns[col] is None:
                     return None
-                columns[col] = values[a]  # (-1 reads the last: None)
             elif col in ("xla", "is_eager"):
                 columns[col] = a.astype(bool)
             else:
