@@ -252,10 +252,15 @@ def test_kernel_utilization_in_lab(page, jupyter_lab, tpu_runs):
     last = int(result.kernels.index[-1])
     rows.nth(last).click()
     metrics = result.metrics[result.metrics["kernel_row"] == last]
+    # The first kernel is selected before the click, with as many metrics: wait for the
+    # clicked row to be the selected one (a race CI once lost when waiting for the count alone).
     page.wait_for_function(
-        "(n) => document.querySelector(\"[data-testid='kernel-metrics']\")?.dataset.rows === String(n)"
-        " && document.querySelector(\"[data-testid='kernels'] tr.sel\") !== null",
-        arg=len(metrics),
+        """([n, row]) => {
+          const sel = document.querySelector("[data-testid='kernels'] tr.sel");
+          return sel !== null && JSON.parse(sel.dataset.params).row === row
+            && document.querySelector("[data-testid='kernel-metrics']")?.dataset.rows === String(n);
+        }""",
+        arg=[len(metrics), last],
         timeout=15_000,
     )
     selected = widget.locator("[data-testid='kernels'] tr.sel td")
