@@ -214,7 +214,9 @@ def test_sweep_equals_xprof_boundary_walk():
 
 
 def test_breakdown_in_chunks_equals_one_sweep(monkeypatch):
-    """Steps swept a few at a time (SWEEP_CHUNK) add up to the same breakdown as one sweep."""
+    """Steps swept a few at a time (SWEEP_CHUNK) add up to the same breakdown as one sweep
+    (the numpy sweep's chunks: the compiled walk takes a step at a time)."""
+    monkeypatch.setattr(native, "available", lambda: False)
     rng = np.random.default_rng(11)
     types = [S.HOST_COMPUTE, S.HOST_TO_HOST, S.HOST_TO_DEVICE, S.HOST_WAIT_INPUT]
     n = 3000
@@ -236,7 +238,7 @@ def test_breakdown_in_chunks_equals_one_sweep(monkeypatch):
 
 @pytest.mark.skipif(not native.available(), reason="the compiled loops were not built")
 def test_compiled_breakdown_equals_the_numpy_sweep(monkeypatch):
-    """The compiled walk (`xw_step_sweep`) and the vectorised `_sweep` give every step the
+    """The compiled walk (`xw_step_walk`) and the vectorised `_sweep` give every step the
     same time per type and the same well-formed flag: nested, overlapping, zero-length and
     reversed events, types up to the last, steps clipping their events."""
     rng = np.random.default_rng(23)
@@ -259,6 +261,33 @@ def test_compiled_breakdown_equals_the_numpy_sweep(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(native, "available", lambda: False)
             pd.testing.assert_frame_equal(compiled, S._breakdown(ev, steps, mark), obj=f"case {case}")
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled loops were not built")
+def test_compiled_breakdown_of_a_big_run(monkeypatch):
+    """Steps of tens of thousands of events over a long time (the compiled walk's radix
+    sort, several passes; its two threads), and a step whose events span more than its
+    keys hold (2**52 ps: the numpy sweep then does the work): the numpy sweep's numbers."""
+    rng = np.random.default_rng(5)
+    types = np.array([S.HOST_COMPUTE, S.HOST_TO_HOST, S.HOST_TO_DEVICE, S.HOST_WAIT_INPUT, S.DEVICE_WAIT_HOST])
+    n = 3 * S._TWO_THREADS
+    groups = np.arange(1, 25) * 7
+    start = rng.integers(0, 10**13, n)
+    ev = {
+        "group": np.sort(rng.choice(groups, n)),
+        "start": start,
+        "end": start + np.where(rng.random(n) < 0.1, 0, rng.integers(1, 10**9, n)),
+        "type": np.where(rng.random(n) < 0.01, -1, rng.choice(types, n)).astype(np.int16),
+    }
+    steps = pd.DataFrame({"group_id": groups, "begin_ps": 10**11, "end_ps": 9 * 10**12})
+    wide = {k: v.copy() for k, v in ev.items()}
+    wide["end"][0] = wide["start"][0] + 2**53  # (group 7's events now span more than 2**52 ps)
+    for case in (ev, wide):
+        compiled = S._breakdown(case, steps)
+        assert compiled["well_formed"].all() and len(compiled.columns) == len(types) + 2
+        with monkeypatch.context() as m:
+            m.setattr(native, "available", lambda: False)
+            pd.testing.assert_frame_equal(compiled, S._breakdown(case, steps))
 
 
 def test_jax_transformer_host_compute_per_step():

@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import xprof_widgets as xw
@@ -456,3 +457,39 @@ def test_nearest_source_equals_numpy(monkeypatch, seed):
     ours, theirs = _both(monkeypatch, nearest)
     assert ours == theirs
     assert all(ours[s] == i for i, s in enumerate(sources))  # a source is its own nearest
+
+
+def test_grouped_host_events_equal_numpy(monkeypatch):
+    """`steps._host_events`' columns (`xw_grouped_events`) as numpy makes them, on the CPU
+    sample and with a tenth of its events' names unknown (code -1: the type of a name
+    ""), and the step breakdowns (`xw_step_walk`) of the two equal."""
+    from xprof_widgets.analysis.core import steps
+    from xprof_widgets.analysis.core.grouping import group_ids, step_events
+
+    space = xw.sample_run("cpu").xspace()
+    groups = group_ids(space)
+    roots = step_events(space)
+    line_index, line = space.plane(steps.HOST_PLANE).busy_lines[0]
+    for unnamed in (False, True):
+        if unnamed:
+            for _, ln in space.plane(steps.HOST_PLANE).busy_lines:
+                names = ln.names()
+                codes = np.asarray(names.codes).copy()
+                codes[::10] = -1
+                ln._names = type(names).from_codes(codes, dtype=names.dtype)
+        ours, theirs = _both(monkeypatch, lambda: steps._host_events(space, roots))
+        assert len(ours["group"]) == 81576 and ours["marker"].sum() == 20
+        for k in ours:
+            np.testing.assert_array_equal(ours[k], theirs[k], err_msg=k)
+        marks = ours["marker"]
+        table = pd.DataFrame({"group_id": ours["group"][marks], "begin_ps": ours["start"][marks]})
+        table["end_ps"] = ours["end"][marks]
+        table = table.drop_duplicates("group_id")
+        walked, swept = _both(monkeypatch, lambda ev=ours, table=table: steps._breakdown(ev, table))
+        pd.testing.assert_frame_equal(walked, swept)
+    # The first line's grouped events come first; those without a name have the type of "".
+    gid = groups[(steps.HOST_PLANE, line_index)]
+    grouped = np.flatnonzero(gid >= 0)
+    unnamed = np.isin(grouped, np.arange(0, len(line), 10)) & ~ours["marker"][: len(grouped)]
+    assert unnamed.sum() > 100
+    assert (ours["type"][: len(grouped)][unnamed] == steps.host_event_type([""])[0]).all()

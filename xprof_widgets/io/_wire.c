@@ -21,10 +21,12 @@
 
 /* Errors: the caller looks again with the numpy code. */
 #define XW_BAD (-1)
+/* A step whose events span too long a time for `xw_step_walk`'s keys: the caller sorts. */
+#define XW_WIDE (-2)
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 8; }
+int32_t xw_abi(void) { return 9; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -551,53 +553,177 @@ int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int
 
 /* --- step breakdown (analysis/core/steps.py `_breakdown`) --- */
 
-/* XProf's `ToNonOverlappedEvents` walk over the boundaries of every step at once, its
- * per-step time by type summed as it goes. Boundary i: step `row[i]` (ascending), time
- * `time[i]`, event type `type[i]` in [0, ntypes), a start when `is_start[i]`; sorted
- * within a step by time, ends before starts at one time, higher types first. A tracker
- * per step (fresh at its first boundary: a maximum of 0, UNKNOWN_TIME; the counts are back
- * to zero there, each event's two boundaries being in its step) counts events per type
- * and keeps a maximum: a start raises it to its type; an end of the maximum's type that
- * takes its count to zero lowers it to the highest type still counted (0 if none). Each
- * boundary but a step's last labels the span to the next with the maximum after it: the
- * span, clipped to the step's [lo, hi], adds to per[row * ncols + col[label]]; a label
- * equal to `mark` sets marked[row] (XProf keys the breakdown by every label, even an
- * empty span's). `count` is scratch for ntypes. XW_BAD for a row, type or column out of
- * range (nothing is written past the arrays). */
-int64_t xw_step_sweep(const int64_t *row, const int64_t *time, const int64_t *type, const uint8_t *is_start,
-                      int64_t n, const int64_t *lo, const int64_t *hi, int64_t rows, const int64_t *col,
-                      int64_t ntypes, int64_t ncols, int64_t mark, int64_t *count, int64_t *per,
-                      uint8_t *marked) {
-    int64_t top = 0;
-    if (ntypes <= 0) return n > 0 ? XW_BAD : 0;
-    for (int64_t t = 0; t < ntypes; t++) {
-        count[t] = 0;
-        if (col[t] < 0 || col[t] >= ncols) return XW_BAD;
-    }
+/* The events of each step together, for `xw_step_walk`: a counting sort by `row[i]`
+ * (-1: the event takes no part; else below `rows`). Writes offset[0..rows] (row r's
+ * events are order[offset[r]:offset[r + 1]]) and order (event indexes, ascending within
+ * a row). Returns the events placed, XW_BAD for a row out of range. */
+int64_t xw_rows_order(const int64_t *row, int64_t n, int64_t rows, int64_t *offset, int32_t *order) {
+    if (n > INT32_MAX) return XW_BAD;
+    for (int64_t r = 0; r <= rows; r++) offset[r] = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t r = row[i], ty = type[i];
-        if (r < 0 || r >= rows || ty < 0 || ty >= ntypes) return XW_BAD;
-        if (i == 0 || row[i - 1] != r) top = 0; /* a step's first boundary: a fresh tracker */
-        if (is_start[i]) {
-            count[ty]++;
-            if (ty > top) top = ty;
-        } else {
-            count[ty]--;
-            if (ty == top && count[ty] == 0) {
-                top = 0;
-                for (int64_t k = ty - 1; k > 0; k--) {
-                    if (count[k] > 0) {
-                        top = k;
-                        break;
+        int64_t r = row[i];
+        if (r < 0) continue;
+        if (r >= rows) return XW_BAD;
+        offset[r + 1]++;
+    }
+    for (int64_t r = 0; r < rows; r++) offset[r + 1] += offset[r];
+    /* Placed from each row's end, back to front: no cursor array, the order stays ascending. */
+    int64_t placed = offset[rows];
+    for (int64_t r = rows; r > 0; r--) offset[r] = offset[r - 1];
+    offset[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = row[i];
+        if (r >= 0) order[offset[r + 1]++] = (int32_t)i;
+    }
+    return placed;
+}
+
+/* Keys of one step's boundaries sorted ascending (LSD radix sort, 11 bits a pass, passes
+ * only over the bits `top` has; `tmp` as long as `keys`). Returns where they are. */
+static uint64_t *xw_sort_keys(uint64_t *keys, uint64_t *tmp, int64_t m, uint64_t top) {
+    if (m <= 48) { /* insertion sort: a small step */
+        for (int64_t i = 1; i < m; i++) {
+            uint64_t v = keys[i];
+            int64_t j = i - 1;
+            while (j >= 0 && keys[j] > v) {
+                keys[j + 1] = keys[j];
+                j--;
+            }
+            keys[j + 1] = v;
+        }
+        return keys;
+    }
+    int64_t count[2048];
+    for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += 11) {
+        memset(count, 0, sizeof(count));
+        for (int64_t i = 0; i < m; i++) count[(keys[i] >> shift) & 2047]++;
+        if (count[(keys[0] >> shift) & 2047] == m) continue; /* one digit for all: in order */
+        int64_t sum = 0;
+        for (int d = 0; d < 2048; d++) {
+            int64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < m; i++) tmp[count[(keys[i] >> shift) & 2047]++] = keys[i];
+        uint64_t *swap = keys;
+        keys = tmp;
+        tmp = swap;
+    }
+    return keys;
+}
+
+/* XProf's `ToNonOverlappedEvents` walk for the steps `r0 <= r < r1`, its per-step time by
+ * type summed as it goes. A step's events are order[offset[r]:offset[r + 1]] (see
+ * `xw_rows_order`); event i runs from start[i] to end[i], of type type[i] in [0, ntypes),
+ * ntypes at most 1024. Its boundaries (each event's start and end) become one 64-bit key
+ * each, (time - the step's first time) << 11 | the boundary's place at one time (ends
+ * before starts, higher types first), sorted by `xw_sort_keys` in `keys` / `tmp` (room
+ * for twice the step's events each). The walk: a tracker fresh at the step's first
+ * boundary (a maximum of 0, UNKNOWN_TIME; `count`, room for ntypes, back to zero) counts
+ * events per type and keeps a maximum: a start raises it to its type; an end of the
+ * maximum's type that takes its count to zero lowers it to the highest type still
+ * counted (0 if none). Each boundary but the step's last labels the span to the next with
+ * the maximum after it: the span, clipped to the step's [lo, hi], adds to
+ * per[r * ncols + col[label]]; a label equal to `mark` sets marked[r] (XProf keys the
+ * breakdown by every label, even an empty span's). Only rows [r0, r1) are written: calls
+ * on other rows may run at the same time. XW_BAD for an index, type or column out of
+ * range; XW_WIDE for a step whose events span 2**52 ps or more (its keys would not fit). */
+int64_t xw_step_walk(const int32_t *order, const int64_t *offset, int64_t r0, int64_t r1, const int64_t *start,
+                     const int64_t *end, const int16_t *type, int64_t n, const int64_t *lo, const int64_t *hi,
+                     int64_t rows, const int64_t *col, int64_t ntypes, int64_t ncols, int64_t mark, uint64_t *keys,
+                     uint64_t *tmp, int64_t room, int64_t *count, int64_t *per, uint8_t *marked) {
+    if (ntypes <= 0 || ntypes > 1024 || r0 < 0 || r1 > rows) return XW_BAD;
+    for (int64_t t = 0; t < ntypes; t++)
+        if (col[t] < 0 || col[t] >= ncols) return XW_BAD;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t a = offset[r], b = offset[r + 1];
+        if (a == b) continue;
+        if (a < 0 || b < a || 2 * (b - a) > room) return XW_BAD;
+        int64_t first = INT64_MAX, last = INT64_MIN;
+        for (int64_t k = a; k < b; k++) {
+            int64_t i = order[k];
+            if (i < 0 || i >= n) return XW_BAD;
+            int64_t s = start[i], e = end[i]; /* (an end before its start is walked as XProf does) */
+            if (s < first) first = s;
+            if (e < first) first = e;
+            if (s > last) last = s;
+            if (e > last) last = e;
+            if (type[i] < 0 || type[i] >= ntypes) return XW_BAD;
+        }
+        uint64_t span = (uint64_t)last - (uint64_t)first;
+        if (span >= ((uint64_t)1 << 52)) return XW_WIDE;
+        int64_t m = 0;
+        for (int64_t k = a; k < b; k++) {
+            int64_t i = order[k];
+            uint64_t ty = (uint64_t)type[i];
+            /* At one time: ends (1023 - type: the higher type first) before starts (2047 - type). */
+            keys[m++] = ((uint64_t)(start[i] - first) << 11) | (2047 - ty);
+            keys[m++] = ((uint64_t)(end[i] - first) << 11) | (1023 - ty);
+        }
+        uint64_t *sorted = xw_sort_keys(keys, tmp, m, (span << 11) | 2047);
+        for (int64_t t = 0; t < ntypes; t++) count[t] = 0;
+        int64_t top = 0; /* a fresh tracker */
+        for (int64_t k = 0; k < m; k++) {
+            uint64_t place = sorted[k] & 2047;
+            int64_t ty;
+            if (place >= 1024) {
+                ty = (int64_t)(2047 - place);
+                count[ty]++;
+                if (ty > top) top = ty;
+            } else {
+                ty = (int64_t)(1023 - place);
+                count[ty]--;
+                if (ty == top && count[ty] == 0) {
+                    top = 0;
+                    for (int64_t j = ty - 1; j > 0; j--) {
+                        if (count[j] > 0) {
+                            top = j;
+                            break;
+                        }
                     }
                 }
             }
+            if (k + 1 == m) break; /* the step's last boundary: no span */
+            if (top == mark) marked[r] = 1;
+            int64_t t0 = first + (int64_t)(sorted[k] >> 11), t1 = first + (int64_t)(sorted[k + 1] >> 11);
+            int64_t x = t0 > lo[r] ? t0 : lo[r];
+            int64_t y = t1 < hi[r] ? t1 : hi[r];
+            if (y > x) per[r * ncols + col[top]] += y - x;
         }
-        if (i + 1 == n || row[i + 1] != r) continue; /* the step's last boundary: no span */
-        if (top == mark) marked[r] = 1;
-        int64_t a = time[i] > lo[r] ? time[i] : lo[r];
-        int64_t b = time[i + 1] < hi[r] ? time[i + 1] : hi[r];
-        if (b > a) per[r * ncols + col[top]] += b - a;
     }
     return 0;
+}
+
+/* --- a host's events by step group (analysis/core/steps.py `_host_events`) --- */
+
+/* The events of one line that belong to a group (group[i] >= 0), in order, as the columns
+ * of `_host_events`: group, start, end (start + duration), type and marker. An event's
+ * name code c (-1: no name, read as the tables' last entry; else below ntable - 1) gives
+ * its type kind[c] and whether its name marks a step, is_marker[c]; the events at `roots`
+ * (ascending) are markers too; a marker's type is -1. `room`: the out arrays' length.
+ * Returns the events written; XW_BAD for a code out of range or too little room. */
+int64_t xw_grouped_events(const int64_t *group, const int32_t *code, const int64_t *start, const int64_t *duration,
+                          int64_t n, const int16_t *kind, const uint8_t *is_marker, int64_t ntable,
+                          const int64_t *roots, int64_t nroots, int64_t *out_group, int64_t *out_start,
+                          int64_t *out_end, int16_t *out_type, uint8_t *out_marker, int64_t room) {
+    int64_t m = 0, k = 0;
+    if (ntable < 1) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        if (group[i] < 0) continue;
+        int64_t c = code[i];
+        if (c < 0)
+            c = ntable - 1;
+        else if (c >= ntable - 1)
+            return XW_BAD;
+        if (m >= room) return XW_BAD;
+        while (k < nroots && roots[k] < i) k++;
+        int mark = is_marker[c] || (k < nroots && roots[k] == i);
+        out_group[m] = group[i];
+        out_start[m] = start[i];
+        out_end[m] = start[i] + duration[i];
+        out_type[m] = mark ? (int16_t)-1 : kind[c];
+        out_marker[m] = (uint8_t)mark;
+        m++;
+    }
+    return m;
 }

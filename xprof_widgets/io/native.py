@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 8
+ABI = 9
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -49,7 +49,9 @@ _SIGNATURES = {
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
     "xw_nearest_source": "i64* i32* i64 i64 i32* i64 i32* i32* i32* i32* i32*",
     "xw_record_payloads": "u8* i64 i64* i64 i64 i64* i64*",
-    "xw_step_sweep": "i64* i64* i64* u8* i64 i64* i64* i64 i64* i64 i64 i64 i64* i64* u8*",
+    "xw_rows_order": "i64* i64 i64 i64* i32*",
+    "xw_step_walk": "i32* i64* i64 i64 i64* i64* i16* i64 i64* i64* i64 i64* i64 i64 i64 u64* u64* i64 i64* i64* u8*",
+    "xw_grouped_events": "i64* i32* i64* i64* i64 i16* u8* i64 i64* i64 i64* i64* i64* i16* u8* i64",
 }
 
 
@@ -297,23 +299,64 @@ def nearest_source(ptr: np.ndarray, out: np.ndarray, n: int, total: int, sources
     return np.where(label == np.iinfo(np.int32).max, -1, label.astype(np.int64))
 
 
-def step_sweep(
-    row: np.ndarray,
-    time: np.ndarray,
+def rows_order(row: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The events of each row together (`xw_rows_order`): (offset, order), row r's events
+    `order[offset[r]:offset[r + 1]]` ascending; `row` int64, -1 for an event left out.
+    None for a row out of range or too many events."""
+    offset, order = np.empty(rows + 1, np.int64), np.empty(len(row), np.int32)
+    return None if _call("xw_rows_order", row, len(row), rows, offset, order) < 0 else (offset, order)
+
+
+#: `step_walk`'s answer for a step whose events span too long a time for its keys.
+WIDE = -2
+
+
+def step_walk(
+    order: np.ndarray,
+    offset: np.ndarray,
+    rows: range,
+    start: np.ndarray,
+    end: np.ndarray,
     kind: np.ndarray,
-    is_start: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
     col: np.ndarray,
     mark: int,
     per: np.ndarray,
     marked: np.ndarray,
-) -> bool:
-    """XProf's boundary walk of `steps._breakdown` over sorted boundaries (int64 `row`,
-    `time`, `kind`; bool `is_start`): adds each step's time per label column into `per`
-    ((rows, columns) int64) and sets `marked` (bool, per row) where a boundary is labelled
-    `mark` (see `xw_step_sweep`). False for a row, type or column out of range."""
-    rows, ncols = per.shape
+) -> int:
+    """XProf's boundary walk of `steps._breakdown` for the steps in `rows` (a range), from
+    their events (`rows_order`; int64 `start`, `end`, int16 `kind`): adds each step's time
+    per label column into `per` ((steps, columns) int64) and sets `marked` (bool, per
+    step) where a boundary is labelled `mark` (see `xw_step_walk`). Calls on other rows
+    may run on other threads at once. 0, or WIDE, or -1 for an index, type or column out
+    of range."""
+    steps, ncols = per.shape
+    counts = offset[rows.start + 1 : rows.stop + 1] - offset[rows.start : rows.stop]
+    room = 2 * int(counts.max(initial=0))
+    keys, tmp = np.empty(room, np.uint64), np.empty(room, np.uint64)
     count = np.empty(len(col), np.int64)
-    args = (row, time, kind, is_start, len(row), lo, hi, rows, col, len(col), ncols, mark, count, per, marked)
-    return _call("xw_step_sweep", *args) >= 0
+    args = (order, offset, rows.start, rows.stop, start, end, kind, len(start), lo, hi, steps, col, len(col))
+    return _call("xw_step_walk", *args, ncols, mark, keys, tmp, room, count, per, marked)
+
+
+def grouped_events(
+    group: np.ndarray,
+    code: np.ndarray,
+    start: np.ndarray,
+    duration: np.ndarray,
+    kind: np.ndarray,
+    is_marker: np.ndarray,
+    roots: np.ndarray,
+    out: dict[str, np.ndarray],
+) -> int:
+    """`steps._host_events`' columns of one line's grouped events, written into `out`
+    (group, start, end, type, marker: as long as the line's grouped events) by
+    `xw_grouped_events`; `code`: the events' name codes into the tables `kind` (int16)
+    and `is_marker` (bool), whose last entry is for an event without a name. The events
+    written, or -1 for a code out of range."""
+    code = np.ascontiguousarray(code, dtype=np.int32)
+    roots = np.ascontiguousarray(roots, dtype=np.int64)
+    args = (group, code, start, duration, len(group), kind, is_marker, len(kind), roots, len(roots))
+    columns = (out["group"], out["start"], out["end"], out["type"], out["marker"])
+    return _call("xw_grouped_events", *args, *columns, len(out["group"]))

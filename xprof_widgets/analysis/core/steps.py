@@ -44,8 +44,10 @@ Times are picoseconds unless a name says otherwise.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -156,41 +158,48 @@ def _host_events(space, roots):
     if plane is None:
         return {k: np.zeros(0, dt) for k, dt in dtypes.items()}
     roots = roots[roots["plane"] == HOST_PLANE] if len(roots) else roots
-    grouped = []  # (line index, line, its group ids, its grouped events)
+    grouped = []  # (line, its group ids, how many of its events are grouped)
     for li, line in plane.busy_lines:
         gid = groups.get((HOST_PLANE, li))
         if gid is None:
             continue
-        idx = np.flatnonzero(gid >= 0)
-        if len(idx):
-            grouped.append((li, line, gid, idx))
+        count = int(np.count_nonzero(gid >= 0))
+        if count:
+            grouped.append((li, line, gid, count))
     # Written in place into columns of every line's events (tens of millions on a CPU
     # run): no per-line pieces joined after, which would be as many fresh pages again.
-    total = sum(len(idx) for *_, idx in grouped)
+    total = sum(count for *_, count in grouped)
     cols = {k: np.empty(total, dt) for k, dt in dtypes.items()}
     at = 0
-    for li, line, gid, idx in grouped:
-        part = slice(at, at + len(idx))
-        at += len(idx)
+    for li, line, gid, count in grouped:
+        part = {k: v[at : at + count] for k, v in cols.items()}
+        at += count
         names = line.names()
-        cats = np.asarray(names.categories, dtype=object)
-        codes = np.asarray(names.codes)[idx]
-        np.take(host_event_type(cats).astype(np.int16), codes, out=cols["type"][part])  # types < 2**15
-        marker = cols["marker"][part]
-        np.take(is_step_marker_name(cats), codes, out=marker)
+        # By name, the last entry for an event without one (code -1).
+        cats = np.append(np.asarray(names.categories, dtype=object), "")
+        kind, is_marker = host_event_type(cats).astype(np.int16), is_step_marker_name(cats)  # types < 2**15
         # The root carries the step name: an implicit marker.
         r_event = roots["event"][roots["line"] == li].to_numpy(np.int64) if len(roots) else np.zeros(0, np.int64)
+        r_event = np.sort(r_event)
+        start, duration, codes = line.start_ps, line.event_duration_ps, np.asarray(names.codes)
+        tables = (kind, is_marker, r_event, part)
+        if native.available() and native.grouped_events(gid, codes, start, duration, *tables) == count:
+            continue
+        idx = np.flatnonzero(gid >= 0)
+        codes = codes[idx]
+        np.take(kind, codes, out=part["type"])
+        marker = part["marker"]
+        np.take(is_marker, codes, out=marker)
         pos = np.searchsorted(idx, r_event)
         ok = pos < len(idx)
         ok[ok] = idx[pos[ok]] == r_event[ok]
         marker[pos[ok]] = True
-        np.take(gid, idx, out=cols["group"][part])
-        start = cols["start"][part]
-        np.take(line.start_ps, idx, out=start)
-        end = cols["end"][part]
-        np.take(line.event_duration_ps, idx, out=end)
-        end += start
-        cols["type"][part][marker] = -1
+        np.take(gid, idx, out=part["group"])
+        np.take(start, idx, out=part["start"])
+        end = part["end"]
+        np.take(duration, idx, out=end)
+        end += part["start"]
+        part["type"][marker] = -1
     return cols
 
 
@@ -354,59 +363,28 @@ def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     `well_formed_type` (host compute for a CPU-only host; XProf's test is
     the type's presence in the breakdown, empty spans included).
 
-    Steps are independent, so they are swept a few at a time (whole steps, about
-    `SWEEP_CHUNK` events), the per-step sums added up as they come.
+    The walk runs in the compiled loops (`_walked`), else in numpy (`_swept`): the same
+    numbers.
     """
     span = steps.set_index("group_id")[["begin_ps", "end_ps"]].sort_index()
     ids = span.index.to_numpy(np.int64)
     lo_all = span["begin_ps"].to_numpy(np.int64)
     hi_all = span["end_ps"].to_numpy(np.int64)
-    # Each kept event's step (its row in `ids`), and the steps cut into chunks.
+    # Each kept event's step (its row in `ids`; -1: none, or a marker).
     row = np.searchsorted(ids, ev["group"])
     keep = ev["type"] >= 0
     keep &= row < len(ids)
     keep[keep] = ids[row[keep]] == ev["group"][keep]
-    pos = np.flatnonzero(keep)
-    row = row[pos]
-    # A step goes to the chunk where its first event falls (chunks of about
-    # SWEEP_CHUNK events, a step never split); positions stay ascending in each chunk.
-    per_row = np.bincount(row, minlength=len(ids))
-    chunk_of_row = (np.cumsum(per_row) - per_row) // SWEEP_CHUNK
-    if not len(ids) or chunk_of_row[-1] == 0:
-        chunks = [slice(None)]
-    else:
-        order, counts = order_by_key(chunk_of_row[row])
-        bounds = np.cumsum(counts)
-        chunks = [order[b - c : b] for b, c in zip(bounds.tolist(), counts.tolist(), strict=True) if c]
     # Span labels are the events' types or unknown time: one column each.
-    present = np.bincount(ev["type"][pos], minlength=UNKNOWN_TIME + 1) > 0
+    present = np.bincount(ev["type"][keep], minlength=UNKNOWN_TIME + 1) > 0
     present[UNKNOWN_TIME] = True
     kinds = np.flatnonzero(present)
     rank = np.zeros(int(kinds[-1]) + 1, np.int64)
     rank[kinds] = np.arange(len(kinds))
-    size = len(ids) * len(kinds)
-    per = np.zeros(size, np.int64)  # (step, kind) ps, added up chunk by chunk
+    per = np.zeros((len(ids), len(kinds)), np.int64)  # (step, kind) ps
     marked = np.zeros(len(ids), bool)
-    compiled = native.available()
-    for chunk in chunks:
-        taken = pos[chunk]
-        columns = [np.asarray(ev[k][taken], dtype=np.int64) for k in ("start", "end", "type")]
-        if compiled:  # the walk itself, boundary by boundary, as XProf does
-            bounds = _boundaries(row[chunk], *columns)
-            grid = per.reshape(len(ids), len(kinds))
-            if native.step_sweep(*bounds, lo_all, hi_all, rank, well_formed_type, grid, marked):
-                continue
-            raise ValueError("step sweep: a step or event type out of range")  # a bug here, not in the file
-        spans, marked_rows = _sweep(row[chunk], *columns, well_formed_type)
-        marked[marked_rows] = True
-        r = spans["group"]
-        ps = np.clip(np.minimum(spans["end"], hi_all[r]) - np.maximum(spans["begin"], lo_all[r]), 0, None)
-        key = r * len(kinds) + rank[spans["label"]]
-        # Two exact float sums (each under 2**53) rather than one of int64 ps.
-        high = np.bincount(key, weights=ps >> 32, minlength=size).astype(np.int64)
-        low = np.bincount(key, weights=ps & 0xFFFFFFFF, minlength=size).astype(np.int64)
-        per += (high << 32) + low
-    per = per.reshape(len(ids), len(kinds))
+    if not (native.available() and _walked(ev, row, keep, lo_all, hi_all, rank, well_formed_type, per, marked)):
+        _swept(ev, row, keep, lo_all, hi_all, rank, well_formed_type, per, marked)
     out = pd.DataFrame(index=span.index)
     for k, ty in enumerate(kinds.tolist()):
         if ty != UNKNOWN_TIME and per[:, k].any():
@@ -414,6 +392,77 @@ def _breakdown(ev, steps, well_formed_type=HOST_COMPUTE):
     out[UNKNOWN_TIME] = (hi_all - lo_all) - out.sum(axis=1).to_numpy(np.int64)
     out["well_formed"] = marked
     return out
+
+
+#: Events from which `_walked` splits the steps between two threads.
+_TWO_THREADS = 1 << 18
+
+
+def _walked(ev, row, keep, lo, hi, rank, mark, per, marked):
+    """`_breakdown`'s walk in the compiled loops (`native.step_walk`): the steps' events
+    put together by a counting sort, each step's boundaries sorted and walked in C, the
+    steps split between two threads on a big run. False where it cannot (a step spanning
+    2**52 ps, more events than int32 counts): `_swept` then does the work."""
+    row = np.where(keep, row, -1)
+    found = native.rows_order(row, len(per))
+    if found is None:
+        return False
+    offset, order = found
+    columns = (
+        np.ascontiguousarray(ev["start"], dtype=np.int64),
+        np.ascontiguousarray(ev["end"], dtype=np.int64),
+        np.ascontiguousarray(ev["type"], dtype=np.int16),
+    )
+    walk = lambda rows: native.step_walk(order, offset, rows, *columns, lo, hi, rank, mark, per, marked)  # noqa: E731
+    total = int(offset[-1])
+    if total >= _TWO_THREADS and len(per) > 1 and (os.cpu_count() or 1) > 1:
+        # Steps split where half the events are: each thread writes its own steps' rows.
+        cut = min(max(int(np.searchsorted(offset, total // 2)), 1), len(per) - 1)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            other = pool.submit(walk, range(cut, len(per)))
+            answers = [walk(range(0, cut)), other.result()]
+    else:
+        answers = [walk(range(len(per)))]
+    if all(a == 0 for a in answers):
+        return True
+    if any(a not in (0, native.WIDE) for a in answers):
+        raise ValueError("step walk: a step or event type out of range")  # a bug here, not in the file
+    per[:] = 0
+    marked[:] = False
+    return False
+
+
+def _swept(ev, row, keep, lo_all, hi_all, rank, mark, per, marked):
+    """`_breakdown`'s walk in numpy (`_sweep`): steps are independent, so they are swept a
+    few at a time (whole steps, about `SWEEP_CHUNK` events), the per-step sums added up as
+    they come."""
+    pos = np.flatnonzero(keep)
+    row = row[pos]
+    n_steps, n_kinds = per.shape
+    # A step goes to the chunk where its first event falls (chunks of about
+    # SWEEP_CHUNK events, a step never split); positions stay ascending in each chunk.
+    per_row = np.bincount(row, minlength=n_steps)
+    chunk_of_row = (np.cumsum(per_row) - per_row) // SWEEP_CHUNK
+    if not n_steps or chunk_of_row[-1] == 0:
+        chunks = [slice(None)]
+    else:
+        order, counts = order_by_key(chunk_of_row[row])
+        bounds = np.cumsum(counts)
+        chunks = [order[b - c : b] for b, c in zip(bounds.tolist(), counts.tolist(), strict=True) if c]
+    size = per.size
+    flat = per.reshape(-1)
+    for chunk in chunks:
+        taken = pos[chunk]
+        columns = [np.asarray(ev[k][taken], dtype=np.int64) for k in ("start", "end", "type")]
+        spans, marked_rows = _sweep(row[chunk], *columns, mark)
+        marked[marked_rows] = True
+        r = spans["group"]
+        ps = np.clip(np.minimum(spans["end"], hi_all[r]) - np.maximum(spans["begin"], lo_all[r]), 0, None)
+        key = r * n_kinds + rank[spans["label"]]
+        # Two exact float sums (each under 2**53) rather than one of int64 ps.
+        high = np.bincount(key, weights=ps >> 32, minlength=size).astype(np.int64)
+        low = np.bincount(key, weights=ps & 0xFFFFFFFF, minlength=size).astype(np.int64)
+        flat += (high << 32) + low
 
 
 def host_steps(space, drop_partial=True) -> pd.DataFrame:
