@@ -44,10 +44,14 @@ import ipywidgets
 import numpy as np
 import pandas as pd
 import traitlets
+from bokeh.core.property.wrappers import PropertyValueContainer
+from bokeh.core.serialization import Serializer
 from bokeh.document import Document
+from bokeh.document import document as bokeh_document
 from bokeh.embed import json_item
 from bokeh.model import Model
 from bokeh.models import HoverTool, TapTool
+from bokeh.settings import settings
 
 __all__ = [
     "LABEL_TEXT",
@@ -307,19 +311,75 @@ def _as_item(figure: Any) -> dict:
 
 
 def _json_item(figure: Model) -> dict:
-    """`bokeh.embed.json_item(figure)` of a figure in no document, in two thirds of the time:
+    """`bokeh.embed.json_item(figure)` of a figure in no document, in a third of the time:
     the figure is serialized in a document of its own, then left in none, without the
     validation and the Python-callback search `json_item` walks every model for again (our
-    figures have no Python callbacks; their tests check what they draw). The same item
-    but for the document's own ids."""
+    figures have no Python callbacks; their tests check what they draw), each model by
+    `_SetValuesSerializer`. The same item but for the document's own ids."""
     doc = Document()
     doc.title = ""
     doc.add_root(figure)
     try:
-        doc_json = doc.to_json(deferred=False)
+        with _SERIALIZING:
+            # (Bokeh's Document.to_json makes its Serializer by this module-level name: ours
+            # for this call, under a lock; any other thread's call meanwhile gets the same
+            # output from it.)
+            setattr(bokeh_document, "Serializer", _SetValuesSerializer)  # noqa: B010 (a type: mypy)
+            try:
+                doc_json = doc.to_json(deferred=False)
+            finally:
+                setattr(bokeh_document, "Serializer", Serializer)  # noqa: B010
     finally:
         doc.remove_root(figure)
     return {"target_id": None, "root_id": doc_json["roots"][0]["id"], "doc": doc_json, "version": bokeh.__version__}
+
+
+_SERIALIZING = threading.Lock()
+
+
+class _SetValuesSerializer(Serializer):
+    """Bokeh's Serializer, with each model that serializes as `Model` does encoded from the
+    properties set on it (`_set_values`): Bokeh 3.9's `query_properties_with_values` makes
+    the default of every property, set or not, before it leaves the unset ones out (most of
+    a figure's serialization). The same representation (tests compare every chart)."""
+
+    def _encode(self, obj: Any) -> Any:
+        if isinstance(obj, Model) and type(obj).to_serializable is _MODEL_TO_SERIALIZABLE:
+            if settings.serialize_include_defaults():  # (defaults asked for: Bokeh's own way)
+                return super()._encode(obj)
+            self.add_ref(obj, obj.ref)
+            rep: dict[str, Any] = {"type": "object", "name": obj.__qualified_model__, "id": obj.id}
+            attributes = {key: self.encode(value) for key, value in _set_values(obj).items()}
+            if attributes:
+                rep["attributes"] = attributes
+            return rep
+        return super()._encode(obj)
+
+
+_MODEL_TO_SERIALIZABLE = Model.to_serializable
+
+
+def _set_values(model: Model) -> dict[str, Any]:
+    """`model.properties_with_values(include_defaults=False)` without making the defaults it
+    leaves out: the serialized properties set on the model, themed, or with a default
+    Bokeh keeps per instance (a model-valued default), in the model's property order."""
+    chosen = set(model._property_values) | set(model._unstable_default_values)
+    themed = model.themed_values()
+    themed_keys = set(themed) if themed is not None else set()
+    chosen |= themed_keys
+    out = {}
+    for key in model.properties(_with_props=True):
+        if key not in chosen:
+            continue
+        descriptor = model.lookup(key)
+        if not descriptor.serialized:
+            continue
+        value = descriptor.get_value(model)
+        if key not in themed_keys and key in model._unstable_default_values:
+            if isinstance(value, PropertyValueContainer):  # (an unmodified container default)
+                continue
+        out[key] = value
+    return out
 
 
 class BokehWidget(anywidget.AnyWidget):

@@ -1,0 +1,51 @@
+"""Our serialization of a figure (`_bokeh._json_item`, each model by `_SetValuesSerializer`)
+gives what Bokeh's own `json_item` gives, for every chart of every tool widget on the
+shipped samples: the same models, ids, properties and data, only faster."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from bokeh.embed import json_item
+
+import xprof_widgets as xw
+from xprof_widgets.tools import TOOLS
+from xprof_widgets.widgets import _bokeh
+
+
+@pytest.fixture
+def compared(monkeypatch):
+    """Each figure a widget serializes, serialized by Bokeh's json_item too and compared;
+    the names of the figures' root models compared."""
+    seen = []
+    ours = _bokeh._json_item
+
+    def both(figure):
+        item = ours(figure)
+        theirs = json_item(figure)
+        assert item["root_id"] == theirs["root_id"]
+        for key in ("roots", "defs", "callbacks"):
+            assert item["doc"].get(key) == theirs["doc"].get(key), key
+        seen.append(item["doc"]["roots"][0]["name"])
+        return item
+
+    monkeypatch.setattr(_bokeh, "_json_item", both)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_every_chart_serializes_as_bokeh_does(compared, kind):
+    run = xw.sample_run(kind)
+    for tool in TOOLS:
+        widget = getattr(importlib.import_module(tool.module, "xprof_widgets"), tool.widget)
+        widget(run)
+    # (Plots of every kind the samples have charts for: bars, pies, sunbursts, timelines.)
+    assert len(compared) >= 10 and set(compared) >= {"Figure"}
+
+
+def test_defaults_asked_for_are_bokeh_s_own(compared, monkeypatch):
+    """With Bokeh told to serialize defaults too, every property goes out, as Bokeh writes it."""
+    monkeypatch.setenv("BOKEH_SERIALIZE_INCLUDE_DEFAULTS", "true")
+    xw.KernelStatsWidget(xw.sample_run("gpu"))
+    assert compared == ["Figure"]
