@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived
+from .columns import Groups, by_pair, by_value
 from .command_buffers import attributed_ops
 from .derived_lines import DerivedLine, events_of, group_stat, libstdcxx_sort_order, stack_shrink_ns
 from .planes import GPU_PLANE_PREFIX, HOST_PLANE, SCOPE_RANGE_PLANE, gpu_plane_index, is_derived_line
@@ -150,8 +151,11 @@ def _str_col(cols, name, n):
     col = cols.get(name)
     if col is None:
         return np.full(n, None, dtype=object)
-    col = np.asarray(col, dtype=object)
-    return np.array([v if isinstance(v, str) else None for v in col], dtype=object)
+    return by_value(col, _text_or_none)
+
+
+def _text_or_none(value):
+    return value if isinstance(value, str) else None
 
 
 def _int_col(cols, name, n):
@@ -267,14 +271,14 @@ def _inputs(run, space, plane, li, line, group, modules, tree):
     g = (np.full(n, -1, np.int64) if group is None else np.asarray(group, dtype=np.int64))[order]
     begin = line.start_ps.astype(np.int64)[order]
     end = begin + line.event_duration_ps.astype(np.int64)[order]
-    mod_key = np.array(
-        [None if not m else (f"{m}({int(p)})" if not np.isnan(p) else m) for m, p in zip(module, pid)], dtype=object
-    )
+    # (Per distinct value or pair: a stream of 100,000 kernels runs a few hundred ops.)
+    mod_key = by_pair(module, pid, _module_key)
     # The framework op and source line of each kernel: its HLO instruction's (XLA ops), else its tf_op.
-    tf_full = np.full(len(order), None, dtype=object)
-    source = np.full(len(order), None, dtype=object)
+    is_hlo = hlo != None  # noqa: E711
+    by_op = Groups(hlo, pid, dropna=False)
+    op_tf, op_source = np.full(by_op.n, None, dtype=object), np.full(by_op.n, None, dtype=object)
     symbols = {}
-    for i, (h, p) in enumerate(zip(hlo, pid)):
+    for k, (h, p) in enumerate(zip(by_op.first(hlo, skipna=False), by_op.first(pid, skipna=False))):
         if h is not None:
             key = (p, hlo_op_name(h))
             if key not in symbols:
@@ -285,9 +289,10 @@ def _inputs(run, space, plane, li, line, group, modules, tree):
                     md = instr.metadata
                     src = f"{md.source_file.rsplit('/', 1)[-1]}:{md.source_line}" if md.source_file else None
                     symbols[key] = (f"{md.op_name}:{md.op_type}", src)
-            tf_full[i], source[i] = symbols[key]
-        elif tf_op[i]:
-            tf_full[i] = tf_op[i]
+            op_tf[k], op_source[k] = symbols[key]
+    tf_full, source = op_tf[by_op.codes], op_source[by_op.codes]
+    named = ~is_hlo & by_value(tf_op, bool, bool)
+    tf_full[named] = tf_op[named]
     return {
         "line": li,
         "event": order,
@@ -306,6 +311,14 @@ def _inputs(run, space, plane, li, line, group, modules, tree):
         "tree": tree,
         **_ranges(range_id, has_range & ((module != None) | (hlo != None)), tree),  # noqa: E711
     }
+
+
+def _module_key(module, pid):
+    """An XLA Modules event's name: `module(program id)`, the module alone without an id;
+    None without a module."""
+    if not module:
+        return None
+    return f"{module}({int(pid)})" if not np.isnan(pid) else module
 
 
 def _ranges(range_id, has_range, tree):
@@ -459,17 +472,14 @@ def _stream_lines(run, space, plane, li, line, group, modules, tree):
     # XLA Ops: one level per `::` part, named "<program id>/<op>" (shown: the op).
     x_rows = np.flatnonzero(ev["hlo"] != None)  # noqa: E711
     if len(x_rows):
-        paths, shown = {}, {}
-        for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows]):
-            key = (h, m, p if not np.isnan(p) else None)
-            if key not in paths:
-                prefix = f"{int(p)}/" if key[2] is not None else f"{m or ''}/"
-                paths[key] = [prefix + part for part in h.split("::")]
-                shown.update((prefix + part, part) for part in h.split("::"))
-        plist = [
-            paths[(h, m, p if not np.isnan(p) else None)]
-            for h, m, p in zip(ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])
-        ]
+        columns = (ev["hlo"][x_rows], ev["module"][x_rows], ev["pid"][x_rows])
+        by_path = Groups(*columns, dropna=False)
+        paths, shown = [], {}
+        for h, m, p in zip(*(by_path.first(c, skipna=False) for c in columns)):
+            prefix = f"{int(p)}/" if not np.isnan(p) else f"{m or ''}/"
+            paths.append([prefix + part for part in h.split("::")])
+            shown.update((prefix + part, part) for part in h.split("::"))
+        plist = (by_path.codes, paths)
         ranges = _level_ranges(ev, x_rows, plist)
         forced = _resets_between(x_rows, module_new)
         after = bool(module_new[x_rows[-1] + 1 :].any())
@@ -477,16 +487,20 @@ def _stream_lines(run, space, plane, li, line, group, modules, tree):
     # Framework Name Scope and Framework Ops, from each kernel's framework op.
     f_rows = np.flatnonzero(ev["tf_full"] != None)  # noqa: E711
     if len(f_rows):
-        parsed = {v: parse_tf_op(v) for v in set(ev["tf_full"][f_rows])}
-        scopes = {v: (name_scopes(p[1]) if p[0] in ("tensorflow", "jax") else []) for v, p in parsed.items()}
-        s_rows = np.array([r for r in f_rows if scopes[ev["tf_full"][r]]], dtype=np.int64)
+        op_codes, ops = _codes(ev["tf_full"][f_rows])
+        scopes = []
+        for v in ops:
+            p = parse_tf_op(v)
+            scopes.append(name_scopes(p[1]) if p[0] in ("tensorflow", "jax") else [])
+        scoped = np.array([bool(x) for x in scopes], dtype=bool)[op_codes]
+        s_rows = f_rows[scoped]
         scope_new = np.zeros(n, dtype=bool)
         if len(s_rows):
             ns, common = _nested_line(
                 NAME_SCOPE,
                 ev,
                 s_rows,
-                [scopes[ev["tf_full"][r]] for r in s_rows],
+                (op_codes[scoped], scopes),
                 _resets_between(s_rows, module_new),
                 reset_after=bool(module_new[s_rows[-1] + 1 :].any()),
             )
@@ -496,7 +510,7 @@ def _stream_lines(run, space, plane, li, line, group, modules, tree):
         forced = _resets_between(f_rows, module_new | scope_new)
         heads = _single_level(ev, f_rows, codes, forced)
         full = values[codes[heads]]
-        shown = np.array([tf_op_event_name(v) for v in full], dtype=object)
+        shown = by_value(full, tf_op_event_name)
         names = np.where(shown != "", shown, full)
         out.append(_line(TF_OPS, ev, f_rows, heads, names, np.where(shown != "", full, "")))
     # Source code: never reset.
@@ -508,10 +522,17 @@ def _stream_lines(run, space, plane, li, line, group, modules, tree):
     return [d for d in out if d is not None]
 
 
+def _path_depths(paths):
+    """Each input's number of levels, of `paths` as `_nested_line` takes them."""
+    which, distinct = paths
+    return np.array([len(p) for p in distinct], dtype=np.int64)[which]
+
+
 def _level_ranges(ev, rows, paths):
     """(ids, present), one column per level, of the inputs whose scope range chain is as
-    long as their op path (outermost range first), as XProf uses them; None when none is."""
-    depth = np.array([len(p) for p in paths], dtype=np.int64)
+    long as their op path (outermost range first), as XProf uses them; None when none is.
+    `paths` as `_nested_line` takes them."""
+    depth = _path_depths(paths)
     fits = np.flatnonzero(ev["range_length"][rows] == depth)
     if not len(fits):
         return None
@@ -523,7 +544,7 @@ def _level_ranges(ev, rows, paths):
     for k, (rid, length) in enumerate(zip(uniques, lengths)):
         chain = _range_chain(int(rid), ev["tree"], int(length))
         table[k, : len(chain)], known[k, : len(chain)] = chain[::-1], True
-    ids = np.zeros((len(paths), width), dtype=np.int64)
+    ids = np.zeros((len(rows), width), dtype=np.int64)
     present = np.zeros(ids.shape, dtype=bool)
     ids[fits], present[fits] = table[codes], known[codes]
     return ids, present
@@ -531,23 +552,26 @@ def _level_ranges(ev, rows, paths):
 
 def _nested_line(name, ev, rows, paths, forced, shown_of=None, ranges=None, reset_after=False):
     """A nested line (XLA ops, name scopes) over its input rows; returns it and each
-    input's number of continued levels. `shown_of` maps an event name to the name
-    shown (XLA ops show the op, their full name "<program id>/<op>" kept as long name).
-    `reset_after`: the line is reset after its last input (a new module), which closes
-    the events still open then."""
-    depth = np.array([len(p) for p in paths], dtype=np.int64)
+    input's number of continued levels. `paths`: (each input's path, as an index into
+    the distinct paths; the distinct paths, each a list of names, outermost first).
+    `shown_of` maps an event name to the name shown (XLA ops show the op, their full name
+    "<program id>/<op>" kept as long name). `reset_after`: the line is reset after its
+    last input (a new module), which closes the events still open then."""
+    which, distinct = paths
+    lengths = np.array([len(p) for p in distinct], dtype=np.int64)
+    depth = lengths[which]
     width = int(depth.max())
-    codes, values = _codes([part for p in paths for part in p])
-    table = np.full((len(rows), width), -1, dtype=np.int64)
-    flat_row = np.repeat(np.arange(len(rows)), depth)
-    flat_col = np.concatenate([np.arange(d) for d in depth]) if len(depth) else np.zeros(0, np.int64)
-    table[flat_row, flat_col] = codes
+    # Each distinct path's names as codes (-1 past its depth), then each input's path's.
+    codes, values = _codes([part for p in distinct for part in p])
+    by_path = np.full((len(distinct), width), -1, dtype=np.int64)
+    by_path[np.repeat(np.arange(len(distinct)), lengths), _positions(lengths)] = codes
+    table = by_path[which]
     levels, common = _multi_level(ev, rows, table, depth, forced, ranges)
     parts = []
     for k, at, heads in levels:
         full = values[table[at[heads], k]]
         if shown_of is not None:
-            shown = np.array([shown_of[v] for v in full], dtype=object)
+            shown = by_value(full, shown_of.__getitem__)
             names = np.where(shown != "", shown, full)
             long_names = np.where(shown != "", full, "")
         else:
@@ -555,6 +579,12 @@ def _nested_line(name, ev, rows, paths, forced, shown_of=None, ranges=None, rese
         parts.append(_line(name, ev, rows[at], heads, names, long_names, level=k))
     _shrink_closed_stacks(parts, levels, common, len(rows) if reset_after else -1)
     return _concat(name, parts), common
+
+
+def _positions(lengths):
+    """0..n-1 for each n of `lengths`, one after another."""
+    starts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)
 
 
 def _shrink_closed_stacks(parts, levels, common, closed_at_end):
