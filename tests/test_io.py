@@ -11,7 +11,7 @@ import pytest
 
 import xprof_widgets as xw
 from xprof_widgets.io import schema, sorting, wire
-from xprof_widgets.io.xspace import read_xspace, stat_value
+from xprof_widgets.io.xspace import SMALL_LINE, read_xspace, stat_value
 
 from .conftest import PROFILES, profile_files
 from .fuzz import varint
@@ -497,7 +497,8 @@ def _check_by_key(data, records, by_key, only=None):
 def test_stat_table_equals_protobuf(pair):
     """`stat_table` reads every stat of (sampled) events as XProf's XStatVisitor does (IntOrUintValue,
     DoubleValue, StrOrRefValue), its metadata's stats included; the same when the line's stats are
-    shared (`sharing_stats`) and the table is cut to some events and names."""
+    shared (`sharing_stats`) or kept by the line (a later call for some of the names it decoded last)
+    and the table is cut to some events and names."""
     ours, ref = pair
     checked = 0
     for line, names, sample, wants in _sampled_stats(ours, ref, 300):
@@ -510,13 +511,20 @@ def test_stat_table_equals_protobuf(pair):
             assert ours._shared_tables[id(line)]["table"] is not None
             other = line.stat_table(events=sample)  # all stats: not the shared decode of `some`
         assert set(shared_some.names) <= set(some[:1])
+        if len(line) > SMALL_LINE:  # (a small line: decoded with the others, `_SmallLines`)
+            line.stat_table(names=some)  # every event's stats of `some`: the line keeps them
+            assert line._kept_stats is not None and line._kept_stats[0] == set(some)
+        kept_some = line.stat_table(names=some[:1], events=sample)
+        assert set(kept_some.names) <= set(some[:1])
         for table in (line.stat_table(events=sample), shared, other):
             columns = {}
             for j, (i, want) in enumerate(zip(sample, wants)):
                 assert set(want) <= table.names
                 for name, s in want.items():
-                    if name in some[:1]:  # the shared table of a few names reads as the others
+                    if name in some[:1]:  # the shared and kept tables of a few names read as the others
                         assert shared_some.str_column(name)[j] == table.str_column(name)[j]
+                        assert kept_some.str_column(name)[j] == table.str_column(name)[j]
+                        assert kept_some.int_column(name)[j] == table.int_column(name)[j]
                     if name not in columns:
                         columns[name] = (table.int_column(name), table.float_column(name), table.str_column(name))
                     ints, floats, strs = columns[name]

@@ -121,6 +121,9 @@ class Line:
     record_pos: np.ndarray = field(repr=False)  # byte offset of each event record
     stats_at: np.ndarray | None = field(repr=False, default=None)  # offset from record_pos to its stats
     _names: object = field(repr=False, default=None, compare=False)
+    # The last named stats of every event decoded: (their names, the StatTable), which
+    # serves a later call for some of them (`stat_table`).
+    _kept_stats: object = field(repr=False, default=None, compare=False)
 
     def __len__(self):
         return len(self.start_ps)
@@ -199,7 +202,8 @@ class Line:
         Sparse: one entry per stat an event has, nothing for the ones it lacks.
         Stats on the event's metadata fill in where the event does not set them.
         Inside `XSpaceFile.sharing_stats` a line's stats are decoded once for
-        every call.
+        every call. The line keeps the last named stats it decoded of all its events: a
+        later call for some of them reads those.
         """
         shared = self.plane.space._shared_tables
         with self._corrupt_stats_named():
@@ -216,13 +220,19 @@ class Line:
             if batched is not None:
                 table = StatTable(self.plane, self.metadata_id, batched, names)
                 return table if events is None else table.take(None, np.asarray(events, dtype=np.int64))
+            kept = self._kept_stats
+            if kept is not None and names is not None and kept[0] >= set(names):
+                return kept[1].take(names, None if events is None else np.asarray(events, dtype=np.int64))
             idx = None if events is None else np.asarray(events, dtype=np.int64)
-            return StatTable(
+            table = StatTable(
                 self.plane,
                 self.metadata_id if idx is None else self.metadata_id[idx],
                 self._decoded_stats(idx, names),
                 names,
             )
+            if idx is None and names is not None:  # (a few stats: never all of a line's kept)
+                self._kept_stats = (frozenset(names), table)
+            return table
 
     @contextmanager
     def _corrupt_stats_named(self):

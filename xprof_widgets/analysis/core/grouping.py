@@ -122,6 +122,10 @@ _STATS = [
 #: The stats the grouping reads of every event of every line (a reader that decodes a
 #: line's stats for the grouping too asks for these).
 GROUPING_STATS = frozenset(_STATS)
+#: What the grouping decodes of a host line: its stats, and `tf_op`, which the host op
+#: database reads next (the line keeps the last stats decoded: one walk over the records
+#: of a Python tracer's million events, not two).
+_STATS_READ_AHEAD = [*_STATS, "tf_op"]
 
 
 def _node_dtype(n):
@@ -221,7 +225,7 @@ class _Nodes:
                 # A short line keeps every event: sorting out which take part costs more there.
                 short = m <= _SHORT_LINE
                 kept = np.ones(m, bool) if keep_all or short else role[codes]
-                table = line.stat_table(names=_STATS)
+                table = line.stat_table(names=_STATS_READ_AHEAD if plane.name == HOST_PLANE else _STATS)
                 found = {k: table.ints(k) for k in sparse if k in table}
                 typed = table.strings("graph_type") if "graph_type" in table else None
                 everything = keep_all or short
