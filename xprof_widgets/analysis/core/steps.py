@@ -158,7 +158,7 @@ def _host_events(space, roots):
     if plane is None:
         return {k: np.zeros(0, dt) for k, dt in dtypes.items()}
     roots = roots[roots["plane"] == HOST_PLANE] if len(roots) else roots
-    grouped = []  # (line, its group ids, how many of its events are grouped)
+    grouped = []  # (line index, line, its group ids, how many of its events are grouped)
     for li, line in plane.busy_lines:
         gid = groups.get((HOST_PLANE, li))
         if gid is None:
