@@ -171,13 +171,21 @@ def _host_events(space, roots):
     total = sum(count for *_, count in grouped)
     cols = {k: np.empty(total, dt) for k, dt in dtypes.items()}
     at = 0
+    typed = {}  # id(a table of names) -> (that table, each name's type, whether it marks a step)
     for li, line, gid, count in grouped:
         part = {k: v[at : at + count] for k, v in cols.items()}
         at += count
         names = line.names()
-        # By name, the last entry for an event without one (code -1).
-        cats = np.append(np.asarray(names.categories, dtype=object), "")
-        kind, is_marker = host_event_type(cats).astype(np.int16), is_step_marker_name(cats)  # types < 2**15
+        found = typed.get(id(names.categories))
+        if found is None or found[0] is not names.categories:  # (a plane's lines share one)
+            # By name, the last entry for an event without one (code -1); types < 2**15.
+            cats = np.append(np.asarray(names.categories, dtype=object), "")
+            found = typed[id(names.categories)] = (
+                names.categories,
+                host_event_type(cats).astype(np.int16),
+                is_step_marker_name(cats),
+            )
+        _, kind, is_marker = found
         # The root carries the step name: an implicit marker.
         r_event = roots["event"][roots["line"] == li].to_numpy(np.int64) if len(roots) else np.zeros(0, np.int64)
         r_event = np.sort(r_event)
