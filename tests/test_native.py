@@ -148,6 +148,67 @@ def test_decode_head_equals_numpy(monkeypatch, block):
     assert ours[:3] == want
 
 
+def _usual_events(rng, count):
+    """Event records as writers make them: fields 1-3 in order (each may be absent), values
+    of every varint length up to 7 bytes, metadata ids below 2**31, then stats."""
+    sizes = [0, 1, 127, 128, 1 << 20, (1 << 31) - 1, (1 << 49) - 1]
+    events = []
+    for _ in range(count):
+        fields = b""
+        for number in (1, 2, 3):
+            if rng.random() < 0.8:
+                top = 6 if number == 1 else 7
+                fields += bytes([number << 3]) + varint(sizes[int(rng.integers(top))])
+        fields += b"".join(b"\x22\x02\x08\x01" for _ in range(int(rng.integers(0, 3))))
+        events.append(b"\x22" + varint(len(fields)) + fields)
+    return events
+
+
+def _heads(records, narrow=True):
+    buf, size = wire.padded(b"".join(records))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(r) for r in records])[:-1].astype(np.int64)
+    return data, size, pos, wire.event_heads(data, pos, size, narrow)
+
+
+@pytest.mark.parametrize("block", [7, 1 << 16])
+def test_event_heads_equal_decode_head(monkeypatch, block):
+    """The line's columns written in one pass equal what `decode_head` gives, narrowed."""
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
+    records = _usual_events(np.random.default_rng(6), 3000)
+    data, size, pos, got = _heads(records)
+    assert got is not None
+    want = wire.decode_head(data, pos, (1, 2, 3), end=size)
+    metadata_id, offset_ps, duration_ps, stats_at, positions = got
+    assert [a.dtype for a in got] == [np.int32, np.int64, np.int64, np.uint16, np.int32]
+    assert metadata_id.tolist() == want.value(1).tolist()
+    assert offset_ps.tolist() == want.value(2).tolist()
+    assert duration_ps.tolist() == want.value(3).tolist()
+    assert stats_at.tolist() == want.rest.tolist()
+    assert positions.tolist() == pos.tolist()
+    _, _, _, wide = _heads(records, narrow=False)
+    assert wide[4].dtype == np.int64 and wide[4].tolist() == pos.tolist()
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"\x10\x05\x08\x07",  # out of order
+        b"\x08\x01\x08\x02",  # repeated
+        b"\x08\x01\x22\x02\x08\x01\x18\x03",  # field 3 after the stats
+        b"\x10" + varint(1 << 49),  # an 8-byte varint
+        b"\x10" + varint((1 << 64) - 5),  # a negative offset
+        b"\x08" + varint(1 << 31),  # a metadata id past int32
+    ],
+)
+def test_event_heads_leave_other_layouts_to_decode_head(odd):
+    """A line with one record in another layout, or that does not fit the narrow types, is
+    left to the general decoder (which reads it as protobuf does)."""
+    records = _usual_events(np.random.default_rng(7), 100)
+    records.insert(50, b"\x22" + varint(len(odd)) + odd)
+    assert _heads(records)[3] is None
+
+
 def _payload(record):
     """The payload of a LENGTH record (tag byte, varint length, payload)."""
     _, at = wire.read_varint(record, 1, len(record))

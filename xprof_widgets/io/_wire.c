@@ -26,7 +26,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 9; }
+int32_t xw_abi(void) { return 10; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -176,6 +176,72 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
         rest[r] = p - at;
         ok[r] = (uint8_t)good;
         odd += !good;
+    }
+    return odd;
+}
+
+/* The event columns of a line in one pass, straight into their narrow types: what
+ * `xw_decode_head` gives for an event's fields 1-3 (metadata id, offset, duration), less
+ * the event-sized temporaries its general form needs (uint64 values, flags and offsets per
+ * field, then narrowed copies: fresh memory the size of the file again, which costs more
+ * than the decoding). Record r's tag is at pos[r]; metadata_id[r], offset_ps[r],
+ * duration_ps[r] receive its fields (0 where absent), stats_at[r] where its stats start
+ * (from pos[r]), and pos32[r] pos[r] when pos32 is not NULL (the caller knows the
+ * positions fit). Returns 0 when every record is in `xw_decode_head`'s fast layout with
+ * a metadata id below 2**31 and its stats within 2**16 bytes of its tag, else how many
+ * are not (the caller then decodes the line the general way), or XW_BAD (a payload runs
+ * past `end`). */
+int64_t xw_event_heads(const uint8_t *data, int64_t size, const int64_t *pos, int64_t n, int64_t end,
+                       int32_t *metadata_id, int64_t *offset_ps, int64_t *duration_ps, uint16_t *stats_at,
+                       int32_t *pos32) {
+    int64_t odd = 0;
+    if (end > size) return XW_BAD;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t at = pos[r];
+        if (at < 0 || at + 1 >= end) return XW_BAD;
+        uint64_t length;
+        int64_t s = varint(data, at + 1, end, &length);
+        if (s < 0 || length > (uint64_t)(end - s)) return XW_BAD;
+        int64_t e = s + (int64_t)length, p = s;
+        uint64_t values[3] = {0, 0, 0};
+        int good = 1;
+        for (int k = 0; k < 3 && good; k++) {
+            if (p >= e || data[p] != (uint8_t)((k + 1) << 3)) continue;
+            /* A VARINT of field k + 1: at most 7 bytes, inside the payload. */
+            uint64_t value = 0;
+            int64_t q = p + 1, stop = p + 8 < e ? p + 8 : e;
+            int done = 0;
+            for (int shift = 0; q < stop; shift += 7) {
+                uint8_t b = data[q++];
+                value |= (uint64_t)(b & 0x7F) << shift;
+                if (b < 0x80) {
+                    done = 1;
+                    break;
+                }
+            }
+            good = done;
+            values[k] = value;
+            p = q;
+        }
+        /* The rest of the record must hold none of these fields again. */
+        for (int64_t q = p; good && q < e;) {
+            uint64_t number;
+            int64_t body, next;
+            if (skip_field(data, q, e, &number, &body, &next) < 0 || (number >= 1 && number <= 3)) {
+                good = 0;
+                break;
+            }
+            q = next;
+        }
+        if (!good || values[0] > INT32_MAX || p - at > UINT16_MAX) {
+            odd++;
+            continue;
+        }
+        metadata_id[r] = (int32_t)values[0];
+        offset_ps[r] = (int64_t)values[1];
+        duration_ps[r] = (int64_t)values[2];
+        stats_at[r] = (uint16_t)(p - at);
+        if (pos32) pos32[r] = (int32_t)at;
     }
     return odd;
 }

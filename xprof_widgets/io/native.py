@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 9
+ABI = 10
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -28,17 +28,19 @@ _C_TYPES = {
     "u8": ctypes.c_uint8,
     "i8": ctypes.c_int8,
     "i16": ctypes.c_int16,
+    "u16": ctypes.c_uint16,
     "i32": ctypes.c_int32,
     "i64": ctypes.c_int64,
     "u64": ctypes.c_uint64,
 }
 #: The numpy types an array passed as each pointer may have (`_call` checks).
-_ARRAY_TYPES = {"u8": ("u1", "b1"), "i8": ("i1",), "i16": ("i2",), "i32": ("i4",), "i64": ("i8",), "u64": ("u8",)}
+_ARRAY_TYPES = {"u8": ("u1", "b1"), "i8": ("i1",), "i16": ("i2",), "u16": ("u2",), "i32": ("i4",), "i64": ("i8",), "u64": ("u8",)}
 #: The C prototypes of _wire.c, argument by argument ("*": a pointer to such items, passed
 #: as a numpy array, or None for NULL); each returns an int64.
 _SIGNATURES = {
     "xw_find_records": "u8* i64 i64 i64 u8 i64* i64 i64*",
     "xw_decode_head": "u8* i64 i64* i64 i32* i32 i64 u64* u8* i64* u8*",
+    "xw_event_heads": "u8* i64 i64* i64 i64 i32* i64* i64* u16* i32*",
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
@@ -160,6 +162,19 @@ def decode_head(
     nums = np.asarray(numbers, dtype=np.int32)
     got = _call("xw_decode_head", data, len(data), record_pos, n, nums, len(numbers), end, values, present, rest, ok)
     return None if got < 0 else (values, present, rest, ok)
+
+
+def event_heads(data: np.ndarray, record_pos: np.ndarray, end: int, out: tuple[np.ndarray, ...]) -> bool:
+    """Fill `out` (metadata ids int32, offsets and durations int64, stats offsets uint16,
+    and record positions int32 or None), one row per event record at `record_pos`
+    (int64), as `xw_event_heads` does; False where a record is in another layout or does
+    not fit those types (the caller decodes the line the general way)."""
+    metadata_id, offset_ps, duration_ps, stats_at, pos32 = out
+    got = _call(
+        "xw_event_heads", data, len(data), record_pos, len(record_pos), end,
+        metadata_id, offset_ps, duration_ps, stats_at, pos32,
+    )  # fmt: skip
+    return got == 0
 
 
 def keyed_stats(

@@ -522,6 +522,38 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
     return _decode(data, np.asarray(record_pos, dtype=np.int64), None, scalars, lengths, end, rest)
 
 
+def event_heads(data, record_pos, end, narrow_positions):
+    """An XEvent's fields 1-3 (metadata id, offset, duration) and where its stats start,
+    for the event records at `record_pos`, written straight into the line's narrow columns
+    by the compiled loop: (metadata_id int32, offset_ps int64, duration_ps int64, stats_at
+    uint16, record_pos: int32 where `narrow_positions`, else as given). None without the
+    compiled loops, or where a record is in another layout or does not fit those types:
+    `decode_head` then reads the line. The same values as `decode_head`, without its
+    event-sized uint64 and flag arrays and the narrowed copies made from them: fresh memory
+    as large as the line's records, whose page faults cost more than the decoding."""
+    if not native.available():
+        return None
+    record_pos = np.ascontiguousarray(record_pos, dtype=np.int64)
+    count = len(record_pos)
+    out = (
+        np.empty(count, np.int32),
+        np.empty(count, np.int64),
+        np.empty(count, np.int64),
+        np.empty(count, np.uint16),
+        np.empty(count, np.int32) if narrow_positions else None,
+    )
+    stop = len(data) if end is None else end
+
+    def block(c):
+        part = slice(c, c + BLOCK_RECORDS)
+        mine = tuple(None if x is None else x[part] for x in out)
+        return native.event_heads(data, record_pos[part], stop, mine)
+
+    if not all(_map_blocks(count, block)):
+        return None
+    return out if narrow_positions else (*out[:4], record_pos)
+
+
 def decode_head(data, record_pos, numbers, end=None):
     """`decode_records(data, record_pos, scalars=numbers, end=end, rest=True)` for records
     whose first fields are VARINT fields `numbers` (ascending, below 16, each may be

@@ -1610,6 +1610,19 @@ def _parse_line(plane, buf, start, end):
     if not runs:  # a line without events (a file may hold a million): shared empty columns
         return _line(plane, fields, **_NO_EVENTS)
     record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs)
+    narrow = plane.space.size < _INT32_POSITIONS
+    heads = wire.event_heads(data, record_pos, end, narrow)
+    if heads is not None:
+        metadata_id, start_ps, duration_ps, stats_at, record_pos = heads
+        return _line(
+            plane,
+            fields,
+            start_ps=start_ps,
+            event_duration_ps=duration_ps,
+            metadata_id=metadata_id,
+            record_pos=record_pos,
+            stats_at=stats_at,
+        )
     ev = wire.decode_head(data, record_pos, (_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS), end=end)
     # Offset from each event's tag to its stats (after fields 1-3): small, so
     # stored narrow; stats decoding starts there instead of re-reading 1-3.
@@ -1624,7 +1637,7 @@ def _parse_line(plane, buf, start, end):
         start_ps=start_ps,
         event_duration_ps=duration_ps,
         metadata_id=_narrow(metadata_id),
-        record_pos=_narrow(record_pos, fits=plane.space.size < _INT32_POSITIONS),
+        record_pos=_narrow(record_pos, fits=narrow),
         stats_at=stats_at,
     )
 
