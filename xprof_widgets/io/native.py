@@ -34,7 +34,15 @@ _C_TYPES = {
     "u64": ctypes.c_uint64,
 }
 #: The numpy types an array passed as each pointer may have (`_call` checks).
-_ARRAY_TYPES = {"u8": ("u1", "b1"), "i8": ("i1",), "i16": ("i2",), "u16": ("u2",), "i32": ("i4",), "i64": ("i8",), "u64": ("u8",)}
+_ARRAY_TYPES = {
+    "u8": ("u1", "b1"),
+    "i8": ("i1",),
+    "i16": ("i2",),
+    "u16": ("u2",),
+    "i32": ("i4",),
+    "i64": ("i8",),
+    "u64": ("u8",),
+}
 #: The C prototypes of _wire.c, argument by argument ("*": a pointer to such items, passed
 #: as a numpy array, or None for NULL); each returns an int64.
 _SIGNATURES = {
