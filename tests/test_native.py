@@ -209,6 +209,28 @@ def test_event_heads_leave_other_layouts_to_decode_head(odd):
     assert _heads(records)[3] is None
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_live_runs_equal_numpy(monkeypatch, dtype):
+    """The events with stats and their stats' bounds, from a line's own columns, as the
+    numpy blocks find them (most events without stats, as on a Python tracer's line)."""
+    from xprof_widgets.io import xspace
+
+    rng = np.random.default_rng(8)
+    records = _usual_events(rng, 5000)
+    data, size, pos, heads = _heads(records)
+    pos = pos.astype(dtype)
+    ours, theirs = _both(monkeypatch, lambda: xspace._live_runs(data, pos, heads[3]))
+    assert [a.tolist() for a in ours] == [a.tolist() for a in theirs]
+    assert 0 < len(ours[0]) < len(records)
+    # A record whose length runs past the data: the numpy code names it.
+    cut = np.concatenate([pos, [size - 1]]).astype(dtype)
+    at = np.concatenate([heads[3], [np.uint16(1)]])
+    data[size - 1] = 0x22
+    data[size] = 0x7F
+    ours, theirs = _both(monkeypatch, lambda: str(xspace._live_runs(data, cut, at)))
+    assert ours == theirs and ours.startswith("WireError")
+
+
 def _payload(record):
     """The payload of a LENGTH record (tag byte, varint length, payload)."""
     _, at = wire.read_varint(record, 1, len(record))

@@ -26,7 +26,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 10; }
+int32_t xw_abi(void) { return 11; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -443,6 +443,42 @@ int64_t xw_record_payloads(const uint8_t *data, int64_t n_data, const int64_t *p
         stop[i] = q + (int64_t)length;
     }
     return 0;
+}
+
+/* The events that carry stats (xspace.py `_live_runs`), from the line's own columns: the
+ * LENGTH record of event r has its tag at pos32[r] (or pos64[r]: one of the two is NULL)
+ * and its stats start at[r] bytes after it; it carries stats when they end after they
+ * start (the payload's end). Writes r, that start and that end of each such event, in
+ * order, to live, starts and stops (room for n each) and returns how many; no array the
+ * size of the line is made, where most events of a Python tracer's line carry none.
+ * XW_BAD as `xw_record_payloads`. */
+int64_t xw_live_runs(const uint8_t *data, int64_t n_data, const int32_t *pos32, const int64_t *pos64,
+                     const uint16_t *at, int64_t n, int64_t *live, int64_t *starts, int64_t *stops) {
+    int64_t found = 0;
+    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
+        int64_t p = tag + 1;
+        if (tag < 0 || p >= n_data) return XW_BAD;
+        uint64_t length;
+        int64_t q;
+        if (data[p] < 0x80) {
+            length = data[p];
+            q = p + 1;
+        } else {
+            q = varint(data, p, n_data, &length);
+            if (q < 0) return XW_BAD;
+        }
+        if (length > (uint64_t)(n_data - q)) return XW_BAD;
+        int64_t stop = q + (int64_t)length, start = tag + at[i];
+        if (stop > start) {
+            live[found] = i;
+            starts[found] = start;
+            stops[found] = stop;
+            found++;
+        }
+    }
+    return found;
 }
 
 /* --- nesting (analysis/grouping.py `_prev_enclosing`) --- */

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 10
+ABI = 11
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -59,6 +59,7 @@ _SIGNATURES = {
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
     "xw_nearest_source": "i64* i32* i64 i64 i32* i64 i32* i32* i32* i32* i32*",
     "xw_record_payloads": "u8* i64 i64* i64 i64 i64* i64*",
+    "xw_live_runs": "u8* i64 i32* i64* u16* i64 i64* i64* i64*",
     "xw_rows_order": "i64* i64 i64 i64* i32*",
     "xw_step_walk": "i32* i64* i64 i64 i64* i64* i16* i64 i64* i64* i64 i64* i64 i64 i64 u64* u64* i64 i64* i64* u8*",
     "xw_grouped_events": "i64* i32* i64* i64* i64 i16* u8* i64 i64* i64 i64* i64* i64* i16* u8* i64",
@@ -183,6 +184,29 @@ def event_heads(data: np.ndarray, record_pos: np.ndarray, end: int, out: tuple[n
         metadata_id, offset_ps, duration_ps, stats_at, pos32,
     )  # fmt: skip
     return got == 0
+
+
+def live_runs(
+    data: np.ndarray, record_pos: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`xspace._live_runs`' (events with stats, their stats' start and end) for a line's
+    columns (positions int32 or int64, stats offsets uint16), or None where the columns
+    have other types or the bytes need the numpy code's look."""
+    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+        return None
+    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
+    n = len(record_pos)
+    # Room for every event, written only as far as the events with stats go: the pages
+    # past that are never touched.
+    live, starts, stops = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    narrow = record_pos.dtype == np.int32
+    got = _call(
+        "xw_live_runs", data, len(data), record_pos if narrow else None, None if narrow else record_pos,
+        at, n, live, starts, stops,
+    )  # fmt: skip
+    if got < 0:
+        return None
+    return live[:got].copy(), starts[:got].copy(), stops[:got].copy()
 
 
 def keyed_stats(

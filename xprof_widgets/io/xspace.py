@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError, os_errors
-from . import column_cache, fs, schema, wire
+from . import column_cache, fs, native, schema, wire
 from .logdir import XSPACE_SUFFIXES, host_of  # noqa: F401 - re-exported: open a file by its host
 
 # Field numbers of the XSpace schema (xprof_widgets/io/proto/xplane.proto).
@@ -403,6 +403,10 @@ LIVE_RUN_BLOCK = 1 << 19
 def _live_runs(data, pos, at):
     """(the events with stats, the start and end of their stats' run) among the events
     whose records are at `pos` with their stats `at` bytes in (field 4 after fields 1-3)."""
+    if native.available() and data.dtype == np.uint8 and data.flags.c_contiguous:
+        found = native.live_runs(data, np.asarray(pos), np.asarray(at))
+        if found is not None:
+            return found
     parts = []
     for a in range(0, len(pos), LIVE_RUN_BLOCK):
         block = pos[a : a + LIVE_RUN_BLOCK]
