@@ -450,6 +450,9 @@ def test_nesting_parents_equal_numpy(monkeypatch, seed):
     ours, theirs = _both(monkeypatch, lambda: I.prev_enclosing(end, chunk=97).tolist())
     assert ours == theirs
     assert ours == [max([j for j in range(i) if end[j] >= end[i]], default=-1) for i in range(min(n, 300))] + ours[300:]
+    if seed >= 4:  # the ends added as the walk goes: the same parents
+        spans = _both(monkeypatch, lambda: I.prev_enclosing_span(start, dur).tolist())
+        assert spans == [ours, ours]
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -26,7 +26,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 11; }
+int32_t xw_abi(void) { return 12; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -485,13 +485,19 @@ int64_t xw_live_runs(const uint8_t *data, int64_t n_data, const int32_t *pos32, 
 
 /* For each i, the largest j < i with end[j] >= end[i], or -1: on a line sorted by start,
  * the parent XProf's stack walk finds. A stack of the events whose end no later event
- * has reached yet (`stack`: room for n; only as deep as it grows is touched). */
-int64_t xw_prev_enclosing(const int64_t *end, int64_t n, int32_t *stack, int32_t *parent) {
+ * has reached yet (`stack`: room for n; only as deep as it grows is touched). With
+ * `duration` (else NULL), `end` holds the starts and each end is start + duration: no
+ * array of the ends is made. */
+int64_t xw_prev_enclosing(const int64_t *end, const int64_t *duration, int64_t n, int32_t *stack, int32_t *parent) {
     int64_t size = 0;
     if (n >= INT32_MAX) return XW_BAD;
     for (int64_t i = 0; i < n; i++) {
-        int64_t e = end[i];
-        while (size > 0 && end[stack[size - 1]] < e) size--;
+        int64_t e = duration ? end[i] + duration[i] : end[i];
+        while (size > 0) {
+            int64_t j = stack[size - 1];
+            if ((duration ? end[j] + duration[j] : end[j]) >= e) break;
+            size--;
+        }
         parent[i] = size > 0 ? stack[size - 1] : -1;
         stack[size++] = (int32_t)i;
     }

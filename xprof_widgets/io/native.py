@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 11
+ABI = 12
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -52,7 +52,7 @@ _SIGNATURES = {
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
-    "xw_prev_enclosing": "i64* i64 i32* i32*",
+    "xw_prev_enclosing": "i64* i64* i64 i32* i32*",
     "xw_nearest_kept": "i32* u8* i64 i64 i32*",
     "xw_csr": "i32* i32* i64 i64 i64* i32*",
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
@@ -289,14 +289,19 @@ def row_major(
     return None if found < 0 else (int(placed[0]), np.diff(ends, prepend=0), bad[:found])
 
 
-def prev_enclosing(end: np.ndarray) -> np.ndarray | None:
+def prev_enclosing(end: np.ndarray, duration: np.ndarray | None = None) -> np.ndarray | None:
     """`analysis.core.intervals.prev_enclosing`: for each i the largest j < i with end[j] >= end[i], or
-    -1 (int32); None past 2**31 events."""
+    -1 (int32); None past 2**31 events. With `duration`, `end` holds the starts and the ends
+    are start + duration (`intervals.prev_enclosing_span`)."""
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(end)
+    if duration is not None:
+        duration = np.ascontiguousarray(duration, dtype=np.int64)
+        if len(duration) != n:
+            raise TypeError("prev_enclosing: starts and durations differ in length")
     stack = np.empty(n, np.int32)  # pages touched: only as deep as the nesting
     parent = np.empty(n, np.int32)
-    return None if _call("xw_prev_enclosing", end, n, stack, parent) < 0 else parent
+    return None if _call("xw_prev_enclosing", end, duration, n, stack, parent) < 0 else parent
 
 
 def nearest_kept(parent: np.ndarray, kept: np.ndarray, base: int) -> np.ndarray | None:

@@ -64,6 +64,16 @@ def prev_enclosing(end, chunk=ENCLOSING_CHUNK):
     return p
 
 
+def prev_enclosing_span(start, duration):
+    """`prev_enclosing(start + duration)`; the compiled walk adds each start and duration
+    as it goes, so no array of the ends is made (an event-sized one of fresh memory)."""
+    if native.available() and start.dtype == np.int64 and duration.dtype == np.int64:
+        found = native.prev_enclosing(start, duration)
+        if found is not None:
+            return found
+    return prev_enclosing(start + duration)
+
+
 def _prev_enclosing_piece(end):
     """`prev_enclosing` in one piece.
 
