@@ -55,9 +55,11 @@ def _run_of(lengths, tail=b""):
 )
 def test_find_records_equals_numpy(monkeypatch, lengths, tail):
     buf, data, size = _run_of(lengths, tail)
+    narrow, end = wire.find_records(buf, data, 0, size, 0x22, narrow=True)  # as a line's events are found
     ours, theirs = _both(monkeypatch, lambda: wire.find_records(buf, data, 0, size, 0x22))
     assert ours[0].tolist() == theirs[0].tolist() and ours[1] == theirs[1]
     assert len(ours[0]) == len(lengths)
+    assert narrow.dtype == np.int32 and narrow.tolist() == ours[0].tolist() and end == ours[1]
 
 
 @pytest.mark.parametrize(
@@ -188,6 +190,9 @@ def test_event_heads_equal_decode_head(monkeypatch, block):
     assert positions.tolist() == pos.tolist()
     _, _, _, wide = _heads(records, narrow=False)
     assert wide[4].dtype == np.int64 and wide[4].tolist() == pos.tolist()
+    # Positions found as int32 are read as they are, and kept.
+    thin = wire.event_heads(data, pos.astype(np.int32), size, True)
+    assert all(a.tolist() == b.tolist() for a, b in zip(thin, got)) and thin[4].dtype == np.int32
 
 
 @pytest.mark.parametrize(

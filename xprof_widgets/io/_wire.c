@@ -26,7 +26,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 12; }
+int32_t xw_abi(void) { return 13; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -88,11 +88,12 @@ static int skip_field(const uint8_t *data, int64_t p, int64_t stop, uint64_t *nu
 
 /* `wire.scan_run` without a limit: the positions of a run of LENGTH records whose
  * one-byte tag is `tag`, from `start` until `end` or a record boundary holding another
- * byte. Writes at most `cap` positions to `out` and the position after the last
- * record read to `*stop` (where to carry on when `cap` was reached). Returns how many
- * were written, or XW_BAD (a length runs past `end`, a varint cannot be read). */
+ * byte. Writes at most `cap` positions to `out` (or, where `out32` is not NULL, to
+ * `out32` as int32: the caller knows they fit) and the position after the last record
+ * read to `*stop` (where to carry on when `cap` was reached). Returns how many were
+ * written, or XW_BAD (a length runs past `end`, a varint cannot be read). */
 int64_t xw_find_records(const uint8_t *data, int64_t size, int64_t start, int64_t end, uint8_t tag,
-                        int64_t *out, int64_t cap, int64_t *stop) {
+                        int64_t *out, int32_t *out32, int64_t cap, int64_t *stop) {
     int64_t i = start, n = 0;
     if (end > size) return XW_BAD;
     while (i < end && data[i] == tag) {
@@ -107,7 +108,10 @@ int64_t xw_find_records(const uint8_t *data, int64_t size, int64_t start, int64_
             if (j < 0) return XW_BAD;
         }
         if (length > (uint64_t)(end - j)) return XW_BAD;
-        out[n++] = i;
+        if (out32)
+            out32[n++] = (int32_t)i;
+        else
+            out[n++] = i;
         i = j + (int64_t)length;
     }
     *stop = i;
@@ -184,20 +188,21 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
  * `xw_decode_head` gives for an event's fields 1-3 (metadata id, offset, duration), less
  * the event-sized temporaries its general form needs (uint64 values, flags and offsets per
  * field, then narrowed copies: fresh memory the size of the file again, which costs more
- * than the decoding). Record r's tag is at pos[r]; metadata_id[r], offset_ps[r],
+ * than the decoding). Record r's tag is at pos[r] (or pos_in32[r]: one of the two is
+ * NULL); metadata_id[r], offset_ps[r],
  * duration_ps[r] receive its fields (0 where absent), stats_at[r] where its stats start
  * (from pos[r]), and pos32[r] pos[r] when pos32 is not NULL (the caller knows the
  * positions fit). Returns 0 when every record is in `xw_decode_head`'s fast layout with
  * a metadata id below 2**31 and its stats within 2**16 bytes of its tag, else how many
  * are not (the caller then decodes the line the general way), or XW_BAD (a payload runs
  * past `end`). */
-int64_t xw_event_heads(const uint8_t *data, int64_t size, const int64_t *pos, int64_t n, int64_t end,
-                       int32_t *metadata_id, int64_t *offset_ps, int64_t *duration_ps, uint16_t *stats_at,
-                       int32_t *pos32) {
+int64_t xw_event_heads(const uint8_t *data, int64_t size, const int64_t *pos, const int32_t *pos_in32, int64_t n,
+                       int64_t end, int32_t *metadata_id, int64_t *offset_ps, int64_t *duration_ps,
+                       uint16_t *stats_at, int32_t *pos32) {
     int64_t odd = 0;
-    if (end > size) return XW_BAD;
+    if (end > size || (pos == 0) == (pos_in32 == 0)) return XW_BAD;
     for (int64_t r = 0; r < n; r++) {
-        int64_t at = pos[r];
+        int64_t at = pos ? pos[r] : (int64_t)pos_in32[r];
         if (at < 0 || at + 1 >= end) return XW_BAD;
         uint64_t length;
         int64_t s = varint(data, at + 1, end, &length);

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 12
+ABI = 13
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -46,9 +46,9 @@ _ARRAY_TYPES = {
 #: The C prototypes of _wire.c, argument by argument ("*": a pointer to such items, passed
 #: as a numpy array, or None for NULL); each returns an int64.
 _SIGNATURES = {
-    "xw_find_records": "u8* i64 i64 i64 u8 i64* i64 i64*",
+    "xw_find_records": "u8* i64 i64 i64 u8 i64* i32* i64 i64*",
     "xw_decode_head": "u8* i64 i64* i64 i32* i32 i64 u64* u8* i64* u8*",
-    "xw_event_heads": "u8* i64 i64* i64 i64 i32* i64* i64* u16* i32*",
+    "xw_event_heads": "u8* i64 i64* i32* i64 i64 i32* i64* i64* u16* i32*",
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
@@ -135,9 +135,12 @@ def _call(name: str, *args: object) -> int:
     return int(function(*passed))
 
 
-def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple[np.ndarray, int] | None:
-    """`wire.find_records`'s (positions, end of the run), or None where the bytes need the
-    numpy code's look (it raises the error they deserve)."""
+def find_records(
+    data: np.ndarray, start: int, end: int, tag_byte: int, narrow: bool = False
+) -> tuple[np.ndarray, int] | None:
+    """`wire.find_records`'s (positions, end of the run), int32 where `narrow` (the caller
+    knows they fit), or None where the bytes need the numpy code's look (it raises the
+    error they deserve)."""
     pieces = []
     stop = np.zeros(1, np.int64)
     here = start
@@ -145,8 +148,9 @@ def find_records(data: np.ndarray, start: int, end: int, tag_byte: int) -> tuple
     # ever touched, so the room not used costs nothing. A run of tinier records asks again.
     cap = (end - start) // 16 + 1024
     while True:
-        out = np.empty(cap, dtype=np.int64)
-        got = _call("xw_find_records", data, len(data), here, end, tag_byte, out, cap, stop)
+        out = np.empty(cap, dtype=np.int32 if narrow else np.int64)
+        wide, thin = (None, out) if narrow else (out, None)
+        got = _call("xw_find_records", data, len(data), here, end, tag_byte, wide, thin, cap, stop)
         if got < 0:
             return None
         pieces.append(out[:got])
@@ -176,11 +180,12 @@ def decode_head(
 def event_heads(data: np.ndarray, record_pos: np.ndarray, end: int, out: tuple[np.ndarray, ...]) -> bool:
     """Fill `out` (metadata ids int32, offsets and durations int64, stats offsets uint16,
     and record positions int32 or None), one row per event record at `record_pos`
-    (int64), as `xw_event_heads` does; False where a record is in another layout or does
+    (int64, or int32), as `xw_event_heads` does; False where a record is in another layout or does
     not fit those types (the caller decodes the line the general way)."""
     metadata_id, offset_ps, duration_ps, stats_at, pos32 = out
+    wide, thin = (None, record_pos) if record_pos.dtype == np.int32 else (record_pos, None)
     got = _call(
-        "xw_event_heads", data, len(data), record_pos, len(record_pos), end,
+        "xw_event_heads", data, len(data), wide, thin, len(record_pos), end,
         metadata_id, offset_ps, duration_ps, stats_at, pos32,
     )  # fmt: skip
     return got == 0

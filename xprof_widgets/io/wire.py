@@ -127,11 +127,12 @@ CHUNK_BYTES = 1 << 12  # bytes of a run each parallel walker starts in
 BLOCK_CHUNKS = 1 << 12
 
 
-def find_records(buf, data, start, end, tag_byte):
+def find_records(buf, data, start, end, tag_byte, narrow=False):
     """Positions of the records in a run of LENGTH fields with one-byte tag `tag_byte`.
 
     The run starts at `start` and ends at `end` or at the first record boundary
-    whose byte is another tag. Returns (int64 positions, end of the run).
+    whose byte is another tag. Returns (int64 positions, end of the run); with `narrow`
+    (the caller knows positions fit int32), the compiled walk writes int32 ones.
 
     Finding length-prefixed records is a chain: each one's length says where
     the next starts. Small runs are walked with `scan_run`. Large runs are cut
@@ -145,7 +146,7 @@ def find_records(buf, data, start, end, tag_byte):
     chunk j-1's walk left off; chunks where it does not are walked exactly.
     """
     if native.available():
-        found = native.find_records(data, start, end, tag_byte)
+        found = native.find_records(data, start, end, tag_byte, narrow)
         if found is not None:
             return found
     pieces, here = [], start
@@ -524,7 +525,8 @@ def decode_records(data, record_pos, scalars=(), lengths=(), end=None, rest=Fals
 
 def event_heads(data, record_pos, end, narrow_positions):
     """An XEvent's fields 1-3 (metadata id, offset, duration) and where its stats start,
-    for the event records at `record_pos`, written straight into the line's narrow columns
+    for the event records at `record_pos` (int64, or int32 as `find_records` gives them
+    with `narrow`), written straight into the line's narrow columns
     by the compiled loop: (metadata_id int32, offset_ps int64, duration_ps int64, stats_at
     uint16, record_pos: int32 where `narrow_positions`, else as given). None without the
     compiled loops, or where a record is in another layout or does not fit those types:
@@ -533,14 +535,15 @@ def event_heads(data, record_pos, end, narrow_positions):
     as large as the line's records, whose page faults cost more than the decoding."""
     if not native.available():
         return None
-    record_pos = np.ascontiguousarray(record_pos, dtype=np.int64)
+    given32 = record_pos.dtype == np.int32  # (then `narrow_positions` holds: kept as they are)
+    record_pos = np.ascontiguousarray(record_pos, dtype=np.int32 if given32 else np.int64)
     count = len(record_pos)
     out = (
         np.empty(count, np.int32),
         np.empty(count, np.int64),
         np.empty(count, np.int64),
         np.empty(count, np.uint16),
-        np.empty(count, np.int32) if narrow_positions else None,
+        np.empty(count, np.int32) if narrow_positions and not given32 else None,
     )
     stop = len(data) if end is None else end
 
@@ -551,7 +554,7 @@ def event_heads(data, record_pos, end, narrow_positions):
 
     if not all(_map_blocks(count, block)):
         return None
-    return out if narrow_positions else (*out[:4], record_pos)
+    return out if out[4] is not None else (*out[:4], record_pos)
 
 
 def decode_head(data, record_pos, numbers, end=None):

@@ -1597,10 +1597,11 @@ def _parse_line(plane, buf, start, end):
     fields = {}
     runs = []
     data = plane.space.data
+    narrow = plane.space.size < _INT32_POSITIONS
     i = start
     while i < end:
         if buf[i] == _EVENT_TAG:
-            found, i = wire.find_records(buf, data, i, end, _EVENT_TAG)
+            found, i = wire.find_records(buf, data, i, end, _EVENT_TAG, narrow=narrow)
             runs.append(found)
             continue
         number, wt, value, s, e = wire.field_at(buf, i, end)
@@ -1614,7 +1615,6 @@ def _parse_line(plane, buf, start, end):
     if not runs:  # a line without events (a file may hold a million): shared empty columns
         return _line(plane, fields, **_NO_EVENTS)
     record_pos = runs[0] if len(runs) == 1 else np.concatenate(runs)
-    narrow = plane.space.size < _INT32_POSITIONS
     heads = wire.event_heads(data, record_pos, end, narrow)
     if heads is not None:
         metadata_id, start_ps, duration_ps, stats_at, record_pos = heads
