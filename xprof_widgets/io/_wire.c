@@ -118,134 +118,113 @@ int64_t xw_find_records(const uint8_t *data, int64_t size, int64_t start, int64_
     return n;
 }
 
-/* `wire.decode_head`'s fast layout, record by record. Record r's tag is at pos[r]:
- * its payload follows its length. Fields `numbers[0..count)` (ascending, below 16) are
- * read in that order where present, each a VARINT of at most 7 bytes; values[k * n + r]
- * and present[k * n + r] receive field k (0 and 0 where absent), rest[r] where the
- * fields not read start (from pos[r]), ok[r] whether the record is in that layout:
- * each of those fields once, in order, and none of their numbers in the rest of the
- * record (walked to its end: protobuf lets fields come in any order and again, the last
- * value winning). A record not `ok` is decoded again by the caller's general decoder.
- * Returns how many records are not ok, or XW_BAD (a record's payload runs past `end`). */
+/* The head of one LENGTH record whose tag is at data[at] (its payload inside `end`), in
+ * `wire.decode_head`'s fast layout: fields `numbers[0..count)` (ascending, below 16) read
+ * in that order where present, each a VARINT of at most 7 bytes, into values[k * stride]
+ * and, unless `present` is NULL, present[k * stride] (0 and 0 where absent); *rest gets
+ * where the fields not read start (from `at`). Returns 1 when the record is in that
+ * layout: each of those fields once, in order, and none of their numbers in the rest of
+ * the record (walked to its end: protobuf lets fields come in any order and again, the
+ * last value winning); 0 when it is not (the caller's general decoder reads it); XW_BAD
+ * when its tag or payload is not inside `end`. */
+static int record_head(const uint8_t *data, int64_t at, int64_t end, const int32_t *numbers, int32_t count,
+                       uint64_t *values, uint8_t *present, int64_t stride, int64_t *rest) {
+    if (at < 0 || at + 1 >= end) return XW_BAD;
+    uint64_t length;
+    int64_t s = varint(data, at + 1, end, &length);
+    if (s < 0 || length > (uint64_t)(end - s)) return XW_BAD;
+    int64_t e = s + (int64_t)length, p = s;
+    int good = 1;
+    for (int32_t k = 0; k < count; k++) {
+        values[k * stride] = 0;
+        if (present) present[k * stride] = 0;
+        if (p >= e || data[p] != (uint8_t)(numbers[k] << 3)) continue;
+        /* A VARINT of `numbers[k]`: at most 7 bytes, inside the payload. */
+        uint64_t value = 0;
+        int64_t q = p + 1, stop = p + 8 < e ? p + 8 : e;
+        int done = 0;
+        for (int shift = 0; q < stop; shift += 7) {
+            uint8_t b = data[q++];
+            value |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) {
+                done = 1;
+                break;
+            }
+        }
+        if (present) present[k * stride] = 1;
+        p = q;
+        if (!done) { /* longer than 7 bytes, or cut by the payload's end */
+            good = 0;
+            break;
+        }
+        values[k * stride] = value;
+    }
+    /* The rest of the record must hold none of these fields again. */
+    for (int64_t q = p; good && q < e;) {
+        uint64_t number;
+        int64_t body, next;
+        if (skip_field(data, q, e, &number, &body, &next) < 0) {
+            good = 0; /* the general decoder says what is wrong */
+            break;
+        }
+        for (int32_t k = 0; k < count; k++)
+            if (number == (uint64_t)numbers[k]) good = 0;
+        q = next;
+    }
+    *rest = p - at;
+    return good;
+}
+
+/* `wire.decode_head`'s fast layout, record by record (`record_head`). Record r's tag is
+ * at pos[r]; values[k * n + r] and present[k * n + r] receive field k, rest[r] where the
+ * fields not read start (from pos[r]), ok[r] whether the record is in that layout. A
+ * record not `ok` is decoded again by the caller's general decoder. Returns how many
+ * records are not ok, or XW_BAD (a record's payload runs past `end`). */
 int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, int64_t n, const int32_t *numbers,
                        int32_t count, int64_t end, uint64_t *values, uint8_t *present, int64_t *rest, uint8_t *ok) {
     int64_t odd = 0;
     if (count < 1 || end > size) return XW_BAD;
     for (int64_t r = 0; r < n; r++) {
-        int64_t at = pos[r];
-        if (at < 0 || at + 1 >= end) return XW_BAD;
-        uint64_t length;
-        int64_t s = varint(data, at + 1, end, &length);
-        if (s < 0 || length > (uint64_t)(end - s)) return XW_BAD;
-        int64_t e = s + (int64_t)length, p = s;
-        int good = 1;
-        for (int32_t k = 0; k < count; k++) {
-            int64_t slot = (int64_t)k * n + r;
-            values[slot] = 0;
-            present[slot] = 0;
-            if (p >= e || data[p] != (uint8_t)(numbers[k] << 3)) continue;
-            /* A VARINT of `numbers[k]`: at most 7 bytes, inside the payload. */
-            uint64_t value = 0;
-            int64_t q = p + 1, stop = p + 8 < e ? p + 8 : e;
-            int done = 0;
-            for (int shift = 0; q < stop; shift += 7) {
-                uint8_t b = data[q++];
-                value |= (uint64_t)(b & 0x7F) << shift;
-                if (b < 0x80) {
-                    done = 1;
-                    break;
-                }
-            }
-            present[slot] = 1;
-            if (!done) { /* longer than 7 bytes, or cut by the payload's end */
-                good = 0;
-                p = q;
-                break;
-            }
-            values[slot] = value;
-            p = q;
-        }
-        /* The rest of the record must hold none of these fields again. */
-        for (int64_t q = p; good && q < e;) {
-            uint64_t number;
-            int64_t body, next;
-            if (skip_field(data, q, e, &number, &body, &next) < 0) {
-                good = 0; /* the general decoder says what is wrong */
-                break;
-            }
-            for (int32_t k = 0; k < count; k++)
-                if (number == (uint64_t)numbers[k]) good = 0;
-            q = next;
-        }
-        rest[r] = p - at;
+        int good = record_head(data, pos[r], end, numbers, count, values + r, present + r, n, rest + r);
+        if (good < 0) return XW_BAD;
         ok[r] = (uint8_t)good;
         odd += !good;
     }
     return odd;
 }
 
+/* An event's fields: metadata id, offset, duration. */
+static const int32_t EVENT_HEAD[3] = {1, 2, 3};
+
 /* The event columns of a line in one pass, straight into their narrow types: what
  * `xw_decode_head` gives for an event's fields 1-3 (metadata id, offset, duration), less
  * the event-sized temporaries its general form needs (uint64 values, flags and offsets per
  * field, then narrowed copies: fresh memory the size of the file again, which costs more
  * than the decoding). Record r's tag is at pos[r] (or pos_in32[r]: one of the two is
- * NULL); metadata_id[r], offset_ps[r],
- * duration_ps[r] receive its fields (0 where absent), stats_at[r] where its stats start
- * (from pos[r]), and pos32[r] pos[r] when pos32 is not NULL (the caller knows the
- * positions fit). Returns 0 when every record is in `xw_decode_head`'s fast layout with
- * a metadata id below 2**31 and its stats within 2**16 bytes of its tag, else how many
- * are not (the caller then decodes the line the general way), or XW_BAD (a payload runs
- * past `end`). */
+ * NULL); metadata_id[r], offset_ps[r], duration_ps[r] receive its fields (0 where
+ * absent), stats_at[r] where its stats start (from its tag), and pos32[r] its tag's
+ * position when pos32 is not NULL (the caller knows the positions fit). Returns 0 when
+ * every record is in `record_head`'s fast layout with a metadata id below 2**31 and its
+ * stats within 2**16 bytes of its tag, else how many are not (the caller then decodes
+ * the line the general way), or XW_BAD (a payload runs past `end`). */
 int64_t xw_event_heads(const uint8_t *data, int64_t size, const int64_t *pos, const int32_t *pos_in32, int64_t n,
                        int64_t end, int32_t *metadata_id, int64_t *offset_ps, int64_t *duration_ps,
                        uint16_t *stats_at, int32_t *pos32) {
     int64_t odd = 0;
     if (end > size || (pos == 0) == (pos_in32 == 0)) return XW_BAD;
     for (int64_t r = 0; r < n; r++) {
-        int64_t at = pos ? pos[r] : (int64_t)pos_in32[r];
-        if (at < 0 || at + 1 >= end) return XW_BAD;
-        uint64_t length;
-        int64_t s = varint(data, at + 1, end, &length);
-        if (s < 0 || length > (uint64_t)(end - s)) return XW_BAD;
-        int64_t e = s + (int64_t)length, p = s;
-        uint64_t values[3] = {0, 0, 0};
-        int good = 1;
-        for (int k = 0; k < 3 && good; k++) {
-            if (p >= e || data[p] != (uint8_t)((k + 1) << 3)) continue;
-            /* A VARINT of field k + 1: at most 7 bytes, inside the payload. */
-            uint64_t value = 0;
-            int64_t q = p + 1, stop = p + 8 < e ? p + 8 : e;
-            int done = 0;
-            for (int shift = 0; q < stop; shift += 7) {
-                uint8_t b = data[q++];
-                value |= (uint64_t)(b & 0x7F) << shift;
-                if (b < 0x80) {
-                    done = 1;
-                    break;
-                }
-            }
-            good = done;
-            values[k] = value;
-            p = q;
-        }
-        /* The rest of the record must hold none of these fields again. */
-        for (int64_t q = p; good && q < e;) {
-            uint64_t number;
-            int64_t body, next;
-            if (skip_field(data, q, e, &number, &body, &next) < 0 || (number >= 1 && number <= 3)) {
-                good = 0;
-                break;
-            }
-            q = next;
-        }
-        if (!good || values[0] > INT32_MAX || p - at > UINT16_MAX) {
+        int64_t at = pos ? pos[r] : (int64_t)pos_in32[r], rest;
+        uint64_t values[3];
+        int good = record_head(data, at, end, EVENT_HEAD, 3, values, 0, 1, &rest);
+        if (good < 0) return XW_BAD;
+        if (!good || values[0] > INT32_MAX || rest > UINT16_MAX) {
             odd++;
             continue;
         }
         metadata_id[r] = (int32_t)values[0];
         offset_ps[r] = (int64_t)values[1];
         duration_ps[r] = (int64_t)values[2];
-        stats_at[r] = (uint16_t)(p - at);
+        stats_at[r] = (uint16_t)rest;
         if (pos32) pos32[r] = (int32_t)at;
     }
     return odd;
