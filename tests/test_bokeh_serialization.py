@@ -49,3 +49,18 @@ def test_defaults_asked_for_are_bokeh_s_own(compared, monkeypatch):
     monkeypatch.setenv("BOKEH_SERIALIZE_INCLUDE_DEFAULTS", "true")
     xw.KernelStatsWidget(xw.sample_run("gpu"))
     assert compared == ["Figure"]
+
+
+def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared):
+    """Bokeh writes the DataModel classes defined in the process into every document
+    (`defs`); ours looks for them again when a class is defined after a first figure."""
+    xw.KernelStatsWidget(xw.sample_run("gpu"))  # a figure before the class exists
+    from bokeh.core.properties import Int
+    from bokeh.model import DataModel
+
+    class XwSerializationProbe(DataModel):  # (registered with Bokeh for the process)
+        count = Int(0)
+
+    item = _bokeh._json_item(_bokeh.ranked_bars_figure(2, "probe", 1.0, ["a", "b"]))
+    assert "XwSerializationProbe" in str(item["doc"]["defs"])
+    assert compared == ["Figure", "Figure"]
