@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from xprof_widgets.analysis.core import columns
 from xprof_widgets.analysis.core.columns import Groups
 
 
@@ -85,3 +86,30 @@ def test_groups_sum_stays_exact_past_float_precision():
     big = np.array([2**60, 1, 2**60, 3], dtype=np.int64)
     g = Groups(np.array([0, 0, 1, 1]))
     assert g.sum(big).tolist() == [2**60 + 1, 2**60 + 3]
+
+
+@pytest.mark.parametrize("sort", [False, True])
+@pytest.mark.parametrize("use_na_sentinel", [True, False])
+def test_factorize_is_pandas_factorize(sort, use_na_sentinel):
+    """`columns.factorize` (object columns by their objects' addresses first) gives what
+    pandas gives: equal strings that are different objects, missing values of several
+    kinds (None, NaN objects), numbers pandas counts as one value (1, 1.0, True), rows
+    below and above the address path's threshold."""
+    rng = np.random.default_rng(7)
+    names = ["fusion.1", "gemm", "", "éé", None, float("nan"), 1, 1.0, True, 2.5]
+    for n in (0, 5, 300, 5000):
+        picks = rng.integers(0, len(names), n)
+        values = np.empty(n, dtype=object)
+        for k, p in enumerate(picks.tolist()):
+            v = names[p]
+            # Half of the strings and NaNs as objects of their own, equal in value.
+            values[k] = (v + ".")[:-1] if isinstance(v, str) and k % 2 else float("nan") if v != v else v
+        got_codes, got_uniques = columns.factorize(values, sort=sort, use_na_sentinel=use_na_sentinel)
+        codes, uniques = pd.factorize(values, sort=sort, use_na_sentinel=use_na_sentinel)
+        np.testing.assert_array_equal(got_codes, codes)
+        assert list(map(repr, got_uniques)) == list(map(repr, uniques))
+    # A strided view and a column that is not object dtype take the same path as pandas'.
+    values = np.array(["a", "b", "a", "c"] * 100, dtype=object)[::3]
+    np.testing.assert_array_equal(columns.factorize(values)[0], pd.factorize(values)[0])
+    ints = rng.integers(0, 9, 1000)
+    np.testing.assert_array_equal(columns.factorize(ints, sort=sort)[0], pd.factorize(ints, sort=sort)[0])

@@ -39,7 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .columns import Groups, by_pair
+from .columns import Groups, by_pair, factorize
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
@@ -260,7 +260,7 @@ def _host_reports(run, space, modules):
     # Launch details parsed once per distinct text, spread to the events by code; the
     # report's key fields numbered per distinct value (texts differing in occupancy only
     # are one key).
-    code, texts = pd.factorize(ev["details"].to_numpy(dtype=object))
+    code, texts = factorize(ev["details"])
     launch = [parse_kernel_details(d) for d in texts]
     fields = ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")
     launch_key = pd.factorize(
