@@ -883,3 +883,20 @@ def test_small_lines_read_together_equal_one_at_a_time(tmp_path, monkeypatch, na
             (ln.id, ln.name, ln.display_id, ln.display_name, ln.timestamp_ns, ln.duration_ps)
             for ln in reference.planes[0].lines
         ] == [g[:6] for g in got]
+
+
+@pytest.mark.parametrize("size", [1000, 3 * 2**20 + 5])
+def test_read_padded_gives_the_file_then_zero_padding(tmp_path, size):
+    """Small files in a bytearray, larger ones in memory mapped up front (`zeroed_buffer`):
+    either way the file's bytes, then `wire.PADDING` zeros, writable as the reading wants."""
+    from xprof_widgets.io import xspace
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(data)
+    buf, got = xspace.read_padded(path)
+    assert got == size and len(buf) == size + wire.PADDING
+    assert bytes(buf[:size]) == data and bytes(buf[size:]) == bytes(wire.PADDING)
+    view = np.frombuffer(buf, dtype=np.uint8)
+    assert view.flags.writeable and buf[size - 1] == data[-1]
+    assert isinstance(buf, bytearray) == (size < xspace._MAPPED_BYTES)

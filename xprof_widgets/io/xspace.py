@@ -9,6 +9,7 @@ are decoded only when asked for, for one line at a time, vectorised.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import threading
 import zlib
@@ -1138,9 +1139,28 @@ def read_padded(path, progress=None):
             got = _read_chunks(f, memoryview(packed), progress)
             return wire.padded(inflate(memoryview(packed)[:got], path))
         _check_fits(path, size)
-        buf = bytearray(size + wire.PADDING)
+        buf = zeroed_buffer(size + wire.PADDING)
         got = _read_chunks(f, memoryview(buf)[:size], progress)
         return buf, got
+
+
+def zeroed_buffer(n):
+    """A writable buffer of `n` zero bytes for a file's contents, its memory mapped in
+    up front where Linux can (`MAP_POPULATE`: one call maps every page, where a `bytearray`
+    zero-fills them, a fault a page: 10 instead of 13 ms for 32 MB on these machines; each
+    first touch of a page costs more than the reading that follows). Anonymous memory, not
+    the file's: a file cut short while it is read only reads short."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if not populate or n < _MAPPED_BYTES:
+        return bytearray(n)
+    try:
+        return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+    except (OSError, ValueError, OverflowError):  # (no room to map: the bytearray says so)
+        return bytearray(n)
+
+
+#: Files from which `zeroed_buffer` maps its memory (below, a bytearray costs less).
+_MAPPED_BYTES = 1 << 20
 
 
 #: A .gz profile may inflate to at most this many times its size (real ones: 5-20x), and
