@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -637,7 +638,7 @@ def test_grouping_and_op_entries_reopened_from_the_cache(cache_dir, tmp_path, na
     second = xw.load_run(path)
     after = tools(second)
     for key, value in before.items():
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):  # (group ids: a mapping made line by line)
             assert value.keys() == after[key].keys()
             assert all(np.array_equal(value[k], after[key][k]) for k in value)
         elif isinstance(value, pd.DataFrame):
