@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import xprof_widgets as xw
-from xprof_widgets.io import schema, sorting, wire
+from xprof_widgets.io import schema, sorting, wire, xspace
 from xprof_widgets.io.xspace import SMALL_LINE, read_xspace, stat_value
 
 from .conftest import PROFILES, profile_files
@@ -105,6 +105,37 @@ def test_name_strings_of_events_without_metadata(tmp_path):
     ours = read_xspace(path).plane("/host:CPU").lines[0]
     assert list(ours.name_strings()) == ["known", "", "known"]
     assert list(ours.name_strings(np.array([1, 2]))) == ["", "known"]
+
+
+@pytest.mark.parametrize("extra", [[], [7], [2**21], [-3]])
+def test_metadata_names_of_many_events_with_and_without_unknown_ids(tmp_path, monkeypatch, extra):
+    """A plane of many events: its names table found by the compiled pass that checks every
+    id has metadata (`Plane._all_ids_known`) is the one the table of the ids used gives,
+    with an unknown id (past the metadata's, far past, negative) named "" as XProf does."""
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    for mid in (1, 2, 5):
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = f"op{mid}"
+    ids = [1, 2, 5] * 40 + extra + [2] * 5
+    for k, line_ids in enumerate((ids, [5] * 50)):
+        line = plane.lines.add(id=k + 1, name=f"t{k}", timestamp_ns=1)
+        for i, mid in enumerate(line_ids):
+            line.events.add(metadata_id=mid, offset_ps=i * 10, duration_ps=5)
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+
+    def names(fast):
+        if not fast:
+            monkeypatch.setattr(xspace.Plane, "_all_ids_known", lambda self, ids: False)
+        ours = read_xspace(path, cache=False).plane("/host:CPU")
+        table = [list(map(str, column)) for column in ours.metadata_names]
+        return table, [list(line.name_strings()) for line in ours.lines]
+
+    fast, table = names(True), names(False)
+    assert fast == table
+    assert fast[1][0][120 : 120 + len(extra)] == [""] * len(extra)
+    assert ("" in fast[0][1]) == bool(extra)
 
 
 @pytest.mark.parametrize(

@@ -242,6 +242,16 @@ def _payload(record):
     return bytes(record[at:])
 
 
+def test_count_unknown_counts_ids_without_metadata():
+    rng = np.random.default_rng(3)
+    known = rng.random(300) < 0.7
+    ids = rng.integers(-5, 320, 10_000).astype(np.int32)
+    inside = (ids >= 0) & (ids < len(known))
+    want = int((~inside).sum() + (~known[ids[inside]]).sum())
+    assert native.count_unknown(ids, known) == want
+    assert native.count_unknown(ids[:0], known) == 0
+
+
 @pytest.mark.parametrize("cut", [None, b"\x08\x81", b"\x08\x01\x10"])  # the line's end; varints cut
 def test_decode_head_of_bad_records_raises_as_numpy_does(monkeypatch, cut):
     records = _events(np.random.default_rng(5), 50)

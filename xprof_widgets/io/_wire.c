@@ -26,7 +26,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 13; }
+int32_t xw_abi(void) { return 14; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -191,6 +191,18 @@ int64_t xw_decode_head(const uint8_t *data, int64_t size, const int64_t *pos, in
         odd += !good;
     }
     return odd;
+}
+
+/* How many of the n ids are not marked in `known` (size entries): negative, past its
+ * end, or 0 there. The metadata ids of a plane's events against those its metadata
+ * defines, in one pass: the usual answer, 0, needs no table of the ids used. */
+int64_t xw_count_unknown(const int32_t *ids, int64_t n, const uint8_t *known, int64_t size) {
+    int64_t unknown = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        unknown += id < 0 || id >= size || !known[id];
+    }
+    return unknown;
 }
 
 /* An event's fields: metadata id, offset, duration. */

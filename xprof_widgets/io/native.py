@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 13
+ABI = 14
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -54,6 +54,7 @@ _SIGNATURES = {
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64* i64 i32* i32*",
     "xw_nearest_kept": "i32* u8* i64 i64 i32*",
+    "xw_count_unknown": "i32* i64 u8* i64",
     "xw_csr": "i32* i32* i64 i64 i64* i32*",
     "xw_min_label": "i64* i32* i64 i32* i64 i32* u8* i32*",
     "xw_reach": "i64* i32* i64 i32* i64 u8* i32*",
@@ -317,6 +318,13 @@ def nearest_kept(parent: np.ndarray, kept: np.ndarray, base: int) -> np.ndarray 
     kept = np.ascontiguousarray(kept, dtype=np.uint8)
     out = np.empty(len(parent), np.int32)
     return None if _call("xw_nearest_kept", parent, kept, len(parent), base, out) < 0 else out
+
+
+def count_unknown(ids: np.ndarray, known: np.ndarray) -> int:
+    """How many of the int32 `ids` are not True in `known` (bool, by id): negative, past
+    its end or False there."""
+    known = np.ascontiguousarray(known, dtype=bool).view(np.uint8)
+    return int(_call("xw_count_unknown", np.ascontiguousarray(ids, dtype=np.int32), len(ids), known, len(known)))
 
 
 def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
