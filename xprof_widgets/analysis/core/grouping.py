@@ -220,7 +220,7 @@ class _Nodes:
                 m = len(line)
                 planes.append(pi)
                 pids.append(-1 if pid is None else int(pid))
-                codes = np.asarray(line.names().codes, dtype=np.int32)
+                codes = np.asarray(line.names().codes)  # (narrow: int8 for a plane of < 128 names)
                 if plane_names is None:
                     plane_names = np.asarray(line.names().categories, dtype=object)
                     tables.append(plane_names)
