@@ -11,7 +11,7 @@ from bokeh.embed import json_item
 
 import xprof_widgets as xw
 from xprof_widgets.tools import TOOLS
-from xprof_widgets.widgets import _bokeh
+from xprof_widgets.widgets import _bokeh, _templates
 
 
 @pytest.fixture
@@ -31,6 +31,8 @@ def compared(monkeypatch):
         return item
 
     monkeypatch.setattr(_bokeh, "_json_item", both)
+    # Charts with a template built by Bokeh too (test_chart_templates: the same items).
+    monkeypatch.setattr(_templates, "_shipped", lambda: {})
     return seen
 
 
@@ -64,3 +66,11 @@ def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared):
     item = _bokeh._json_item(_bokeh.ranked_bars_figure(2, "probe", 1.0, ["a", "b"]))
     assert "XwSerializationProbe" in str(item["doc"]["defs"])
     assert compared == ["Figure", "Figure"]
+
+
+def test_items_have_document_ids_of_their_own():
+    """BokehJS indexes the models of every document on a page by id: two items share none,
+    their documents' settings models included."""
+    items = [_bokeh._json_item(_bokeh.ranked_bars_figure(2, "t", 1.0, ["a", "b"])) for _ in range(2)]
+    assert items[0]["doc"]["config"]["id"] != items[1]["doc"]["config"]["id"]
+    assert items[0]["root_id"] != items[1]["root_id"]

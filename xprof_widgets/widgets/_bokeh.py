@@ -116,21 +116,51 @@ def ranked_bars_figure(n: int, title: str, right: float, labels: list[str], *, m
     """A figure for `n` horizontal bars, the first on top, one per ranked item (kernels,
     ops, categories): 22 px a bar, x from 0 to `right` (and a little room), each bar
     labelled on the y axis by `labels`, no toolbar and no horizontal grid."""
+    return ranked_bars(title=title, min_width=min_width, **ranked_layout(n, right, labels))
+
+
+def ranked_layout(n: int, right: float, labels: list[str]) -> dict[str, Any]:
+    """`ranked_bars`' layout values for `n` bars up to `right`, labelled `labels` (what a
+    chart template takes as parameters)."""
+    return {
+        "height": 70 + 22 * n,
+        "y_start": n - 0.5,
+        "ticks": list(range(n)),
+        "overrides": dict(enumerate(labels)),
+        "x_end": float(right or 1.0) * 1.04,
+    }
+
+
+#: `ranked_bars`' layout parameters as a chart template names them (`_templates`).
+RANKED_PARAMS = {
+    "title": "str",
+    "height": "int",
+    "y_start": "float",
+    "ticks": "floats",
+    "overrides": "labels",
+    "x_end": "float",
+}
+
+
+def ranked_bars(
+    *, title: str, height: int, y_start: float, ticks: list, overrides: dict, x_end: float, min_width: int = 360
+) -> Any:
+    """`ranked_bars_figure` from its layout values (`ranked_layout`)."""
     from bokeh.models import FixedTicker, Range1d
     from bokeh.plotting import figure
 
     fig = figure(
-        height=70 + 22 * n,
+        height=height,
         sizing_mode="stretch_width",
         min_width=min_width,
         title=title,
-        x_range=Range1d(start=0, end=(right or 1.0) * 1.04),
-        y_range=Range1d(start=n - 0.5, end=-0.5),
+        x_range=Range1d(start=0, end=x_end),
+        y_range=Range1d(start=y_start, end=-0.5),
         tools="",
         toolbar_location=None,
     )
-    fig.yaxis.ticker = FixedTicker(ticks=list(range(n)))
-    fig.yaxis.major_label_overrides = dict(enumerate(labels))
+    fig.yaxis.ticker = FixedTicker(ticks=ticks)
+    fig.yaxis.major_label_overrides = overrides
     fig.yaxis.major_label_text_font_size = "10px"
     fig.ygrid.grid_line_color = None
     fig.outline_line_color = None
@@ -312,21 +342,25 @@ def _as_item(figure: Any) -> dict:
 
 
 def _json_item(figure: Model) -> dict:
-    """`bokeh.embed.json_item(figure)` of a figure in no document, in a tenth of the time:
+    """`bokeh.embed.json_item(figure)` of a figure in no document, in a quarter of the time:
     what `Document.to_json` writes for a document holding only `figure`, without putting
     the figure in one (adding and removing a root walks every model twice, 3 ms a figure),
     without the validation and the Python-callback search `json_item` walks every model
     for again (our figures have no Python callbacks; their tests check what they draw),
-    each model by `_SetValuesSerializer`. The same item but for the document's own ids:
-    the document settings (`DocumentConfig`, no model of the figure's) are one document's
-    for every item, each item being a document of its own in the browser."""
+    each model by `_SetValuesSerializer`. The same item but for the document's own ids."""
     serializer = _SetValuesSerializer(deferred=False)
     data_models = _data_models(len(Model.model_class_reverse_map))
-    config = serializer.encode(_document_config())
+    # A new document's settings, with ids of their own (BokehJS indexes the models of every
+    # document on the page by id, and two items with one id break that index), kept alive
+    # until the figure is serialized too: Bokeh's serializer knows models by id(), and one
+    # freed could lend its id to a value of the figure.
+    settings_model = Document()._config
+    config = serializer.encode(settings_model)
     roots = serializer.encode([figure])
     doc: dict[str, Any] = {"version": bokeh.__version__, "title": "", "config": config, "roots": roots}
     if data_models:  # (as Bokeh: the DataModel classes defined, none of ours)
         doc["defs"] = serializer.encode(data_models)
+    del settings_model  # (alive up to here)
     return {"target_id": None, "root_id": roots[0]["id"], "doc": doc, "version": bokeh.__version__}
 
 
@@ -335,12 +369,6 @@ def _data_models(known: int) -> list:
     """The DataModel classes Bokeh knows (its `Document.to_json` writes them), looked for
     again only when `known`, the number of model classes, changes (0.5 ms a figure)."""
     return [m for m in Model.model_class_reverse_map.values() if is_DataModel(m)]
-
-
-@functools.cache
-def _document_config() -> Any:
-    """The settings model (`DocumentConfig`) of a new Bokeh document, made once."""
-    return Document()._config
 
 
 class _SetValuesSerializer(Serializer):
