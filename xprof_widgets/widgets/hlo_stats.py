@@ -19,10 +19,11 @@ from bokeh.palettes import Category10, Category20
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
+from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selection_look
 from ._html import esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
+from ._templates import ChartTemplate
 from .op_details import op_details, op_details_html
 
 CHART_OPS = 20  # bars in the op charts: the ops of the longest self time that match the filters
@@ -149,37 +150,16 @@ class HloStatsWidget(SortedTable, BokehWidget):
         by = shown.groupby("category", sort=False)["self_time_us"].sum().sort_values(ascending=False)
         n = len(by)
         total = float(by.sum()) or 1.0
-        src = ColumnDataSource(
-            {
-                "y": np.arange(n, dtype=np.float64),
-                "time": by.to_numpy(np.float64),
-                "share": 100 * by.to_numpy(np.float64) / total,
-                "category": [str(c) for c in by.index],
-                "color": [colors.get(c, "#888888") for c in by.index],
-            },
-            name="categories",
-        )
+        data = {
+            "y": np.arange(n, dtype=np.float64),
+            "time": by.to_numpy(np.float64),
+            "share": 100 * by.to_numpy(np.float64) / total,
+            "category": [str(c) for c in by.index],
+            "color": [colors.get(c, "#888888") for c in by.index],
+        }
         labels = [shorten(str(c), 40) for c in by.index]
-        fig = ranked_bars_figure(n, "Self time by HLO op category (µs)", float(by.max()), labels, min_width=300)
-        bars = fig.hbar(y="y", right="time", height=0.72, source=src, fill_color="color", line_color=None)
-        fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
-        hover_and_tap(fig, bars, [("category", "@category"), ("self time", "@time{0,0.000} µs (@share{0.0} %)")])
-        return fig
-
-    def _op_source(self, top, colors):
-        return ColumnDataSource(
-            {
-                "id": top.index.to_numpy(np.int32),
-                "y": np.arange(len(top), dtype=np.float64),
-                "time": top["self_time_us"].to_numpy(np.float64),
-                "occurrences": top["occurrences"].to_numpy(np.float64),
-                "name": [shorten(str(n), 120) for n in top["hlo_op_name"]],
-                "program": top["program"].astype(str).tolist(),
-                "category": top["category"].astype(str).tolist(),
-                "color": [colors.get(c, "#888888") for c in top["category"]],
-            },
-            name="ops",
-        )
+        layout = ranked_layout(n, float(by.max()), labels)
+        return CATEGORY_CHART.item(title="Self time by HLO op category (µs)", data=data, **layout)
 
     @staticmethod
     def _op_labels(top):
@@ -187,58 +167,25 @@ class HloStatsWidget(SortedTable, BokehWidget):
 
     def _op_chart(self, top, colors):
         n = len(top)
-        src = self._op_source(top, colors)
+        layout = ranked_layout(n, float(top["self_time_us"].max()), self._op_labels(top))
         title = f"Self time of the {n} longest HLO ops (µs)"
-        fig = ranked_bars_figure(n, title, float(top["self_time_us"].max()), self._op_labels(top))
-        bars = fig.hbar(
-            y="y",
-            right="time",
-            height=0.72,
-            source=src,
-            fill_color="color",
-            line_color=None,
-            selection_fill_color="color",
-            **selection_look(),
-        )
-        fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
-        hover_and_tap(
-            fig,
-            bars,
-            [
-                ("op", "@name"),
-                ("program", "@program"),
-                ("category", "@category"),
-                ("self time", "@time{0,0.000} µs"),
-                ("occurrences", "@occurrences{0,0}"),
-            ],
-        )
-        return fig
+        return OP_CHART.item(title=title, data=_op_data(top, colors), **layout)
 
     def _rate_chart(self, top):
         """The same ops' FLOP rate (bars) and memory bandwidth (dots, their own axis)."""
         n = len(top)
-        src = ColumnDataSource(
-            {
-                "y": np.arange(n, dtype=np.float64),
-                "flops": np.nan_to_num(top["flop_rate_gflops"].to_numpy(np.float64)),
-                "bw": np.nan_to_num(top["memory_bw_gibs"].to_numpy(np.float64)),
-                "name": [shorten(str(v), 120) for v in top["hlo_op_name"]],
-            }
-        )
-        flops_top = float(src.data["flops"].max()) if n else 0.0
-        bw_top = float(src.data["bw"].max()) if n else 0.0
+        data = {
+            "y": np.arange(n, dtype=np.float64),
+            "flops": np.nan_to_num(top["flop_rate_gflops"].to_numpy(np.float64)),
+            "bw": np.nan_to_num(top["memory_bw_gibs"].to_numpy(np.float64)),
+            "name": [shorten(str(v), 120) for v in top["hlo_op_name"]],
+        }
+        flops_top = float(data["flops"].max()) if n else 0.0
+        bw_top = float(data["bw"].max()) if n else 0.0
         # A short title (Bokeh does not wrap one, and a long one ran past a half-width
         # chart): the units are on the two axes.
-        fig = ranked_bars_figure(n, "FLOP rate and memory BW", flops_top, self._op_labels(top))
-        fig.xaxis[0].axis_label = "FLOP rate, GFLOP/s (bars)"
-        fig.extra_x_ranges = {"bw": Range1d(0, (bw_top or 1.0) * 1.04)}
-        fig.add_layout(LinearAxis(x_range_name="bw", axis_label="memory BW, GiB/s (dots)"), "above")
-        bars = fig.hbar(y="y", right="flops", height=0.6, source=src, fill_color="#4e79a7", line_color=None)
-        fig.scatter(x="bw", y="y", source=src, x_range_name="bw", size=8, color="#e15759")
-        fig.xaxis[0].formatter = NumeralTickFormatter(format="0,0.[00]")
-        tips = [("op", "@name"), ("FLOP rate", "@flops{0,0.00} GFLOP/s"), ("memory", "@bw{0,0.00} GiB/s")]
-        hover_and_tap(fig, bars, tips, tap=False)  # a tap selects in the time chart and the table
-        return fig
+        layout = ranked_layout(n, flops_top, self._op_labels(top))
+        return RATE_CHART.item(title="FLOP rate and memory BW", bw_end=(bw_top or 1.0) * 1.04, data=data, **layout)
 
     def _card_html(self):
         if not self.selected_row:
@@ -310,3 +257,93 @@ def _shares(times, total):
 
 
 __all__ = ["HloStatsWidget"]
+
+
+def _op_data(top, colors):
+    """The op charts' columns of the `top` rows."""
+    return {
+        "id": top.index.to_numpy(np.int32),
+        "y": np.arange(len(top), dtype=np.float64),
+        "time": top["self_time_us"].to_numpy(np.float64),
+        "occurrences": top["occurrences"].to_numpy(np.float64),
+        "name": [shorten(str(n), 120) for n in top["hlo_op_name"]],
+        "program": top["program"].astype(str).tolist(),
+        "category": top["category"].astype(str).tolist(),
+        "color": [colors.get(c, "#888888") for c in top["category"]],
+    }
+
+
+def _category_figure(*, data, **layout):
+    fig = ranked_bars(**layout, min_width=300)
+    src = ColumnDataSource(data, name="categories")
+    bars = fig.hbar(y="y", right="time", height=0.72, source=src, fill_color="color", line_color=None)
+    fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
+    hover_and_tap(fig, bars, [("category", "@category"), ("self time", "@time{0,0.000} µs (@share{0.0} %)")])
+    return fig
+
+
+def _op_figure(*, data, **layout):
+    fig = ranked_bars(**layout)
+    bars = fig.hbar(
+        y="y",
+        right="time",
+        height=0.72,
+        source=ColumnDataSource(data, name="ops"),
+        fill_color="color",
+        line_color=None,
+        selection_fill_color="color",
+        **selection_look(),
+    )
+    fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
+    hover_and_tap(
+        fig,
+        bars,
+        [
+            ("op", "@name"),
+            ("program", "@program"),
+            ("category", "@category"),
+            ("self time", "@time{0,0.000} µs"),
+            ("occurrences", "@occurrences{0,0}"),
+        ],
+    )
+    return fig
+
+
+def _rate_figure(*, data, bw_end, **layout):
+    fig = ranked_bars(**layout)
+    src = ColumnDataSource(data)
+    fig.xaxis[0].axis_label = "FLOP rate, GFLOP/s (bars)"
+    fig.extra_x_ranges = {"bw": Range1d(0, bw_end)}
+    fig.add_layout(LinearAxis(x_range_name="bw", axis_label="memory BW, GiB/s (dots)"), "above")
+    bars = fig.hbar(y="y", right="flops", height=0.6, source=src, fill_color="#4e79a7", line_color=None)
+    fig.scatter(x="bw", y="y", source=src, x_range_name="bw", size=8, color="#e15759")
+    fig.xaxis[0].formatter = NumeralTickFormatter(format="0,0.[00]")
+    tips = [("op", "@name"), ("FLOP rate", "@flops{0,0.00} GFLOP/s"), ("memory", "@bw{0,0.00} GiB/s")]
+    hover_and_tap(fig, bars, tips, tap=False)  # a tap selects in the time chart and the table
+    return fig
+
+
+_OP_COLUMNS = {
+    "id": np.int32,
+    "y": np.float64,
+    "time": np.float64,
+    "occurrences": np.float64,
+    "name": str,
+    "program": str,
+    "category": str,
+    "color": str,
+}
+CATEGORY_CHART = ChartTemplate(
+    "hlo_stats.categories",
+    _category_figure,
+    {
+        **RANKED_PARAMS,
+        "data": {"y": np.float64, "time": np.float64, "share": np.float64, "category": str, "color": str},
+    },
+)
+OP_CHART = ChartTemplate("hlo_stats.ops", _op_figure, {**RANKED_PARAMS, "data": _OP_COLUMNS})
+RATE_CHART = ChartTemplate(
+    "hlo_stats.rates",
+    _rate_figure,
+    {**RANKED_PARAMS, "bw_end": "float", "data": {"y": np.float64, "flops": np.float64, "bw": np.float64, "name": str}},
+)

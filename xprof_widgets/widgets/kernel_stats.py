@@ -22,10 +22,11 @@ from bokeh.models import ColumnDataSource, NumeralTickFormatter
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import BokehWidget, hover_and_tap, ranked_bars_figure, selection_look
+from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selection_look
 from ._html import data_json, esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
+from ._templates import ChartTemplate
 from .op_details import op_details, op_details_html
 
 CHART_KERNELS = 20  # bars in the chart: the longest kernels of the rows that match the filters
@@ -332,53 +333,20 @@ class KernelStatsWidget(SortedTable, BokehWidget):
     def _chart(self, top):
         n = len(top)
         tc = top["is_kernel_using_tensor_core"].to_numpy(bool)
-        src = ColumnDataSource(
-            {
-                "id": top.index.to_numpy(np.int32),
-                "y": np.arange(n, dtype=np.float64),
-                "total": top["total_duration_us"].to_numpy(np.float64),
-                "avg": top["avg_duration_us"].to_numpy(np.float64),
-                "launches": top["occurrences"].to_numpy(np.float64),
-                "name": [shorten(k, 160) for k in top["kernel_name"]],
-                "op": [o or "(none)" for o in top["op_name"]],
-                "color": np.where(tc, TENSOR_CORE, NO_TENSOR_CORE).tolist(),
-                "tc": np.where(tc, "uses TensorCore", "no TensorCore").tolist(),
-            },
-            name="kernels",
-        )
+        data = {
+            "id": top.index.to_numpy(np.int32),
+            "y": np.arange(n, dtype=np.float64),
+            "total": top["total_duration_us"].to_numpy(np.float64),
+            "avg": top["avg_duration_us"].to_numpy(np.float64),
+            "launches": top["occurrences"].to_numpy(np.float64),
+            "name": [shorten(k, 160) for k in top["kernel_name"]],
+            "op": [o or "(none)" for o in top["op_name"]],
+            "color": np.where(tc, TENSOR_CORE, NO_TENSOR_CORE).tolist(),
+            "tc": np.where(tc, "uses TensorCore", "no TensorCore").tolist(),
+        }
         labels = [f"{r}. {short_kernel_name(k)}" for r, k in zip(top["rank"], top["kernel_name"])]
-        fig = ranked_bars_figure(
-            n, f"Total time of the {n} longest kernels (µs)", float(top["total_duration_us"].max()), labels
-        )
-        bars = fig.hbar(
-            y="y",
-            right="total",
-            height=0.72,
-            source=src,
-            fill_color="color",
-            line_color=None,
-            legend_field="tc",
-            selection_fill_color="color",
-            **selection_look(),
-        )
-        fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
-        hover_and_tap(
-            fig,
-            bars,
-            [
-                ("kernel", "@name"),
-                ("op", "@op"),
-                ("total", "@total{0,0.000} µs"),
-                ("launches", "@launches{0,0}"),
-                ("average", "@avg{0,0.000} µs"),
-                ("", "@tc"),
-            ],
-        )
-        # Bars are longest first: the bottom right corner is free for the key.
-        fig.legend.location = "bottom_right"
-        fig.legend.label_text_font_size = "11px"
-        fig.legend.background_fill_alpha = 0.8
-        return fig
+        layout = ranked_layout(n, float(top["total_duration_us"].max()), labels)
+        return KERNEL_CHART.item(title=f"Total time of the {n} longest kernels (µs)", data=data, **layout)
 
     def _card_html(self):
         k, op = self.selected_kernel, self.selected_op
@@ -490,3 +458,56 @@ class KernelStatsWidget(SortedTable, BokehWidget):
 
 
 __all__ = ["KernelStatsWidget", "kernel_hlo_ops", "short_kernel_name"]
+
+
+def _kernel_figure(*, data, **layout):
+    fig = ranked_bars(**layout)
+    bars = fig.hbar(
+        y="y",
+        right="total",
+        height=0.72,
+        source=ColumnDataSource(data, name="kernels"),
+        fill_color="color",
+        line_color=None,
+        legend_field="tc",
+        selection_fill_color="color",
+        **selection_look(),
+    )
+    fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
+    hover_and_tap(
+        fig,
+        bars,
+        [
+            ("kernel", "@name"),
+            ("op", "@op"),
+            ("total", "@total{0,0.000} µs"),
+            ("launches", "@launches{0,0}"),
+            ("average", "@avg{0,0.000} µs"),
+            ("", "@tc"),
+        ],
+    )
+    # Bars are longest first: the bottom right corner is free for the key.
+    fig.legend.location = "bottom_right"
+    fig.legend.label_text_font_size = "11px"
+    fig.legend.background_fill_alpha = 0.8
+    return fig
+
+
+KERNEL_CHART = ChartTemplate(
+    "kernel_stats.kernels",
+    _kernel_figure,
+    {
+        **RANKED_PARAMS,
+        "data": {
+            "id": np.int32,
+            "y": np.float64,
+            "total": np.float64,
+            "avg": np.float64,
+            "launches": np.float64,
+            "name": str,
+            "op": str,
+            "color": str,
+            "tc": str,
+        },
+    },
+)
