@@ -13,6 +13,8 @@ import xprof_widgets as xw
 from xprof_widgets.tools import TOOLS
 from xprof_widgets.widgets import _bokeh, _templates
 
+_SHIPPED = _templates._shipped  # (the template file's charts; the fixture turns them off)
+
 
 @pytest.fixture
 def compared(monkeypatch):
@@ -53,7 +55,7 @@ def test_defaults_asked_for_are_bokeh_s_own(compared, monkeypatch):
     assert compared == ["Figure"]
 
 
-def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared):
+def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared, monkeypatch):
     """Bokeh writes the DataModel classes defined in the process into every document
     (`defs`); ours looks for them again when a class is defined after a first figure."""
     xw.KernelStatsWidget(xw.sample_run("gpu"))  # a figure before the class exists
@@ -65,6 +67,10 @@ def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared):
 
     item = _bokeh._json_item(_bokeh.ranked_bars_figure(2, "probe", 1.0, ["a", "b"]))
     assert "XwSerializationProbe" in str(item["doc"]["defs"])
+    # A chart drawn from its template writes them too.
+    monkeypatch.setattr(_templates, "_shipped", _SHIPPED)
+    widget = xw.KernelStatsWidget(xw.sample_run("gpu"))
+    assert "XwSerializationProbe" in str(widget.figures["kernels"]["doc"]["defs"])
     assert compared == ["Figure", "Figure"]
 
 

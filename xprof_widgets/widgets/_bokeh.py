@@ -349,7 +349,6 @@ def _json_item(figure: Model) -> dict:
     for again (our figures have no Python callbacks; their tests check what they draw),
     each model by `_SetValuesSerializer`. The same item but for the document's own ids."""
     serializer = _SetValuesSerializer(deferred=False)
-    data_models = _data_models(len(Model.model_class_reverse_map))
     # A new document's settings, with ids of their own (BokehJS indexes the models of every
     # document on the page by id, and two items with one id break that index), kept alive
     # until the figure is serialized too: Bokeh's serializer knows models by id(), and one
@@ -358,10 +357,19 @@ def _json_item(figure: Model) -> dict:
     config = serializer.encode(settings_model)
     roots = serializer.encode([figure])
     doc: dict[str, Any] = {"version": bokeh.__version__, "title": "", "config": config, "roots": roots}
-    if data_models:  # (as Bokeh: the DataModel classes defined, none of ours)
-        doc["defs"] = serializer.encode(data_models)
+    defs = data_model_defs()
+    if defs is not None:
+        doc["defs"] = defs
     del settings_model  # (alive up to here)
     return {"target_id": None, "root_id": roots[0]["id"], "doc": doc, "version": bokeh.__version__}
+
+
+def data_model_defs() -> list | None:
+    """What Bokeh's `Document.to_json` writes as a document's `defs`: the DataModel classes
+    defined in the process (none of ours; a notebook's other libraries may define some),
+    None without any."""
+    data_models = _data_models(len(Model.model_class_reverse_map))
+    return Serializer(deferred=False).encode(data_models) if data_models else None
 
 
 @functools.lru_cache(maxsize=1)

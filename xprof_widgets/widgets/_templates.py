@@ -81,6 +81,7 @@ class ChartTemplate:
 
         marks = self.markers()
         item = _as_json(_json_item(self.build(**marks)))
+        item["doc"].pop("defs", None)  # (the process' DataModel classes: written at each draw)
         paths = {}
         for name, mark in marks.items():
             found = list(_paths_of(item, _as_json(_encoded(mark))))
@@ -91,7 +92,7 @@ class ChartTemplate:
 
     def item(self, **values: Any) -> dict[str, Any]:
         """The chart's json_item for these values: the template's, filled; else built."""
-        from ._bokeh import _json_item
+        from ._bokeh import _json_item, data_model_defs
 
         if set(values) != set(self.params):
             raise TypeError(f"template {self.name} takes {sorted(self.params)}, not {sorted(values)}")
@@ -111,6 +112,9 @@ class ChartTemplate:
                 for key in path[:-1]:
                     node = node[key]
                 node[path[-1]] = encoded
+        defs = data_model_defs()
+        if defs is not None:  # (as Bokeh writes a document: after its roots)
+            item["doc"]["defs"] = defs
         return item
 
 
