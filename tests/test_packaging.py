@@ -158,5 +158,6 @@ def test_checkout_without_node_builds_with_node_from_a_wheel_and_stays_clean(tmp
     (wheel,) = (tmp_path / "wheel").glob("xprof_widgets-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert all(f in names for f in STATIC)
+    assert "xprof_widgets/widgets/chart_templates.json" in names  # (else every chart is built by Bokeh)
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
     assert status.stdout == ""
