@@ -65,7 +65,7 @@ def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared, mo
     class XwSerializationProbe(DataModel):  # (registered with Bokeh for the process)
         count = Int(0)
 
-    item = _bokeh._json_item(_bokeh.ranked_bars_figure(2, "probe", 1.0, ["a", "b"]))
+    item = _bokeh._json_item(_bokeh.ranked_bars(title="probe", **_bokeh.ranked_layout(2, 1.0, ["a", "b"])))
     assert "XwSerializationProbe" in str(item["doc"]["defs"])
     # A chart drawn from its template writes them too.
     monkeypatch.setattr(_templates, "_shipped", _SHIPPED)
@@ -77,6 +77,8 @@ def test_data_models_defined_later_are_written_as_bokeh_writes_them(compared, mo
 def test_items_have_document_ids_of_their_own():
     """BokehJS indexes the models of every document on a page by id: two items share none,
     their documents' settings models included."""
-    items = [_bokeh._json_item(_bokeh.ranked_bars_figure(2, "t", 1.0, ["a", "b"])) for _ in range(2)]
+    items = [
+        _bokeh._json_item(_bokeh.ranked_bars(title="t", **_bokeh.ranked_layout(2, 1.0, ["a", "b"]))) for _ in range(2)
+    ]
     assert items[0]["doc"]["config"]["id"] != items[1]["doc"]["config"]["id"]
     assert items[0]["root_id"] != items[1]["root_id"]

@@ -51,7 +51,7 @@ from bokeh.core.serialization import Serializer
 from bokeh.document import Document
 from bokeh.embed import json_item
 from bokeh.model import Model
-from bokeh.models import HoverTool, TapTool
+from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.settings import settings
 
 __all__ = [
@@ -112,13 +112,6 @@ def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True,
         fig.add_tools(TapTool(renderers=renderers))
 
 
-def ranked_bars_figure(n: int, title: str, right: float, labels: list[str], *, min_width: int = 360) -> Any:
-    """A figure for `n` horizontal bars, the first on top, one per ranked item (kernels,
-    ops, categories): 22 px a bar, x from 0 to `right` (and a little room), each bar
-    labelled on the y axis by `labels`, no toolbar and no horizontal grid."""
-    return ranked_bars(title=title, min_width=min_width, **ranked_layout(n, right, labels))
-
-
 def ranked_layout(n: int, right: float, labels: list[str]) -> dict[str, Any]:
     """`ranked_bars`' layout values for `n` bars up to `right`, labelled `labels` (what a
     chart template takes as parameters)."""
@@ -145,7 +138,9 @@ RANKED_PARAMS = {
 def ranked_bars(
     *, title: str, height: int, y_start: float, ticks: list, overrides: dict, x_end: float, min_width: int = 360
 ) -> Any:
-    """`ranked_bars_figure` from its layout values (`ranked_layout`)."""
+    """A figure for horizontal bars, the first on top, one per ranked item (kernels, ops,
+    categories), laid out by `ranked_layout`: 22 px a bar, x from 0 to a little past the
+    longest, each bar labelled on the y axis, no toolbar and no horizontal grid."""
     from bokeh.models import FixedTicker, Range1d
     from bokeh.plotting import figure
 
@@ -189,6 +184,23 @@ def selection_look(fade: float = 0.45) -> dict[str, Any]:
     """Glyph settings for how a tapped glyph looks in every chart: outlined, the
     others' fill faded to `fade`."""
     return {"selection_line_color": "#222", "selection_line_width": 2.5, "nonselection_fill_alpha": fade}
+
+
+def selectable_bars(fig: Any, data: dict[str, Any], name: str, right: str, **glyph: Any) -> Any:
+    """Bars of `ranked_bars` from `data` (columns y, `right` and color) in a source named
+    `name` (what a tap reports), a tapped one outlined and the others faded
+    (`selection_look`); `glyph`: more hbar settings (a legend field)."""
+    return fig.hbar(
+        y="y",
+        right=right,
+        height=0.72,
+        source=ColumnDataSource(data, name=name),
+        fill_color="color",
+        line_color=None,
+        selection_fill_color="color",
+        **selection_look(),
+        **glyph,
+    )
 
 
 # Glyph settings for text drawn on a chart (labels inside bars, boxes and wedges).

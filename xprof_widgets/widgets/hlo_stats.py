@@ -19,7 +19,7 @@ from bokeh.palettes import Category10, Category20
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selection_look
+from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selectable_bars
 from ._html import esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
@@ -284,16 +284,7 @@ def _category_figure(*, data, **layout):
 
 def _op_figure(*, data, **layout):
     fig = ranked_bars(**layout)
-    bars = fig.hbar(
-        y="y",
-        right="time",
-        height=0.72,
-        source=ColumnDataSource(data, name="ops"),
-        fill_color="color",
-        line_color=None,
-        selection_fill_color="color",
-        **selection_look(),
-    )
+    bars = selectable_bars(fig, data, "ops", "time")
     fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
     hover_and_tap(
         fig,

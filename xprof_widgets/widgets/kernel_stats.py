@@ -18,11 +18,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import ColumnDataSource, NumeralTickFormatter
+from bokeh.models import NumeralTickFormatter
 
 from ..format import shorten
 from ..run import as_run
-from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selection_look
+from ._bokeh import RANKED_PARAMS, BokehWidget, hover_and_tap, ranked_bars, ranked_layout, selectable_bars
 from ._html import data_json, esc, note, notice, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
@@ -462,17 +462,7 @@ __all__ = ["KernelStatsWidget", "kernel_hlo_ops", "short_kernel_name"]
 
 def _kernel_figure(*, data, **layout):
     fig = ranked_bars(**layout)
-    bars = fig.hbar(
-        y="y",
-        right="total",
-        height=0.72,
-        source=ColumnDataSource(data, name="kernels"),
-        fill_color="color",
-        line_color=None,
-        legend_field="tc",
-        selection_fill_color="color",
-        **selection_look(),
-    )
+    bars = selectable_bars(fig, data, "kernels", "total", legend_field="tc")
     fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
     hover_and_tap(
         fig,
