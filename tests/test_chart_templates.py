@@ -72,6 +72,8 @@ def test_without_the_file_charts_are_built_by_bokeh(monkeypatch):
     assert _normalized(template.item(**values)) == _normalized(filled)
     with pytest.raises(TypeError, match="takes"):
         template.item(title="x")
+    with pytest.raises(TypeError, match="has columns"):
+        template.item(**{**values, "data": {**values["data"], "extra": [1, 2, 3, 4]}})
 
 
 def test_the_template_file_is_current():

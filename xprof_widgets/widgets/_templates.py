@@ -96,6 +96,9 @@ class ChartTemplate:
 
         if set(values) != set(self.params):
             raise TypeError(f"template {self.name} takes {sorted(self.params)}, not {sorted(values)}")
+        for name, kind in self.params.items():  # (a column the template lacks would not be drawn alike)
+            if isinstance(kind, Mapping) and set(values[name]) != set(kind):
+                raise TypeError(f"template {self.name}: {name} has columns {sorted(kind)}, not {sorted(values[name])}")
         shipped = _shipped().get(self.name)
         if shipped is None or settings.serialize_include_defaults():  # (defaults asked for: Bokeh's own)
             return _json_item(self.build(**values))
