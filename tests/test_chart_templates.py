@@ -12,7 +12,15 @@ import re
 import numpy as np
 import pytest
 
-from xprof_widgets.widgets import _bokeh, _templates, hlo_stats, kernel_stats  # noqa: F401 (their templates)
+from xprof_widgets.widgets import (  # noqa: F401 (their templates)
+    _bokeh,
+    _templates,
+    framework_op_stats,
+    hlo_stats,
+    kernel_stats,
+    memory_profile,
+    op_profile,
+)
 
 
 def _normalized(item):
@@ -30,12 +38,17 @@ def _values(template, n, rng):
     right = float(rng.choice([0.0, 3.5, 1e9]))
     # (A title is never empty: Bokeh leaves out a Title's text equal to its default, "",
     # which the template writes; the same drawing.)
-    values = {"title": rng.choice(_TEXT) + "µs", **_bokeh.ranked_layout(n, right, labels)}
+    ranked = {"title": rng.choice(_TEXT) + "µs", **_bokeh.ranked_layout(n, right, labels)}
+    values = {k: v for k, v in ranked.items() if k in template.params}
     for name, kind in template.params.items():
         if name in values:
             continue
-        if kind == "float":
+        if kind == "str":  # (never empty: see the title's)
+            values[name] = str(rng.choice(_TEXT)) + "x"
+        elif kind == "float":
             values[name] = float(rng.choice([0.0, 1.04, 7e12]))
+        elif kind == "pairs":
+            values[name] = [(str(rng.choice(_TEXT)), f"@{k} {rng.choice(_TEXT)}") for k in range(n)]
         elif isinstance(kind, dict):
             values[name] = {
                 column: [str(rng.choice(_TEXT)) for _ in range(n)]
@@ -96,3 +109,22 @@ def test_each_item_has_model_ids_of_its_own():
     first, second = (json.dumps(template.item(**values)) for _ in range(2))
     ids = [set(re.findall(r'"id": "(p\d+)"', text)) for text in (first, second)]
     assert len(ids[0]) > 20 and not ids[0] & ids[1]
+
+
+def test_a_parameter_written_inside_other_text_is_refused():
+    """A build that writes a parameter into a string of its own (a unit inside a tooltip)
+    would leave the marker in every chart drawn: making the template says so."""
+    from bokeh.plotting import figure
+
+    def build(unit):
+        fig = figure(title="t")
+        fig.yaxis.axis_label = f"memory ({unit})"
+        fig.title.text = unit
+        return fig
+
+    template = _templates.ChartTemplate("test.inside", build, {"unit": "str"})
+    try:
+        with pytest.raises(ValueError, match="inside other text"):
+            template.made()
+    finally:
+        del _templates.TEMPLATES["test.inside"]

@@ -4,6 +4,7 @@ import pytest
 import traitlets
 
 import xprof_widgets as xw
+from xprof_widgets.widgets import memory_profile
 
 from .conftest import PROFILES, corpus_run
 
@@ -169,7 +170,7 @@ def test_memory_profile_heap_fills_the_chart_and_unrecorded_fields_are_said():
     w = xw.MemoryProfileWidget(run)
     timeline = w.result.timeline
     assert timeline["free_bytes"].max() > 100 * (timeline["heap_bytes"] + timeline["stack_bytes"]).max()
-    fig = w._timeline_figure()
+    fig = memory_profile._timeline_figure(**w._timeline_values())  # (the chart's item: test_chart_templates)
     sampled = w.result.sampled_timeline()
     top = (sampled["heap_bytes"] + sampled["stack_bytes"]).max() / 2**20  # MiB: the heap's unit
     assert fig.yaxis[0].axis_label == "MiB" and fig.y_range.end == pytest.approx(top * 1.05)

@@ -24,12 +24,12 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     )
 
     # The largest op (depth 3) and the middle of its wedge.
-    wedges = ref._sunburst().renderers[0].data_source.data
-    ops = [k for k, i in enumerate(wedges["id"]) if ref.nodes[i][0].kind == "op"]
-    k = max(ops, key=lambda k: wedges["end"][k] - wedges["start"][k])
-    node = ref.nodes[int(wedges["id"][k])][0]
-    angle = (wedges["start"][k] + wedges["end"][k]) / 2
-    radius = (wedges["inner"][k] + wedges["outer"][k]) / 2
+    ops = [i for i in ref._wedge_of if ref.nodes[i][0].kind == "op"]
+    i = max(ops, key=lambda i: ref._wedge_of[i][3] - ref._wedge_of[i][2])
+    node = ref.nodes[i][0]
+    inner, outer, start, end = ref._wedge_of[i]
+    angle = (start + end) / 2
+    radius = (inner + outer) / 2
     extent = 0.35 + 4 * 0.5 + 0.05
     canvas = widget.locator("[data-figure='sunburst'] canvas").first
     canvas.scroll_into_view_if_needed()
@@ -59,7 +59,7 @@ def test_op_profile_widget_in_lab(page, jupyter_lab):
     widget.screenshot(path=str(ARTIFACTS / "op-profile-widget.png"))
 
     # Hovering a row outlines its wedge (one row pushed into "hover_wedge").
-    widget.locator(f"tr[data-node='{int(wedges['id'][k])}']").hover()
+    widget.locator(f"tr[data-node='{i}']").hover()
     page.wait_for_function(
         "() => { const d = document.querySelector('.xprof-widget').dataset;"
         " return d.lastPush === 'hover_wedge' && d.lastPushRows === '1'; }",

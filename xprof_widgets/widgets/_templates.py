@@ -37,13 +37,15 @@ TEMPLATE_FILE = Path(__file__).with_name("chart_templates.json")
 TEMPLATES: dict[str, ChartTemplate] = {}
 
 _MARK = 987_650_000  # marker numbers start here: no chart draws such a value
+_MARK_TEXT = "\\u0001xw:"  # how a marker text starts, as JSON writes it
 
 
 class ChartTemplate:
     """A chart drawn from `params` ({name: kind}) by `build(**values)` (a Bokeh figure).
 
     Kinds: "str", "int", "float", "floats" (a list of floats), "labels" (a dict of int
-    to str: an axis' label overrides), or a dict {column: numpy dtype or str} for a
+    to str: an axis' label overrides), "pairs" (a list of (str, str): a hover's
+    tooltips), or a dict {column: numpy dtype or str} for a
     `ColumnDataSource`'s data (str: a list of strings). Every value the figure depends
     on must be a parameter: the template holds the rest as the first build made it."""
 
@@ -66,6 +68,8 @@ class ChartTemplate:
                 out[name] = [mark + 0.25]
             elif kind == "labels":
                 out[name] = {mark: f"\x01xw:{name}"}
+            elif kind == "pairs":
+                out[name] = [(f"\x01xw:{name}", f"\x01xw:{name}")]
             elif isinstance(kind, Mapping):
                 out[name] = {
                     column: [f"\x01xw:{name}.{column}"] if dtype is str else np.full(1, mark + j, dtype=dtype)
@@ -88,6 +92,17 @@ class ChartTemplate:
             if not found:
                 raise ValueError(f"template {self.name}: parameter {name} is not in the chart it builds")
             paths[name] = found
+        # A marker inside a longer text (a parameter the build wrote into a string of its
+        # own) would be drawn as the marker: every value must be a whole JSON value.
+        rest = _as_json(item)
+        for places in paths.values():
+            for path in places:
+                node = rest
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = None
+        if _MARK_TEXT in json.dumps(rest):
+            raise ValueError(f"template {self.name}: a parameter is written inside other text of the chart")
         return {"item": item, "paths": paths}
 
     def item(self, **values: Any) -> dict[str, Any]:

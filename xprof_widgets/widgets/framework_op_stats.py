@@ -22,6 +22,7 @@ from ..run import as_run
 from ._bokeh import NO_AXES, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import esc, note, notice, options, stat_cards
 from ._table import SortedTable, contains, table_columns
+from ._templates import ChartTemplate
 
 PIE_TYPES = 9  # wedges per pie: the types with the most self time, the rest as "Other"
 TOP_N_CHOICES = (25, 100, 500, 1000)
@@ -173,62 +174,19 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
             ends = np.cumsum(share) * 2 * math.pi
             starts = np.concatenate([[0.0], ends[:-1]])
             labels = [f"{'Other' if t is None else t} ({100 * s:.1f} %)" for (t, _), s in zip(part, share)]
-            src = ColumnDataSource(
-                {
-                    "id": np.arange(len(part), dtype=np.int32),
-                    # Clockwise from twelve o'clock, as XProf's pies.
-                    "start": math.pi / 2 - ends,
-                    "end": math.pi / 2 - starts,
-                    "type": ["Other" if t is None else t for t, _ in part],
-                    "label": labels,
-                    "self_us": np.array([v for _, v in part], dtype=np.float64),
-                    "percent": 100 * share,
-                    "color": [OTHER_COLOR if t is None else color[t] for t, _ in part],
-                },
-                name=name,
-            )
+            data = {
+                "id": np.arange(len(part), dtype=np.int32),
+                # Clockwise from twelve o'clock, as XProf's pies.
+                "start": math.pi / 2 - ends,
+                "end": math.pi / 2 - starts,
+                "type": ["Other" if t is None else t for t, _ in part],
+                "label": labels,
+                "self_us": np.array([v for _, v in part], dtype=np.float64),
+                "percent": 100 * share,
+                "color": [OTHER_COLOR if t is None else color[t] for t, _ in part],
+            }
             self._wedges[name] = [(place, t) for t, _ in part]
-            # A square frame (the legend goes beside it), so the pie is round and whole.
-            fig = figure(
-                **NO_AXES,
-                frame_width=230,
-                frame_height=230,
-                x_range=(-1.05, 1.05),
-                y_range=(-1.05, 1.05),
-                tools="",
-                toolbar_location=None,
-                title=f"On {place.lower()}: total self-time by op type",
-                min_border_left=4,
-                min_border_right=4,
-                min_border_top=4,
-                min_border_bottom=4,
-            )
-            wedges = fig.wedge(
-                x=0,
-                y=0,
-                radius=1.0,
-                start_angle="start",
-                end_angle="end",
-                source=src,
-                fill_color="color",
-                line_color="white",
-                legend_field="label",
-                **selection_look(fade=0.5),
-            )
-            hover_and_tap(
-                fig, wedges, [("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")]
-            )
-            legend = fig.legend[0]
-            legend.location = "center_left"
-            legend.label_text_font_size = "11px"
-            legend.glyph_height = 12
-            legend.glyph_width = 12
-            legend.spacing = 1
-            legend.border_line_color = None
-            fig.add_layout(legend, "right")  # beside the pie, not over it
-            strip_chrome(fig)
-            fig.outline_line_color = None
-            figures[name] = fig
+            figures[name] = PIE.item(title=f"On {place.lower()}: total self-time by op type", source=name, data=data)
         return figures
 
     def _controls(self):
@@ -306,3 +264,67 @@ class FrameworkOpStatsWidget(SortedTable, BokehWidget):
 
 
 __all__ = ["FrameworkOpStatsWidget"]
+
+
+def _pie_figure(*, title, source, data):
+    """A pie of self time by op type from its wedges' columns (`PIE`'s), in a source named
+    `source` (what a tap reports), its legend beside it."""
+    # A square frame (the legend goes beside it), so the pie is round and whole.
+    fig = figure(
+        **NO_AXES,
+        frame_width=230,
+        frame_height=230,
+        x_range=(-1.05, 1.05),
+        y_range=(-1.05, 1.05),
+        tools="",
+        toolbar_location=None,
+        title=title,
+        min_border_left=4,
+        min_border_right=4,
+        min_border_top=4,
+        min_border_bottom=4,
+    )
+    wedges = fig.wedge(
+        x=0,
+        y=0,
+        radius=1.0,
+        start_angle="start",
+        end_angle="end",
+        source=ColumnDataSource(data, name=source),
+        fill_color="color",
+        line_color="white",
+        legend_field="label",
+        **selection_look(fade=0.5),
+    )
+    hover_and_tap(fig, wedges, [("type", "@type"), ("self-time", "@self_us{0,0.000} µs"), ("share", "@percent{0.0} %")])
+    legend = fig.legend[0]
+    legend.location = "center_left"
+    legend.label_text_font_size = "11px"
+    legend.glyph_height = 12
+    legend.glyph_width = 12
+    legend.spacing = 1
+    legend.border_line_color = None
+    fig.add_layout(legend, "right")  # beside the pie, not over it
+    strip_chrome(fig)
+    fig.outline_line_color = None
+    return fig
+
+
+PIE = ChartTemplate(
+    "framework_op_stats.pie",
+    _pie_figure,
+    {
+        "title": "str",
+        "source": "str",
+        "data": {
+            "id": np.int32,
+            "start": np.float64,
+            "end": np.float64,
+            "type": str,
+            "label": str,
+            "self_us": np.float64,
+            "percent": np.float64,
+            "color": str,
+        },
+    },
+)

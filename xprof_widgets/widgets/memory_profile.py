@@ -20,6 +20,7 @@ from ..format import size as human_bytes
 from ..run import as_run
 from ._bokeh import BokehWidget, a_host, hover_and_tap, one_of
 from ._html import esc, notice, options, plain_table, sortable_headers, stat_cards
+from ._templates import ChartTemplate
 
 TABLE_ROWS = 100  # rows of the breakdown shown on the page; all are in the DataFrame
 SORTABLE = ("op_name", "allocation_bytes", "requested_bytes", "occurrences", "region_type", "data_type", "shape")
@@ -104,7 +105,7 @@ class MemoryProfileWidget(BokehWidget):
         # The unit of what the chart's axis spans: heap and stack (free memory has its own scale).
         self._unit = _unit(int(self.result.timeline[["heap_bytes", "stack_bytes"]].sum(axis=1).max()))
         self._samples = self.result.sampled_timeline()
-        self.set_figures({"timeline": self._timeline_figure()})
+        self.set_figures({"timeline": TIMELINE.item(**self._timeline_values())})
         self.html = self._html()
 
     @traitlets.observe("moment_ps", "sort_by")
@@ -148,7 +149,8 @@ class MemoryProfileWidget(BokehWidget):
 
     # --- drawing -----------------------------------------------------------------
 
-    def _timeline_figure(self):
+    def _timeline_values(self):
+        """What the timeline chart (`TIMELINE`) is drawn from."""
         r, s, (div, unit) = self.result, self._samples, self._unit
         t = s["time_ms"].to_numpy(dtype=np.float64)
         # Each sample owns the time from halfway to its neighbours: an invisible
@@ -159,88 +161,38 @@ class MemoryProfileWidget(BokehWidget):
         heap = s["heap_bytes"].to_numpy(dtype=np.float64) / div
         stack = s["stack_bytes"].to_numpy(dtype=np.float64) / div
         free = s["free_bytes"].to_numpy(dtype=np.float64) / div
-        src = ColumnDataSource(
-            {
-                "id": np.arange(len(s)),
-                "t": t,
-                "left": left,
-                "right": right,
-                "stack": stack,
-                "heap_top": stack + heap,
-                "heap": heap,
-                "free": free,
-                "frag": s["fragmentation"].to_numpy(dtype=np.float64) * 100,
-                "op": s["op_name"].astype(str).tolist(),
-                "activity": s["activity"].astype(str).tolist(),
-                "size": s["allocation_bytes"].to_numpy(dtype=np.float64) / div,
-            },
-            name="moments",
-        )
-        # The curves draw from a copy: glyphs on the clicked source would dim.
-        curves = ColumnDataSource({k: src.data[k] for k in ("t", "stack", "heap_top", "free", "frag")})
+        moments = {
+            "id": np.arange(len(s), dtype=np.int32),
+            "t": t,
+            "left": left,
+            "right": right,
+            "stack": stack,
+            "heap_top": stack + heap,
+            "heap": heap,
+            "free": free,
+            "frag": s["fragmentation"].to_numpy(dtype=np.float64) * 100,
+            "op": s["op_name"].astype(str).tolist(),
+            "activity": s["activity"].astype(str).tolist(),
+            "size": s["allocation_bytes"].to_numpy(dtype=np.float64) / div,
+        }
         # Heap and stack fill the chart: free memory (on a GPU, the rest of its 80-140 GiB)
         # would flatten them to the axis, so it has its own scale, hidden until its legend
         # entry is clicked.
         top = float(np.max(stack + heap)) if len(s) else 1.0
         top = top if top > 0 else 1.0
-        fig = figure(
-            height=300,
-            sizing_mode="stretch_width",
-            title=f"Allocator {r.memory_id} over time ({len(s)} of {len(r.timeline)} snapshots drawn, peaks kept)",
-            x_axis_label="time (ms)",
-            y_axis_label=unit,
-            y_range=Range1d(0, top * 1.05),
-            tools="xpan,xwheel_zoom,reset,save",
-            active_scroll="xwheel_zoom",
-        )
-        columns = fig.quad(
-            left="left",
-            right="right",
-            bottom=0,
-            top=top * 1.05,
-            source=src,
-            fill_alpha=0,
-            line_alpha=0,
-            selection_fill_alpha=0.12,
-            selection_fill_color="#555",
-            selection_line_alpha=0,
-            nonselection_fill_alpha=0,
-            nonselection_line_alpha=0,
-        )
-        fig.varea(x="t", y1=0, y2="stack", source=curves, fill_color="#76b7b2", fill_alpha=0.8, legend_label="stack")
-        fig.varea(
-            x="t", y1="stack", y2="heap_top", source=curves, fill_color="#4e79a7", fill_alpha=0.8, legend_label="heap"
-        )
         free_top = float(np.max(free)) if len(s) else 0.0
-        fig.extra_y_ranges = {"frag": Range1d(0, 100), "free": Range1d(0, (free_top or 1.0) * 1.05)}
-        fig.line(
-            "t",
-            "free",
-            source=curves,
-            y_range_name="free",
-            color="#59a14f",
-            line_width=1.5,
-            legend_label=f"free (own scale, up to {human_bytes(int(free_top * div))})",
-            visible=False,
-        )
-        fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
-        fig.line(
-            "t",
-            "frag",
-            source=curves,
-            y_range_name="frag",
-            color="#e15759",
-            line_dash="dashed",
-            legend_label="fragmentation",
-        )
-        fig.add_layout(
-            Span(location=r.peak_time_ms, dimension="height", line_color="#e15759", line_width=2, line_dash="dotted")
-        )
-        fig.scatter([r.peak_time_ms], [r.peak_bytes_in_profile / div], size=9, color="#e15759", legend_label="peak")
-        hover_and_tap(
-            fig,
-            columns,
-            [
+        return {
+            "title": f"Allocator {r.memory_id} over time ({len(s)} of {len(r.timeline)} snapshots drawn, peaks kept)",
+            "unit": unit,
+            "y_end": top * 1.05,
+            "free_end": (free_top or 1.0) * 1.05,
+            "free_label": f"free (own scale, up to {human_bytes(int(free_top * div))})",
+            "peak_ms": float(r.peak_time_ms),
+            "peak": {
+                "x": np.array([r.peak_time_ms], dtype=np.float64),
+                "y": np.array([r.peak_bytes_in_profile / div], dtype=np.float64),
+            },
+            "tips": [
                 ("time", "@t{0,0.000} ms"),
                 ("heap", f"@heap{{0,0.000}} {unit}"),
                 ("stack", f"@stack{{0,0.000}} {unit}"),
@@ -248,13 +200,10 @@ class MemoryProfileWidget(BokehWidget):
                 ("fragmentation", "@frag{0.0} %"),
                 ("event", "@activity @op"),
             ],
-        )
-        fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
-        fig.legend.orientation = "horizontal"
-        fig.legend.click_policy = "hide"
-        fig.add_layout(fig.legend[0], "above")  # over the chart, not over the curves
-        fig.toolbar.logo = None
-        return fig
+            "moments": moments,
+            # The curves draw from a copy: glyphs on the clicked source would dim.
+            "curves": {k: moments[k] for k in _CURVES},
+        }
 
     def _html(self):
         r = self.result
@@ -344,3 +293,93 @@ def _said(value, missing):
 
 
 __all__ = ["MemoryProfileWidget"]
+
+
+_CURVES = ("t", "stack", "heap_top", "free", "frag")
+
+
+def _timeline_figure(*, title, unit, y_end, free_end, free_label, peak_ms, peak, tips, moments, curves):
+    """The allocator's timeline (`MemoryProfileWidget._timeline_values`' values): heap and
+    stack stacked, free memory and fragmentation on axes of their own, the peak marked,
+    and under it all a column per moment that a click selects."""
+    fig = figure(
+        height=300,
+        sizing_mode="stretch_width",
+        title=title,
+        x_axis_label="time (ms)",
+        y_axis_label=unit,
+        y_range=Range1d(0, y_end),
+        tools="xpan,xwheel_zoom,reset,save",
+        active_scroll="xwheel_zoom",
+    )
+    columns = fig.quad(
+        left="left",
+        right="right",
+        bottom=0,
+        top=y_end,
+        source=ColumnDataSource(moments, name="moments"),
+        fill_alpha=0,
+        line_alpha=0,
+        selection_fill_alpha=0.12,
+        selection_fill_color="#555",
+        selection_line_alpha=0,
+        nonselection_fill_alpha=0,
+        nonselection_line_alpha=0,
+    )
+    drawn = ColumnDataSource(curves)
+    fig.varea(x="t", y1=0, y2="stack", source=drawn, fill_color="#76b7b2", fill_alpha=0.8, legend_label="stack")
+    fig.varea(x="t", y1="stack", y2="heap_top", source=drawn, fill_color="#4e79a7", fill_alpha=0.8, legend_label="heap")
+    fig.extra_y_ranges = {"frag": Range1d(0, 100), "free": Range1d(0, free_end)}
+    fig.line(
+        "t",
+        "free",
+        source=drawn,
+        y_range_name="free",
+        color="#59a14f",
+        line_width=1.5,
+        legend_label=free_label,
+        visible=False,
+    )
+    fig.add_layout(LinearAxis(y_range_name="frag", axis_label="fragmentation %"), "right")
+    fig.line(
+        "t",
+        "frag",
+        source=drawn,
+        y_range_name="frag",
+        color="#e15759",
+        line_dash="dashed",
+        legend_label="fragmentation",
+    )
+    fig.add_layout(Span(location=peak_ms, dimension="height", line_color="#e15759", line_width=2, line_dash="dotted"))
+    fig.scatter("x", "y", source=ColumnDataSource(peak), size=9, color="#e15759", legend_label="peak")
+    hover_and_tap(fig, columns, tips)
+    fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+    fig.legend.orientation = "horizontal"
+    fig.legend.click_policy = "hide"
+    fig.add_layout(fig.legend[0], "above")  # over the chart, not over the curves
+    fig.toolbar.logo = None
+    return fig
+
+
+TIMELINE = ChartTemplate(
+    "memory_profile.timeline",
+    _timeline_figure,
+    {
+        "title": "str",
+        "unit": "str",
+        "y_end": "float",
+        "free_end": "float",
+        "free_label": "str",
+        "peak_ms": "float",
+        "peak": {"x": np.float64, "y": np.float64},
+        "tips": "pairs",
+        "moments": {
+            "id": np.int32,
+            **dict.fromkeys(("t", "left", "right", "stack", "heap_top", "heap", "free", "frag"), np.float64),
+            "op": str,
+            "activity": str,
+            "size": np.float64,
+        },
+        "curves": dict.fromkeys(_CURVES, np.float64),
+    },
+)

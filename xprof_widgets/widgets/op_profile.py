@@ -22,6 +22,7 @@ from ..format import percent, shorten
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, NO_AXES, BokehWidget, hover_and_tap, selection_look, strip_chrome
 from ._html import data_json, esc, notice, options, plain_table, stat_cards
+from ._templates import ChartTemplate
 from .op_details import op_details, op_details_html
 
 MAX_DEPTH = 4  # rings: program, category, op, fused op
@@ -214,77 +215,19 @@ class OpProfileWidget(BokehWidget):
             ys.append(radius * math.sin(middle))
             tangent = middle - math.pi / 2  # along the arc, never upside down
             angles.append((tangent + math.pi / 2) % math.pi - math.pi / 2)
-        src = ColumnDataSource(
-            {
-                "id": np.array([r[0] for r in rows], dtype=np.int32),
-                "inner": [r[1] for r in rows],
-                "outer": [r[2] for r in rows],
-                "start": [r[3] for r in rows],
-                "end": [r[4] for r in rows],
-                "color": colors,
-                "name": [r[5].name for r in rows],
-                "kind": [r[5].kind for r in rows],
-                # numpy columns travel as binary, NaN (unknown peak) included
-                "time": np.array([100 * r[5].time_fraction for r in rows], dtype=np.float64),
-                "flops": np.array([100 * r[5].flops_utilization_of_time for r in rows], dtype=np.float64),
-                "hbm": np.array([100 * r[5].hbm_utilization for r in rows], dtype=np.float64),
-            },
-            name="wedges",
-        )
-        extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
-        fig = figure(
-            **NO_AXES,
-            width=400,
-            height=400,
-            x_range=(-extent, extent),
-            y_range=(-extent, extent),
-            match_aspect=True,
-            tools="",
-        )
-        ring = dict(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end")
-        wedges = fig.annular_wedge(
-            **ring,
-            source=src,
-            fill_color="color",
-            line_color="white",
-            **selection_look(fade=0.6),
-        )
-        # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
-        hovered = ColumnDataSource({"inner": [], "outer": [], "start": [], "end": []}, name="hover_wedge")
-        fig.annular_wedge(
-            **ring,
-            source=hovered,
-            fill_alpha=0,
-            line_color="#222",
-            line_width=3,
-            line_dash="dashed",
-        )
-        fig.text(
-            x=xs,
-            y=ys,
-            text=texts,
-            angle=angles,
-            **{**LABEL_TEXT, "text_font_size": "9px"},
-            text_align="center",
-            background_fill_color="white",
-            background_fill_alpha=0.65,
-            padding=1,
-            name="wedge_labels",
-        )
-        hover_and_tap(
-            fig,
-            wedges,
-            [
-                ("", "@kind @name"),
-                ("time", "@time{0.00} %"),
-                ("FLOPS util", "@flops{0.00} %"),
-                ("HBM util", "@hbm{0.00} %"),
-            ],
-        )
-        strip_chrome(fig)
-        fig.outline_line_color = None
-        fig.toolbar_location = None
-        return fig
+        wedges = {
+            "id": np.array([r[0] for r in rows], dtype=np.int32),
+            **{k: np.array([r[j] for r in rows], dtype=np.float64) for j, k in enumerate(_RING, 1)},
+            "color": colors,
+            "name": [r[5].name for r in rows],
+            "kind": [r[5].kind for r in rows],
+            # numpy columns travel as binary, NaN (unknown peak) included
+            "time": np.array([100 * r[5].time_fraction for r in rows], dtype=np.float64),
+            "flops": np.array([100 * r[5].flops_utilization_of_time for r in rows], dtype=np.float64),
+            "hbm": np.array([100 * r[5].hbm_utilization for r in rows], dtype=np.float64),
+        }
+        labels = {k: np.array(v, dtype=np.float64) for k, v in (("x", xs), ("y", ys), ("angle", angles))}
+        return SUNBURST.item(wedges=wedges, labels={**labels, "text": texts})
 
     def _key_html(self):
         """What the sunburst's colours mean, under it."""
@@ -378,3 +321,76 @@ class OpProfileWidget(BokehWidget):
 
 
 __all__ = ["OpProfileWidget"]
+
+
+_RING = ("inner", "outer", "start", "end")
+
+
+def _sunburst_figure(*, wedges, labels):
+    """The sunburst from its wedges' columns (id, the `_RING` geometry, color, name, kind,
+    time, flops, hbm) and its labels' (x, y, angle, text)."""
+    extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
+    fig = figure(
+        **NO_AXES,
+        width=400,
+        height=400,
+        x_range=(-extent, extent),
+        y_range=(-extent, extent),
+        match_aspect=True,
+        tools="",
+    )
+    ring = dict(x=0, y=0, inner_radius="inner", outer_radius="outer", start_angle="start", end_angle="end")
+    drawn = fig.annular_wedge(
+        **ring,
+        source=ColumnDataSource(wedges, name="wedges"),
+        fill_color="color",
+        line_color="white",
+        **selection_look(fade=0.6),
+    )
+    # The wedge of the table row under the pointer, outlined (filled by on_request "hover-row").
+    hovered = ColumnDataSource({k: [] for k in _RING}, name="hover_wedge")
+    fig.annular_wedge(**ring, source=hovered, fill_alpha=0, line_color="#222", line_width=3, line_dash="dashed")
+    fig.text(
+        x="x",
+        y="y",
+        text="text",
+        angle="angle",
+        source=ColumnDataSource(labels),
+        **{**LABEL_TEXT, "text_font_size": "9px"},
+        text_align="center",
+        background_fill_color="white",
+        background_fill_alpha=0.65,
+        padding=1,
+        name="wedge_labels",
+    )
+    hover_and_tap(
+        fig,
+        drawn,
+        [
+            ("", "@kind @name"),
+            ("time", "@time{0.00} %"),
+            ("FLOPS util", "@flops{0.00} %"),
+            ("HBM util", "@hbm{0.00} %"),
+        ],
+    )
+    strip_chrome(fig)
+    fig.outline_line_color = None
+    fig.toolbar_location = None
+    return fig
+
+
+SUNBURST = ChartTemplate(
+    "op_profile.sunburst",
+    _sunburst_figure,
+    {
+        "wedges": {
+            "id": np.int32,
+            **dict.fromkeys(_RING, np.float64),
+            "color": str,
+            "name": str,
+            "kind": str,
+            **dict.fromkeys(("time", "flops", "hbm"), np.float64),
+        },
+        "labels": {"x": np.float64, "y": np.float64, "angle": np.float64, "text": str},
+    },
+)
