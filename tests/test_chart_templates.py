@@ -20,6 +20,7 @@ from xprof_widgets.widgets import (  # noqa: F401 (their templates)
     kernel_stats,
     memory_profile,
     op_profile,
+    roofline,
 )
 
 
@@ -46,7 +47,9 @@ def _values(template, n, rng):
         if kind == "str":  # (never empty: see the title's)
             values[name] = str(rng.choice(_TEXT)) + "x"
         elif kind == "float":
-            values[name] = float(rng.choice([0.0, 1.04, 7e12]))
+            # (Not a property's default, 0 or 1 for a range's ends: Bokeh leaves out a value
+            # set to the default, which the template writes; the same drawing.)
+            values[name] = float(rng.choice([0.5, 1.04, 7e12]))
         elif kind == "pairs":
             values[name] = [(str(rng.choice(_TEXT)), f"@{k} {rng.choice(_TEXT)}") for k in range(n)]
         elif isinstance(kind, dict):

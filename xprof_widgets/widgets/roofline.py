@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import traitlets
+from bokeh.core.properties import field
 from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
 from bokeh.models.annotations import Legend, LegendItem
 from bokeh.palettes import Category10, Category20
@@ -34,6 +35,7 @@ from ._bokeh import BokehWidget, hover_and_tap, one_of, selection_look, strip_ch
 from ._html import esc, notice, options, stat_cards
 from ._op_index import OpIndex
 from ._table import SortedTable, contains, table_columns
+from ._templates import ChartTemplate
 from .op_details import op_details, op_details_html
 
 TOP_N_CHOICES = (25, 100, 1000)
@@ -266,121 +268,72 @@ class RooflineWidget(SortedTable, BokehWidget):
         x_hi = 10 ** math.ceil(math.log10(xs.max()) + 0.5)
         y_lo = 10 ** math.floor(math.log10(ys.min()) - 0.5)
         y_hi = 10 ** math.ceil(math.log10(ys.max()) + 0.3)
-        src = ColumnDataSource(
-            {
-                "id": points.index.to_numpy(np.int32),
-                "x": x,
-                "y": y,
-                "size": size,
-                "time": t,
-                "name": points["operation"].astype(str).tolist(),
-                "category": cat.tolist(),
-                "color": [self._colors.get(c, "#888888") for c in cat],
-                "marker": np.where(is_program, "diamond", "circle").tolist(),
-                "program": points["hlo_module_id"].astype(str).tolist(),
-                "bound_by": points["bound_by"].astype(str).tolist(),
-                "efficiency": 100 * points["roofline_efficiency"].to_numpy(np.float64),
-                "occurrences": points["occurrences"].to_numpy(np.float64),
-            },
-            name="ops",
-        )
-        device = self.model.attrs.get("device_type") or "device"
-        fig = figure(
-            height=500,
-            sizing_mode="stretch_width",
-            min_width=480,
-            x_axis_type="log",
-            y_axis_type="log",
-            x_range=Range1d(x_lo, x_hi),
-            y_range=Range1d(y_lo, y_hi),
-            title=f"Roofline of {device} (step {self.step})",
-            x_axis_label="Operational intensity (FLOP/byte)",
-            y_axis_label="Measured FLOP rate (GFLOP/s)",
-            tools="pan,wheel_zoom,box_zoom,reset,save",
-            active_scroll="wheel_zoom",
-            toolbar_location="above",
-        )
-        # The roofs: each memory up to its ridge point, then the peak FLOP rate. One renderer
-        # for all (a legend entry per roof by index): a renderer is nine Bokeh models.
-        roofs = []  # (label, xs, ys, colour, width, dash)
+        ops = {
+            "id": points.index.to_numpy(np.int32),
+            "x": x,
+            "y": y,
+            "size": size,
+            "time": t,
+            "name": points["operation"].astype(str).tolist(),
+            "category": cat.tolist(),
+            "color": [self._colors.get(c, "#888888") for c in cat],
+            "marker": np.where(is_program, "diamond", "circle").tolist(),
+            "program": points["hlo_module_id"].astype(str).tolist(),
+            "bound_by": points["bound_by"].astype(str).tolist(),
+            "efficiency": 100 * points["roofline_efficiency"].to_numpy(np.float64),
+            "occurrences": points["occurrences"].to_numpy(np.float64),
+        }
+        # The roofs: each memory up to its ridge point, then the peak FLOP rate.
+        roofs = []  # (x0, y0, x1, y1, width, label, colour, dash)
         for k, (label, bw, ridge) in enumerate(memories):
             end = ridge if ridge > 0 else x_hi
             gflops_per_flop_byte = bw * GIBI_IN_GIGA  # GiB/s -> GB/s: GFLOP/s per FLOP/byte
             roofs.append(
                 (
-                    f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""),
-                    [x_lo, end],
-                    [gflops_per_flop_byte * x_lo, gflops_per_flop_byte * end],
-                    MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)],
+                    x_lo,
+                    gflops_per_flop_byte * x_lo,
+                    end,
+                    gflops_per_flop_byte * end,
                     2.0,
+                    f"{label} {_nice(bw)} GiB/s" + (f" (ridge {_nice(ridge)})" if ridge else ""),
+                    MEMORY_ROOF_COLORS[k % len(MEMORY_ROOF_COLORS)],
                     "solid" if k == 0 else "dashed",
                 )
             )
         if peak > 0:
             start = min(ridges) if ridges else x_lo
             roofs.append(
-                (f"Peak {_nice(peak / 1e3)} TFLOP/s", [start, x_hi], [peak, peak], COMPUTE_ROOF_COLOR, 2.5, "solid")
+                (start, peak, x_hi, peak, 2.5, f"Peak {_nice(peak / 1e3)} TFLOP/s", COMPUTE_ROOF_COLOR, "solid")
             )
-        legend = Legend()
-        if roofs:
-            columns = dict(zip(("label", "xs", "ys", "color", "width", "dash"), map(list, zip(*roofs))))
-            lines = fig.multi_line(
-                xs="xs",
-                ys="ys",
-                line_color="color",
-                line_width="width",
-                line_dash="dash",
-                source=ColumnDataSource(columns),
-            )
-            legend.items = [
-                LegendItem(label=label, renderers=[lines], index=k) for k, label in enumerate(columns["label"])
-            ]
-        dots = fig.scatter(
-            x="x",
-            y="y",
-            size="size",
-            marker="marker",
-            source=src,
-            fill_color="color",
-            fill_alpha=0.75,
-            line_color="white",
-            selection_fill_alpha=1.0,
-            **selection_look(fade=0.35),
-        )
-        # The key of the categories: an entry per category drawing its first point's marker and
-        # colour (a legend glyph has one size whatever the point's), no renderer of its own.
+        columns = list(zip(*roofs)) if roofs else [[]] * len(_ROOF_COLUMNS)
+        roof_data = {
+            k: np.array(v, dtype=np.float64) if k in _ROOF_NUMBERS else [str(x) for x in v]
+            for k, v in zip(_ROOF_COLUMNS, columns)
+        }
+        # The key of the categories: a row per category, its first point's marker and
+        # colour, in the categories' order (Program last).
         order = list(self._colors)
         firsts = pd.Series(np.arange(len(cat))).groupby(cat, sort=False).first()
-        legend.items.extend(
-            LegendItem(label=str(c), renderers=[dots], index=int(firsts[c]))
-            for c in sorted(firsts.index, key=lambda c: order.index(c) if c in order else len(order))
+        shown = sorted(firsts.index, key=lambda c: order.index(c) if c in order else len(order))
+        first = firsts[shown].to_numpy(np.int64) if shown else np.zeros(0, np.int64)
+        key = {
+            "x": np.full(len(first), np.nan),
+            "y": np.full(len(first), np.nan),
+            "category": [str(c) for c in shown],
+            "marker": [ops["marker"][i] for i in first],
+            "color": [ops["color"][i] for i in first],
+        }
+        device = self.model.attrs.get("device_type") or "device"
+        return ROOFLINE.item(
+            title=f"Roofline of {device} (step {self.step})",
+            x_start=float(x_lo),
+            x_end=float(x_hi),
+            y_start=float(y_lo),
+            y_end=float(y_hi),
+            roofs=roof_data,
+            ops=ops,
+            key=key,
         )
-        hover_and_tap(
-            fig,
-            dots,
-            [
-                ("", "@category @name"),
-                ("program", "@program"),
-                ("intensity", "@x{0,0.000} FLOP/byte"),
-                ("FLOP rate", "@y{0,0.00} GFLOP/s"),
-                ("time", "@time{0,0.000} µs"),
-                ("occurrences", "@occurrences{0,0}"),
-                ("bound by", "@bound_by"),
-                ("roofline efficiency", "@efficiency{0.00} %"),
-            ],
-        )
-        fig.xaxis.formatter = LogTickFormatter()
-        fig.yaxis.formatter = LogTickFormatter()
-        legend.label_text_font_size = "11px"
-        legend.glyph_height = 18
-        legend.glyph_width = 22
-        legend.spacing = 0
-        legend.border_line_color = None
-        legend.ncols = 3
-        legend.location = "top_left"
-        fig.add_layout(legend, "below")  # under the chart: never over the points, the frame keeps its width
-        strip_chrome(fig, "")
-        return fig
 
     def _roof_cards(self):
         a = self.model.attrs
@@ -512,3 +465,106 @@ class RooflineWidget(SortedTable, BokehWidget):
 
 
 __all__ = ["RooflineWidget", "roofs", "source_text"]
+
+
+_ROOF_COLUMNS = ("x0", "y0", "x1", "y1", "width", "label", "color", "dash")
+_ROOF_NUMBERS = frozenset(("x0", "y0", "x1", "y1", "width"))
+
+
+def _roofline_figure(*, title, x_start, x_end, y_start, y_end, roofs, ops, key):
+    """The roofline chart on log axes: the roofs (a segment each, `_ROOF_COLUMNS`), the ops
+    as points (their size by time, a diamond for the program), and a legend of the roofs
+    and of the categories, drawn from `key`'s rows (points at NaN: in the legend only, so
+    the ops are drawn in their order whatever the legend's)."""
+    fig = figure(
+        height=500,
+        sizing_mode="stretch_width",
+        min_width=480,
+        x_axis_type="log",
+        y_axis_type="log",
+        x_range=Range1d(x_start, x_end),
+        y_range=Range1d(y_start, y_end),
+        title=title,
+        x_axis_label="Operational intensity (FLOP/byte)",
+        y_axis_label="Measured FLOP rate (GFLOP/s)",
+        tools="pan,wheel_zoom,box_zoom,reset,save",
+        active_scroll="wheel_zoom",
+        toolbar_location="above",
+    )
+    # One renderer for every roof, and one for the key: a renderer is nine Bokeh models.
+    lines = fig.segment(
+        x0="x0",
+        y0="y0",
+        x1="x1",
+        y1="y1",
+        line_color="color",
+        line_width="width",
+        line_dash="dash",
+        source=ColumnDataSource(roofs),
+    )
+    look = dict(fill_color="color", fill_alpha=0.75, line_color="white")
+    dots = fig.scatter(
+        x="x",
+        y="y",
+        size="size",
+        marker="marker",
+        source=ColumnDataSource(ops, name="ops"),
+        selection_fill_alpha=1.0,
+        **look,
+        **selection_look(fade=0.35),
+    )
+    keyed = fig.scatter(x="x", y="y", marker="marker", source=ColumnDataSource(key), **look)
+    legend = Legend(
+        items=[
+            LegendItem(label=field("label"), renderers=[lines]),
+            LegendItem(label=field("category"), renderers=[keyed]),
+        ]
+    )
+    hover_and_tap(
+        fig,
+        dots,
+        [
+            ("", "@category @name"),
+            ("program", "@program"),
+            ("intensity", "@x{0,0.000} FLOP/byte"),
+            ("FLOP rate", "@y{0,0.00} GFLOP/s"),
+            ("time", "@time{0,0.000} µs"),
+            ("occurrences", "@occurrences{0,0}"),
+            ("bound by", "@bound_by"),
+            ("roofline efficiency", "@efficiency{0.00} %"),
+        ],
+    )
+    fig.xaxis.formatter = LogTickFormatter()
+    fig.yaxis.formatter = LogTickFormatter()
+    legend.label_text_font_size = "11px"
+    legend.glyph_height = 18
+    legend.glyph_width = 22
+    legend.spacing = 0
+    legend.border_line_color = None
+    legend.ncols = 3
+    legend.location = "top_left"
+    fig.add_layout(legend, "below")  # under the chart: never over the points, the frame keeps its width
+    strip_chrome(fig, "")
+    return fig
+
+
+ROOFLINE = ChartTemplate(
+    "roofline.chart",
+    _roofline_figure,
+    {
+        "title": "str",
+        "x_start": "float",
+        "x_end": "float",
+        "y_start": "float",
+        "y_end": "float",
+        "roofs": {k: np.float64 if k in _ROOF_NUMBERS else str for k in _ROOF_COLUMNS},
+        "ops": {
+            "id": np.int32,
+            **dict.fromkeys(("x", "y", "size", "time"), np.float64),
+            **dict.fromkeys(("name", "category", "color", "marker", "program", "bound_by"), str),
+            "efficiency": np.float64,
+            "occurrences": np.float64,
+        },
+        "key": {"x": np.float64, "y": np.float64, "category": str, "marker": str, "color": str},
+    },
+)
