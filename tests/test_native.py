@@ -391,6 +391,89 @@ def test_keyed_stats_of_other_layouts_and_bad_bytes_as_numpy(monkeypatch, bad):
     assert ours == theirs
 
 
+@pytest.mark.parametrize("density", [0.05, 0.9])  # a Python tracer's line; a device's
+@pytest.mark.parametrize("keys", [None, [1, 128, 300]])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_event_stats_equal_numpy(monkeypatch, density, keys, dtype):
+    """The stats of a line's events read from its columns in one pass (`xw_event_stats`:
+    each event's length looked at, the stats of those that have some walked) split by key
+    as the numpy code splits them: values of every kind and layout, few events with stats
+    or most, a wanted-keys filter, positions int32 or int64, and rows past the room first
+    guessed (then counted and read again)."""
+    from xprof_widgets.io import xspace
+
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", 256)
+    rng = np.random.default_rng(9)
+    events = []
+    for event in _events_with_stats(rng, 4000):
+        body = event if rng.random() < density else event[:4]  # (fields 1 and 2, no stats)
+        events.append(b"\x22" + varint(len(body)) + body)
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(dtype)
+    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    mask = None if keys is None else np.isin(np.arange(400), keys)
+
+    def split():
+        got = xspace._event_stats(data, pos, at, mask)
+        return {
+            k: [
+                None if a is None else (str(a.dtype), a.tolist())
+                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
+            ]
+            for k, r in got.items()
+        }
+
+    ours, theirs = _both(monkeypatch, split)
+    assert ours == theirs and len(ours) > 3
+    # Where the room guessed is short, the rows are counted, then read.
+    monkeypatch.undo()  # (the library back)
+    calls = []
+    real = native._call
+
+    def counted(name, *args):
+        calls.append((name, args[11]) if name == "xw_event_stats" else name)
+        return real(name, *args)
+
+    monkeypatch.setattr(native, "_call", counted)
+    got = native.event_stats(data, pos, at, 0x22, 0, np.zeros(256, np.int8), None, 3)
+    assert [c for c in calls if c[0] == "xw_event_stats"][:2] == [("xw_event_stats", 3), ("xw_event_stats", 0)]
+    assert len(got[0]) > 3
+
+
+def _stats_at(record):
+    """Where the stats of an event record (tag, length, fields 1 and 2 in 4 bytes) start."""
+    k = 1  # (the length varint's first byte)
+    while record[k] >= 0x80:
+        k += 1
+    return k + 1 + 4
+
+
+@pytest.mark.parametrize(
+    "bad", [b"\x1a\x00", b"\x22\x09\x08\x01", b"\x22\x02\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"]
+)
+def test_event_stats_of_other_layouts_and_bad_bytes_as_numpy(monkeypatch, bad):
+    """A run met by field 3, a stat past its event, a key that never ends, read from the
+    line's columns: the same result or the same error as the numpy code."""
+    from xprof_widgets.io import xspace
+
+    events = []
+    for k, event in enumerate(_events_with_stats(np.random.default_rng(8), 200)):
+        body = event + bad if k == 77 else event
+        events.append(b"\x22" + varint(len(body)) + body)
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
+    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+
+    def split():
+        got = xspace._event_stats(data, pos, at, None)
+        return {k: [r.owner.tolist(), r.number.tolist(), r.raw.tolist()] for k, r in got.items()}
+
+    ours, theirs = _both(monkeypatch, split)
+    assert ours == theirs
+
+
 def _track(rng, n):
     """A track's events sorted by start (longer first at equal starts): nested ones,
     overlapping ones (improperly nested), ties and zero lengths."""

@@ -23,10 +23,12 @@
 #define XW_BAD (-1)
 /* A step whose events span too long a time for `xw_step_walk`'s keys: the caller sorts. */
 #define XW_WIDE (-2)
+/* More rows to write than the caller made room for: it counts them, then asks again. */
+#define XW_FULL (-3)
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 14; }
+int32_t xw_abi(void) { return 15; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -274,69 +276,124 @@ static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag
  * element in the usual layout whose key is not wanted (keys[key] == 0, or key >= nkeys;
  * keys NULL: all wanted) is not written (one in another layout is: its key is known once
  * the caller has walked it). Returns XW_BAD where the numpy code must look. */
+static int64_t keyed_run(const uint8_t *data, int64_t size, int64_t p, int64_t stop, uint8_t tag_byte,
+                         int64_t owner_id, const int8_t *kinds, const uint8_t *keys, int64_t nkeys, int64_t out,
+                         int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
+                         int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok);
+
 int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts, const int64_t *stops, int64_t n,
                        uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds, const uint8_t *keys,
                        int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
                        int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok) {
     int64_t out = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t p = starts[i], stop = stops[i], s, e;
-        if (p < 0 || stop > size - 16) return XW_BAD; /* the padding past the message stays unread */
-        while (p < stop) {
-            int r = run_element(data, p, stop, tag_byte, &s, &e);
-            if (r < 0) return r;
-            p = e;
-            if (r == 0) continue; /* another field */
-            if (owner == NULL) {
-                out++;
-                continue;
-            }
-            /* The head: 0x08, the key's varint, the value's tag; read as the numpy code
-             * reads it, past the element's end when the element is short. */
-            uint64_t k;
-            int64_t v0 = varint(data, s + 1, size, &k);
-            if (v0 < 0 || v0 >= size) return XW_BAD;
-            v0 += 1; /* past the value's tag */
-            int head_ok = data[s] == 0x08;
-            uint8_t tag = data[v0 - 1];
-            int8_t num = kinds[tag];
-            int64_t sz = e - v0;
-            int good = 0;
-            uint64_t bits = 0;
-            int64_t text = 0;
-            if (head_ok && num != 0) {
-                if ((tag & 7) == 0 && sz >= 1 && sz <= 10) { /* VARINT: its last byte ends the record */
-                    good = 1;
-                    for (int64_t j = 0; j < sz; j++) {
-                        uint8_t b = data[v0 + j];
-                        bits |= (uint64_t)(b & 0x7F) << (7 * j);
-                        if ((b < 0x80) != (j == sz - 1)) good = 0;
-                    }
-                } else if ((tag & 7) == 1 && sz == 8) { /* FIXED64 */
-                    memcpy(&bits, data + v0, 8); /* little-endian hosts (x86, ARM) */
-                    good = 1;
-                } else if ((tag & 7) == 2) { /* LENGTH: its bytes end the record */
-                    uint64_t length;
-                    int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &length);
-                    if (t < 0) return XW_BAD;
-                    good = e >= t && length == (uint64_t)(e - t);
-                    text = t;
-                }
-            }
-            /* Only an element in the usual layout is known to hold key k (another may set
-             * its key again further on). */
-            if (keys != NULL && good && !(k < (uint64_t)nkeys && keys[k])) continue;
-            if (out == cap) return XW_BAD;
-            owner[out] = owner_offset + i;
-            key[out] = k;
-            number[out] = good ? num : 0;
-            raw[out] = good ? bits : 0;
-            rec_start[out] = s;
-            rec_stop[out] = e;
-            text_start[out] = good ? text : 0;
-            ok[out] = (uint8_t)good;
-            out++;
+        if (starts[i] < 0 || stops[i] > size - 16) return XW_BAD; /* the padding past the message stays unread */
+        out = keyed_run(data, size, starts[i], stops[i], tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap,
+                        owner, key, number, raw, rec_start, rec_stop, text_start, ok);
+        if (out < 0) return out;
+    }
+    return out;
+}
+
+/* `xw_keyed_stats` of the stats of events, read from the events' own columns: the LENGTH
+ * record of event i has its tag at pos32[i] (or pos64[i]: one of the two is NULL) and its
+ * stats run from at[i] bytes after it to the record's end (what `xw_live_runs` bounds),
+ * owned by owner_offset + i. One pass: no array of the bounds, and events without stats
+ * (most of a Python tracer's line) cost a look at their record's length. With `owner`
+ * NULL, returns how many elements there are; else XW_FULL when more than `cap` are to be
+ * written (the caller counts, then asks again). */
+int64_t xw_event_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
+                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
+                       const uint8_t *keys, int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key,
+                       int8_t *number, uint64_t *raw, int64_t *rec_start, int64_t *rec_stop, int64_t *text_start,
+                       uint8_t *ok) {
+    int64_t out = 0;
+    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
+        int64_t p = tag + 1;
+        if (tag < 0 || p >= size) return XW_BAD;
+        uint64_t length;
+        int64_t q;
+        if (data[p] < 0x80) {
+            length = data[p];
+            q = p + 1;
+        } else {
+            q = varint(data, p, size, &length);
+            if (q < 0) return XW_BAD;
         }
+        if (length > (uint64_t)(size - q)) return XW_BAD;
+        int64_t stop = q + (int64_t)length, start = tag + at[i];
+        if (stop <= start) continue; /* no stats */
+        if (stop > size - 16) return XW_BAD;
+        out = keyed_run(data, size, start, stop, tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap, owner,
+                        key, number, raw, rec_start, rec_stop, text_start, ok);
+        if (out < 0) return out;
+    }
+    return out;
+}
+
+/* The elements of one record's run [p, stop), owned by owner_id, written from row `out`
+ * on (see `xw_keyed_stats`): the new row count, XW_BAD, or XW_FULL past `cap`. */
+static int64_t keyed_run(const uint8_t *data, int64_t size, int64_t p, int64_t stop, uint8_t tag_byte,
+                         int64_t owner_id, const int8_t *kinds, const uint8_t *keys, int64_t nkeys, int64_t out,
+                         int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
+                         int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok) {
+    int64_t s, e;
+    while (p < stop) {
+        int r = run_element(data, p, stop, tag_byte, &s, &e);
+        if (r < 0) return r;
+        p = e;
+        if (r == 0) continue; /* another field */
+        if (owner == NULL) {
+            out++;
+            continue;
+        }
+        /* The head: 0x08, the key's varint, the value's tag; read as the numpy code
+         * reads it, past the element's end when the element is short. */
+        uint64_t k;
+        int64_t v0 = varint(data, s + 1, size, &k);
+        if (v0 < 0 || v0 >= size) return XW_BAD;
+        v0 += 1; /* past the value's tag */
+        int head_ok = data[s] == 0x08;
+        uint8_t tag = data[v0 - 1];
+        int8_t num = kinds[tag];
+        int64_t sz = e - v0;
+        int good = 0;
+        uint64_t bits = 0;
+        int64_t text = 0;
+        if (head_ok && num != 0) {
+            if ((tag & 7) == 0 && sz >= 1 && sz <= 10) { /* VARINT: its last byte ends the record */
+                good = 1;
+                for (int64_t j = 0; j < sz; j++) {
+                    uint8_t b = data[v0 + j];
+                    bits |= (uint64_t)(b & 0x7F) << (7 * j);
+                    if ((b < 0x80) != (j == sz - 1)) good = 0;
+                }
+            } else if ((tag & 7) == 1 && sz == 8) { /* FIXED64 */
+                memcpy(&bits, data + v0, 8); /* little-endian hosts (x86, ARM) */
+                good = 1;
+            } else if ((tag & 7) == 2) { /* LENGTH: its bytes end the record */
+                uint64_t length;
+                int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &length);
+                if (t < 0) return XW_BAD;
+                good = e >= t && length == (uint64_t)(e - t);
+                text = t;
+            }
+        }
+        /* Only an element in the usual layout is known to hold key k (another may set
+         * its key again further on). */
+        if (keys != NULL && good && !(k < (uint64_t)nkeys && keys[k])) continue;
+        if (out == cap) return XW_FULL;
+        owner[out] = owner_id;
+        key[out] = k;
+        number[out] = good ? num : 0;
+        raw[out] = good ? bits : 0;
+        rec_start[out] = s;
+        rec_stop[out] = e;
+        text_start[out] = good ? text : 0;
+        ok[out] = (uint8_t)good;
+        out++;
     }
     return out;
 }

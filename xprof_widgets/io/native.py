@@ -19,7 +19,9 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 14
+ABI = 15
+#: `xw_event_stats`: more rows than the room given (`_wire.c`'s XW_FULL).
+XW_FULL = -3
 
 LIBRARY_NAME = "libxwwire" + (".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so")
 LIBRARY = Path(__file__).with_name(LIBRARY_NAME)
@@ -50,6 +52,7 @@ _SIGNATURES = {
     "xw_decode_head": "u8* i64 i64* i64 i32* i32 i64 u64* u8* i64* u8*",
     "xw_event_heads": "u8* i64 i64* i32* i64 i64 i32* i64* i64* u16* i32*",
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
+    "xw_event_stats": "u8* i64 i32* i64* u16* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64* i64 i32* i32*",
@@ -249,6 +252,46 @@ def keyed_stats(
     out = (owner, key, number, raw, rec_start, rec_stop, text_start, ok)
     got = _call("xw_keyed_stats", *head, count, *out)
     # Fewer than counted where wanted keys were asked for.
+    return None if got < 0 else tuple(a[:got] for a in out)
+
+
+def event_stats(
+    data: np.ndarray,
+    record_pos: np.ndarray,
+    at: np.ndarray,
+    tag_byte: int,
+    offset: int,
+    kinds: np.ndarray,
+    keys: np.ndarray | None,
+    room: int,
+) -> tuple[np.ndarray, ...] | None:
+    """`keyed_stats`' records of the stats of events, read from a line's columns (record
+    positions int32 or int64, stats offsets uint16; see `xw_event_stats` in _wire.c) in
+    one pass where they fit in `room` rows (a guess: else they are counted, then read);
+    None where the columns have other types or the bytes need the numpy code's look."""
+    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+        return None
+    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
+    narrow = record_pos.dtype == np.int32
+    head = (
+        data, len(data), record_pos if narrow else None, None if narrow else record_pos, at, len(at),
+        tag_byte, offset, kinds, keys, 0 if keys is None else len(keys),
+    )  # fmt: skip
+    for _ in range(2):
+        # Room for `room` rows, written only as far as the rows go: pages past that are
+        # never touched.
+        owner, rec_start, rec_stop, text_start = (np.empty(room, np.int64) for _ in range(4))
+        key, raw = np.empty(room, np.uint64), np.empty(room, np.uint64)
+        number, ok = np.empty(room, np.int8), np.empty(room, bool)
+        out = (owner, key, number, raw, rec_start, rec_stop, text_start, ok)
+        got = _call("xw_event_stats", *head, room, *out)
+        if got != XW_FULL:
+            break
+        room = _call("xw_event_stats", *head, 0, *[None] * 8)  # every element: at least the rows
+        if room < 0:
+            return None
+    # (Views: the caller's sort by key copies the rows, and the room past them, never
+    # touched, goes back with the arrays.)
     return None if got < 0 else tuple(a[:got] for a in out)
 
 

@@ -757,7 +757,9 @@ class KeyRecords:
         return cls(*cols)
 
 
-def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, owner=None, keys=None, heads=None):
+def decode_keyed_by_key(
+    data, starts, stops, scalars, lengths, repeated=None, owner=None, keys=None, heads=None, density=1.0
+):
     """Decode records that hold a key (varint field 1) and one value, one of several
     fields (a protobuf `oneof`, e.g. XStat's metadata id and value), split by key:
     {key: `KeyRecords`}.
@@ -781,7 +783,8 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     `heads` (with `repeated`, `starts` and `stops` None): (record positions, offsets)
     of LENGTH records (an event's) whose run starts `offset` bytes after the record's tag
     and ends with the record; the bounds are found block by block, so no array of every
-    record's bounds is made.
+    record's bounds is made. `density`: about what fraction of those records hold a run
+    (a Python tracer's line: a tenth): blocks of fewer runs hold more records.
 
     What a table of stats by name wants, made as the records are decoded: each
     block of records is decoded and sorted by key on the thread pool (small, in
@@ -791,7 +794,7 @@ def decode_keyed_by_key(data, starts, stops, scalars, lengths, repeated=None, ow
     if repeated is None:
         owner = np.arange(len(starts)) if owner is None else np.asarray(owner)
         owner = owner.astype(np.int32 if len(owner) == 0 or owner.max() < 2**31 else np.int64, copy=False)
-    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys, heads)
+    blocks = _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys, heads, density)
     return {key: KeyRecords.joined([b.pop(key) for b in blocks if key in b]) for key in sorted(set().union(*blocks))}
 
 
@@ -822,10 +825,10 @@ def _split_by_key(owner, key, number, raw, text):
     return out
 
 
-def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=None, heads=None):
+def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=None, heads=None, density=1.0):
     """The blocks of `decode_keyed_by_key`, each decoded and split by key (`_split_by_key`)
     on the thread pool; their results in order. `owner`: the records' owners (no
-    `repeated`), else None; `keys`, `heads`: see `decode_keyed_by_key`."""
+    `repeated`), else None; `keys`, `heads`, `density`: see `decode_keyed_by_key`."""
     if heads is None:
         starts = np.asarray(starts, dtype=np.int64)
         stops = np.asarray(stops, dtype=np.int64)
@@ -839,6 +842,10 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
     for n in lengths:
         kinds[(n << 3) | LENGTH] = n
     step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
+    if heads is not None:  # (about as many runs a block, however few of the records hold one)
+        step = int(step / min(max(density, 1 / 64), 1.0))
+    # `native.event_stats`' room for a block's elements, a guess (counted where it is short).
+    room = int(16 * max(BLOCK_RECORDS // 4, 1)) + 1024
     owner_type = np.int32 if count < 2**31 else np.int64
     wanted = None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
 
@@ -846,6 +853,11 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
         if heads is None:
             s, e = starts[c : c + step], stops[c : c + step]
         else:
+            if repeated is not None and native.available():
+                pos, at = heads[0][c : c + step], heads[1][c : c + step]
+                got = native.event_stats(data, pos, at, (repeated << 3) | LENGTH, c, kinds, wanted, room)
+                if got is not None:
+                    return _split_by_key(*_native_keyed(data, got, scalars, lengths, owner_type))
             pos = np.asarray(heads[0][c : c + step], dtype=np.int64)
             _, e = record_payloads(data, pos)
             s = pos + heads[1][c : c + step]

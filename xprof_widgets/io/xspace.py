@@ -383,11 +383,13 @@ def _event_stats(data, pos, at, keys):
     # Where most events carry stats, each block of events finds the bounds of its stats
     # itself: no event-sized array of them (hundreds of MB on a line of millions). Where
     # most carry none (a Python tracer's line: a million calls, a few thousand with
-    # stats), only the others are walked, their owners mapped back. Which is the case, a
-    # sample tells (both give the same records).
+    # stats), the compiled pass looks at each event's length and walks only the others,
+    # in blocks of more events; the numpy code walks only the others, their owners mapped
+    # back. Which is the case, a sample tells (both give the same records).
     sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
-    if len(pos) and 2 * len(_live_runs(data, pos[sample], at[sample])[0]) >= len(sample):
-        return wire.decode_keyed_by_key(data, None, None, heads=(pos, at), **kinds)
+    density = len(_live_runs(data, pos[sample], at[sample])[0]) / len(sample) if len(pos) else 1.0
+    if 2 * density >= 1 or native.available():
+        return wire.decode_keyed_by_key(data, None, None, heads=(pos, at), density=density, **kinds)
     live, starts, stops = _live_runs(data, pos, at)
     found = wire.decode_keyed_by_key(data, starts, stops, **kinds)
     for records in found.values():
