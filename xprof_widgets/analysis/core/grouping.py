@@ -716,14 +716,15 @@ _NO_LINKS = pd.DataFrame({"parent": np.zeros(0, np.int64), "child": np.zeros(0, 
 
 
 def _forest(space, eager=True):
-    """(nodes, node group id (-1 none), step table, eager nodes, group links: `_links`) of
-    XProf's grouping (`eager=False`: no eager nodes looked for)."""
+    """(nodes, node group id (-1 none), step table, eager nodes, group links: `_links`, made
+    when first asked: only the trace viewer's flows read them) of XProf's grouping
+    (`eager=False`: no eager nodes looked for)."""
     # The eager marks take the nearest `EagerExecute` by hops between events: all are nodes.
     nodes = _Nodes(space, keep_all=eager and _has_eager_execute(space))
     n = nodes.n
     empty = pd.DataFrame(columns=["group_id", "node", "root_level"])
     if nodes.loop_ops or n == 0:  # XProf groups nothing and marks nothing eager
-        return nodes, np.full(n, -1, np.int64), empty, np.zeros(0, np.int64), _NO_LINKS.copy()
+        return nodes, np.full(n, -1, np.int64), empty, np.zeros(0, np.int64), _Later(_NO_LINKS.copy)
     context_edges, contexts = _context_edges(nodes)
     edges = [nodes.nesting, context_edges]
     executors = nodes.where_name(EXECUTOR)
@@ -781,7 +782,7 @@ def _forest(space, eager=True):
         group = label.astype(np.int64)
         group[label == np.iinfo(nodes.dtype).max] = -1
         steps = pd.DataFrame({"group_id": np.arange(len(roots)), "node": roots, "root_level": level[roots]})
-        return nodes, group, steps, eager, _links(all_edges, n, group)
+        return nodes, group, steps, eager, _Later(lambda: _links(all_edges, n, group))
 
     roots = np.flatnonzero(is_root)
     ids, has = step_id.at(roots)
@@ -804,7 +805,19 @@ def _forest(space, eager=True):
     ids[np.flatnonzero(own)] = np.arange(own.sum())
     group = ids[np.minimum(label, len(roots), out=label)]  # no label: ids[len(roots)], -1
     steps = pd.DataFrame({"group_id": np.arange(own.sum()), "node": roots[own], "root_level": level[roots[own]]})
-    return nodes, group, steps, eager, _links(all_edges, n, group)
+    return nodes, group, steps, eager, _Later(lambda: _links(all_edges, n, group))
+
+
+class _Later:
+    """A value made the first time `value()` is asked for (by `make()`), then kept."""
+
+    def __init__(self, make):
+        self._make, self._value = make, None
+
+    def value(self):
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
 
 
 def _links(edges, n, group):
@@ -996,6 +1009,7 @@ def _saved_grouping(out):
     meta["eager"] = None if eager is None else [[k[0], int(k[1]), len(v)] for k, v in eager.items()]
     if eager is not None:
         arrays["eager"] = _joined(list(eager.values()))
+    links = links.value()
     arrays["link_parent"] = links["parent"].to_numpy(np.int64)
     arrays["link_child"] = links["child"].to_numpy(np.int64)
     return meta, arrays
@@ -1042,7 +1056,7 @@ def _restored_grouping(space, meta, arrays):
                 eager[(plane_name, int(li))] = np.asarray(arrays["eager"][at : at + n])
                 at += n
         links = pd.DataFrame({"parent": np.array(arrays["link_parent"]), "child": np.array(arrays["link_child"])})
-        return split, steps, eager, links
+        return split, steps, eager, _Later(lambda: links)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -1155,7 +1169,7 @@ def group_links(space) -> pd.DataFrame:
     child, it the batch's parent; `_links`). Empty for a file grouped already."""
     if is_grouped(space):
         return _NO_LINKS.copy()
-    return _computed(space)[3].copy()
+    return _computed(space)[3].value().copy()
 
 
 def step_events(space, recompute=False):
