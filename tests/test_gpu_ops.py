@@ -95,6 +95,42 @@ def test_the_rules_that_matter_on_real_gpus(corpus):
     assert module_costs(bad).error and module_costs(bad).of("e") == (0, 0, 0, 0, 0)
 
 
+def _call_dag(depth, fan_out):
+    """HLO text: computation c1 an exponential; each c<d> calls c<d-1> `fan_out` times in a
+    chain; the entry calls c<depth> once (fan_out ** (depth - 1) exponentials unrolled)."""
+    lines = ["HloModule call_dag", "", "%c1 (p: f32[64]) -> f32[64] {", "  %p = f32[64]{0} parameter(0)"]
+    lines += ["  ROOT %e = f32[64]{0} exponential(%p)", "}", ""]
+    for d in range(2, depth + 1):
+        lines += [f"%c{d} (p: f32[64]) -> f32[64] {{", "  %p = f32[64]{0} parameter(0)"]
+        prev = "%p"
+        for k in range(fan_out):
+            root = "ROOT " if k == fan_out - 1 else ""
+            lines.append(f"  {root}%k{d}_{k} = f32[64]{{0}} call({prev}), to_apply=%c{d - 1}")
+            prev = f"%k{d}_{k}"
+        lines += ["}", ""]
+    lines += ["ENTRY %main (a: f32[64]) -> f32[64] {", "  %a = f32[64]{0} parameter(0)"]
+    lines += [f"  ROOT %top = f32[64]{{0}} call(%a), to_apply=%c{depth}", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("depth, fan_out", [(3, 2), (10, 8)])
+def test_a_computation_called_from_many_places_is_analysed_once(monkeypatch, depth, fan_out):
+    """A module whose calls fan out (the fuzzer's call DAG: 8 calls a level, 10 deep, a
+    billion visits where XLA's walk repeats every call; the overview hung on it): each
+    computation is analysed once, and a call still costs all it calls."""
+    from xprof_widgets.analysis.core import hlo_cost
+
+    module = hlo_module(hlo_proto_bytes(_call_dag(depth, fan_out)))
+    visits = []
+    accept = hlo_cost._Analysis.accept
+    monkeypatch.setattr(hlo_cost._Analysis, "accept", lambda self, c: visits.append(c.name) or accept(self, c))
+    costs = module_costs(module)
+    assert not costs.error and sorted(visits) == sorted(c.name for c in module.computations.values())  # each once
+    flops = costs.of("e")[0]
+    assert flops > 0 and costs.of("top")[0] == fan_out ** (depth - 1) * flops
+    assert costs.of(f"k{depth}_0")[0] == fan_out ** (depth - 2) * flops
+
+
 # --- the op database: kernels, steps, devices ---------------------------------------------
 
 _DOT = """HloModule jit_f

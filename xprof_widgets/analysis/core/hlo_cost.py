@@ -216,6 +216,9 @@ class _Analysis:
         self.props_sum = _Props()
         self.cur = _Props()
         self._size_cache = {}
+        # A called computation's analysis (its instructions' properties and their sum) by
+        # computation, shared with the nested visitors: see process_subcomputation.
+        self._called = {}
 
     # --- sizes -----------------------------------------------------------------------------
 
@@ -250,13 +253,33 @@ class _Analysis:
         self.postprocess(instr)
 
     def nested(self):
-        return _Analysis(self.mode)
+        sub = _Analysis(self.mode)
+        sub._called = self._called
+        return sub
 
-    def process_subcomputation(self, computation):
-        sub = self.nested()
-        sub.accept(computation)
-        self.props.update(sub.props)
-        return sub.props_sum
+    def process_subcomputation(self, computation, again=True):
+        """The properties' sum of `computation` analysed on its own (a fresh visitor, as
+        XLA's ProcessSubcomputation), its instructions' properties added to this one's.
+
+        A computation called from several places (`again`) is analysed once: the result
+        depends on the computation alone, so a module whose calls fan out (each computation
+        calling the next one 8 times, 10 deep: a billion visits, a hang, where XLA's walk
+        would repeat them all) costs one visit per computation. Copies are handed out, as
+        callers change the properties they get. A fusion's body (`again=False`) is analysed
+        each time: its fusion rewrites the body's properties."""
+        if not again:
+            sub = self.nested()
+            sub.accept(computation)
+            self.props.update(sub.props)
+            return sub.props_sum
+        found = self._called.get(computation)
+        if found is None:
+            sub = self.nested()
+            sub.accept(computation)
+            found = self._called[computation] = ({i: _Props(p) for i, p in sub.props.items()}, _Props(sub.props_sum))
+        props, total = found
+        self.props.update({i: _Props(p) for i, p in props.items()})
+        return _Props(total)
 
     def preprocess(self, instr):
         cur = _Props()
@@ -680,7 +703,7 @@ class _Analysis:
                     return self._handle_inner(i, self.handle_gather)
                 if i.opcode == "scatter":
                     return self._handle_inner(i, self.handle_scatter)
-        self.cur = _Props(self.process_subcomputation(body))
+        self.cur = _Props(self.process_subcomputation(body, again=False))
         self.cur[BYTES] = _ZERO
         self._fusion_output_bytes(instr)
         if self.gpu:
