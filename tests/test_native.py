@@ -643,6 +643,29 @@ def test_nearest_source_equals_numpy(monkeypatch, seed):
     assert all(ours[s] == i for i, s in enumerate(sources))  # a source is its own nearest
 
 
+def test_grouped_host_events_of_a_python_tracer_line_equal_numpy(monkeypatch):
+    """On an H200 run with steps, whose Python tracer's line has most events not nodes of
+    the grouping, `steps._host_events` reads that line through its events' nodes (no group
+    id array made): the columns numpy makes from the line's group ids."""
+    from xprof_widgets.analysis.core import steps
+    from xprof_widgets.analysis.core.grouping import group_ids, step_events
+
+    from .conftest import VENDORED
+
+    space = xw.load_run(VENDORED / "nvidia_jax_mlp_no_graphs_h200").xspace()
+    groups = group_ids(space)
+    lazy = [k for k in groups if k[0] == steps.HOST_PLANE and groups.nodes_of(k) is not None]
+    assert lazy, "no host line of the sample read through its nodes"
+    roots = step_events(space)
+    ours = steps._host_events(space, roots)
+    assert all(groups.nodes_of(k) is not None for k in lazy)  # (not made)
+    monkeypatch.setattr(native, "_LIB", None)
+    theirs = steps._host_events(space, roots)
+    assert len(ours["group"]) > 30_000 and ours["marker"].sum() > 0
+    for k in ours:
+        np.testing.assert_array_equal(ours[k], theirs[k], err_msg=k)
+
+
 def test_grouped_host_events_equal_numpy(monkeypatch):
     """`steps._host_events`' columns (`xw_grouped_events`) as numpy makes them, on the CPU
     sample and with a tenth of its events' names unknown (code -1: the type of a name

@@ -28,7 +28,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 15; }
+int32_t xw_abi(void) { return 16; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -857,21 +857,37 @@ int64_t xw_step_walk(const int32_t *order, const int64_t *offset, int64_t r0, in
 
 /* --- a host's events by step group (analysis/core/steps.py `_host_events`) --- */
 
-/* The events of one line that belong to a group (group[i] >= 0), in order, as the columns
- * of `_host_events`: group, start, end (start + duration), type and marker. An event's
- * name code c (-1: no name, read as the tables' last entry; else below ntable - 1) gives
- * its type kind[c] and whether its name marks a step, is_marker[c]; the events at `roots`
- * (ascending) are markers too; a marker's type is -1. `room`: the out arrays' length.
- * Returns the events written; XW_BAD for a code out of range or too little room. */
-int64_t xw_grouped_events(const int64_t *group, const int32_t *code, const int64_t *start, const int64_t *duration,
-                          int64_t n, const int16_t *kind, const uint8_t *is_marker, int64_t ntable,
-                          const int64_t *roots, int64_t nroots, int64_t *out_group, int64_t *out_start,
-                          int64_t *out_end, int16_t *out_type, uint8_t *out_marker, int64_t room) {
+/* The events of one line that belong to a group, in order, as the columns of
+ * `_host_events`: group, start, end (start + duration), type and marker. Event i's group
+ * is group[i] (near NULL), else that of its node near[i] (group[near[i]]; -1: none), of
+ * ngroup; it belongs to one when that is >= 0. Its name code c (code8 or code32, the other
+ * NULL; -1: no name, read as the tables' last entry; else below ntable - 1) gives its type
+ * kind[c] and whether its name marks a step, is_marker[c]; the events at `roots`
+ * (ascending) are markers too; a marker's type is -1. `room`: the out arrays' length;
+ * with out_group NULL, only counts the events that belong to a group. Returns the events
+ * written (or counted); XW_BAD for a node or code out of range or too little room. */
+int64_t xw_grouped_events(const int64_t *group, int64_t ngroup, const int32_t *near, const int8_t *code8,
+                          const int32_t *code32, const int64_t *start, const int64_t *duration, int64_t n,
+                          const int16_t *kind, const uint8_t *is_marker, int64_t ntable, const int64_t *roots,
+                          int64_t nroots, int64_t *out_group, int64_t *out_start, int64_t *out_end,
+                          int16_t *out_type, uint8_t *out_marker, int64_t room) {
     int64_t m = 0, k = 0;
-    if (ntable < 1) return XW_BAD;
+    if (ntable < 1 || (code8 == 0) == (code32 == 0) || (near == 0 && ngroup < n)) return XW_BAD;
     for (int64_t i = 0; i < n; i++) {
-        if (group[i] < 0) continue;
-        int64_t c = code[i];
+        int64_t g;
+        if (near == 0) {
+            g = group[i];
+        } else {
+            int64_t j = near[i];
+            if (j >= ngroup) return XW_BAD;
+            g = j < 0 ? -1 : group[j];
+        }
+        if (g < 0) continue;
+        if (out_group == 0) {
+            m++;
+            continue;
+        }
+        int64_t c = code8 ? code8[i] : code32[i];
         if (c < 0)
             c = ntable - 1;
         else if (c >= ntable - 1)
@@ -879,7 +895,7 @@ int64_t xw_grouped_events(const int64_t *group, const int32_t *code, const int64
         if (m >= room) return XW_BAD;
         while (k < nroots && roots[k] < i) k++;
         int mark = is_marker[c] || (k < nroots && roots[k] == i);
-        out_group[m] = group[i];
+        out_group[m] = g;
         out_start[m] = start[i];
         out_end[m] = start[i] + duration[i];
         out_type[m] = mark ? (int16_t)-1 : kind[c];

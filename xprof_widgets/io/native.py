@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 15
+ABI = 16
 #: `xw_event_stats`: more rows than the room given (`_wire.c`'s XW_FULL).
 XW_FULL = -3
 
@@ -66,7 +66,7 @@ _SIGNATURES = {
     "xw_live_runs": "u8* i64 i32* i64* u16* i64 i64* i64* i64*",
     "xw_rows_order": "i64* i64 i64 i64* i32*",
     "xw_step_walk": "i32* i64* i64 i64 i64* i64* i16* i64 i64* i64* i64 i64* i64 i64 i64 u64* u64* i64 i64* i64* u8*",
-    "xw_grouped_events": "i64* i32* i64* i64* i64 i16* u8* i64 i64* i64 i64* i64* i64* i16* u8* i64",
+    "xw_grouped_events": "i64* i64 i32* i8* i32* i64* i64* i64 i16* u8* i64 i64* i64 i64* i64* i64* i16* u8* i64",
 }
 
 
@@ -450,21 +450,29 @@ def step_walk(
 
 def grouped_events(
     group: np.ndarray,
+    near: np.ndarray | None,
     code: np.ndarray,
     start: np.ndarray,
     duration: np.ndarray,
     kind: np.ndarray,
     is_marker: np.ndarray,
     roots: np.ndarray,
-    out: dict[str, np.ndarray],
+    out: dict[str, np.ndarray] | None,
 ) -> int:
     """`steps._host_events`' columns of one line's grouped events, written into `out`
     (group, start, end, type, marker: as long as the line's grouped events) by
-    `xw_grouped_events`; `code`: the events' name codes into the tables `kind` (int16)
-    and `is_marker` (bool), whose last entry is for an event without a name. The events
-    written, or -1 for a code out of range."""
-    code = np.ascontiguousarray(code, dtype=np.int32)
+    `xw_grouped_events`, or (`out` None) how many there are. `group`: each event's group
+    id, or with `near` (each event's node, int32, -1: none) each node's; `code`: the
+    events' name codes (int8 or int32) into the tables `kind` (int16) and `is_marker`
+    (bool), whose last entry is for an event without a name. The events written or
+    counted, or -1 for a node or code out of range."""
+    code = np.asarray(code)
+    if code.dtype not in (np.int8, np.int32):
+        code = code.astype(np.int32)
     roots = np.ascontiguousarray(roots, dtype=np.int64)
-    args = (group, code, start, duration, len(group), kind, is_marker, len(kind), roots, len(roots))
+    code8, code32 = (code, None) if code.dtype == np.int8 else (None, code)
+    args = (group, len(group), near, code8, code32, start, duration, len(start), kind, is_marker, len(kind))
+    if out is None:
+        return _call("xw_grouped_events", *args, roots, len(roots), *[None] * 5, 0)
     columns = (out["group"], out["start"], out["end"], out["type"], out["marker"])
-    return _call("xw_grouped_events", *args, *columns, len(out["group"]))
+    return _call("xw_grouped_events", *args, roots, len(roots), *columns, len(out["group"]))

@@ -1097,6 +1097,18 @@ class _LineGroups(Mapping):
             self._lines[key] = found
         return found
 
+    def __contains__(self, key):  # (Mapping's would make the line's ids)
+        return key in self._lines
+
+    def nodes_of(self, key):
+        """(each event's node, int32, -1: none; each node's group id) of a line whose ids
+        are not made yet, for a caller that reads them once (`steps._host_events`); None
+        where they are made or the line's events are all nodes (`self[key]` then)."""
+        found = self._lines[key]
+        if isinstance(found, tuple) and found[2] is not None and found[2].dtype == np.int32:
+            return found[2], self._group
+        return None
+
     def __iter__(self):
         return iter(self._lines)
 
