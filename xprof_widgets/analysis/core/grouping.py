@@ -160,6 +160,11 @@ class _Stat:
 
 #: Names the grouping looks events up by (`_Nodes.where_name`): an event with one takes part.
 _ROLE_SET = frozenset((EXECUTOR, *GET_NEXT, *TF_DATA_FUNCTIONS, EAGER_EXECUTE, LEGACY_ROOT, *FORCED_ROOT_LEVEL))
+#: Stats the grouping reads only at events that are nodes for another reason (`id`: at
+#: executors, iterators and tf.data functions, named in `_ROLE_SET`, and at roots, which
+#: have `_r` or such a name): an event with no other makes no node (on a JAX run the
+#: allocator's events on the Python tracer's line carry one, 58,400 of them on the AMD file).
+_READ_AT_NODES = frozenset(("id",))
 #: Lines of at most this many events keep all as nodes (`_Nodes`).
 _SHORT_LINE = 256
 
@@ -168,8 +173,8 @@ class _Nodes:
     """The events of a space that take part in the grouping, as flat columns (nodes in
     plane, line, file order), and the way every other event finds its group.
 
-    An event with none of the grouping's stats (`_STATS`) and none of its names
-    (`_ROLE_SET`) is reached by one edge only, from its nesting parent, and leads only to
+    An event with none of the grouping's stats (`_STATS`; those `_READ_AT_NODES` aside) and
+    none of its names (`_ROLE_SET`) is reached by one edge only, from its nesting parent, and leads only to
     its nesting children: its group is that of its nearest ancestor on its line that takes
     part. So only those events are nodes, each nested under its nearest such ancestor;
     `nearest[k]` maps every event of line k to its own node or that ancestor's (-1: none),
@@ -236,8 +241,9 @@ class _Nodes:
                 typed = table.strings("graph_type") if "graph_type" in table else None
                 everything = keep_all or short
                 if not everything:
-                    for ev, _ in (*found.values(), *([typed] if typed else [])):
-                        kept[ev] = True
+                    for k, (ev, _) in (*found.items(), *([("graph_type", typed)] if typed else [])):
+                        if k not in _READ_AT_NODES:
+                            kept[ev] = True
                     everything = kept.all()
                 parent = self._parents(line.start_ps, line.event_duration_ps, found)
                 if everything:  # every event is its own node
@@ -252,6 +258,9 @@ class _Nodes:
                 if len(child):
                     nesting.append(np.stack([up[child] + count, child + count]).astype(self.dtype, copy=False))
                 for k, (ev, v) in found.items():
+                    if near is not None and k in _READ_AT_NODES:  # (only at nodes: the others' are never read)
+                        at_node = kept[ev]
+                        ev, v = ev[at_node], v[at_node]
                     sparse[k].append((_renumbered(ev, near, count), v))
                 if typed is not None:
                     self.graph_type.update(zip(_renumbered(typed[0], near, count).tolist(), typed[1].tolist()))
