@@ -410,3 +410,30 @@ def test_join_edges_take_the_last_parent_of_each_key():
         want = sorted(((last[key(c)], c) for c in children.tolist() if key(c) in last), key=lambda e: (e[0], e[1]))
         got = G._join_edges(nodes, parents, children, keys)
         assert list(zip(*got.tolist())) == want
+
+
+def test_group_ids_of_some_events_of_a_line_equal_the_line_ids():
+    """`of_line_at` (the memory profile's steps of a Python tracer line's allocator events)
+    gives `of_line(...)[events]` without making the line's ids where they are made when
+    asked; a line missing or of another length reads `fill`."""
+    from xprof_widgets.analysis.core.grouping import group_ids, of_line, of_line_at
+
+    from .conftest import VENDORED
+
+    space = xw.load_run(VENDORED / "nvidia_jax_mlp_no_graphs_h200").xspace()
+    groups = group_ids(space)
+    rng = np.random.default_rng(3)
+    lazy = 0
+    for plane_name, li in list(groups):
+        plane = space.plane(plane_name)
+        events = rng.integers(0, len(plane.lines[li]), 500)
+        was_lazy = groups.nodes_of((plane_name, li)) is not None
+        got = of_line_at(groups, plane, li, events, -1)
+        assert was_lazy == (groups.nodes_of((plane_name, li)) is not None)  # (not made)
+        lazy += was_lazy
+        want = of_line(groups, plane, li, -1)[events]
+        assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    assert lazy >= 1
+    host = space.plane("/host:CPU")
+    li = host.busy_lines[0][0]
+    assert of_line_at({}, host, li, np.arange(3), -7).tolist() == [-7, -7, -7]  # (a line the table lacks)

@@ -45,7 +45,7 @@ from pandas.api.types import union_categoricals
 from ..io.xspace import categorical
 from .core.availability import NO_EVENTS_REASON, allocator_codes, has_allocator_events
 from .core.cache import derived
-from .core.grouping import GROUPING_STATS, group_ids, of_line
+from .core.grouping import GROUPING_STATS, group_ids, of_line_at
 from .core.planes import HOST_PLANE
 
 #: XProf's default number of points in the timeline it shows.
@@ -270,7 +270,7 @@ def _allocator_events(run, space, host):
         parts = []
         for i, p in lines:
             if p:
-                p["step_id"] = of_line(groups, plane, i, -1)[p.pop("event")].astype(np.int64)
+                p["step_id"] = of_line_at(groups, plane, i, p.pop("event"), -1).astype(np.int64, copy=False)
                 parts.append(p)
     if not parts:
         return pd.DataFrame({k: pd.Series(dtype=object) for k in ["memory_id", *TIMELINE_COLUMNS, "is_alloc"]})

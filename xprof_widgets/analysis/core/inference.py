@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import derived
-from .grouping import group_ids, group_links, is_grouped, of_line, step_events
+from .grouping import group_ids, group_links, is_grouped, of_line, of_line_at, step_events
 from .planes import HOST_PLANE, TPU_PLANE_PREFIX
 from .steps import _sweep
 
@@ -461,7 +461,7 @@ def _tensor_details(space, groups, requests: set, batches: set) -> dict:
             continue
         codes = np.asarray(shown.codes)
         at = np.flatnonzero((codes >= 0) & wanted[np.maximum(codes, 0)])
-        g = of_line(groups, plane, li, -1)[at]
+        g = of_line_at(groups, plane, li, at, -1)
         mine = np.isin(g, list(requests | batches))
         at, g = at[mine], g[mine]
         if not len(at):
