@@ -67,7 +67,7 @@ def _values(template, n, rng):
 
 
 @pytest.mark.parametrize("name", sorted(_templates.TEMPLATES))
-@pytest.mark.parametrize("n", [1, 3, 20])
+@pytest.mark.parametrize("n", [0, 1, 3, 20])
 def test_template_items_are_the_items_bokeh_builds(name, n):
     template = _templates.TEMPLATES[name]
     assert name in _templates._shipped(), "the template file has no such template: run tools/make_chart_templates.py"

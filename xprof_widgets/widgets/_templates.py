@@ -124,12 +124,17 @@ class ChartTemplate:
         text = _MODEL_ID.sub(lambda m: m.group(1) + fresh.setdefault(m.group(2), make_id()) + '"', text)
         item = json.loads(text)
         for name, places in paths.items():
+            # (No label overrides, the property's default, Bokeh leaves out: so does this.)
+            default = self.params[name] == "labels" and not values[name]
             encoded = _encoded(values[name])
             for path in places:
                 node = item
                 for key in path[:-1]:
                     node = node[key]
-                node[path[-1]] = encoded
+                if default:
+                    del node[path[-1]]
+                else:
+                    node[path[-1]] = encoded
         defs = data_model_defs()
         if defs is not None:  # (as Bokeh writes a document: after its roots)
             item["doc"]["defs"] = defs
