@@ -441,6 +441,71 @@ def test_event_stats_equal_numpy(monkeypatch, density, keys, dtype):
     assert len(got[0]) > 3
 
 
+def _usual_stat(rng, keys=(0, 1, 5, 127, 128, 300, 4095)):
+    """One XStat record in the usual layout (key first, one value last) of every value kind."""
+    head = b"\x08" + varint(int(rng.choice(keys)))
+    kind = int(rng.integers(5))
+    if kind == 0:  # a double
+        return head + b"\x11" + rng.bytes(8)
+    if kind == 1:  # a string, empty ones too
+        return head + b"\x2a" + varint(n := int(rng.integers(0, 200))) + b"s" * n
+    if kind == 2:  # bytes
+        return head + b"\x32" + varint(n := int(rng.integers(0, 20))) + b"b" * n
+    value = int(rng.choice([0, 1, 127, 128, 1 << 35, (1 << 56) - 1, 1 << 56, (1 << 63) - 1, (1 << 64) - 3]))
+    return head + bytes([int(rng.choice([0x18, 0x20, 0x38]))]) + varint(value)
+
+
+@pytest.mark.parametrize(
+    "keys, split",
+    [(None, True), (list(range(1, 5000)), True), ([1, 300], False), (None, False)],  # the last: a key past 4096
+)
+def test_event_stats_split_by_key_in_place_equal_numpy(monkeypatch, keys, split):
+    """Where most of the events' stats are asked for, they are counted per key, then
+    written into each key's arrays (`wire._split_events`, `xw_split_stats`), block by block:
+    the records numpy splits by key. Where a few keys are asked for, or a key is past
+    SPLIT_KEYS, the rows are read the other way."""
+    from xprof_widgets.io import xspace
+
+    monkeypatch.setattr(wire, "BLOCK_RECORDS", 256)
+    rng = np.random.default_rng(10)
+    events = []
+    for k in range(3000):
+        count = int(rng.integers(0, 6)) if rng.random() < 0.6 else 0
+        stats = [_usual_stat(rng) for _ in range(count)]
+        if not split and keys is None and k == 1500:
+            stats.append(_usual_stat(rng, keys=(70000,)))
+        body = b"\x08\x01\x10\x02" + b"".join(b"\x22" + varint(len(x)) + x for x in stats)
+        events.append(b"\x22" + varint(len(body)) + body)
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
+    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    mask = None if keys is None else np.isin(np.arange(5000), keys)
+    used = []
+    real = wire._split_events
+
+    def spied(*args):
+        found = real(*args)
+        used.append(found is not None)
+        return found
+
+    monkeypatch.setattr(wire, "_split_events", spied)
+
+    def split_():
+        got = xspace._event_stats(data, pos, at, mask)
+        return {
+            k: [
+                None if a is None else (str(a.dtype), a.tolist())
+                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
+            ]
+            for k, r in got.items()
+        }
+
+    ours, theirs = _both(monkeypatch, split_)
+    assert used == [split]
+    assert ours == theirs and len(ours) >= 2
+
+
 def _stats_at(record):
     """Where the stats of an event record (tag, length, fields 1 and 2 in 4 bytes) start."""
     k = 1  # (the length varint's first byte)

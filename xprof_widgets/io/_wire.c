@@ -28,7 +28,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 16; }
+int32_t xw_abi(void) { return 17; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -331,6 +331,103 @@ int64_t xw_event_stats(const uint8_t *data, int64_t size, const int32_t *pos32, 
         if (out < 0) return out;
     }
     return out;
+}
+
+/* The stats of events read from a line's columns (as `xw_event_stats` reads them) straight
+ * into arrays per key (`wire._split_events`), in two passes over the same events. Only
+ * elements in the usual layout (see `xw_keyed_stats`) of wanted keys (keys[k], k < nkeys;
+ * keys NULL: all) are read; the others are skipped. With `ptrs` NULL, counts: adds each
+ * element to counts[k] and, for a LENGTH value, to texts[k]. Else writes each at row
+ * cursor[k]++ of key k's arrays, whose addresses ptrs holds, five per key: owners (int32,
+ * or int64 where owner_wide), value field numbers (int8), raw bits (uint64: 0 for a LENGTH
+ * value), and where a LENGTH value's bytes start and end (int64; NULL where the key has no
+ * LENGTH value: counted none). XW_BAD where an element is in another layout or its key is
+ * kmax or more (the caller reads the events the other way), or the bytes need the numpy
+ * code's look. */
+int64_t xw_split_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
+                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
+                       const uint8_t *keys, int64_t nkeys, int64_t kmax, int64_t *counts, int64_t *texts,
+                       int64_t owner_wide, const int64_t *ptrs, int64_t *cursor) {
+    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
+    int64_t written = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
+        int64_t p = tag + 1;
+        if (tag < 0 || p >= size) return XW_BAD;
+        uint64_t length;
+        int64_t q;
+        if (data[p] < 0x80) {
+            length = data[p];
+            q = p + 1;
+        } else {
+            q = varint(data, p, size, &length);
+            if (q < 0) return XW_BAD;
+        }
+        if (length > (uint64_t)(size - q)) return XW_BAD;
+        int64_t stop = q + (int64_t)length;
+        p = tag + at[i];
+        if (stop <= p) continue; /* no stats */
+        if (stop > size - 16) return XW_BAD;
+        int64_t s, e;
+        while (p < stop) {
+            int r = run_element(data, p, stop, tag_byte, &s, &e);
+            if (r < 0) return r;
+            p = e;
+            if (r == 0) continue; /* another field */
+            uint64_t k;
+            int64_t v0 = varint(data, s + 1, size, &k);
+            if (v0 < 0 || v0 >= size) return XW_BAD;
+            v0 += 1; /* past the value's tag */
+            uint8_t vtag = data[v0 - 1];
+            int8_t num = kinds[vtag];
+            int64_t sz = e - v0;
+            uint64_t bits = 0;
+            int64_t text = 0;
+            int good = 0;
+            if (data[s] == 0x08 && num != 0) {
+                if ((vtag & 7) == 0 && sz >= 1 && sz <= 10) {
+                    good = 1;
+                    for (int64_t j = 0; j < sz; j++) {
+                        uint8_t b = data[v0 + j];
+                        bits |= (uint64_t)(b & 0x7F) << (7 * j);
+                        if ((b < 0x80) != (j == sz - 1)) good = 0;
+                    }
+                } else if ((vtag & 7) == 1 && sz == 8) {
+                    memcpy(&bits, data + v0, 8);
+                    good = 1;
+                } else if ((vtag & 7) == 2) {
+                    uint64_t len2;
+                    int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &len2);
+                    if (t < 0) return XW_BAD;
+                    good = e >= t && len2 == (uint64_t)(e - t);
+                    text = t;
+                }
+            }
+            if (!good) return XW_BAD; /* another layout: read the other way */
+            if (keys != NULL && !(k < (uint64_t)nkeys && keys[k])) continue;
+            if (k >= (uint64_t)kmax) return XW_BAD;
+            if (ptrs == NULL) {
+                counts[k]++;
+                if (text) texts[k]++;
+                continue;
+            }
+            const int64_t *mine = ptrs + 5 * k;
+            int64_t row = cursor[k]++;
+            if (mine[0] == 0 || (text && mine[3] == 0)) return XW_BAD; /* (not counted so) */
+            if (owner_wide)
+                ((int64_t *)(intptr_t)mine[0])[row] = owner_offset + i;
+            else
+                ((int32_t *)(intptr_t)mine[0])[row] = (int32_t)(owner_offset + i);
+            ((int8_t *)(intptr_t)mine[1])[row] = num;
+            ((uint64_t *)(intptr_t)mine[2])[row] = text ? 0 : bits;
+            if (text) {
+                ((int64_t *)(intptr_t)mine[3])[row] = text;
+                ((int64_t *)(intptr_t)mine[4])[row] = e;
+            }
+            written++;
+        }
+    }
+    return written;
 }
 
 /* The elements of one record's run [p, stop), owned by owner_id, written from row `out`

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 16
+ABI = 17
 #: `xw_event_stats`: more rows than the room given (`_wire.c`'s XW_FULL).
 XW_FULL = -3
 
@@ -53,6 +53,7 @@ _SIGNATURES = {
     "xw_event_heads": "u8* i64 i64* i32* i64 i64 i32* i64* i64* u16* i32*",
     "xw_keyed_stats": "u8* i64 i64* i64* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
     "xw_event_stats": "u8* i64 i32* i64* u16* i64 u8 i64 i8* u8* i64 i64 i64* u64* i8* u64* i64* i64* i64* u8*",
+    "xw_split_stats": "u8* i64 i32* i64* u16* i64 u8 i64 i8* u8* i64 i64 i64* i64* i64 i64* i64*",
     "xw_open_count": "i64* i64* i64 i64* i16* i64",
     "xw_row_major": "i16* i64 u8* i64 i64* i64* i64* i32* i64* i64* i32* i64*",
     "xw_prev_enclosing": "i64* i64* i64 i32* i32*",
@@ -293,6 +294,36 @@ def event_stats(
     # (Views: the caller's sort by key copies the rows, and the room past them, never
     # touched, goes back with the arrays.)
     return None if got < 0 else tuple(a[:got] for a in out)
+
+
+def split_stats(
+    data: np.ndarray,
+    record_pos: np.ndarray,
+    at: np.ndarray,
+    tag_byte: int,
+    offset: int,
+    kinds: np.ndarray,
+    keys: np.ndarray | None,
+    kmax: int,
+    counts: np.ndarray | None,
+    texts: np.ndarray | None,
+    owner_wide: bool,
+    ptrs: np.ndarray | None,
+    cursor: np.ndarray | None,
+) -> int:
+    """`xw_split_stats` (see _wire.c) on a line's columns (record positions int32 or int64,
+    stats offsets uint16): counts per key into `counts` and `texts` (`ptrs` None), or writes
+    each key's rows through the addresses in `ptrs` (int64, five per key) from `cursor`.
+    The elements read, or -1 where the events must be read the other way."""
+    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+        return -1
+    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
+    narrow = record_pos.dtype == np.int32
+    return _call(
+        "xw_split_stats", data, len(data), record_pos if narrow else None, None if narrow else record_pos, at,
+        len(at), tag_byte, offset, kinds, keys, 0 if keys is None else len(keys), kmax, counts, texts,
+        int(owner_wide), ptrs, cursor,
+    )  # fmt: skip
 
 
 def record_payloads(data: np.ndarray, record_pos: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
