@@ -338,7 +338,8 @@ int64_t xw_event_stats(const uint8_t *data, int64_t size, const int32_t *pos32, 
  * elements in the usual layout (see `xw_keyed_stats`) of wanted keys (keys[k], k < nkeys;
  * keys NULL: all) are read; the others are skipped. With `ptrs` NULL, counts: adds each
  * element to counts[k] and, for a LENGTH value, to texts[k]. Else writes each at row
- * cursor[k]++ of key k's arrays, whose addresses ptrs holds, five per key: owners (int32,
+ * cursor[k]++ (below counts[k]: the end of this block's rows) of key k's arrays, whose
+ * addresses ptrs holds, five per key: owners (int32,
  * or int64 where owner_wide), value field numbers (int8), raw bits (uint64: 0 for a LENGTH
  * value), and where a LENGTH value's bytes start and end (int64; NULL where the key has no
  * LENGTH value: counted none). XW_BAD where an element is in another layout or its key is
@@ -413,7 +414,8 @@ int64_t xw_split_stats(const uint8_t *data, int64_t size, const int32_t *pos32, 
             }
             const int64_t *mine = ptrs + 5 * k;
             int64_t row = cursor[k]++;
-            if (mine[0] == 0 || (text && mine[3] == 0)) return XW_BAD; /* (not counted so) */
+            /* (Never past the rows counted: the bytes are the same, but a write stays inside.) */
+            if (row >= counts[k] || mine[0] == 0 || (text && mine[3] == 0)) return XW_BAD;
             if (owner_wide)
                 ((int64_t *)(intptr_t)mine[0])[row] = owner_offset + i;
             else

@@ -305,7 +305,7 @@ def split_stats(
     kinds: np.ndarray,
     keys: np.ndarray | None,
     kmax: int,
-    counts: np.ndarray | None,
+    counts: np.ndarray,
     texts: np.ndarray | None,
     owner_wide: bool,
     ptrs: np.ndarray | None,
@@ -313,7 +313,8 @@ def split_stats(
 ) -> int:
     """`xw_split_stats` (see _wire.c) on a line's columns (record positions int32 or int64,
     stats offsets uint16): counts per key into `counts` and `texts` (`ptrs` None), or writes
-    each key's rows through the addresses in `ptrs` (int64, five per key) from `cursor`.
+    each key's rows through the addresses in `ptrs` (int64, five per key) from `cursor` to
+    `counts` (each key's end row).
     The elements read, or -1 where the events must be read the other way."""
     if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
         return -1

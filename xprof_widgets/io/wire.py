@@ -867,8 +867,9 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
 
     def filled(c):
         cursor = starts[c // step].copy()
+        ends = cursor + counts[c // step]
         got = native.split_stats(data, pos[c : c + step], at[c : c + step], tag, c, kinds, wanted, kmax,
-                                 None, None, wide, ptrs, cursor)  # fmt: skip
+                                 ends, None, wide, ptrs, cursor)  # fmt: skip
         return got == counts[c // step].sum() and bool((cursor == starts[c // step] + counts[c // step]).all())
 
     if not all(_map_blocks(count, filled, step)):

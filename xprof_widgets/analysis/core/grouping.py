@@ -173,10 +173,10 @@ class _Nodes:
     """The events of a space that take part in the grouping, as flat columns (nodes in
     plane, line, file order), and the way every other event finds its group.
 
-    An event with none of the grouping's stats (`_STATS`; those `_READ_AT_NODES` aside) and
-    none of its names (`_ROLE_SET`) is reached by one edge only, from its nesting parent, and leads only to
-    its nesting children: its group is that of its nearest ancestor on its line that takes
-    part. So only those events are nodes, each nested under its nearest such ancestor;
+    An event with none of the grouping's stats (`_STATS`; those `_READ_AT_NODES` aside)
+    and none of its names (`_ROLE_SET`) is reached by one edge only, from its nesting
+    parent, and leads only to its nesting children: its group is that of its nearest
+    ancestor on its line that takes part. So only those events are nodes, each nested under its nearest such ancestor;
     `nearest[k]` maps every event of line k to its own node or that ancestor's (-1: none),
     None where every event of the line is a node. On a JAX GPU run the Python tracer's
     calls are most of the events and almost none takes part: the graph is a tenth of the
