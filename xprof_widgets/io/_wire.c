@@ -262,174 +262,64 @@ static int run_element(const uint8_t *data, int64_t p, int64_t stop, uint8_t tag
     return skip_field(data, p, stop, &number, body, end) < 0 ? XW_BAD : 0;
 }
 
-/* `wire.repeated_run` and `wire._keyed_block` in one pass, for the stats of events.
- *
- * Record i's rest, data[starts[i]:stops[i]), holds the elements of the repeated LENGTH
- * field whose tag is `tag_byte` (an event's stats), among other fields; each element is a keyed record
- * (XStat: key in field 1, then one value field), owned by owner_offset + i. With
- * `owner` NULL, returns how many elements there are (nothing decoded). Else decodes at
- * most `cap` of them, in (owner, file) order, and returns how many it wrote:
- * owner, key, the element's payload [rec_start, rec_stop), and where its layout is the
- * usual one (ok: key first, then the value, which ends the record: a VARINT, a FIXED64
- * of 8 bytes or a LENGTH whose bytes end the record), the value's field number (kinds[tag];
- * 0 when not ok), its raw bits and, for LENGTH, where its bytes start (text_start). An
- * element in the usual layout whose key is not wanted (keys[key] == 0, or key >= nkeys;
- * keys NULL: all wanted) is not written (one in another layout is: its key is known once
- * the caller has walked it). Returns XW_BAD where the numpy code must look. */
-static int64_t keyed_run(const uint8_t *data, int64_t size, int64_t p, int64_t stop, uint8_t tag_byte,
-                         int64_t owner_id, const int8_t *kinds, const uint8_t *keys, int64_t nkeys, int64_t out,
-                         int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
-                         int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok);
-
-int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts, const int64_t *stops, int64_t n,
-                       uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds, const uint8_t *keys,
-                       int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
-                       int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok) {
-    int64_t out = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (starts[i] < 0 || stops[i] > size - 16) return XW_BAD; /* the padding past the message stays unread */
-        out = keyed_run(data, size, starts[i], stops[i], tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap,
-                        owner, key, number, raw, rec_start, rec_stop, text_start, ok);
-        if (out < 0) return out;
+/* The end of the payload of the LENGTH record whose one-byte tag is at data[tag] (its
+ * payload's start in *body), read inside data[0:limit); XW_BAD where the tag is outside,
+ * the length does not read or the payload runs past `limit`. */
+static int64_t record_end(const uint8_t *data, int64_t tag, int64_t limit, int64_t *body) {
+    int64_t p = tag + 1;
+    if (tag < 0 || p >= limit) return XW_BAD;
+    uint64_t length;
+    int64_t q;
+    if (data[p] < 0x80) {
+        length = data[p];
+        q = p + 1;
+    } else {
+        q = varint(data, p, limit, &length);
+        if (q < 0) return XW_BAD;
     }
-    return out;
+    if (length > (uint64_t)(limit - q)) return XW_BAD; /* unsigned: a huge length never wraps */
+    *body = q;
+    return q + (int64_t)length;
 }
 
-/* `xw_keyed_stats` of the stats of events, read from the events' own columns: the LENGTH
- * record of event i has its tag at pos32[i] (or pos64[i]: one of the two is NULL) and its
- * stats run from at[i] bytes after it to the record's end (what `xw_live_runs` bounds),
- * owned by owner_offset + i. One pass: no array of the bounds, and events without stats
- * (most of a Python tracer's line) cost a look at their record's length. With `owner`
- * NULL, returns how many elements there are; else XW_FULL when more than `cap` are to be
- * written (the caller counts, then asks again). */
-int64_t xw_event_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
-                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
-                       const uint8_t *keys, int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key,
-                       int8_t *number, uint64_t *raw, int64_t *rec_start, int64_t *rec_stop, int64_t *text_start,
-                       uint8_t *ok) {
-    int64_t out = 0;
-    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
-        int64_t p = tag + 1;
-        if (tag < 0 || p >= size) return XW_BAD;
+/* The keyed record (an XStat) whose payload is [s, e): its key in *k and, where its layout
+ * is the usual one (key first, then the value, which ends the record: a VARINT, a FIXED64
+ * of 8 bytes or a LENGTH whose bytes end the record), the value's field number (kinds[its
+ * tag]) in *num, its raw bits in *bits (0 for a LENGTH) and, for a LENGTH, where its bytes
+ * start in *text (else 0). Returns 1 for the usual layout, 0 for another (the outputs but
+ * the key are then not to be read), XW_BAD where the head does not read. The head (0x08,
+ * the key's varint, the value's tag) is read as the numpy code reads it, past the
+ * element's end when the element is short. */
+static int usual_element(const uint8_t *data, int64_t size, int64_t s, int64_t e, const int8_t *kinds, uint64_t *k,
+                         int8_t *num, uint64_t *bits, int64_t *text) {
+    int64_t v0 = varint(data, s + 1, size, k);
+    if (v0 < 0 || v0 >= size) return XW_BAD;
+    v0 += 1; /* past the value's tag */
+    uint8_t tag = data[v0 - 1];
+    int64_t sz = e - v0;
+    int good = 0;
+    *num = kinds[tag];
+    *bits = 0;
+    *text = 0;
+    if (data[s] != 0x08 || *num == 0) return 0;
+    if ((tag & 7) == 0 && sz >= 1 && sz <= 10) { /* VARINT: its last byte ends the record */
+        good = 1;
+        for (int64_t j = 0; j < sz; j++) {
+            uint8_t b = data[v0 + j];
+            *bits |= (uint64_t)(b & 0x7F) << (7 * j);
+            if ((b < 0x80) != (j == sz - 1)) good = 0;
+        }
+    } else if ((tag & 7) == 1 && sz == 8) { /* FIXED64 */
+        memcpy(bits, data + v0, 8);       /* little-endian hosts (x86, ARM) */
+        good = 1;
+    } else if ((tag & 7) == 2) { /* LENGTH: its bytes end the record */
         uint64_t length;
-        int64_t q;
-        if (data[p] < 0x80) {
-            length = data[p];
-            q = p + 1;
-        } else {
-            q = varint(data, p, size, &length);
-            if (q < 0) return XW_BAD;
-        }
-        if (length > (uint64_t)(size - q)) return XW_BAD;
-        int64_t stop = q + (int64_t)length, start = tag + at[i];
-        if (stop <= start) continue; /* no stats */
-        if (stop > size - 16) return XW_BAD;
-        out = keyed_run(data, size, start, stop, tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap, owner,
-                        key, number, raw, rec_start, rec_stop, text_start, ok);
-        if (out < 0) return out;
+        int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &length);
+        if (t < 0) return XW_BAD;
+        good = e >= t && length == (uint64_t)(e - t);
+        *text = t;
     }
-    return out;
-}
-
-/* The stats of events read from a line's columns (as `xw_event_stats` reads them) straight
- * into arrays per key (`wire._split_events`), in two passes over the same events. Only
- * elements in the usual layout (see `xw_keyed_stats`) of wanted keys (keys[k], k < nkeys;
- * keys NULL: all) are read; the others are skipped. With `ptrs` NULL, counts: adds each
- * element to counts[k] and, for a LENGTH value, to texts[k]. Else writes each at row
- * cursor[k]++ (below counts[k]: the end of this block's rows) of key k's arrays, whose
- * addresses ptrs holds, five per key: owners (int32,
- * or int64 where owner_wide), value field numbers (int8), raw bits (uint64: 0 for a LENGTH
- * value), and where a LENGTH value's bytes start and end (int64; NULL where the key has no
- * LENGTH value: counted none). XW_BAD where an element is in another layout or its key is
- * kmax or more (the caller reads the events the other way), or the bytes need the numpy
- * code's look. */
-int64_t xw_split_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
-                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
-                       const uint8_t *keys, int64_t nkeys, int64_t kmax, int64_t *counts, int64_t *texts,
-                       int64_t owner_wide, const int64_t *ptrs, int64_t *cursor) {
-    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
-    int64_t written = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
-        int64_t p = tag + 1;
-        if (tag < 0 || p >= size) return XW_BAD;
-        uint64_t length;
-        int64_t q;
-        if (data[p] < 0x80) {
-            length = data[p];
-            q = p + 1;
-        } else {
-            q = varint(data, p, size, &length);
-            if (q < 0) return XW_BAD;
-        }
-        if (length > (uint64_t)(size - q)) return XW_BAD;
-        int64_t stop = q + (int64_t)length;
-        p = tag + at[i];
-        if (stop <= p) continue; /* no stats */
-        if (stop > size - 16) return XW_BAD;
-        int64_t s, e;
-        while (p < stop) {
-            int r = run_element(data, p, stop, tag_byte, &s, &e);
-            if (r < 0) return r;
-            p = e;
-            if (r == 0) continue; /* another field */
-            uint64_t k;
-            int64_t v0 = varint(data, s + 1, size, &k);
-            if (v0 < 0 || v0 >= size) return XW_BAD;
-            v0 += 1; /* past the value's tag */
-            uint8_t vtag = data[v0 - 1];
-            int8_t num = kinds[vtag];
-            int64_t sz = e - v0;
-            uint64_t bits = 0;
-            int64_t text = 0;
-            int good = 0;
-            if (data[s] == 0x08 && num != 0) {
-                if ((vtag & 7) == 0 && sz >= 1 && sz <= 10) {
-                    good = 1;
-                    for (int64_t j = 0; j < sz; j++) {
-                        uint8_t b = data[v0 + j];
-                        bits |= (uint64_t)(b & 0x7F) << (7 * j);
-                        if ((b < 0x80) != (j == sz - 1)) good = 0;
-                    }
-                } else if ((vtag & 7) == 1 && sz == 8) {
-                    memcpy(&bits, data + v0, 8);
-                    good = 1;
-                } else if ((vtag & 7) == 2) {
-                    uint64_t len2;
-                    int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &len2);
-                    if (t < 0) return XW_BAD;
-                    good = e >= t && len2 == (uint64_t)(e - t);
-                    text = t;
-                }
-            }
-            if (!good) return XW_BAD; /* another layout: read the other way */
-            if (keys != NULL && !(k < (uint64_t)nkeys && keys[k])) continue;
-            if (k >= (uint64_t)kmax) return XW_BAD;
-            if (ptrs == NULL) {
-                counts[k]++;
-                if (text) texts[k]++;
-                continue;
-            }
-            const int64_t *mine = ptrs + 5 * k;
-            int64_t row = cursor[k]++;
-            /* (Never past the rows counted: the bytes are the same, but a write stays inside.) */
-            if (row >= counts[k] || mine[0] == 0 || (text && mine[3] == 0)) return XW_BAD;
-            if (owner_wide)
-                ((int64_t *)(intptr_t)mine[0])[row] = owner_offset + i;
-            else
-                ((int32_t *)(intptr_t)mine[0])[row] = (int32_t)(owner_offset + i);
-            ((int8_t *)(intptr_t)mine[1])[row] = num;
-            ((uint64_t *)(intptr_t)mine[2])[row] = text ? 0 : bits;
-            if (text) {
-                ((int64_t *)(intptr_t)mine[3])[row] = text;
-                ((int64_t *)(intptr_t)mine[4])[row] = e;
-            }
-            written++;
-        }
-    }
-    return written;
+    return good;
 }
 
 /* The elements of one record's run [p, stop), owned by owner_id, written from row `out`
@@ -448,38 +338,11 @@ static int64_t keyed_run(const uint8_t *data, int64_t size, int64_t p, int64_t s
             out++;
             continue;
         }
-        /* The head: 0x08, the key's varint, the value's tag; read as the numpy code
-         * reads it, past the element's end when the element is short. */
-        uint64_t k;
-        int64_t v0 = varint(data, s + 1, size, &k);
-        if (v0 < 0 || v0 >= size) return XW_BAD;
-        v0 += 1; /* past the value's tag */
-        int head_ok = data[s] == 0x08;
-        uint8_t tag = data[v0 - 1];
-        int8_t num = kinds[tag];
-        int64_t sz = e - v0;
-        int good = 0;
-        uint64_t bits = 0;
-        int64_t text = 0;
-        if (head_ok && num != 0) {
-            if ((tag & 7) == 0 && sz >= 1 && sz <= 10) { /* VARINT: its last byte ends the record */
-                good = 1;
-                for (int64_t j = 0; j < sz; j++) {
-                    uint8_t b = data[v0 + j];
-                    bits |= (uint64_t)(b & 0x7F) << (7 * j);
-                    if ((b < 0x80) != (j == sz - 1)) good = 0;
-                }
-            } else if ((tag & 7) == 1 && sz == 8) { /* FIXED64 */
-                memcpy(&bits, data + v0, 8); /* little-endian hosts (x86, ARM) */
-                good = 1;
-            } else if ((tag & 7) == 2) { /* LENGTH: its bytes end the record */
-                uint64_t length;
-                int64_t t = varint(data, v0, v0 + 10 < size ? v0 + 10 : size, &length);
-                if (t < 0) return XW_BAD;
-                good = e >= t && length == (uint64_t)(e - t);
-                text = t;
-            }
-        }
+        uint64_t k, bits;
+        int8_t num;
+        int64_t text;
+        int good = usual_element(data, size, s, e, kinds, &k, &num, &bits, &text);
+        if (good < 0) return XW_BAD;
         /* Only an element in the usual layout is known to hold key k (another may set
          * its key again further on). */
         if (keys != NULL && good && !(k < (uint64_t)nkeys && keys[k])) continue;
@@ -495,6 +358,128 @@ static int64_t keyed_run(const uint8_t *data, int64_t size, int64_t p, int64_t s
         out++;
     }
     return out;
+}
+
+/* `wire.repeated_run` and `wire._keyed_block` in one pass, for the stats of events.
+ *
+ * Record i's rest, data[starts[i]:stops[i]), holds the elements of the repeated LENGTH
+ * field whose tag is `tag_byte` (an event's stats), among other fields; each element is a keyed record
+ * (XStat: key in field 1, then one value field), owned by owner_offset + i. With
+ * `owner` NULL, returns how many elements there are (nothing decoded). Else decodes at
+ * most `cap` of them, in (owner, file) order, and returns how many it wrote:
+ * owner, key, the element's payload [rec_start, rec_stop), and where its layout is the
+ * usual one (ok; see `usual_element`), the value's field number (0 when not ok), its raw
+ * bits and, for LENGTH, where its bytes start (text_start). An element in the usual
+ * layout whose key is not wanted (keys[key] == 0, or key >= nkeys; keys NULL: all wanted)
+ * is not written (one in another layout is: its key is known once the caller has walked
+ * it). Returns XW_BAD where the numpy code must look, XW_FULL past `cap`. */
+int64_t xw_keyed_stats(const uint8_t *data, int64_t size, const int64_t *starts, const int64_t *stops, int64_t n,
+                       uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds, const uint8_t *keys,
+                       int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key, int8_t *number, uint64_t *raw,
+                       int64_t *rec_start, int64_t *rec_stop, int64_t *text_start, uint8_t *ok) {
+    int64_t out = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (starts[i] < 0 || stops[i] > size - 16) return XW_BAD; /* the padding past the message stays unread */
+        out = keyed_run(data, size, starts[i], stops[i], tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap,
+                        owner, key, number, raw, rec_start, rec_stop, text_start, ok);
+        if (out < 0) return out;
+    }
+    return out;
+}
+
+/* Where the stats of event i run, read from the events' own columns: its LENGTH record
+ * has its tag at pos32[i] (or pos64[i]: one of the two is NULL) and its stats run from
+ * at[i] bytes after it to the record's end. The run's end, its start in *start; XW_BAD
+ * where the record does not read, or runs into the padding past the message. */
+static int64_t event_run(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
+                         const uint16_t *at, int64_t i, int64_t *start) {
+    int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i], body;
+    int64_t stop = record_end(data, tag, size, &body);
+    if (stop < 0) return XW_BAD;
+    *start = tag + at[i];
+    if (stop > *start && stop > size - 16) return XW_BAD; /* the padding stays unread */
+    return stop;
+}
+
+/* `xw_keyed_stats` of the stats of events, read from the events' own columns (see
+ * `event_run`), owned by owner_offset + i. One pass: no array of the bounds, and events
+ * without stats (most of a Python tracer's line) cost a look at their record's length.
+ * With `owner` NULL, returns how many elements there are; else XW_FULL when more than
+ * `cap` are to be written (the caller counts, then asks again). */
+int64_t xw_event_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
+                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
+                       const uint8_t *keys, int64_t nkeys, int64_t cap, int64_t *owner, uint64_t *key,
+                       int8_t *number, uint64_t *raw, int64_t *rec_start, int64_t *rec_stop, int64_t *text_start,
+                       uint8_t *ok) {
+    int64_t out = 0;
+    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t start, stop = event_run(data, size, pos32, pos64, at, i, &start);
+        if (stop < 0) return XW_BAD;
+        if (stop <= start) continue; /* no stats */
+        out = keyed_run(data, size, start, stop, tag_byte, owner_offset + i, kinds, keys, nkeys, out, cap, owner,
+                        key, number, raw, rec_start, rec_stop, text_start, ok);
+        if (out < 0) return out;
+    }
+    return out;
+}
+
+/* The stats of events read from a line's columns (see `event_run`) straight into arrays
+ * per key (`wire._split_events`), in two passes over the same events. Only elements in
+ * the usual layout (see `usual_element`) of wanted keys (keys[k], k < nkeys; keys NULL:
+ * all) are read; the others are skipped. With `ptrs` NULL, counts: adds each element to
+ * counts[k] and, for a LENGTH value, to texts[k]. Else writes each at row cursor[k]++
+ * (below counts[k]: the end of this block's rows) of key k's arrays, whose addresses ptrs
+ * holds, five per key: owners (int32, or int64 where owner_wide), value field numbers
+ * (int8), raw bits (uint64: 0 for a LENGTH value), and where a LENGTH value's bytes start
+ * and end (int64; NULL where the key has no LENGTH value: counted none). XW_BAD where an
+ * element is in another layout or its key is kmax or more (the caller reads the events
+ * the other way), or the bytes need the numpy code's look. */
+int64_t xw_split_stats(const uint8_t *data, int64_t size, const int32_t *pos32, const int64_t *pos64,
+                       const uint16_t *at, int64_t n, uint8_t tag_byte, int64_t owner_offset, const int8_t *kinds,
+                       const uint8_t *keys, int64_t nkeys, int64_t kmax, int64_t *counts, int64_t *texts,
+                       int64_t owner_wide, const int64_t *ptrs, int64_t *cursor) {
+    if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
+    int64_t written = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p, stop = event_run(data, size, pos32, pos64, at, i, &p);
+        if (stop < 0) return XW_BAD;
+        int64_t s, e;
+        while (p < stop) { /* (no stats: stop <= p) */
+            int r = run_element(data, p, stop, tag_byte, &s, &e);
+            if (r < 0) return r;
+            p = e;
+            if (r == 0) continue; /* another field */
+            uint64_t k, bits;
+            int8_t num;
+            int64_t text;
+            int good = usual_element(data, size, s, e, kinds, &k, &num, &bits, &text);
+            if (good != 1) return XW_BAD; /* another layout: read the other way */
+            if (keys != NULL && !(k < (uint64_t)nkeys && keys[k])) continue;
+            if (k >= (uint64_t)kmax) return XW_BAD;
+            if (ptrs == NULL) {
+                counts[k]++;
+                if (text) texts[k]++;
+                continue;
+            }
+            const int64_t *mine = ptrs + 5 * k;
+            int64_t row = cursor[k]++;
+            /* (Never past the rows counted: the bytes are the same, but a write stays inside.) */
+            if (row >= counts[k] || mine[0] == 0 || (text && mine[3] == 0)) return XW_BAD;
+            if (owner_wide)
+                ((int64_t *)(intptr_t)mine[0])[row] = owner_offset + i;
+            else
+                ((int32_t *)(intptr_t)mine[0])[row] = (int32_t)(owner_offset + i);
+            ((int8_t *)(intptr_t)mine[1])[row] = num;
+            ((uint64_t *)(intptr_t)mine[2])[row] = bits;
+            if (text) {
+                ((int64_t *)(intptr_t)mine[3])[row] = text;
+                ((int64_t *)(intptr_t)mine[4])[row] = e;
+            }
+            written++;
+        }
+    }
+    return written;
 }
 
 /* --- the trace viewer's rows (analysis/trace.py `_open_count`, `_rows`) --- */
@@ -579,20 +564,8 @@ int64_t xw_record_payloads(const uint8_t *data, int64_t n_data, const int64_t *p
                            int64_t *start, int64_t *stop) {
     if (limit > n_data) return XW_BAD;
     for (int64_t i = 0; i < n; i++) {
-        int64_t p = pos[i] + 1;
-        if (pos[i] < 0 || p >= limit) return XW_BAD;
-        uint64_t length;
-        int64_t q;
-        if (data[p] < 0x80) {
-            length = data[p];
-            q = p + 1;
-        } else {
-            q = varint(data, p, limit, &length);
-            if (q < 0) return XW_BAD;
-        }
-        if (length > (uint64_t)(limit - q)) return XW_BAD; /* unsigned: a huge length never wraps */
-        start[i] = q;
-        stop[i] = q + (int64_t)length;
+        stop[i] = record_end(data, pos[i], limit, &start[i]);
+        if (stop[i] < 0) return XW_BAD;
     }
     return 0;
 }
@@ -609,20 +582,9 @@ int64_t xw_live_runs(const uint8_t *data, int64_t n_data, const int32_t *pos32, 
     int64_t found = 0;
     if ((pos32 == 0) == (pos64 == 0)) return XW_BAD;
     for (int64_t i = 0; i < n; i++) {
-        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i];
-        int64_t p = tag + 1;
-        if (tag < 0 || p >= n_data) return XW_BAD;
-        uint64_t length;
-        int64_t q;
-        if (data[p] < 0x80) {
-            length = data[p];
-            q = p + 1;
-        } else {
-            q = varint(data, p, n_data, &length);
-            if (q < 0) return XW_BAD;
-        }
-        if (length > (uint64_t)(n_data - q)) return XW_BAD;
-        int64_t stop = q + (int64_t)length, start = tag + at[i];
+        int64_t tag = pos32 ? (int64_t)pos32[i] : pos64[i], body;
+        int64_t stop = record_end(data, tag, n_data, &body), start = tag + at[i];
+        if (stop < 0) return XW_BAD;
         if (stop > start) {
             live[found] = i;
             starts[found] = start;

@@ -196,24 +196,33 @@ def event_heads(data: np.ndarray, record_pos: np.ndarray, end: int, out: tuple[n
     return got == 0
 
 
+def _event_columns(
+    record_pos: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray] | None:
+    """A line's columns as the compiled loops over its events take them: (positions if
+    int32, else None; positions if int64, else None; stats offsets), contiguous; None where
+    they have other types or lengths."""
+    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+        return None
+    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
+    narrow = record_pos.dtype == np.int32
+    return (record_pos if narrow else None), (None if narrow else record_pos), at
+
+
 def live_runs(
     data: np.ndarray, record_pos: np.ndarray, at: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """`xspace._live_runs`' (events with stats, their stats' start and end) for a line's
     columns (positions int32 or int64, stats offsets uint16), or None where the columns
     have other types or the bytes need the numpy code's look."""
-    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+    columns = _event_columns(record_pos, at)
+    if columns is None:
         return None
-    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
     n = len(record_pos)
     # Room for every event, written only as far as the events with stats go: the pages
     # past that are never touched.
     live, starts, stops = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    narrow = record_pos.dtype == np.int32
-    got = _call(
-        "xw_live_runs", data, len(data), record_pos if narrow else None, None if narrow else record_pos,
-        at, n, live, starts, stops,
-    )  # fmt: skip
+    got = _call("xw_live_runs", data, len(data), *columns, n, live, starts, stops)
     if got < 0:
         return None
     return live[:got].copy(), starts[:got].copy(), stops[:got].copy()
@@ -270,14 +279,10 @@ def event_stats(
     positions int32 or int64, stats offsets uint16; see `xw_event_stats` in _wire.c) in
     one pass where they fit in `room` rows (a guess: else they are counted, then read);
     None where the columns have other types or the bytes need the numpy code's look."""
-    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+    columns = _event_columns(record_pos, at)
+    if columns is None:
         return None
-    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
-    narrow = record_pos.dtype == np.int32
-    head = (
-        data, len(data), record_pos if narrow else None, None if narrow else record_pos, at, len(at),
-        tag_byte, offset, kinds, keys, 0 if keys is None else len(keys),
-    )  # fmt: skip
+    head = (data, len(data), *columns, len(at), tag_byte, offset, kinds, keys, 0 if keys is None else len(keys))
     for _ in range(2):
         # Room for `room` rows, written only as far as the rows go: pages past that are
         # never touched.
@@ -316,14 +321,12 @@ def split_stats(
     each key's rows through the addresses in `ptrs` (int64, five per key) from `cursor` to
     `counts` (each key's end row).
     The elements read, or -1 where the events must be read the other way."""
-    if record_pos.dtype not in (np.int32, np.int64) or at.dtype != np.uint16 or len(at) != len(record_pos):
+    columns = _event_columns(record_pos, at)
+    if columns is None:
         return -1
-    record_pos, at = np.ascontiguousarray(record_pos), np.ascontiguousarray(at)
-    narrow = record_pos.dtype == np.int32
     return _call(
-        "xw_split_stats", data, len(data), record_pos if narrow else None, None if narrow else record_pos, at,
-        len(at), tag_byte, offset, kinds, keys, 0 if keys is None else len(keys), kmax, counts, texts,
-        int(owner_wide), ptrs, cursor,
+        "xw_split_stats", data, len(data), *columns, len(at), tag_byte, offset, kinds, keys,
+        0 if keys is None else len(keys), kmax, counts, texts, int(owner_wide), ptrs, cursor,
     )  # fmt: skip
 
 

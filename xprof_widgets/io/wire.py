@@ -802,6 +802,30 @@ def decode_keyed_by_key(
     return {key: KeyRecords.joined([b.pop(key) for b in blocks if key in b]) for key in sorted(set().union(*blocks))}
 
 
+def _value_kinds(scalars, lengths):
+    """Tag byte -> the field number of a value in the usual layout (0: none), for the
+    value fields `scalars` (VARINT or FIXED64) and `lengths` (LENGTH)."""
+    kinds = np.zeros(256, np.int8)
+    for n in scalars:
+        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
+    for n in lengths:
+        kinds[(n << 3) | LENGTH] = n
+    return kinds
+
+
+def _wanted(keys):
+    """`keys` (a bool array by key, or None: all) as the compiled loops take it."""
+    return None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
+
+
+def _step(repeated, density):
+    """Records a block: runs hold a few records each (`repeated`); where about `density` of
+    the records hold a run, blocks hold more, about as many runs a block."""
+    if repeated is None:
+        return BLOCK_RECORDS
+    return int(max(BLOCK_RECORDS // 4, 1) / min(max(density, 1 / 64), 1.0))
+
+
 #: `_split_events` reads keys (stat metadata ids) below this many, where all are asked for.
 SPLIT_KEYS = 4096
 
@@ -818,15 +842,10 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     count = len(pos)
     if not count:
         return {}
-    kinds = np.zeros(256, np.int8)
-    for n in scalars:
-        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
-    for n in lengths:
-        kinds[(n << 3) | LENGTH] = n
-    wanted = None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
+    kinds, wanted = _value_kinds(scalars, lengths), _wanted(keys)
     kmax = len(wanted) if wanted is not None else SPLIT_KEYS
     tag = (repeated << 3) | LENGTH
-    step = int(max(BLOCK_RECORDS // 4, 1) / min(max(density, 1 / 64), 1.0))
+    step = _step(repeated, density)
     wide = count >= 2**31
     if wanted is not None:
         # Two walks over the stats pay where most of them are read (all of a line's, or the
@@ -915,18 +934,11 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
     else:
         count = len(heads[0])
     words = _words(data)
-    kinds = np.zeros(256, np.int8)  # tag byte -> field number of a value in the usual layout
-    for n in scalars:
-        kinds[(n << 3) | VARINT] = kinds[(n << 3) | FIXED64] = n
-    for n in lengths:
-        kinds[(n << 3) | LENGTH] = n
-    step = BLOCK_RECORDS if repeated is None else max(BLOCK_RECORDS // 4, 1)  # runs hold a few records
-    if heads is not None:  # (about as many runs a block, however few of the records hold one)
-        step = int(step / min(max(density, 1 / 64), 1.0))
+    kinds, wanted = _value_kinds(scalars, lengths), _wanted(keys)
+    step = _step(repeated, density if heads is not None else 1.0)
     # `native.event_stats`' room for a block's elements, a guess (counted where it is short).
     room = int(16 * max(BLOCK_RECORDS // 4, 1)) + 1024
     owner_type = np.int32 if count < 2**31 else np.int64
-    wanted = None if keys is None else np.ascontiguousarray(keys, dtype=bool).view(np.uint8)
 
     def block(c):
         if heads is None:
