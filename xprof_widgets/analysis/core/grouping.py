@@ -1109,9 +1109,7 @@ class _LineGroups(Mapping):
             if near is None:
                 found = self._group[a:b]
             else:
-                if self._none is None:
-                    self._none = np.append(self._group, -1)
-                found = self._none[near]
+                found = self._with_none()[near]
                 found.flags.writeable = False
             self._lines[key] = found
         return found
@@ -1135,8 +1133,13 @@ class _LineGroups(Mapping):
         a, b, near = found
         if near is None:
             return self._group[a:b][events]
-        node = near[events]
-        return np.where(node >= 0, self._group[np.maximum(node, 0)], -1).astype(np.int64, copy=False)
+        return self._with_none()[near[events]]
+
+    def _with_none(self):
+        """`group` and a -1 after it: the ids of `nearest`'s nodes, -1 (no node) reading -1."""
+        if self._none is None:
+            self._none = np.append(self._group, -1)
+        return self._none
 
     def nodes_of(self, key):
         """(each event's node, int32, -1: none; each node's group id) of a line whose ids
