@@ -342,6 +342,17 @@ def _events_with_stats(rng, count, tail=b""):
     return events
 
 
+def _as_lists(found):
+    """`decode_keyed_by_key`'s records as plain lists (with each array's type), to compare."""
+    return {
+        k: [
+            None if a is None else (str(a.dtype), a.tolist())
+            for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
+        ]
+        for k, r in found.items()
+    }
+
+
 @pytest.mark.parametrize("tail", [b"", b"\x2a\x00"])  # a later field after the stats (not in XEvent: kept short)
 @pytest.mark.parametrize("keys", [None, [1, 128, 300]])
 def test_keyed_stats_equal_numpy(monkeypatch, tail, keys):
@@ -357,13 +368,7 @@ def test_keyed_stats_equal_numpy(monkeypatch, tail, keys):
 
     def split():
         got = wire.decode_keyed_by_key(data, starts, stops, (2, 3, 4, 7), (5, 6), repeated=4, keys=mask)
-        return {
-            k: [
-                None if a is None else (str(a.dtype), a.tolist())
-                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
-            ]
-            for k, r in got.items()
-        }
+        return _as_lists(got)
 
     ours, theirs = _both(monkeypatch, split)
     assert ours == theirs
@@ -416,13 +421,7 @@ def test_event_stats_equal_numpy(monkeypatch, density, keys, dtype):
 
     def split():
         got = xspace._event_stats(data, pos, at, mask)
-        return {
-            k: [
-                None if a is None else (str(a.dtype), a.tolist())
-                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
-            ]
-            for k, r in got.items()
-        }
+        return _as_lists(got)
 
     ours, theirs = _both(monkeypatch, split)
     assert ours == theirs and len(ours) > 3
@@ -493,13 +492,7 @@ def test_event_stats_split_by_key_in_place_equal_numpy(monkeypatch, keys, split)
 
     def split_():
         got = xspace._event_stats(data, pos, at, mask)
-        return {
-            k: [
-                None if a is None else (str(a.dtype), a.tolist())
-                for a in (r.owner, r.number, r.raw, r.text_start, r.text_stop)
-            ]
-            for k, r in got.items()
-        }
+        return _as_lists(got)
 
     ours, theirs = _both(monkeypatch, split_)
     assert used == [split]
