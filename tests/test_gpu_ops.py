@@ -343,3 +343,39 @@ def test_by_pair_asks_once_per_distinct_pair_and_only_where_asked():
     assert kinds.tolist() == ["7:a", "7:a", "8:a", "7:b", "8:a"] and kinds.dtype == object
     assert by_pair(programs, names, lambda p, n: True, where=where, dtype=bool).tolist() == where.tolist()
     assert by_value(np.array(["x::op.1", "op.2", "x::op.1"], dtype=object), len).tolist() == [7, 4, 7]
+
+
+@pytest.mark.parametrize("name", ["nvidia_jax_conv_h200", "amd_jax_gemm_mi300"])
+@pytest.mark.parametrize(
+    "tool", ["overview", "hlo_stats", "framework_op_stats", "op_profile", "roofline_model", "kernel_stats", "trace"]
+)
+def test_a_gpu_line_is_decoded_once_for_every_tool(monkeypatch, name, tool):
+    """The grouping decodes ahead what the GPU tools read of a kernel, and a line keeps the
+    last named stats it decoded: the op database, the kernel reports, the CUDA graph check
+    and the trace's derived lines find them there, no second walk over a kernel's records.
+    (Kernel stats, which groups nothing, reads them once too.)"""
+    from xprof_widgets.analysis.core.planes import GPU_PLANE_PREFIX
+    from xprof_widgets.io import xspace
+
+    from .conftest import PROFILES
+
+    monkeypatch.setenv("XPROF_WIDGETS_CACHE", "0")  # (a kept grouping would skip the read-ahead)
+    decoded = []
+    original = xspace.Line._decoded_stats
+
+    def counted(line, idx, names=None):
+        if idx is None and line.plane.name.startswith(GPU_PLANE_PREFIX):
+            decoded.append((line.plane.name, line.name))
+        return original(line, idx, names)
+
+    monkeypatch.setattr(xspace.Line, "_decoded_stats", counted)
+    run = xw.load_run(PROFILES / name, attribute_cuda_graphs=True)
+    getattr(run, tool)()
+    busy = [
+        (p.name, line.name)
+        for p in run.xspace().planes
+        if p.name.startswith(GPU_PLANE_PREFIX)
+        for _, line in p.busy_lines
+    ]
+    assert decoded and len(decoded) == len(set(decoded)), decoded
+    assert set(decoded) <= set(busy)

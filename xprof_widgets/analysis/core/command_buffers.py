@@ -60,7 +60,7 @@ import pandas as pd
 from ...io.hlo_text import instruction_text
 from .cache import derived
 from .columns import Groups, by_pair, by_value
-from .planes import gpu_planes, is_derived_line
+from .planes import KERNEL_STATS, gpu_planes, is_derived_line
 from .runlike import RunLike
 from .tf_op import hlo_op_name, stat_ids
 
@@ -589,6 +589,7 @@ def _line_events(line, modules):
     """A line's events that ran in a command buffer, and those that name their op:
     ((event indices, command buffer, program id, correlation id, graph node id), (event
     indices, op, program id)); None for a line without `hlo_op`."""
+    line.stat_table(names=KERNEL_STATS)  # (decoded with the kernel reports' stats: read from those)
     st = line.stat_columns(names=["hlo_op", "program_id", "correlation_id", "cuda_graph_node_id"], metadata=False)
     if "hlo_op" not in st:
         return None
@@ -639,7 +640,7 @@ def _names_command_buffers(space, modules) -> bool:
             continue
         for _, line in plane.busy_lines:
             if not is_derived_line(line):
-                _, _, values = line.stat_table(names=["hlo_op"]).string_codes("hlo_op")
+                _, _, values = line.stat_table(names=KERNEL_STATS).string_codes("hlo_op")
                 if any(is_command_buffer_op(v) for v in values.tolist()):
                     return True
     return False

@@ -81,7 +81,15 @@ from ...io import column_cache, native
 from .cache import derived, kept
 from .columns import Groups
 from .intervals import prev_enclosing, prev_enclosing_span
-from .planes import HOST_PLANE, SCOPE_RANGE_PLANE, TPU_PLANE_PREFIX, XLA_HOST_PLANES, is_derived_line
+from .planes import (
+    GPU_PLANE_PREFIX,
+    HOST_PLANE,
+    KERNEL_STATS,
+    SCOPE_RANGE_PLANE,
+    TPU_PLANE_PREFIX,
+    XLA_HOST_PLANES,
+    is_derived_line,
+)
 
 # XProf's `HostEventType` names this algorithm looks at.
 EXECUTOR = "ExecutorState::Process"
@@ -128,6 +136,26 @@ GROUPING_STATS = frozenset(_STATS)
 #: database reads next (the line keeps the last stats decoded: one walk over the records
 #: of a Python tracer's million events, not two).
 _STATS_READ_AHEAD = [*_STATS, "tf_op"]
+#: What the grouping decodes of a GPU line: its stats, and those the GPU tools read next
+#: (the op database, the kernel reports, the device steps, the CUDA graph attribution, the
+#: trace's derived lines): one walk over a kernel's records, not four.
+_GPU_STATS_READ_AHEAD = [
+    *_STATS,
+    *KERNEL_STATS,
+    "hlo_module",
+    "shape",
+    "cuda_graph_id",
+    "cuda_graph_exec_id",
+    "cuda_graph_node_id",
+    "scope_range_id",
+]
+
+
+def _read_ahead(plane):
+    """The stats the grouping decodes of each line of `plane` (see above)."""
+    if plane.name == HOST_PLANE:
+        return _STATS_READ_AHEAD
+    return _GPU_STATS_READ_AHEAD if plane.name.startswith(GPU_PLANE_PREFIX) else _STATS
 
 
 def _node_dtype(n):
@@ -236,7 +264,7 @@ class _Nodes:
                 # A short line keeps every event: sorting out which take part costs more there.
                 short = m <= _SHORT_LINE
                 kept = np.ones(m, bool) if keep_all or short else role[codes]
-                table = line.stat_table(names=_STATS_READ_AHEAD if plane.name == HOST_PLANE else _STATS)
+                table = line.stat_table(names=_read_ahead(plane))
                 found = {k: table.ints(k) for k in sparse if k in table}
                 typed = table.strings("graph_type") if "graph_type" in table else None
                 everything = keep_all or short

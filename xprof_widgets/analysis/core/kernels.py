@@ -41,7 +41,7 @@ import pandas as pd
 
 from .columns import Groups, by_pair, factorize
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
-from .planes import TPU_PLANE_PREFIX, gpu_planes, is_derived_id
+from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
 
 #: XProf shows at most this many kernels (kernel_stats_utils.cc kMaxNumOfKernels).
@@ -184,7 +184,7 @@ def host_kernel_events(run, space):
         for li, line in plane.busy_lines:
             if is_derived_id(line.id):
                 continue
-            st = line.stat_table(names=["kernel_details", "tf_op", "equation", "hlo_op", "program_id"])
+            st = line.stat_table(names=KERNEL_STATS)
             if "kernel_details" not in st:
                 continue
             dur_ps = line.event_duration_ps.astype(np.int64)

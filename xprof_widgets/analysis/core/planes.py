@@ -19,6 +19,11 @@ HOST_PLANE = "/host:CPU"
 GPU_PLANE_PREFIX = "/device:GPU:"
 TPU_PLANE_PREFIX = "/device:TPU:"
 SPARSE_CORE = "SparseCore"
+#: The stats of a GPU kernel that its reports (`kernels`) and the CUDA graph attribution
+#: (`command_buffers`) read. The first of them to read a line asks for all, and so does
+#: the grouping, ahead: a line keeps the last named stats decoded, and serves a later
+#: call for some of them from those, so each GPU line's are decoded once.
+KERNEL_STATS = ("kernel_details", "tf_op", "equation", "hlo_op", "program_id", "correlation_id", "cuda_graph_node_id")
 #: JAX on GPUs: a scope range's id -> its parent's, as the plane's stats.
 SCOPE_RANGE_PLANE = "/host:__ScopeRangeCallStack__"
 #: The planes openxla/xla counts as a host's (`xplane_utils.cc` `IsHostPlane`).
