@@ -1,5 +1,6 @@
 """`columns.Groups` reduces as pandas' groupby does (the analyses replaced their named
-aggregations with it), on random keys with missing values, in both group orders."""
+aggregations with it), on random keys with missing values, in both group orders, and on
+integer and boolean keys (numbered by tables over their range, not hashed)."""
 
 import numpy as np
 import pandas as pd
@@ -14,12 +15,12 @@ def _plain(column):
     return s.where(s.notna(), None).tolist()
 
 
-@pytest.mark.parametrize("keys", [["a"], ["b"], ["a", "b"]])
+@pytest.mark.parametrize("keys", [["a"], ["b"], ["a", "b"], ["i"], ["u"], ["i", "b"], ["k", "u"], ["u", "i", "k"]])
 @pytest.mark.parametrize("sort", [False, True])
 def test_groups_reduce_as_pandas_groupby(keys, sort):
     rng = np.random.default_rng(len(keys) + 2 * sort)
-    for _ in range(60):
-        n = int(rng.integers(0, 50))
+    for trial in range(60):
+        n = int(rng.integers(0, 50)) if trial % 6 else int(rng.integers(0, 5000))
         a = rng.integers(0, 4, n).astype(float)
         a[rng.random(n) < 0.1] = np.nan
         b = np.array([None if rng.random() < 0.1 else "xyz"[int(rng.integers(0, 3))] for _ in range(n)], dtype=object)
@@ -32,6 +33,10 @@ def test_groups_reduce_as_pandas_groupby(keys, sort):
                 "o": o,
                 "f": np.where(rng.random(n) < 0.4, np.nan, rng.random(n)),
                 "t": rng.random(n) < 0.5,
+                # Integers of a small range (ranked by a table), or a wide one (hashed).
+                "i": rng.integers(-3, 3, n) * (1 if trial % 3 else 2**40),
+                "u": rng.integers(0, 5000 if trial % 2 else 7, n).astype(np.uint16),
+                "k": rng.random(n) < 0.3,
             }
         )
         want = (

@@ -74,6 +74,46 @@ def by_pair(first, second, rule: Callable[[object, object], object], *, where=No
     return rows
 
 
+def _codes(key, sort, dropna):
+    """(codes, how many values) of a key column, as `factorize` numbers them."""
+    col, uniques = factorize(key, sort=sort, use_na_sentinel=dropna)
+    return col, len(uniques)
+
+
+def _ranks(key):
+    """(each row's rank among the column's distinct values, how many there are) for a column
+    of integers (or booleans) of a small range, by a table over that range: no hashing, the
+    values' order. None for any other column (then `factorize` numbers it)."""
+    values = np.asarray(key)
+    if values.dtype.kind not in "iub" or not len(values) or (values.dtype.kind == "u" and values.dtype.itemsize == 8):
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= min(2**20, 4 * len(values) + 4096):
+        return None
+    shifted = values.astype(np.int64) - lo
+    used = np.zeros(hi - lo + 1, bool)
+    used[shifted] = True
+    rank = np.cumsum(used) - 1
+    return rank[shifted], int(rank[-1]) + 1
+
+
+def _numbered(values, size, sort):
+    """`pd.factorize(values, sort=sort)[0]` of non-negative integers below `size`: where that
+    range is small, by tables over it (each value's first row, then the values present in
+    order of first appearance, or of value), without hashing."""
+    n = len(values)
+    if size > 4 * n + 4096:
+        return pd.factorize(values, sort=sort)[0]
+    first = np.full(size, n, np.int64)
+    np.minimum.at(first, values, np.arange(n, dtype=np.int64))
+    present = np.flatnonzero(first < n)  # in value order
+    if not sort:
+        present = present[np.argsort(first[present])]
+    table = np.empty(size, np.int64)
+    table[present] = np.arange(len(present), dtype=np.int64)
+    return table[values]
+
+
 class Groups:
     """Rows grouped by equal keys, as `DataFrame.groupby(keys, sort=sort)` groups them:
     groups in order of first appearance (`sort=True`: in key order), rows whose key is
@@ -89,9 +129,12 @@ class Groups:
 
     def __init__(self, *keys, sort=False, dropna=True):
         codes, size = None, 1
+        ranked = False  # whether the codes are of one key, in its values' order (`_ranks`)
         for key in keys:
-            col, uniques = factorize(key, sort=sort, use_na_sentinel=dropna)
-            width = len(uniques) + 1  # + 1: missing, coded -1, kept apart as -1 below
+            found = _ranks(key)  # (integers of a small range: no hashing)
+            ranked = found is not None
+            col, width = found if ranked else _codes(key, sort, dropna)
+            width += 1  # + 1: missing, coded -1, kept apart as -1 below
             if codes is None:
                 codes, size = col.astype(np.int64), width
                 missing = col < 0
@@ -103,11 +146,14 @@ class Groups:
             codes, size = codes * width + col, size * width
         if codes is None:
             raise ValueError("Groups needs one key column or more")
-        if len(keys) > 1 or missing.any():
+        if len(keys) > 1 or missing.any() or (ranked and not sort):
             combined, codes = codes, np.full(len(codes), -1, np.int64)
-            codes[~missing] = pd.factorize(combined[~missing], sort=sort)[0]
+            codes[~missing] = _numbered(combined[~missing], size, sort)
         self.codes = codes  # per row: its group, -1 none
-        order = np.argsort(codes, kind="stable")
+        groups = int(codes.max()) + 1 if len(codes) else 0
+        # A stable sort of 16-bit codes is a radix sort: 4-5 times one of int64 codes.
+        narrow = np.int16 if groups < 2**15 else np.int32 if groups < 2**31 else np.int64
+        order = np.argsort(codes.astype(narrow, copy=False), kind="stable")
         order = order[np.searchsorted(codes[order], 0) :]  # rows without a group left out
         self.order = order  # rows, group by group, in row order within a group
         sorted_codes = codes[order]
