@@ -62,14 +62,16 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat, by_categor
     if has_tf_op_stat:
         st = line.stat_table(names=["tf_op"])
         if "tf_op" in st:
-            events, values = st.strings("tf_op")
-            nonempty = values != ""
-            events, values = events[nonempty], values[nonempty]
-            inverse, distinct = pd.factorize(values.astype(str))  # hashed: no sort of the strings
-            ids = np.array([parsed.setdefault(v, len(parsed)) for v in distinct], dtype=np.int64)
+            # An op id per distinct text (a thread runs a few hundred ops, each launch names
+            # one), then per event by its code: no string per event, none hashed per event.
+            events, at, values = st.string_codes("tf_op")
+            ids = np.array([parsed.setdefault(v, len(parsed)) if v else -1 for v in map(str, values)], np.int64)
+            ids = ids[at] if len(values) else np.zeros(0, np.int64)
+            nonempty = ids >= 0
+            events, ids = events[nonempty], ids[nonempty]
             ev.append(events)
             sub.append(np.ones(len(events), np.int64))
-            key.append(ids[inverse] if len(distinct) else np.zeros(0, np.int64))
+            key.append(ids)
             marked.append(np.zeros(len(events), bool))
     ev, sub = np.concatenate(ev), np.concatenate(sub)
     order = np.lexsort((sub, ev))
