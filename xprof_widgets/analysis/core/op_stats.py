@@ -487,6 +487,11 @@ def _restored_runs(meta, arrays):
         return None
 
 
+def _event_names(line):
+    """The line's event names by code (a Categorical's codes), NaN last (code -1: no name)."""
+    return np.append(np.asarray(line.names().categories, dtype=object), np.nan)
+
+
 def _gpu_kernel_runs(run, space):
     from .grouping import eager_events, forward_filled_group_ids, of_line
     from .xla_ops import program_modules
@@ -529,7 +534,7 @@ def _gpu_kernel_runs(run, space):
             found = lambda p, nm: p >= 0 and modules.instruction(int(p), nm) is not None  # noqa: E731
             keep = ~is_hlo[idx] | by_pair(pids, names, found, where=is_hlo[idx], dtype=bool)
             # Kernels of a command buffer: their op is the buffer, no instruction of the program.
-            lost = idx[~keep][np.char.startswith(names[~keep].astype(str), COMMAND_BUFFER_PREFIX)]
+            lost = idx[~keep][by_value(names[~keep], lambda v: str(v).startswith(COMMAND_BUFFER_PREFIX), bool)]
             in_buffers += len(lost)
             idx, names, pids = idx[keep], names[keep], pids[keep]
             if not len(idx):
@@ -554,7 +559,7 @@ def _gpu_kernel_runs(run, space):
                     "program_id": g.first(pids),
                     "name": g.first(names),
                     "tf_op": g.first(tf_op[idx]),
-                    "event_name": g.first(np.asarray(line.names()[idx], dtype=object)),
+                    "event_name": _event_names(line)[g.first(np.asarray(line.names().codes)[idx])],
                     "occurrences": g.size(),
                     "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
                     "is_eager": g.first(of_line(eager, plane, li, False)[idx]),
