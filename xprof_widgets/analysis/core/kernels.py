@@ -39,7 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .columns import Groups, by_pair, factorize
+from .columns import Groups, factorize
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
@@ -173,8 +173,9 @@ def parse_kernel_details(details: str) -> dict:
 def host_kernel_events(run, space):
     """The kernel events of a host's GPU planes, in XProf's order (plane, line, event):
     DataFrame with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an
-    `hlo_op` string), program_id (uint64), has_program_id and device_vendor (the plane's
-    `device_vendor` stat, None where unset); None without any. A kernel run in a CUDA graph
+    `hlo_op` string), program_id (uint64), has_program_id, device_vendor (the plane's
+    `device_vendor` stat, None where unset) and uses_tc (`uses_tensor_core` of its name and
+    vendor, asked once per name of the plane); None without any. A kernel run in a CUDA graph
     has the op it was attributed as its `hlo_op` when the run attributes them
     (`command_buffers.attributed_ops`). Columns are joined once per host, not made into a
     frame per line: a host may hold 20,000 GPU planes of a kernel each."""
@@ -197,6 +198,15 @@ def host_kernel_events(run, space):
             is_xla[st.strings("hlo_op")[0]] = True
             if vendor is None:
                 vendor = (plane.stats.get("device_vendor"),)
+                tensor_core = {}  # id(names table) -> (the table, uses_tc by code, -1 last)
+            names = line.names()
+            kept = tensor_core.get(id(names.categories))
+            if kept is None or kept[0] is not names.categories:  # (a plane's lines share one)
+                by_code = [uses_tensor_core(str(n), vendor[0]) for n in names.categories]
+                kept = tensor_core[id(names.categories)] = (
+                    names.categories,
+                    np.array([*by_code, uses_tensor_core("", vendor[0])], bool),
+                )
             parts.append(
                 {
                     "name": line.name_strings(keep),
@@ -209,6 +219,7 @@ def host_kernel_events(run, space):
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
                     "device_vendor": np.full(len(keep), vendor[0], dtype=object),
+                    "uses_tc": kept[1][np.asarray(names.codes)[keep]],
                 }
             )
     if not parts:
@@ -241,7 +252,6 @@ def _host_reports(run, space, modules):
     ev = host_kernel_events(run, space)
     if ev is None:
         return None
-    ev["uses_tc"] = by_pair(ev["name"], ev["device_vendor"], uses_tensor_core, dtype=bool)
     # The framework op and its eligibility, per distinct combination (never per event).
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
     by_combo = Groups(*(ev[c] for c in cols), dropna=False)
