@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ...io.xspace import filled
 from .tf_op import parse_tf_op, tf_op_event_name
 
 #: XProf's `kTpuPlaneRegex`: the TensorCore planes it derives lines for.
@@ -413,7 +414,7 @@ def _strings(col, n):
     """A stat column as an object array of str, "" where missing or not a string (XProf
     reads these stats with StrOrRefValue: a number or bytes in a damaged file reads "")."""
     if col is None:
-        return np.full(n, "", dtype=object)
+        return filled(n, "")
     col = np.asarray(col, dtype=object)
     if pd.api.types.infer_dtype(col, skipna=True) not in ("string", "empty"):
         col = np.array([v if isinstance(v, str) else "" for v in col.tolist()], dtype=object)

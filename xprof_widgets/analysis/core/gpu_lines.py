@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...io.xspace import filled
 from .cache import derived
 from .columns import Groups, by_pair, by_value
 from .command_buffers import attributed_ops
@@ -415,7 +416,7 @@ def _line(name, ev, rows, heads, names, long_names=None, level=0):
         start,
         stop - start,
         np.asarray(names, dtype=object),
-        np.asarray(long_names if long_names is not None else np.full(n, "", object), dtype=object),
+        np.asarray(long_names if long_names is not None else filled(n, ""), dtype=object),
         np.full(n, level, np.int64),
         np.full(len(rows), ev["line"], np.int64),
         ev["event"][rows],

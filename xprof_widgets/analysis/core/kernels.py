@@ -39,6 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ...io.xspace import filled
 from .columns import Groups, factorize
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
@@ -218,7 +219,7 @@ def host_kernel_events(run, space):
                     "is_xla": is_xla[keep],
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
-                    "device_vendor": np.full(len(keep), vendor[0], dtype=object),
+                    "device_vendor": filled(len(keep), vendor[0]),
                     "uses_tc": kept[1][np.asarray(names.codes)[keep]],
                 }
             )

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ...io import column_cache
+from ...io.xspace import filled
 from .cache import derived, per_run
 from .columns import Groups, by_pair, by_value
 from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
@@ -512,7 +513,7 @@ def _gpu_kernel_runs(run, space):
             lo = int(rel.min()) if lo is None else min(lo, int(rel.min()))
             hi = max(hi, int(end.max()))
         spans.append(hi - lo if hi and lo is not None else 0)
-        filled = forward_filled_group_ids(space, plane)
+        group_of = forward_filled_group_ids(space, plane)
         for li, line in lines:
             n = len(line)
             st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
@@ -527,7 +528,7 @@ def _gpu_kernel_runs(run, space):
             if not len(idx):
                 offset += n
                 continue
-            names = np.full(len(idx), "", dtype=object)
+            names = filled(len(idx), "")
             names[is_hlo[idx]] = by_value(hlo[idx][is_hlo[idx]], hlo_op_name)
             pids = pid[idx]
             pids = np.where(np.isnan(pids), -1.0, pids)  # no program id (or not a number): found nowhere
@@ -541,7 +542,7 @@ def _gpu_kernel_runs(run, space):
                 offset += n
                 continue
             xla = is_hlo[idx]
-            group = filled[li][idx]
+            group = group_of[li][idx]
             pos = offset + idx
             # A new entry where the op or step changes (an event without a step compares
             # unequal to any), or a TF op comes between.
