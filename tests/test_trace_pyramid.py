@@ -128,3 +128,29 @@ def test_a_query_reads_a_finer_level_while_levels_are_built():
         lazy._pyramid.level(finer)  # only a finer level is built
         got = lazy.query(start, start + width, 2000)
         assert got.equals(tr.query(start, start + width, 2000)), (start, width)
+
+
+@pytest.mark.parametrize("shift", [0, 3, 20, 30, 31, 36, 44])
+def test_finest_buckets_pick_the_first_longest_short_event(shift):
+    """A bucket's top is its first longest event shorter than the bucket (the packed
+    (duration, -position) max where both fit, else a max then a search): random rows,
+    durations with ties, short and long ones, at bucket widths below and past 2**31 ps."""
+    rng = np.random.default_rng(shift)
+    for n in (1, 7, 300, 5000):
+        width = 1 << shift
+        start = np.sort(rng.integers(0, 50 * width + 50, n)).astype(np.int64)
+        dur = rng.choice([0, 1, max(width // 2, 1), max(width - 1, 0), width, 3 * width], n).astype(np.int64)
+        head = rng.random(n) < 0.05
+        first, long_, top = T._finest(start, start + dur, head, 0, shift, 10)
+        key = start >> shift
+        new = head.copy()
+        new[0] = True
+        new[1:] |= key[1:] != key[:-1]
+        heads = np.flatnonzero(new)
+        assert np.array_equal(first, heads + 10)
+        at, best = T._first_max(np.where(dur < width, dur, -1), heads)
+        assert np.array_equal(top, np.where(best >= 0, at + 10, -1))
+        ends = np.append(heads[1:], n)
+        for b, (lo, hi) in enumerate(zip(heads, ends)):
+            longs = np.flatnonzero(dur[lo:hi] >= width)
+            assert long_[b] == (lo + longs[-1] + 10 if len(longs) else -1)
