@@ -118,3 +118,15 @@ def test_factorize_is_pandas_factorize(sort, use_na_sentinel):
     np.testing.assert_array_equal(columns.factorize(values)[0], pd.factorize(values)[0])
     ints = rng.integers(0, 9, 1000)
     np.testing.assert_array_equal(columns.factorize(ints, sort=sort)[0], pd.factorize(ints, sort=sort)[0])
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_groups_are_the_same_without_numpys_fast_ufunc_at(monkeypatch, sort):
+    """Before numpy 1.25 the combined keys are hashed (pandas' factorize) instead of
+    numbered by tables: the same groups in the same order."""
+    rng = np.random.default_rng(11 + sort)
+    keys = [rng.integers(0, 40, 3000), rng.random(3000) < 0.5, rng.integers(-5, 5, 3000).astype(np.int16)]
+    fast = Groups(*keys, sort=sort)
+    monkeypatch.setattr(columns, "_FAST_AT", False)
+    slow = Groups(*keys, sort=sort)
+    assert np.array_equal(fast.codes, slow.codes) and np.array_equal(fast.order, slow.order)
