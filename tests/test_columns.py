@@ -130,3 +130,26 @@ def test_groups_are_the_same_without_numpys_fast_ufunc_at(monkeypatch, sort):
     monkeypatch.setattr(columns, "_FAST_AT", False)
     slow = Groups(*keys, sort=sort)
     assert np.array_equal(fast.codes, slow.codes) and np.array_equal(fast.order, slow.order)
+
+
+def test_by_category_runs_the_rule_once_a_name_per_categories_object():
+    """A plane's lines share their names' categories: the rule runs once a name for all of
+    them, a new categories object (another plane) gets its own table, and code -1 (an event
+    without a name) reads the `missing` value."""
+    calls = []
+
+    def rule(name):
+        calls.append(name)
+        return len(name)
+
+    plane = pd.Categorical.from_codes([0, 1, -1, 1], categories=["ab", "xyz"])
+    other_line = pd.Categorical.from_codes([1, 1], dtype=plane.dtype)  # same categories object
+    kept: dict = {}
+    table = columns.by_category(kept, plane, rule, -1, np.int64)
+    assert table[np.asarray(plane.codes)].tolist() == [2, 3, -1, 3]
+    assert columns.by_category(kept, other_line, rule, -1, np.int64) is table
+    assert calls == ["ab", "xyz"]
+    other_plane = pd.Categorical.from_codes([0], categories=["ab", "xyz"])  # equal, not the same
+    assert other_plane.categories is not plane.categories
+    assert columns.by_category(kept, other_plane, rule, -1, np.int64).tolist() == [2, 3, -1]
+    assert calls == ["ab", "xyz", "ab", "xyz"]

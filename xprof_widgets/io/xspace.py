@@ -154,8 +154,12 @@ class Line:
         categories (never a conversion per event)."""
         names = self.names()
         codes = names.codes if events is None else names.codes[events]
-        table = np.append(np.asarray(names.categories, dtype=object), "")  # code -1: the last
-        return table[codes]
+        return self.name_table()[codes]
+
+    def name_table(self, missing=""):
+        """The line's distinct event names as an object array indexed by the names' codes,
+        `missing` last (code -1: an event whose metadata is missing)."""
+        return np.append(np.asarray(self.names().categories, dtype=object), missing)
 
     def stats(self, names=None, events=None):
         """Stats of this line's events as a DataFrame, one row per event.

@@ -54,6 +54,23 @@ def by_value(values, rule: Callable[[object], object], dtype=object) -> np.ndarr
 _FEW = 4
 
 
+def by_category(kept: dict, categorical, rule: Callable[[object], object], missing, dtype=object) -> np.ndarray:
+    """`rule(c)` for each category c of `categorical` (a pandas Categorical: a line's event
+    names), then `missing` last, so that `table[categorical.codes]` gives each row's value
+    (code -1, no name: `missing`). `kept` holds the table per categories object, checked
+    by identity: the lines of a plane share their names' categories, so the rule runs once
+    a name per plane, not per line."""
+    categories = categorical.categories
+    entry = kept.get(id(categories))
+    if entry is None or entry[0] is not categories:
+        table = np.empty(len(categories) + 1, dtype=dtype)
+        for k, c in enumerate(categories):
+            table[k] = rule(c)
+        table[-1] = missing
+        entry = kept[id(categories)] = (categories, table)
+    return entry[1]
+
+
 def by_pair(first, second, rule: Callable[[object, object], object], *, where=None, dtype=object, shape=()):
     """`rule(a, b)` for each row's pair (first[i], second[i]) (a program id and an op name),
     called once per distinct pair; with `where` (a row mask) only for the pairs of those

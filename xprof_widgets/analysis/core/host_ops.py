@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .columns import Groups
+from .columns import Groups, by_category
 from .grouping import eager_events
 from .intervals import prev_enclosing
 from .planes import HOST_PLANE, is_derived_id
@@ -45,16 +45,10 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat, by_categor
     """The framework-op activities of one host line in XProf's push order (by event, an
     event's name-op before its `tf_op` op): begin, end (ps), op id (in `parsed`, the op
     strings seen so far; `known` maps event names that are ops to theirs), is_eager.
-    `by_categories` keeps the op id of each name of a plane's names (its lines share them)."""
+    `by_categories` keeps the op id of each of a plane's names (`columns.by_category`)."""
     names = line.names()
     codes = np.asarray(names.codes)
-    kept = by_categories.get(id(names.categories))
-    if kept is not None and kept[0] is names.categories:
-        op_of_code = kept[1]
-    else:
-        cats = np.asarray(names.categories, dtype=object)
-        op_of_code = np.array([known.get(c, -1) for c in cats] + [-1], dtype=np.int64)
-        by_categories[id(names.categories)] = (names.categories, op_of_code)
+    op_of_code = by_category(by_categories, names, lambda c: known.get(c, -1), -1, np.int64)
     ops = op_of_code[codes]  # -1 where the event's name is no framework op
     by_name = np.flatnonzero(ops >= 0)
     ev, sub, key = [by_name], [np.zeros(len(by_name), np.int64)], [ops[by_name]]

@@ -35,12 +35,13 @@ them the same way).
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from ...io.xspace import filled
-from .columns import Groups, factorize
+from .columns import Groups, by_category, factorize
 from .command_buffers import add_summaries, attributed_ops, host_graph_summary
 from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
@@ -171,6 +172,10 @@ def parse_kernel_details(details: str) -> dict:
     return out
 
 
+def _name_uses_tc(name, vendor):
+    return uses_tensor_core(str(name), vendor)
+
+
 def host_kernel_events(run, space):
     """The kernel events of a host's GPU planes, in XProf's order (plane, line, event):
     DataFrame with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an
@@ -199,15 +204,10 @@ def host_kernel_events(run, space):
             is_xla[st.strings("hlo_op")[0]] = True
             if vendor is None:
                 vendor = (plane.stats.get("device_vendor"),)
-                tensor_core = {}  # id(names table) -> (the table, uses_tc by code, -1 last)
+                tensor_core: dict = {}  # a plane's names -> uses_tc by code (by_category)
+                rule = partial(_name_uses_tc, vendor=vendor[0])
             names = line.names()
-            kept = tensor_core.get(id(names.categories))
-            if kept is None or kept[0] is not names.categories:  # (a plane's lines share one)
-                by_code = [uses_tensor_core(str(n), vendor[0]) for n in names.categories]
-                kept = tensor_core[id(names.categories)] = (
-                    names.categories,
-                    np.array([*by_code, uses_tensor_core("", vendor[0])], bool),
-                )
+            uses_tc = by_category(tensor_core, names, rule, rule(""), bool)
             parts.append(
                 {
                     "name": line.name_strings(keep),
@@ -220,7 +220,7 @@ def host_kernel_events(run, space):
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
                     "device_vendor": filled(len(keep), vendor[0]),
-                    "uses_tc": kept[1][np.asarray(names.codes)[keep]],
+                    "uses_tc": uses_tc[np.asarray(names.codes)[keep]],
                 }
             )
     if not parts:

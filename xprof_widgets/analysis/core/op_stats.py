@@ -488,11 +488,6 @@ def _restored_runs(meta, arrays):
         return None
 
 
-def _event_names(line):
-    """The line's event names by code (a Categorical's codes), NaN last (code -1: no name)."""
-    return np.append(np.asarray(line.names().categories, dtype=object), np.nan)
-
-
 def _gpu_kernel_runs(run, space):
     from .grouping import eager_events, forward_filled_group_ids, of_line
     from .xla_ops import program_modules
@@ -560,7 +555,7 @@ def _gpu_kernel_runs(run, space):
                     "program_id": g.first(pids),
                     "name": g.first(names),
                     "tf_op": g.first(tf_op[idx]),
-                    "event_name": _event_names(line)[g.first(np.asarray(line.names().codes)[idx])],
+                    "event_name": line.name_table(np.nan)[g.first(np.asarray(line.names().codes)[idx])],
                     "occurrences": g.size(),
                     "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
                     "is_eager": g.first(of_line(eager, plane, li, False)[idx]),
