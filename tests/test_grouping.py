@@ -12,7 +12,7 @@ from xprof_widgets.analysis.core import grouping as G
 from xprof_widgets.analysis.core import intervals as I
 
 from . import xprof_oracle as oracle
-from .conftest import PROFILES, REFERENCE
+from .conftest import PROFILES, REFERENCE, profile_files
 
 
 def _space(name):
@@ -437,3 +437,36 @@ def test_group_ids_of_some_events_of_a_line_equal_the_line_ids():
     host = space.plane("/host:CPU")
     li = host.busy_lines[0][0]
     assert of_line_at({}, host, li, np.arange(3), -7).tolist() == [-7, -7, -7]  # (a line the table lacks)
+
+
+@pytest.mark.parametrize("path", profile_files(), ids=lambda p: f"{p.parts[-5]}/{p.parts[-2]}/{p.name}")
+def test_a_file_without_roots_is_not_grouped_and_gets_what_the_pass_would_give(path):
+    """`_groups_nothing` reads the planes' metadata only. Where it says the file has nothing
+    to group, the whole pass (`_forest`, made here) gives every event -1, no step, no eager
+    event, no link: the same as the mapping served without it, line for line. Where it
+    says otherwise, the pass's groups are what the tests above compare with XProf's."""
+    space = xw.load_run(str(path), cache=False).xspace()
+    nodes, group, steps, eager, links = G._forest(space)
+    full = G._split(nodes, group)
+    if not G._groups_nothing(space):  # roots or EagerExecute: the pass runs (its groups are checked above)
+        assert not isinstance(G.group_ids(space), G._NoGroups)
+        return
+    assert (group == -1).all() and steps.empty and len(eager) == 0 and links.value().empty
+    quick, table, marks, no_links = G._ungrouped(space)
+    assert set(quick) == set(full) and len(quick) == len(full)
+    for key in full:
+        assert quick.length(*key) == full.length(*key)
+        assert (quick[key] == -1).all() and len(quick[key]) == len(full[key])
+        assert quick.at(key, np.arange(min(3, quick.length(*key)))).tolist() == [-1] * min(3, quick.length(*key))
+    assert list(table.columns) == list(G._step_table(nodes, steps).columns) and table.empty
+    assert marks == {} and no_links.value().empty
+    assert G.group_ids(space) is not None and isinstance(G.group_ids(space), G._NoGroups)
+
+
+def test_files_with_step_markers_or_eager_ops_are_grouped():
+    """The other side: a JAX run with `StepTraceAnnotation` (`_r`) and TF runs (executor
+    loops, `EagerExecute`) are not taken for files without roots, and their groups exist."""
+    for name in ("jax_mlp_cpu", "tf_keras_cpu"):
+        space = _space(name)
+        assert not G._groups_nothing(space)
+        assert not G.step_events(space).empty

@@ -45,7 +45,7 @@ from pandas.api.types import union_categoricals
 from ..io.xspace import categorical
 from .core.availability import NO_EVENTS_REASON, allocator_codes, has_allocator_events
 from .core.cache import derived
-from .core.grouping import GROUPING_STATS, group_ids, of_line_at
+from .core.grouping import GROUPING_STATS, group_ids, of_line_at, reads_line_stats
 from .core.planes import HOST_PLANE
 
 #: XProf's default number of points in the timeline it shows.
@@ -258,8 +258,10 @@ def _allocator_events(run, space, host):
         # decodes them from the last (each line by whichever reaches it first, lines
         # without allocator events too: the grouping, the longer task, finds them
         # decoded), then builds the allocator columns while the grouping finishes.
+        # (A file without roots is grouped without its stats: the allocator's are decoded.)
         shared = [ln for ln in plane.lines if len(ln)]
-        with space.sharing_stats(shared, names={*_STATS, *GROUPING_STATS}):
+        names = {*_STATS, *GROUPING_STATS} if reads_line_stats(space) else set(_STATS)
+        with space.sharing_stats(shared, names=names):
             with ThreadPoolExecutor(max_workers=1) as pool:
                 grouping = pool.submit(group_ids, space, eager_marks=False)
                 for ln in reversed(shared):

@@ -216,7 +216,8 @@ class Line:
         Stats on the event's metadata fill in where the event does not set them.
         Inside `XSpaceFile.sharing_stats` a line's stats are decoded once for
         every call. The line keeps the last named stats it decoded of all its events: a
-        later call for some of them reads those.
+        later call for some of them reads those. A plane's `read_ahead` names are decoded
+        with any of them asked for.
         """
         shared = self.plane.space._shared_tables
         with self._corrupt_stats_named():
@@ -237,15 +238,18 @@ class Line:
             if kept is not None and names is not None and kept[0] >= set(names):
                 return kept[1].take(names, None if events is None else np.asarray(events, dtype=np.int64))
             idx = None if events is None else np.asarray(events, dtype=np.int64)
+            wanted, ahead = names, self.plane.read_ahead
+            if idx is None and names is not None and ahead is not None and ahead >= set(names):
+                wanted = ahead
             table = StatTable(
                 self.plane,
                 self.metadata_id if idx is None else self.metadata_id[idx],
-                self._decoded_stats(idx, names),
-                names,
+                self._decoded_stats(idx, wanted),
+                wanted,
             )
-            if idx is None and names is not None:  # (a few stats: never all of a line's kept)
-                self._kept_stats = (frozenset(names), table)
-            return table
+            if idx is None and wanted is not None:  # (a few stats: never all of a line's kept)
+                self._kept_stats = (frozenset(wanted), table)
+            return table if wanted is names else table.take(names)
 
     @contextmanager
     def _corrupt_stats_named(self):
@@ -443,6 +447,11 @@ class Plane:
     name: str
     message: object = field(repr=False)  # XPlane with metadata and stats, no lines
     lines: list = field(default_factory=list)
+    # Stat names a line of this plane decodes together whenever it is asked for some of
+    # them (None: only those asked), set by an analysis that knows what the tools read
+    # next (`analysis.core.grouping`: a GPU line's kernel stats): one walk over its
+    # records serves every tool (`Line.stat_table`).
+    read_ahead: frozenset | None = field(default=None, repr=False)
 
     @property
     def busy_lines(self):

@@ -1009,6 +1009,10 @@ def _computed(space, eager=True):
     found them is kept already. A file without `EagerExecute` has no eager node: one pass
     (none looked for, {} found) serves both."""
 
+    _mark_read_ahead(space)
+    if _groups_nothing(space):
+        return derived(space, "grouping", lambda: _ungrouped(space))
+
     def compute(eager):
         name = f"{_GROUPING_CACHE}-{'eager' if eager else 'plain'}"
         found = column_cache.load_derived(space, name)
@@ -1026,6 +1030,56 @@ def _computed(space, eager=True):
     if not eager and not kept(space, "grouping"):
         return derived(space, "grouping_without_eager", lambda: compute(False))
     return derived(space, "grouping", lambda: compute(True))
+
+
+def reads_line_stats(space) -> bool:
+    """Whether `group_ids` decodes the lines' stats (`GROUPING_STATS`): not for a file that
+    is grouped already (`is_grouped`) or that has nothing to group (`_groups_nothing`)."""
+    return not is_grouped(space) and not _groups_nothing(space)
+
+
+def _mark_read_ahead(space):
+    """Each GPU plane's `read_ahead`: the first tool to read a GPU line's stats decodes what
+    the others read next too (the grouping's pass asks for them all; without one, the op
+    database or the kernel reports is first)."""
+    for plane in space.planes:
+        if plane.read_ahead is None and plane.name.startswith(GPU_PLANE_PREFIX):
+            plane.read_ahead = _GPU_READ_AHEAD
+
+
+_GPU_READ_AHEAD = frozenset(_GPU_STATS_READ_AHEAD)
+
+#: Names of the events that make a root (`_forest`: TF executor loops, legacy and batching
+#: roots) or start the eager walk: without one of them, and without an `_r` stat, no
+#: event of the file has a group or an eager mark.
+_STARTING_NAMES = frozenset((EXECUTOR, LEGACY_ROOT, *FORCED_ROOT_LEVEL, EAGER_EXECUTE))
+
+
+def _groups_nothing(space) -> bool:
+    """Whether the grouping gives every event of the file group -1 and marks none eager, as
+    the planes' metadata says before any line's stats are read: no plane with events has
+    an `_r` stat (a root level: what `jax.profiler.StepTraceAnnotation` and TF's step
+    markers write) or an event named in `_STARTING_NAMES`, or some plane names a TF loop op
+    (XProf groups nothing then). A JAX run without step markers is such a file: its
+    grouping pass (most of a GPU tool's time on tens of MB) finds nothing, so none is made."""
+
+    def check():
+        names: set = set()
+        rooted = False
+        for plane in space.planes:
+            if plane.lines:
+                names.update(m.name for m in plane.message.event_metadata.values())
+                rooted = rooted or plane.has_stat("_r")
+        return bool(names & set(LOOP_OPS)) or not (rooted or names & _STARTING_NAMES)
+
+    return derived(space, "groups_nothing", check)
+
+
+def _ungrouped(space):
+    """`_computed`'s result where `_groups_nothing`: every line's events in group -1, no
+    step, no eager event, no link."""
+    lengths = {(plane.name, li): len(line) for plane in space.planes for li, line in plane.busy_lines}
+    return _NoGroups(lengths), pd.DataFrame([], columns=_STEP_COLUMNS), {}, _Later(_NO_LINKS.copy)
 
 
 def _has_eager_execute(space) -> bool:
@@ -1183,6 +1237,40 @@ class _LineGroups(Mapping):
 
     def __len__(self):
         return len(self._lines)
+
+
+class _NoGroups(Mapping):
+    """`_LineGroups` where no event has a group: {(plane name, line index): -1 per event},
+    a line's array made when it is first asked for."""
+
+    def __init__(self, lengths):
+        self._lengths = lengths
+        self._made: dict = {}
+
+    def __getitem__(self, key):
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = _read_only(np.full(self._lengths[key], -1, np.int64))
+        return found
+
+    def __contains__(self, key):
+        return key in self._lengths
+
+    def length(self, plane_name, li):
+        return self._lengths[(plane_name, li)]
+
+    def at(self, key, events):
+        self._lengths[key]  # (a KeyError for a line it does not hold, as `_LineGroups.at`)
+        return np.full(len(events), -1, np.int64)
+
+    def nodes_of(self, key):
+        return None
+
+    def __iter__(self):
+        return iter(self._lengths)
+
+    def __len__(self):
+        return len(self._lengths)
 
 
 def _names_any(space, name):
