@@ -931,3 +931,42 @@ def test_read_padded_gives_the_file_then_zero_padding(tmp_path, size):
     view = np.frombuffer(buf, dtype=np.uint8)
     assert view.flags.writeable and buf[size - 1] == data[-1]
     assert isinstance(buf, bytearray) == (size < xspace._MAPPED_BYTES)
+
+
+def _hand_made_lines(tmp_path, bad=()):
+    """A host plane of five lines of 2,000 events each (line k's events are k+1 ps long;
+    line k in `bad` has k of negative duration: a later bad line is longer, read first),
+    written to a file."""
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "op"
+    for k in range(5):
+        line = plane.lines.add(id=k, name=f"thread {k}", timestamp_ns=1000)
+        for i in range(2000):
+            line.events.add(metadata_id=1, offset_ps=10 * i, duration_ps=-3 if k in bad and i < k else k + 1)
+    path = tmp_path / f"bad{'_'.join(map(str, bad))}.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_lines_read_two_at_a_time_equal_one_at_a_time(tmp_path, monkeypatch):
+    """`_parsed_lines` reads a plane's lines on two threads where they hold enough bytes
+    (here every plane, the threshold set to 0): every line's columns are those of the
+    one-at-a-time reading, on a real file and a hand-made one; and the error of a file with
+    two bad lines names the first in file order, as one at a time does."""
+    paths = [_hand_made_lines(tmp_path), *profile_files()[:3]]
+    one = {p: read_xspace(p, cache=False) for p in paths}
+    monkeypatch.setattr(xspace, "_PARALLEL_LINE_BYTES", 0)
+    for p in paths:
+        two = read_xspace(p, cache=False)
+        assert [pl.name for pl in two.planes] == [pl.name for pl in one[p].planes]
+        for a, b in zip(one[p].planes, two.planes):
+            assert [ln.name for ln in a.lines] == [ln.name for ln in b.lines]
+            for x, y in zip(a.lines, b.lines):
+                for col in ("start_ps", "event_duration_ps", "metadata_id", "record_pos", "stats_at"):
+                    assert np.array_equal(getattr(x, col), getattr(y, col))
+    with pytest.raises(xw.ProfileError, match="thread 1"):
+        read_xspace(_hand_made_lines(tmp_path, bad=(1, 3)), cache=False)
+    with pytest.raises(xw.ProfileError, match="thread 3"):
+        read_xspace(_hand_made_lines(tmp_path, bad=(3,)), cache=False)
