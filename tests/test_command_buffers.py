@@ -486,3 +486,21 @@ def test_many_distinct_short_launches_spend_the_files_budget(tmp_path, module_by
     too_large = table.loc[table["reason"] == cb.TOO_LARGE, "launches"].sum()
     assert too_large > 0.6 * len(kernels)
     assert table.loc[table["op"].notna(), "launches"].sum() > 0
+
+
+@pytest.mark.parametrize("name, graphs", [("amd_jax_conv_mi300", False), ("nvidia_jax_conv_h200", True)])
+def test_a_run_without_command_buffers_is_known_without_parsing_its_modules(name, graphs, monkeypatch):
+    """`_names_command_buffers` looks inside a module only where its bytes hold
+    "command_buffer" (`ProgramModules.may_hold`, which finds each module's own name): an
+    AMD run's modules are never parsed to learn it has no CUDA graph; an H200 run with
+    graphs still finds them."""
+    from xprof_widgets.analysis.core import xla_ops
+
+    run = xw.load_run(corpus_run(name).path, cache=False)
+    modules = xla_ops.program_modules(run)
+    assert modules.names and all(modules.may_hold(pid, modules.names[pid].split("(")[0]) for pid in modules.names)
+    assert not any(modules.may_hold(pid, "no such name \x01") for pid in modules.names)
+    if not graphs:  # (the H200 run's graphs are named by its kernels' `hlo_op`, not its modules)
+        assert not any(modules.may_hold(pid, cb.COMMAND_BUFFER_PREFIX) for pid in modules.names)
+        monkeypatch.setattr(modules, "module", lambda pid: pytest.fail(f"module {pid} parsed"))
+    assert cb._names_command_buffers(run.xspace(), modules) == graphs

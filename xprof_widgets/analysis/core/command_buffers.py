@@ -632,6 +632,8 @@ def _names_command_buffers(space, modules) -> bool:
     were formed from thunks: a `call` of one). Cheap: distinct strings, no op lookups; a
     profile without CUDA graphs (most, and every AMD one) skips the per-line reading."""
     for pid in modules.names:
+        if not modules.may_hold(pid, COMMAND_BUFFER_PREFIX):  # (no module parsed to know)
+            continue
         module = modules.module(pid)
         if module is not None and any(c.name.startswith(COMMAND_BUFFER_PREFIX) for c in module.computations.values()):
             return True

@@ -139,6 +139,16 @@ class ProgramModules:
             self._modules[pid] = None if entry is None else _parsed(*entry)["module"]
         return self._modules[pid]
 
+    def may_hold(self, pid, text) -> bool:
+        """Whether module `pid`'s serialized bytes hold `text` (UTF-8) somewhere: False says
+        no name of the module holds it without parsing the module (a few ms each); True
+        says it may (then parse it and look)."""
+        entry = self._protos.get(pid)
+        if entry is None:
+            return False
+        data = entry[1]
+        return text.encode() in data if isinstance(data, (bytes, bytearray)) else True
+
     def instruction(self, pid, name):
         mod = self.module(pid)
         return mod.instruction(name) if mod is not None else None
