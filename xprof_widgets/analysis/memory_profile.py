@@ -257,18 +257,22 @@ def _allocator_events(run, space, host):
         # releasing the GIL: the grouping walks the lines from the first, this thread
         # decodes them from the last (each line by whichever reaches it first, lines
         # without allocator events too: the grouping, the longer task, finds them
-        # decoded), then builds the allocator columns while the grouping finishes.
-        # (A file without roots is grouped without its stats: the allocator's are decoded.)
-        shared = [ln for ln in plane.lines if len(ln)]
-        names = {*_STATS, *GROUPING_STATS} if reads_line_stats(space) else set(_STATS)
-        with space.sharing_stats(shared, names=names):
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                grouping = pool.submit(group_ids, space, eager_marks=False)
-                for ln in reversed(shared):
-                    ln.stat_table(names=_STATS)
-                lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
-                lines.reverse()
-                groups = grouping.result()
+        # decoded), then builds the allocator columns while the grouping finishes. A file
+        # whose grouping reads no stats (one grouped already, or with nothing to group)
+        # decodes the allocator events' stats alone, line by line.
+        if not reads_line_stats(space):
+            groups = group_ids(space, eager_marks=False)
+            lines = [(i, _line_events(ln)) for i, ln in enumerate(plane.lines) if len(ln)]
+        else:
+            shared = [ln for ln in plane.lines if len(ln)]
+            with space.sharing_stats(shared, names={*_STATS, *GROUPING_STATS}):
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    grouping = pool.submit(group_ids, space, eager_marks=False)
+                    for ln in reversed(shared):
+                        ln.stat_table(names=_STATS)
+                    lines = [(i, _line_events(ln)) for i, ln in reversed(list(enumerate(plane.lines))) if len(ln)]
+                    lines.reverse()
+                    groups = grouping.result()
         parts = []
         for i, p in lines:
             if p:
