@@ -116,3 +116,42 @@ def test_columns_without_gpu():
     df = framework_op_stats(corpus_run("tf_keras_cpu"))
     assert list(df.columns) == [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     assert set(df["host_or_device"]) == {"Host"} and df.attrs["device_type"] == "CPU"
+
+
+def test_a_part_built_ahead_is_built_once_and_its_error_reaches_the_caller(monkeypatch):
+    """`RunStats.build_ahead` builds a part on a thread (the host op database, while the
+    framework op stats and the overview build the device's): a caller that asks for it
+    meanwhile gets that same value, built once; an error on the thread is not lost, the
+    caller meets it."""
+    import threading
+    import time
+
+    from xprof_widgets.analysis.core import run_stats as rs
+
+    calls, started = [], threading.Event()
+
+    def slow(run):
+        calls.append(threading.current_thread().name)
+        started.set()
+        time.sleep(0.2)
+        return ("db", run)
+
+    monkeypatch.setitem(rs.BUILDERS, "host_op_db", slow)
+    stats = rs.RunStats("a run")
+    stats.build_ahead("host_op_db")
+    assert started.wait(5)
+    assert stats.host_op_db == ("db", "a run") and calls == ["xprof-widgets host_op_db"]
+    stats.build_ahead("host_op_db")  # built already: nothing started
+    assert stats.host_op_db == ("db", "a run") and len(calls) == 1
+
+    def broken(run):
+        calls.append("broken")
+        raise xw.ProfileError("f.xplane.pb", "is broken")
+
+    monkeypatch.setitem(rs.BUILDERS, "host_op_db", broken)
+    stats = rs.RunStats("a run")
+    stats.build_ahead("host_op_db")
+    with pytest.raises(xw.ProfileError, match="is broken"):
+        _ = stats.host_op_db
+    assert calls.count("broken") in (1, 2)  # (the thread's, then the caller's own unless it waited)
+    rs.RunStats(None, host_op_db=None).build_ahead("host_op_db")  # no run: nothing to build

@@ -177,6 +177,8 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     """
     stats = as_stats(source)
     env = stats.perf_env
+    if env["hardware"] != "CPU":
+        stats.build_ahead("host_op_db")  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
     dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
     host = stats.host_op_db

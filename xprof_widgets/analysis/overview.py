@@ -315,6 +315,7 @@ def overview(source: RunStats | RunLike) -> OverviewResult:
     this process). Steps come from the stats' step database (one host's, or the steps all
     hosts share), everything else from all hosts."""
     stats = as_stats(source)
+    stats.build_ahead("host_op_db")  # (while the steps and the device's op database are built)
     return assemble_overview(
         input_pipeline_result(stats),
         stats.op_metrics,

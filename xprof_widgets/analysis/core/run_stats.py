@@ -43,6 +43,7 @@ order into the run's. The tools (`analysis/*.py`) are functions of a `RunStats`.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,7 @@ from typing import Any
 import pandas as pd
 
 from .availability import tool_status
-from .cache import derived
+from .cache import derived, kept
 from .device_time import module_executions, no_module_executions, tpu_duty_cycle
 from .environment import combine_devices, combine_perf_env, hardware, host_device, host_perf_env
 from .gpu_ops import GPU_OP_COLUMNS, gpu_device_ops, gpu_tf_ops, merge_gpu_device_ops
@@ -238,6 +239,25 @@ class RunStats:
         if run is None:
             raise LookupError(f"this RunStats was built without its {name!r}")
         return derived(self, name, lambda: BUILDERS[name](run))
+
+    def build_ahead(self, name: str) -> None:
+        """Start building part `name` on a thread, for a tool that reads it after another
+        part: the compiled stat decoding releases the GIL, so a host's op database
+        (decoding every host thread's `tf_op`) is built while the device's op database is
+        (framework op stats, overview: 150 -> 139 ms on the 45 MB AMD file). A caller that
+        asks for the part meanwhile waits for it (`derived`'s lock); an error is left for
+        that caller to meet (the part is built again there). Nothing where the part is
+        built already or there is no run to build it from."""
+        if self._run is None or name in self._parts or kept(self, name):
+            return
+
+        def build():
+            try:
+                self._part(name)
+            except Exception:  # (raised again to the caller that asks for the part)
+                pass
+
+        threading.Thread(target=build, name=f"xprof-widgets {name}", daemon=True).start()
 
     def materialized(self) -> RunStats:
         """Every part built, and nothing else held (no run, no events): what a host's worker
