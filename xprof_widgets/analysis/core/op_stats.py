@@ -571,7 +571,8 @@ def _gpu_kernel_runs(run, space):
     else:
         runs = {k: np.concatenate([f[k] for f in frames]) for k in frames[0]}
         order = np.argsort(runs["order"], kind="stable")
-        runs = {k: v[order] for k, v in runs.items()}
+        if len(order) and (np.diff(order) != 1).any():  # (in order already where lines come in time order)
+            runs = {k: v[order] for k, v in runs.items()}
         xla = runs["xla"].astype(bool)
         pid = np.asarray(runs["program_id"], dtype=np.float64)
         runs["program_id"] = np.where(xla & ~np.isnan(pid), pid, 0).astype(np.int64)
