@@ -970,3 +970,34 @@ def test_lines_read_two_at_a_time_equal_one_at_a_time(tmp_path, monkeypatch):
         read_xspace(_hand_made_lines(tmp_path, bad=(1, 3)), cache=False)
     with pytest.raises(xw.ProfileError, match="thread 3"):
         read_xspace(_hand_made_lines(tmp_path, bad=(3,)), cache=False)
+
+
+def test_a_file_read_in_two_halves_is_the_file_then_zero_padding(tmp_path, monkeypatch):
+    """Without a progress callback a large file is read in two halves on two threads
+    (`_read_halves`; here from 1 MiB on): the same bytes, then `wire.PADDING` zeros. A file
+    that ends early (cut short while it was read: here the first half stops after 5,000
+    bytes) reads as that short, every byte after them zero, though the second half read."""
+    monkeypatch.setattr(xspace, "_PARALLEL_READ_BYTES", 2**20)
+    size = 3 * 2**20 + 17
+    data = np.random.default_rng(7).integers(1, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(data)
+    assert xspace._in_halves(size) == ((xspace.os.cpu_count() or 1) >= 2)
+    buf, got = xspace.read_padded(path)
+    assert got == size and bytes(buf[:size]) == data and bytes(buf[size:]) == bytes(wire.PADDING)
+    if not xspace._in_halves(size):
+        return
+    real, half = xspace.os.preadv, size // 2 // xspace.mmap.PAGESIZE * xspace.mmap.PAGESIZE
+
+    def cut(fd, buffers, offset):  # the first half ends after 5,000 bytes
+        if offset < half:
+            want = max(0, min(5000 - offset, len(buffers[0])))
+            return real(fd, [buffers[0][:want]], offset) if want else 0
+        reads_second_half[0] = True
+        return real(fd, buffers, offset)
+
+    reads_second_half = [False]
+    monkeypatch.setattr(xspace.os, "preadv", cut)
+    buf, got = xspace.read_padded(path)
+    assert got == 5000 and bytes(buf[:5000]) == data[:5000]
+    assert not any(bytes(buf[5000:])) and reads_second_half[0]
