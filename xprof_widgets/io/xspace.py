@@ -1163,14 +1163,12 @@ def _read_chunks(f, view, progress):
 
 
 def _read_halves(f, view):
-    """`_read_chunks(f, view, None)` with the second half of the file read on a thread where
-    it is large (`_PARALLEL_READ_BYTES`): the kernel's work of a read, a fault and a zeroed
+    """`_read_chunks(f, view, None)` with the second half of the file read on a thread (for
+    a large file: `_in_halves`): the kernel's work of a read, a fault and a zeroed
     page per 4 KiB of fresh memory, then the copy from the page cache, is most of it, and
     runs on both cores so (45 MB: 20 -> 13 ms; 185 MB: 78 -> 51). Bytes read; a file cut
     short while it is read reads as short as its first half says, the rest zeroed again."""
     total = len(view)
-    if not _in_halves(total):
-        return _read_chunks(f, view, None)
     fd, half = f.fileno(), total // 2 // mmap.PAGESIZE * mmap.PAGESIZE
 
     def read(start, stop):
@@ -1235,9 +1233,10 @@ def zeroed_buffer(n, populate=True):
     first touch of a page costs more than the reading that follows). `populate=False`:
     mapped as it is first written (two threads reading a half each share the faults).
     Anonymous memory, not the file's: a file cut short while it is read only reads short."""
-    populate = getattr(mmap, "MAP_POPULATE", 0) if populate else 0
-    if n < _MAPPED_BYTES or not (populate or hasattr(mmap, "MAP_ANONYMOUS")):
+    flag = getattr(mmap, "MAP_POPULATE", 0)
+    if n < _MAPPED_BYTES or (populate and not flag) or not hasattr(mmap, "MAP_ANONYMOUS"):
         return bytearray(n)
+    populate = flag if populate else 0
     try:
         return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
     except (OSError, ValueError, OverflowError):  # (no room to map: the bytearray says so)
