@@ -1064,12 +1064,8 @@ def _groups_nothing(space) -> bool:
     grouping pass (most of a GPU tool's time on tens of MB) finds nothing, so none is made."""
 
     def check():
-        names: set = set()
-        rooted = False
-        for plane in space.planes:
-            if plane.lines:
-                names.update(m.name for m in plane.message.event_metadata.values())
-                rooted = rooted or plane.has_stat("_r")
+        names = _event_names(space)
+        rooted = any(plane.has_stat("_r") for plane in space.planes if plane.lines)
         return bool(names & set(LOOP_OPS)) or not (rooted or names & _STARTING_NAMES)
 
     return derived(space, "groups_nothing", check)
@@ -1084,7 +1080,16 @@ def _ungrouped(space):
 
 def _has_eager_execute(space) -> bool:
     """Whether an event of the file is named `EagerExecute` (found once per file)."""
-    return derived(space, "has_eager_execute", lambda: _names_any(space, EAGER_EXECUTE))
+    return EAGER_EXECUTE in _event_names(space)
+
+
+def _event_names(space) -> frozenset:
+    """The names of the event metadata of the planes with lines (found once per file)."""
+    return derived(
+        space,
+        "event_names",
+        lambda: frozenset(m.name for p in space.planes if p.lines for m in p.message.event_metadata.values()),
+    )
 
 
 #: The name the grouping has in the column cache; a new number when what it computes changes.
@@ -1271,11 +1276,6 @@ class _NoGroups(Mapping):
 
     def __len__(self):
         return len(self._lengths)
-
-
-def _names_any(space, name):
-    """Whether an event metadata of some plane with lines is named `name`."""
-    return any(m.name == name for p in space.planes if p.lines for m in p.message.event_metadata.values())
 
 
 def _split_nodes(nodes, which):
