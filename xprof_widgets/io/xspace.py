@@ -978,6 +978,14 @@ class StatTable:
         codes = np.concatenate([p[1].astype(np.int64) + o for p, o in zip(parts, offsets)])
         return np.concatenate([p[0] for p in parts]), codes, np.concatenate([p[2] for p in parts])
 
+    def str_codes(self, name):
+        """`str_column(name)` as codes: (per event the position of its string in `values`,
+        -1 where it has none; values), without a str object per event."""
+        events, codes, values = self.string_codes(name)
+        at = np.full(self.count, -1, np.int64)
+        at[events] = codes
+        return at, values
+
     def str_column(self, name, fill=""):
         out = filled(self.count, fill)
         events, values = self.strings(name)

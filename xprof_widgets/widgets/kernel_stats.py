@@ -128,16 +128,21 @@ def kernel_hlo_ops(run) -> pd.DataFrame:
         ev = ev[ev["is_xla"].to_numpy(bool) & ev["has_program_id"].to_numpy(bool)]
         if ev.empty:
             continue
-        launch = {d: parse_kernel_details(d) for d in pd.unique(ev["details"])}
-        dims = {k: {d: ",".join(str(x) for x in v[k]) for d, v in launch.items()} for k in ("grid", "block")}
+        # (Texts are Categoricals: launch dims per distinct details, spread by code.)
+        launch = [parse_kernel_details(d) for d in ev["details"].cat.categories]
+        dims = {k: np.array([",".join(str(x) for x in v[k]) for v in launch], dtype=object) for k in ("grid", "block")}
+        details = ev["details"].cat.codes.to_numpy()
+        hlo = ev["hlo_op"].cat.categories
         frames.append(
             pd.DataFrame(
                 {
                     "kernel_name": ev["name"].to_numpy(object),
-                    "grid_dim": ev["details"].map(dims["grid"]).to_numpy(object),
-                    "block_dim": ev["details"].map(dims["block"]).to_numpy(object),
+                    "grid_dim": dims["grid"][details],
+                    "block_dim": dims["block"][details],
                     "program_id": ev["program_id"].to_numpy(np.uint64).astype(object),
-                    "hlo_op": ev["hlo_op"].astype(str).str.split("::").str[-1].to_numpy(object),
+                    "hlo_op": np.array([str(h).split("::")[-1] for h in hlo], dtype=object)[
+                        ev["hlo_op"].cat.codes.to_numpy()
+                    ],
                     "duration_ns": ev["duration_ns"].to_numpy(np.int64),
                 }
             )

@@ -840,22 +840,32 @@ def attributed_ops(run: RunLike, space, plane, li, hlo):
     """`hlo` (a line's `hlo_op` values, one per event) with the kernels of CUDA graphs given
     the op they were attributed (`graph_attribution`) when the run attributes them
     (`Run.attribute_cuda_graphs`); `hlo` itself otherwise, or when the line has none."""
-    if not run.attribute_cuda_graphs:
-        return hlo
-    found = graph_attribution(run, space).ops
-    if not found:
-        return hlo
-    try:
-        entry = found.get((space.index_of(plane), li))
-    except ValueError:  # (not a plane of this space: nothing attributed to it)
-        return hlo
+    entry = attributed_events(run, space, plane, li)
     if entry is None:
         return hlo
     events, ops = entry
     out = np.array(hlo, dtype=object, copy=True)
-    ok = np.array([isinstance(o, str) for o in ops], dtype=bool)
-    out[events[ok]] = ops[ok]
+    out[events] = ops
     return out
+
+
+def attributed_events(run: RunLike, space, plane, li):
+    """(events, ops): the kernels of line `li` of `plane` that `attributed_ops` gives an op
+    (positions on the line) and those ops (str); None where it gives none."""
+    if not run.attribute_cuda_graphs:
+        return None
+    found = graph_attribution(run, space).ops
+    if not found:
+        return None
+    try:
+        entry = found.get((space.index_of(plane), li))
+    except ValueError:  # (not a plane of this space: nothing attributed to it)
+        return None
+    if entry is None:
+        return None
+    events, ops = entry
+    ok = np.array([isinstance(o, str) for o in ops], dtype=bool)
+    return (events[ok], ops[ok]) if ok.any() else None
 
 
 def graph_summary(kernels: pd.DataFrame) -> dict:

@@ -40,9 +40,8 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ...io.xspace import filled
-from .columns import Groups, by_category, factorize
-from .command_buffers import add_summaries, attributed_ops, host_graph_summary
+from .columns import Groups, by_category
+from .command_buffers import add_summaries, attributed_events, host_graph_summary
 from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
 
@@ -176,16 +175,48 @@ def _name_uses_tc(name, vendor):
     return uses_tensor_core(str(name), vendor)
 
 
+class _Texts:
+    """A text column of many lines' events built from each line's string codes: per event
+    a code into the values seen so far (0: "", the value of an event without the stat),
+    made one Categorical at the end, equal strings merged. No str object per event: a
+    host holds 100,000 kernels of a few hundred distinct names and details."""
+
+    def __init__(self):
+        self._codes: list = []
+        self._values: list = [np.array([""], dtype=object)]
+        self._size = 1
+
+    def add_values(self, codes, values):
+        """Events' codes (-1: no value, "") into `values`, a line's own table of texts."""
+        codes = np.asarray(codes)
+        self._codes.append(np.where(codes < 0, 0, codes + self._size))
+        self._values.append(np.asarray(values, dtype=object))
+        self._size += len(values)
+
+    def add_stat(self, table, name, keep):
+        """Stat `name` of a line's events `keep` (positions), as `StatTable.str_column`."""
+        codes, values = table.str_codes(name)
+        self.add_values(codes[keep], values)
+
+    def categorical(self):
+        values = np.concatenate(self._values)
+        merged, distinct = pd.factorize(values)
+        codes = np.concatenate(self._codes) if self._codes else np.zeros(0, np.int64)
+        return pd.Categorical.from_codes(merged[codes], categories=pd.Index(distinct, dtype=object))
+
+
 def host_kernel_events(run, space):
     """The kernel events of a host's GPU planes, in XProf's order (plane, line, event):
-    DataFrame with name, duration_ns, details, tf_op, equation, hlo_op, is_xla (has an
-    `hlo_op` string), program_id (uint64), has_program_id, device_vendor (the plane's
-    `device_vendor` stat, None where unset) and uses_tc (`uses_tensor_core` of its name and
-    vendor, asked once per name of the plane); None without any. A kernel run in a CUDA graph
-    has the op it was attributed as its `hlo_op` when the run attributes them
+    DataFrame with name, duration_ns, details, tf_op, equation, hlo_op (Categoricals of
+    str, "" where the event has none), is_xla (has an `hlo_op` string), program_id
+    (uint64), has_program_id and uses_tc (`uses_tensor_core` of its name and the plane's
+    `device_vendor`, asked once per name of the plane); None without any. A kernel run in
+    a CUDA graph has the op it was attributed as its `hlo_op` when the run attributes them
     (`command_buffers.attributed_ops`). Columns are joined once per host, not made into a
-    frame per line: a host may hold 20,000 GPU planes of a kernel each."""
+    frame per line (a host may hold 20,000 GPU planes of a kernel each), and texts stay
+    codes until then (`_Texts`)."""
     parts = []
+    texts = {k: _Texts() for k in ("name", "details", "tf_op", "equation", "hlo_op")}
     for plane in gpu_planes(space):
         vendor = None
         for li, line in plane.busy_lines:
@@ -195,37 +226,47 @@ def host_kernel_events(run, space):
             if "kernel_details" not in st:
                 continue
             dur_ps = line.event_duration_ps.astype(np.int64)
-            details = st.str_column("kernel_details")
-            keep = np.flatnonzero((dur_ps > 0) & (details != ""))
+            details, detail_values = st.str_codes("kernel_details")
+            written = np.array([v != "" for v in detail_values], dtype=bool)
+            keep = np.flatnonzero((dur_ps > 0) & (details >= 0) & np.append(written, False)[details])
             if not len(keep):
                 continue
             dur_ns = dur_ps // 1000  # XProf stores each launch's duration in whole ns
-            is_xla = np.zeros(len(line), bool)
-            is_xla[st.strings("hlo_op")[0]] = True
             if vendor is None:
                 vendor = (plane.stats.get("device_vendor"),)
                 tensor_core: dict = {}  # a plane's names -> uses_tc by code (by_category)
                 rule = partial(_name_uses_tc, vendor=vendor[0])
             names = line.names()
+            name_codes = np.asarray(names.codes)[keep]
             uses_tc = by_category(tensor_core, names, rule, rule(""), bool)
+            table = line.name_table()
+            texts["name"].add_values(np.where(name_codes < 0, len(table) - 1, name_codes), table)
+            texts["details"].add_values(details[keep], detail_values)
+            texts["tf_op"].add_stat(st, "tf_op", keep)
+            texts["equation"].add_stat(st, "equation", keep)
+            hlo, hlo_values = st.str_codes("hlo_op")
+            is_xla = hlo >= 0  # (a string, before any op of a CUDA graph is given)
+            attributed = attributed_events(run, space, plane, li)
+            if attributed is not None:  # kernels of CUDA graphs given their ops
+                events, ops = attributed
+                hlo[events] = len(hlo_values) + np.arange(len(events))
+                hlo_values = np.concatenate([np.asarray(hlo_values, dtype=object), np.asarray(ops, dtype=object)])
+            texts["hlo_op"].add_values(hlo[keep], hlo_values)
             parts.append(
                 {
-                    "name": line.name_strings(keep),
                     "duration_ns": dur_ns[keep],
-                    "details": details[keep],
-                    "tf_op": st.str_column("tf_op")[keep],
-                    "equation": st.str_column("equation")[keep],
-                    "hlo_op": attributed_ops(run, space, plane, li, st.str_column("hlo_op"))[keep],
                     "is_xla": is_xla[keep],
                     "program_id": st.int_column("program_id", dtype=np.uint64)[keep],
                     "has_program_id": st.present("program_id")[keep],
-                    "device_vendor": filled(len(keep), vendor[0]),
-                    "uses_tc": uses_tc[np.asarray(names.codes)[keep]],
+                    "uses_tc": uses_tc[name_codes],
                 }
             )
     if not parts:
         return None
-    return pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    text = {k: t.categorical() for k, t in texts.items()}
+    order = ["name", "duration_ns", "details", "tf_op", "equation", "hlo_op", "is_xla", "program_id"]
+    return pd.DataFrame({k: text[k] if k in text else columns[k] for k in [*order, "has_program_id", "uses_tc"]})
 
 
 _KEY = [
@@ -253,11 +294,19 @@ def _host_reports(run, space, modules):
     ev = host_kernel_events(run, space)
     if ev is None:
         return None
+    text = ("tf_op", "equation", "hlo_op")
+    codes = {c: ev[c].cat.codes.to_numpy() for c in (*text, "name", "details")}
     # The framework op and its eligibility, per distinct combination (never per event).
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
-    by_combo = Groups(*(ev[c] for c in cols), dropna=False)
+    by_combo = Groups(*(codes[c] if c in text else ev[c] for c in cols), dropna=False)
+    firsts = [
+        np.asarray(ev[c].cat.categories, dtype=object)[by_combo.first(codes[c])]
+        if c in text
+        else by_combo.first(ev[c], skipna=False)
+        for c in cols
+    ]
     names, flags = [], []
-    for t, eq, is_xla, pid, has_pid, hlo, uses in zip(*(by_combo.first(ev[c], skipna=False) for c in cols)):
+    for t, eq, is_xla, pid, has_pid, hlo, uses in zip(*firsts):
         name = parse_tf_op(t)[1] if t else ""
         ok = bool(t) and (einsum_tensor_core_eligible(eq) or op_tensor_core_eligible(name) or uses)
         instr = modules.instruction(int(pid), hlo_op_name(hlo)) if is_xla and has_pid else None
@@ -266,34 +315,35 @@ def _host_reports(run, space, modules):
             ok = op_tensor_core_eligible(name) or ok
         names.append(name)
         flags.append(ok)
-    op_name = np.asarray(names, dtype=object)[by_combo.codes]
+    op_code, op_names = pd.factorize(np.asarray(names, dtype=object))
+    op_code = op_code[by_combo.codes]
     eligible = np.asarray(flags, dtype=bool)[by_combo.codes]
     # Launch details parsed once per distinct text, spread to the events by code; the
     # report's key fields numbered per distinct value (texts differing in occupancy only
     # are one key).
-    code, texts = factorize(ev["details"])
-    launch = [parse_kernel_details(d) for d in texts]
+    code = codes["details"]
+    launch = [parse_kernel_details(d) for d in ev["details"].cat.categories]
     fields = ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")
     launch_key = pd.factorize(
         pd.Series([(*v["grid"], *v["block"], *(v[k] for k in fields)) for v in launch], dtype=object)
     )[0]
-    name = ev["name"].to_numpy(object)
-    g = Groups(name, launch_key[code], op_name, eligible, ev["uses_tc"].to_numpy(bool))
+    uses_tc = ev["uses_tc"].to_numpy(bool)
+    g = Groups(codes["name"], launch_key[code], op_code, eligible, uses_tc)
     first = g.order[g.starts]
     first_launch = [launch[k] for k in code[first].tolist()]
     duration = ev["duration_ns"].to_numpy()
     reports = pd.DataFrame(
         {
-            "kernel_name": name[first],
+            "kernel_name": np.asarray(ev["name"].cat.categories, dtype=object)[codes["name"][first]],
             **{
                 f"{k}_{i}": np.array([v[k][i] for v in first_launch], dtype=np.int64)
                 for k in ("grid", "block")
                 for i in range(3)
             },
             **{k: np.array([v[k] for v in first_launch], dtype=np.int64) for k in fields},
-            "is_kernel_using_tensor_core": ev["uses_tc"].to_numpy(bool)[first],
+            "is_kernel_using_tensor_core": uses_tc[first],
             "is_op_tensor_core_eligible": eligible[first],
-            "op_name": op_name[first],
+            "op_name": np.asarray(op_names, dtype=object)[op_code[first]],
             "occurrences": g.size(),
             "total_duration_ns": g.sum(duration),
             "min_duration_ns": g.min(duration),

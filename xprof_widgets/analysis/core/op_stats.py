@@ -27,10 +27,9 @@ import numpy as np
 import pandas as pd
 
 from ...io import column_cache
-from ...io.xspace import filled
 from .cache import derived, per_run
-from .columns import Groups, by_pair, by_value
-from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_ops, graph_note
+from .columns import Groups, by_pair
+from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_events, graph_note
 from .device_time import device_timespans
 from .gpu_device import gpu_peaks, peak_stat
 from .intervals import children_time
@@ -481,7 +480,7 @@ def _restored_runs(meta, arrays):
                 columns[col] = a.astype(bool)
             else:
                 columns[col] = a.copy()
-        frame = pd.DataFrame(columns)[GPU_RUN_COLUMNS]
+        frame = _runs_frame(columns)
         frame.attrs["command_buffer_kernels"] = int(meta["command_buffer_kernels"])
         return frame, [int(x) for x in meta["spans"]]
     except (KeyError, TypeError, ValueError):
@@ -511,38 +510,51 @@ def _gpu_kernel_runs(run, space):
         group_of = forward_filled_group_ids(space, plane)
         for li, line in lines:
             n = len(line)
-            st = line.stat_columns(names=["hlo_op", "program_id", "tf_op"])
-            hlo = np.asarray(st["hlo_op"], dtype=object) if "hlo_op" in st else np.full(n, None, object)
-            hlo = attributed_ops(run, space, plane, li, hlo)
-            tf_op = np.asarray(st["tf_op"], dtype=object) if "tf_op" in st else np.full(n, None, object)
-            pid = stat_ids(st["program_id"]) if "program_id" in st else np.full(n, np.nan)
-            # Per distinct value (a line has few distinct ops and many kernels).
-            is_hlo = by_value(hlo, lambda v: isinstance(v, str), bool)  # even "": then found nowhere
-            is_tf = ~is_hlo & by_value(tf_op, lambda v: isinstance(v, str) and v != "", bool)
+            # Texts as codes into each line's few distinct values (a line holds 100,000
+            # kernels of a few hundred ops), strings only per entry at the end.
+            st = line.stat_table(names=["hlo_op", "tf_op"])
+            hlo, hlo_values = st.str_codes("hlo_op")
+            attributed = attributed_events(run, space, plane, li)
+            if attributed is not None:  # kernels of CUDA graphs given their ops
+                events, ops = attributed
+                hlo[events] = len(hlo_values) + np.arange(len(events))
+                hlo_values = np.concatenate([np.asarray(hlo_values, dtype=object), np.asarray(ops, dtype=object)])
+            tf, tf_values = st.str_codes("tf_op")
+            program = line.stat_columns(names=["program_id"]).get("program_id")
+            pid = stat_ids(program) if program is not None else np.full(n, np.nan)
+            is_hlo = hlo >= 0  # a string, even "": then found nowhere
+            is_tf = ~is_hlo & np.array([v != "" for v in tf_values] + [False], dtype=bool)[tf]
             idx = np.flatnonzero(is_hlo | is_tf)
             if not len(idx):
                 offset += n
                 continue
-            names = filled(len(idx), "")
-            names[is_hlo[idx]] = by_value(hlo[idx][is_hlo[idx]], hlo_op_name)
+            # Per distinct value: its op's name ("" for a TF op, -1 code).
+            op_names = np.array([hlo_op_name(v) for v in hlo_values] + [""], dtype=object)
+            codes = hlo[idx]
             pids = pid[idx]
-            pids = np.where(np.isnan(pids), -1.0, pids)  # no program id (or not a number): found nowhere
-            found = lambda p, nm: p >= 0 and modules.instruction(int(p), nm) is not None  # noqa: E731
-            keep = ~is_hlo[idx] | by_pair(pids, names, found, where=is_hlo[idx], dtype=bool)
+            # No program id (or not a number): -1, found nowhere. (Whole numbers: grouped by
+            # a table over their range, not hashed.)
+            pids = np.where(np.isnan(pids), -1.0, pids).astype(np.int64)
+            # (Bound per line: the codes are this line's.)
+            found = lambda p, c, op=op_names: p >= 0 and modules.instruction(int(p), op[c]) is not None  # noqa: E731
+            keep = ~is_hlo[idx] | by_pair(pids, codes, found, where=is_hlo[idx], dtype=bool)
             # Kernels of a command buffer: their op is the buffer, no instruction of the program.
-            lost = idx[~keep][by_value(names[~keep], lambda v: str(v).startswith(COMMAND_BUFFER_PREFIX), bool)]
-            in_buffers += len(lost)
-            idx, names, pids = idx[keep], names[keep], pids[keep]
+            buffer = np.array([str(v).startswith(COMMAND_BUFFER_PREFIX) for v in op_names], dtype=bool)
+            in_buffers += int(buffer[codes[~keep]].sum())
+            idx, codes, pids = idx[keep], codes[keep], pids[keep]
             if not len(idx):
                 offset += n
                 continue
+            # One number per distinct name: ops of different values may share a name.
+            same_name = pd.factorize(op_names)[0]
+            names = same_name[codes]
             xla = is_hlo[idx]
             group = group_of[li][idx]
             pos = offset + idx
             # A new entry where the op or step changes (an event without a step compares
             # unequal to any), or a TF op comes between.
             prev_xla = np.concatenate([[False], xla[:-1]])
-            prev_name = np.concatenate([[None], names[:-1]])
+            prev_name = np.concatenate([[-1], names[:-1]])
             prev_group = np.concatenate([[-2], group[:-1]])
             new = ~xla | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
             g = Groups(np.cumsum(new) - 1, sort=True)
@@ -553,8 +565,8 @@ def _gpu_kernel_runs(run, space):
                 {
                     "xla": entry_xla,
                     "program_id": g.first(pids),
-                    "name": g.first(names),
-                    "tf_op": g.first(tf_op[idx]),
+                    "name": op_names[g.first(codes)],
+                    "tf_op": np.append(np.asarray(tf_values, dtype=object), None)[g.first(tf[idx])],
                     "event_name": line.name_table(np.nan)[g.first(np.asarray(line.names().codes)[idx])],
                     "occurrences": g.size(),
                     "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
@@ -577,9 +589,18 @@ def _gpu_kernel_runs(run, space):
         pid = np.asarray(runs["program_id"], dtype=np.float64)
         runs["program_id"] = np.where(xla & ~np.isnan(pid), pid, 0).astype(np.int64)
         runs["tf_op"] = np.where(xla, None, runs["tf_op"]).astype(object)
-        out = pd.DataFrame({k: runs[k] for k in GPU_RUN_COLUMNS})
+        out = _runs_frame(runs)
     out.attrs["command_buffer_kernels"] = in_buffers
     return out, spans
+
+
+def _runs_frame(columns):
+    """The DataFrame of `gpu_kernel_runs` from its columns, the texts as objects (str or
+    None): pandas would check every row to make them its str dtype, 20 ms a file of
+    100,000 entries."""
+    return pd.DataFrame(
+        {k: pd.Series(columns[k], dtype=object) if k in _RUNS_STRINGS else columns[k] for k in GPU_RUN_COLUMNS}
+    )
 
 
 _GPU_COST_COLUMNS = ["flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes"]
