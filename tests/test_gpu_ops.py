@@ -157,6 +157,8 @@ def _db_case(tmp_path):
         Kernel("mystery", 300, 40, op="not_in_hlo", program_id=5, module="jit_f"),  # skipped
         Kernel("exp", 400, 30, op="fusion::e", program_id=5, module="jit_f", stream=2),  # last :: part
         Kernel("Relu", 500, 20, stats={"tf_op": "model/dense/Relu:Relu"}, stream=2),  # a TF op
+        # An hlo_op written as bytes: XProf's StrOrRefValue reads no op there (skipped).
+        Kernel("exp", 600, 10, op=b"e", program_id=5, module="jit_f", stream=2),  # type: ignore[arg-type]
         Kernel("copy", 900, 5, stream=2),  # neither: only extends the span
     ]
     k1 = [Kernel("exp", 0, 10, op="e", program_id=5, module="jit_f")]
