@@ -1001,3 +1001,15 @@ def test_a_file_read_in_two_halves_is_the_file_then_zero_padding(tmp_path, monke
     buf, got = xspace.read_padded(path)
     assert got == 5000 and bytes(buf[:5000]) == data[:5000]
     assert not any(bytes(buf[5000:])) and reads_second_half[0]
+
+
+@pytest.mark.parametrize("n,top", [(0, 1), (1, 5), (100, 50), (10_000, 300), (50, 2**63 + 5), (1000, 10**9)])
+def test_distinct_ref_ids_are_numpys_unique(n, top):
+    """`_distinct` (a table over a small range of ids, else a sort) gives what
+    `np.unique(..., return_inverse=True)` gives: the ids sorted, each value's position."""
+    from xprof_widgets.io.xspace import _distinct
+
+    ids = np.random.default_rng(n).integers(0, top, n, dtype=np.uint64)
+    got, want = _distinct(ids), np.unique(ids, return_inverse=True)
+    assert got[0].dtype == want[0].dtype and got[0].tolist() == want[0].tolist()
+    assert got[1].tolist() == want[1].tolist()

@@ -879,7 +879,7 @@ class StatTable:
     def _ref_names(self, raw):
         """Ref values (stat ids) as (codes, names): raw[i] is the stat named names[codes[i]]
         ("" for an id without metadata); each distinct id looked up once."""
-        uniq, codes = np.unique(raw, return_inverse=True)
+        uniq, codes = _distinct(raw)
         names_by_id = self.plane.stat_names
         return codes, np.array([names_by_id.get(int(u), "") for u in uniq], dtype=object)
 
@@ -1000,6 +1000,19 @@ class StatTable:
         codes[events] = at + 1
         # Equal strings from different kinds or byte strings merge.
         return categorical(codes, np.concatenate([np.array([fill], dtype=object), values]))
+
+
+def _distinct(ids):
+    """`np.unique(ids, return_inverse=True)` of unsigned ids; where they lie in a small range
+    (stat metadata ids: a few hundred), by a table over it, without a sort of every value."""
+    ids = np.asarray(ids)
+    top = int(ids.max()) if len(ids) else 0
+    if top >= 4 * len(ids) + 4096:
+        return np.unique(ids, return_inverse=True)
+    used = np.zeros(top + 1, bool)
+    used[ids] = True
+    rank = np.cumsum(used) - 1
+    return np.flatnonzero(used).astype(ids.dtype), rank[ids]
 
 
 def _column(values):
