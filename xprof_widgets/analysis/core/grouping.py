@@ -1009,7 +1009,7 @@ def _computed(space, eager=True):
     found them is kept already. A file without `EagerExecute` has no eager node: one pass
     (none looked for, {} found) serves both."""
 
-    _mark_read_ahead(space)
+    derived(space, "gpu_read_ahead", lambda: _mark_read_ahead(space))  # (once: a file may hold 20,000 planes)
     if _groups_nothing(space):
         return derived(space, "grouping", lambda: _ungrouped(space))
 
