@@ -188,7 +188,7 @@ class _Texts:
 
     def add_values(self, codes, values):
         """Events' codes (-1: no value, "") into `values`, a line's own table of texts."""
-        codes = np.asarray(codes)
+        codes = np.asarray(codes, dtype=np.int64)  # (a Categorical's codes may be int8)
         self._codes.append(np.where(codes < 0, 0, codes + self._size))
         self._values.append(np.asarray(values, dtype=object))
         self._size += len(values)
