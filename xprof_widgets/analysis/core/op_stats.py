@@ -659,10 +659,6 @@ def _gpu_op_metrics(run):
         c = modules.costs(int(program_id), "gpu")
         return c.of(name) if c is not None else (0, 0, 0, 0, 0)
 
-    costs = by_pair(runs["program_id"], runs["name"], cost, where=xla, dtype=np.float64, shape=(5,))
-    occ = runs["occurrences"].to_numpy(np.float64)
-    flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
-    model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
     tf_names = {v: parse_tf_op(v) for v in set(runs.loc[~runs["xla"], "tf_op"].dropna())}
     names = runs["name"].to_numpy(dtype=object).copy()
     tf = np.flatnonzero(~xla)  # TF ops: few on XLA programs, each named after its TF op and kernel
@@ -673,6 +669,14 @@ def _gpu_op_metrics(run):
     # (Columns, one DataFrame at the end: a pod's worker builds this for every host.)
     g = Groups(program_id, names)
     first_rows = g.order[g.starts]
+    # An XLA entry's (program, name) is its op's key: its costs asked once per op.
+    op_costs = np.zeros((g.n, 5))
+    for k in np.flatnonzero(g.any(xla)):
+        op_costs[k] = cost(program_id[first_rows[k]], names[first_rows[k]])
+    costs = np.where(xla[:, None], op_costs[g.codes], 0.0)
+    occ = runs["occurrences"].to_numpy(np.float64)
+    flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
+    model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
     sums = {
         "occurrences": g.sum(runs["occurrences"].to_numpy(np.int64)),
         "time_ps": g.sum(runs["time_ps"].to_numpy(np.int64)),
