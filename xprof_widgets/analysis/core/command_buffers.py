@@ -849,6 +849,19 @@ def attributed_ops(run: RunLike, space, plane, li, hlo):
     return out
 
 
+def attributed_codes(run: RunLike, space, plane, li, codes, values):
+    """`attributed_ops` of a line's `hlo_op` read as codes (`StatTable.str_codes`: per event
+    a position in `values`, -1 none): (codes, values) with each attributed kernel's code
+    pointing at its op, appended to the values; the same arrays where none is."""
+    entry = attributed_events(run, space, plane, li)
+    if entry is None:
+        return codes, values
+    events, ops = entry
+    codes = codes.copy()
+    codes[events] = len(values) + np.arange(len(events))
+    return codes, np.concatenate([np.asarray(values, dtype=object), np.asarray(ops, dtype=object)])
+
+
 def attributed_events(run: RunLike, space, plane, li):
     """(events, ops): the kernels of line `li` of `plane` that `attributed_ops` gives an op
     (positions on the line) and those ops (str); None where it gives none."""

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .columns import Groups, by_category
-from .command_buffers import add_summaries, attributed_events, host_graph_summary
+from .command_buffers import add_summaries, attributed_codes, host_graph_summary
 from .planes import KERNEL_STATS, TPU_PLANE_PREFIX, gpu_planes, is_derived_id
 from .tf_op import hlo_op_name, parse_tf_op, tf_op_fullname
 
@@ -246,11 +246,7 @@ def host_kernel_events(run, space):
             texts["equation"].add_stat(st, "equation", keep)
             hlo, hlo_values = st.str_codes("hlo_op")
             is_xla = hlo >= 0  # (a string, before any op of a CUDA graph is given)
-            attributed = attributed_events(run, space, plane, li)
-            if attributed is not None:  # kernels of CUDA graphs given their ops
-                events, ops = attributed
-                hlo[events] = len(hlo_values) + np.arange(len(events))
-                hlo_values = np.concatenate([np.asarray(hlo_values, dtype=object), np.asarray(ops, dtype=object)])
+            hlo, hlo_values = attributed_codes(run, space, plane, li, hlo, hlo_values)
             texts["hlo_op"].add_values(hlo[keep], hlo_values)
             parts.append(
                 {

@@ -29,7 +29,7 @@ import pandas as pd
 from ...io import column_cache
 from .cache import derived, per_run
 from .columns import Groups, by_pair
-from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_events, graph_note
+from .command_buffers import COMMAND_BUFFER_PREFIX, attributed_codes, graph_note
 from .device_time import device_timespans
 from .gpu_device import gpu_peaks, peak_stat
 from .intervals import children_time
@@ -513,12 +513,8 @@ def _gpu_kernel_runs(run, space):
             # Texts as codes into each line's few distinct values (a line holds 100,000
             # kernels of a few hundred ops), strings only per entry at the end.
             st = line.stat_table(names=["hlo_op", "tf_op"])
-            hlo, hlo_values = st.str_codes("hlo_op")
-            attributed = attributed_events(run, space, plane, li)
-            if attributed is not None:  # kernels of CUDA graphs given their ops
-                events, ops = attributed
-                hlo[events] = len(hlo_values) + np.arange(len(events))
-                hlo_values = np.concatenate([np.asarray(hlo_values, dtype=object), np.asarray(ops, dtype=object)])
+            # Kernels of CUDA graphs given their ops.
+            hlo, hlo_values = attributed_codes(run, space, plane, li, *st.str_codes("hlo_op"))
             tf, tf_values = st.str_codes("tf_op")
             program = line.stat_columns(names=["program_id"]).get("program_id")
             pid = stat_ids(program) if program is not None else np.full(n, np.nan)
