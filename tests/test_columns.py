@@ -153,3 +153,31 @@ def test_by_category_runs_the_rule_once_a_name_per_categories_object():
     assert other_plane.categories is not plane.categories
     assert columns.by_category(kept, other_plane, rule, -1, np.int64).tolist() == [2, 3, -1]
     assert calls == ["ab", "xyz", "ab", "xyz"]
+
+
+@pytest.mark.parametrize("kind", ["small", "wide", "object"])
+def test_by_pair_asks_each_distinct_pair_once_and_maps_every_row(kind):
+    """`by_pair` on integers of small ranges (tables, no grouping), of wide ones and on
+    objects (grouped): one call per distinct pair among `where`'s rows, with that pair's
+    values, and each row gets its pair's answer; rows outside `where` the empty value."""
+    rng = np.random.default_rng(["small", "wide", "object"].index(kind))
+    for trial in range(40):
+        n = int(rng.integers(0, 300))
+        first = rng.integers(-1, 4, n) * (2**40 if kind == "wide" else 1)
+        second = rng.integers(0, 6, n)
+        if kind == "object":
+            second = np.array([f"op{v}" if v else None for v in second], dtype=object)
+        where = rng.random(n) < 0.7 if trial % 2 else None
+        calls = []
+
+        def rule(a, b, calls=calls):
+            calls.append((a, b))
+            return f"{a}:{b}"
+
+        out = columns.by_pair(first, second, rule, where=where)
+        rows = range(n) if where is None else np.flatnonzero(where)
+        assert sorted(map(repr, calls)) == sorted(map(repr, {(first[i], second[i]) for i in rows}))
+        expected = [f"{first[i]}:{second[i]}" if where is None or where[i] else None for i in range(n)]
+        assert out.tolist() == expected
+        flags = columns.by_pair(first, second, lambda a, b: a >= 0, where=where, dtype=bool)
+        assert flags.tolist() == [bool(first[i] >= 0 and (where is None or where[i])) for i in range(n)]

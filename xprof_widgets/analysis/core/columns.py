@@ -77,18 +77,39 @@ def by_pair(first, second, rule: Callable[[object, object], object], *, where=No
     rows, the other rows getting the dtype's empty value (None, 0, False). `shape`: the
     shape of one result (a tuple of costs: `(5,)`). Pairs equal as pandas hashes them
     count as one (see `by_value`)."""
-    g = Groups(first, second, dropna=False)  # a missing value is one value here
-    pair = g.codes
-    a_of, b_of = g.first(first, skipna=False), g.first(second, skipna=False)
-    out = np.zeros((g.n, *shape), dtype=dtype)
+    where = None if where is None else np.asarray(where, bool)
+    pair, size, at = _small_pairs(first, second, where)
+    if pair is None:  # (any other keys: grouped)
+        g = Groups(first, second, dropna=False)  # a missing value is one value here
+        pair, size = g.codes, g.n
+        rows = g.order if where is None else g.order[where[g.order]]  # (by pair, in row order)
+        runs = np.flatnonzero(np.diff(pair[rows], prepend=-1))
+        at = np.full(size, -1, np.int64)
+        at[pair[rows[runs]]] = rows[runs]  # each pair's first row
+    out = np.zeros((size, *shape), dtype=dtype)
     if np.dtype(dtype) == object:
         out.fill(None)
-    for k in range(g.n) if where is None else np.unique(pair[where]):
-        out[k] = rule(a_of[k], b_of[k])
+    a, b = np.asarray(first), np.asarray(second)
+    for k in np.flatnonzero(at >= 0):
+        out[k] = rule(a[at[k]], b[at[k]])
     rows = out[pair]
     if where is not None:
-        rows[~np.asarray(where, bool)] = None if np.dtype(dtype) == object else 0
+        rows[~where] = None if np.dtype(dtype) == object else 0
     return rows
+
+
+def _small_pairs(first, second, where):
+    """For `by_pair` where both columns are integers of small ranges (`_ranks`): (each row's
+    pair number, how many numbers, per number a row of that pair (of `where`'s rows), -1
+    where none); (None, 0, None) otherwise. Tables over the ranges: no hashing, no sort."""
+    a, b = _ranks(first), _ranks(second)
+    if a is None or b is None or a[1] * b[1] > 4 * len(a[0]) + 4096:
+        return None, 0, None
+    pair, size = a[0] * b[1] + b[0], a[1] * b[1]
+    rows = np.arange(len(pair)) if where is None else np.flatnonzero(where)
+    at = np.full(size, -1, np.int64)
+    at[pair[rows]] = rows  # (a row of each pair: its values are the pair's, exactly)
+    return pair, size, at
 
 
 def _codes(key, sort, dropna):
@@ -245,8 +266,12 @@ class Groups:
         col, uniques = factorize(values)
         keep = (col >= 0) & (self.codes >= 0)
         width = len(uniques) + 1
-        pairs = np.unique(self.codes[keep] * width + col[keep])
-        return np.bincount(pairs // width, minlength=self.n).astype(np.int64)
+        pairs = self.codes[keep] * width + col[keep]
+        if self.n * width <= 4 * len(pairs) + 4096:  # (a table of the pairs: no sort)
+            seen = np.zeros(self.n * width, bool)
+            seen[pairs] = True
+            return seen.reshape(self.n, width).sum(axis=1, dtype=np.int64)
+        return np.bincount(np.unique(pairs) // width, minlength=self.n).astype(np.int64)
 
     def frame(self, keys=None, **columns):
         """A DataFrame of one row per group: `keys` ({name: key column}) at each group's

@@ -546,30 +546,31 @@ def _gpu_kernel_runs(run, space):
             names = same_name[codes]
             xla = is_hlo[idx]
             group = group_of[li][idx]
-            pos = offset + idx
             # A new entry where the op or step changes (an event without a step compares
             # unequal to any), or a TF op comes between.
             prev_xla = np.concatenate([[False], xla[:-1]])
             prev_name = np.concatenate([[-1], names[:-1]])
             prev_group = np.concatenate([[-2], group[:-1]])
             new = ~xla | ~prev_xla | (names != prev_name) | (group != prev_group) | (group < 0)
-            g = Groups(np.cumsum(new) - 1, sort=True)
+            # Entries are runs of consecutive kernels: each one's first and last kernel
+            # (positions on the line), no grouping sort. (The first kernel starts one.)
+            starts = np.flatnonzero(new)
+            first, last = idx[starts], idx[np.append(starts[1:], len(idx)) - 1]
+            entry_xla = xla[starts]
             # (Columns per line, one DataFrame per file: a host may hold thousands of lines.)
-            first, last = g.first(pos), g.last(pos)
-            entry_xla = g.first(xla)
             frames.append(
                 {
                     "xla": entry_xla,
-                    "program_id": g.first(pids),
-                    "name": op_names[g.first(codes)],
-                    "tf_op": np.append(np.asarray(tf_values, dtype=object), None)[g.first(tf[idx])],
-                    "event_name": line.name_table(np.nan)[g.first(np.asarray(line.names().codes)[idx])],
-                    "occurrences": g.size(),
-                    "time_ps": g.sum(line.event_duration_ps[idx].astype(np.int64)),
-                    "is_eager": g.first(of_line(eager, plane, li, False)[idx]),
+                    "program_id": pids[starts],
+                    "name": op_names[codes[starts]],
+                    "tf_op": np.append(np.asarray(tf_values, dtype=object), None)[tf[first]],
+                    "event_name": line.name_table(np.nan)[np.asarray(line.names().codes)[first]],
+                    "occurrences": np.diff(np.append(starts, len(idx))),
+                    "time_ps": np.add.reduceat(line.event_duration_ps[idx].astype(np.int64), starts),
+                    "is_eager": of_line(eager, plane, li, False)[first],
                     # An XLA entry enters XProf's database when the next op arrives: after
                     # its last event.
-                    "order": np.where(entry_xla, last + 0.5, first),
+                    "order": np.where(entry_xla, offset + last + 0.5, offset + first),
                     "device": np.full(len(first), d, np.int64),
                 }
             )
@@ -595,7 +596,8 @@ def _runs_frame(columns):
     None): pandas would check every row to make them its str dtype, 20 ms a file of
     100,000 entries."""
     return pd.DataFrame(
-        {k: pd.Series(columns[k], dtype=object) if k in _RUNS_STRINGS else columns[k] for k in GPU_RUN_COLUMNS}
+        {k: pd.Series(columns[k], dtype=object) if k in _RUNS_STRINGS else columns[k] for k in GPU_RUN_COLUMNS},
+        copy=False,  # (a block per column: not stacked into one of each dtype, a copy)
     )
 
 
@@ -617,9 +619,11 @@ def _gpu_op_metrics(run):
         planes = gpu_planes(space)
         if first_plane is None and planes:
             first_plane = planes[0]
-        busy = runs.groupby("device")["time_ps"].sum() if len(runs) else pd.Series(dtype=np.int64)
+        device = runs["device"].to_numpy(np.int64)
+        busy = np.zeros(len(spans), np.int64)  # (the planes' kernel time, exact in int64)
+        np.add.at(busy, device[device < len(spans)], runs["time_ps"].to_numpy(np.int64)[device < len(spans)])
         for d, span in enumerate(spans):
-            t = int(busy.get(d, 0))
+            t = int(busy[d])
             total += max(span, t)
             op_time += t
         if len(runs):
@@ -669,14 +673,16 @@ def _gpu_op_metrics(run):
     op_costs = np.zeros((g.n, 5))
     for k in np.flatnonzero(g.any(xla)):
         op_costs[k] = cost(program_id[first_rows[k]], names[first_rows[k]])
-    costs = np.where(xla[:, None], op_costs[g.codes], 0.0)
-    occ = runs["occurrences"].to_numpy(np.float64)
-    flops, model, nbytes, read, write = (costs[:, k] * occ for k in range(5))
-    model = np.where(costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
+    occurrences = runs["occurrences"].to_numpy(np.int64)
+    # An op's kernels of XLA entries times its costs (every XLA entry of a group has them;
+    # whole numbers, exact in float64 as XProf's per-entry products summed).
+    xla_kernels = g.sum(np.where(xla, occurrences, 0)).astype(np.float64)
+    flops, model, nbytes, read, write = (op_costs[:, k] * xla_kernels for k in range(5))
+    model = np.where(op_costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
     sums = {
-        "occurrences": g.sum(runs["occurrences"].to_numpy(np.int64)),
+        "occurrences": g.sum(occurrences),
         "time_ps": g.sum(runs["time_ps"].to_numpy(np.int64)),
-        **dict(zip(_GPU_COST_COLUMNS, (g.sum(c) for c in (flops, model, nbytes, read, write)))),
+        **dict(zip(_GPU_COST_COLUMNS, (flops, model, nbytes, read, write))),
     }
     op_xla, op_tf = g.first(xla), g.first(runs["tf_op"].to_numpy())
     rows = []
@@ -722,8 +728,8 @@ def _gpu_op_metrics(run):
     for c in SUM_COLUMNS:
         columns.setdefault(c, np.zeros(g.n, np.int64))
     columns["flops_estimated"] = np.zeros(g.n, bool)
-    ops = pd.DataFrame(columns)
-    notes = graph_note(run, int(runs["occurrences"].sum()) + in_buffers)
+    ops = pd.DataFrame(columns, copy=False)  # (a block per column, not stacked: a copy)
+    notes = graph_note(run, int(occurrences.sum()) + in_buffers)
     return DeviceOpMetrics(ops, total, op_time, dict(modules.names), peaks, source="gpu", notes=notes)
 
 
