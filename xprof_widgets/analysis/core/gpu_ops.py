@@ -12,13 +12,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .columns import Groups, by_pair
+from .columns import Groups
 from .op_stats import gpu_kernel_runs
 from .planes import TPU_PLANE_PREFIX
 from .tf_op import parse_tf_op
 from .xla_ops import program_modules
 
 GPU_OP_COLUMNS = ["order", "program_id", "name", "framework_op", "occurrences", "time_ps", "is_eager"]
+#: The columns of `merge_gpu_device_ops`' result, in its order.
+_MERGED_COLUMNS = ["program_id", "name", "order", "framework_op", "occurrences", "time_ps", "is_eager"]
 
 
 # One device op (program id, name) from its kernel runs, or from several files' rows.
@@ -50,24 +52,32 @@ def gpu_device_ops(run, space) -> pd.DataFrame:
     runs, _ = gpu_kernel_runs(run, space)
     if runs.empty:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
-    runs = runs.copy()  # (kept with the file: its names are rewritten here)
     modules = program_modules(run)
     tf_names = {v: parse_tf_op(v)[1] for v in set(runs.loc[~runs["xla"], "tf_op"])}
-
-    def provenance(pid, name):  # per distinct XLA op: its instruction's framework op
-        op_name = modules.instruction(int(pid), name).metadata.op_name
-        return parse_tf_op(op_name)[1] if op_name else name
-
     xla = runs["xla"].to_numpy(bool)
     tf = np.flatnonzero(~xla)  # TF ops: few on XLA programs
-    names = runs["name"].to_numpy(dtype=object).copy()
+    names = runs["name"].to_numpy(dtype=object).copy()  # (the runs are kept with the file)
     tf_op = runs["tf_op"].to_numpy()
     names[tf] = [f"{tf_names[t]}/{e}" for t, e in zip(tf_op[tf], runs["event_name"].to_numpy()[tf])]
-    runs["name"] = names
-    framework = by_pair(runs["program_id"], names, provenance, where=xla)
-    framework[tf] = [tf_names[t] for t in tf_op[tf]]
-    runs["framework_op"] = framework
-    return _device_ops(runs)[GPU_OP_COLUMNS]
+    program_id = runs["program_id"].to_numpy()
+    g = Groups(program_id, names)
+    # A device op's framework op is its first entry's: per XLA op its instruction's
+    # (asked once per op), per TF op its TF op's name.
+    first_rows = g.order[g.starts]
+    framework = np.empty(g.n, dtype=object)
+    for k, row in enumerate(first_rows):
+        if xla[row]:
+            op_name = modules.instruction(int(program_id[row]), names[row]).metadata.op_name
+            framework[k] = parse_tf_op(op_name)[1] if op_name else names[row]
+        else:
+            framework[k] = tf_names[tf_op[row]]
+    return g.frame(
+        {"order": runs["order"], "program_id": program_id, "name": names},
+        framework_op=framework,
+        occurrences=g.sum(runs["occurrences"]),
+        time_ps=g.sum(runs["time_ps"]),
+        is_eager=g.any(runs["is_eager"]),
+    )[GPU_OP_COLUMNS]
 
 
 def merge_gpu_device_ops(frames, merged=None):
@@ -79,6 +89,8 @@ def merge_gpu_device_ops(frames, merged=None):
     frames = [merged, *frames] if merged is not None and not merged.empty else frames
     if not frames:
         return pd.DataFrame(columns=GPU_OP_COLUMNS)
+    if len(frames) == 1 and merged is None:  # (one file's ops are distinct already)
+        return frames[0].reset_index(drop=True)[_MERGED_COLUMNS]
     ops = pd.concat(frames, ignore_index=True)
     return _device_ops(ops)
 
