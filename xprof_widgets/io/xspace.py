@@ -776,6 +776,9 @@ class StatTable:
             if len(events):
                 at = pos[events]
                 self._from_metadata[name] = (events, kind[at], raw[at], text[at])
+        # `str_codes` per stat name, shared with the tables `take` cuts of the same events
+        # (the op database and the kernel reports read a line's `hlo_op` and `tf_op`).
+        self._codes_of: dict = {}
 
     def take(self, names=None, events=None):
         """This table restricted to stats `names` and to `events` (positions here, ascending)."""
@@ -787,6 +790,7 @@ class StatTable:
             out._from_metadata = {k: v for k, v in self._from_metadata.items() if keep(k)}
             return out
         events = np.asarray(events, dtype=np.int64)
+        out._codes_of = {}
         new_pos = np.full(self.count, -1, dtype=np.int32 if len(events) < 2**31 else np.int64)
         new_pos[events] = np.arange(len(events))
         out.count = len(events)
@@ -980,11 +984,20 @@ class StatTable:
 
     def str_codes(self, name):
         """`str_column(name)` as codes: (per event the position of its string in `values`,
-        -1 where it has none; values), without a str object per event."""
-        events, codes, values = self.string_codes(name)
-        at = np.full(self.count, -1, np.int64)
-        at[events] = codes
-        return at, values
+        -1 where it has none; values), without a str object per event. Made once per stat
+        of these events; read-only arrays (copy to change them)."""
+        # (A table cut to other names shares the dict: a name it lacks is not kept there.)
+        has = name in self._stats or name in self._from_metadata
+        found = self._codes_of.get(name) if has else None
+        if found is None:
+            events, codes, values = self.string_codes(name)
+            at = np.full(self.count, -1, np.int64)
+            at[events] = codes
+            at.flags.writeable = values.flags.writeable = False
+            found = (at, values)
+            if has:
+                self._codes_of[name] = found
+        return found
 
     def str_column(self, name, fill=""):
         out = filled(self.count, fill)

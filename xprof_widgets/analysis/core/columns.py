@@ -123,8 +123,12 @@ def _ranks(key):
     of integers (or booleans) of a small range, by a table over that range: no hashing, the
     values' order. None for any other column (then `factorize` numbers it)."""
     values = np.asarray(key)
-    if values.dtype.kind not in "iub" or not len(values) or (values.dtype.kind == "u" and values.dtype.itemsize == 8):
+    if values.dtype.kind not in "iub" or not len(values):
         return None
+    if values.dtype.kind == "u" and values.dtype.itemsize == 8:  # (ids: below 2**63 as int64)
+        if int(values.max()) >= 2**63:
+            return None
+        values = values.view(np.int64)
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= min(2**20, 4 * len(values) + 4096):
         return None
