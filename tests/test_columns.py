@@ -121,15 +121,20 @@ def test_factorize_is_pandas_factorize(sort, use_na_sentinel):
 
 
 @pytest.mark.parametrize("sort", [False, True])
-def test_groups_are_the_same_without_numpys_fast_ufunc_at(monkeypatch, sort):
-    """Before numpy 1.25 the combined keys are hashed (pandas' factorize) instead of
-    numbered by tables: the same groups in the same order."""
+def test_groups_are_the_same_where_combined_keys_are_hashed_not_tabled(monkeypatch, sort):
+    """Combined keys of a wide range are hashed (`factorize`) instead of ranked by a table
+    over the range: the same groups in the same order, rows in the same order."""
     rng = np.random.default_rng(11 + sort)
     keys = [rng.integers(0, 40, 3000), rng.random(3000) < 0.5, rng.integers(-5, 5, 3000).astype(np.int16)]
-    fast = Groups(*keys, sort=sort)
-    monkeypatch.setattr(columns, "_FAST_AT", False)
-    slow = Groups(*keys, sort=sort)
-    assert np.array_equal(fast.codes, slow.codes) and np.array_equal(fast.order, slow.order)
+    keys[1] = np.where(rng.random(3000) < 0.1, None, keys[1]).astype(object)  # (some missing)
+    tabled = Groups(*keys, sort=sort)
+    dense = columns._dense
+    monkeypatch.setattr(
+        columns, "_dense", lambda values, size, sort: dense(values, 4 * len(values) + 4097 + size, sort)
+    )
+    hashed = Groups(*keys, sort=sort)
+    assert np.array_equal(tabled.codes, hashed.codes) and np.array_equal(tabled.order, hashed.order)
+    assert (tabled.codes >= 0).sum() < 3000  # (rows with a missing key in no group)
 
 
 def test_by_category_runs_the_rule_once_a_name_per_categories_object():

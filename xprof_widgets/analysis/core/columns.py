@@ -139,26 +139,17 @@ def _ranks(key):
     return rank[shifted], int(rank[-1]) + 1
 
 
-#: numpy's `ufunc.at` is a fast loop from 1.25 on (before, about 100 ns a row: slower than
-#: hashing the values).
-_FAST_AT = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (1, 25)
-
-
-def _numbered(values, size, sort):
-    """`pd.factorize(values, sort=sort)[0]` of non-negative integers below `size`: where that
-    range is small, by tables over it (each value's first row, then the values present in
-    order of first appearance, or of value), without hashing."""
-    n = len(values)
-    if size > 4 * n + 4096 or not _FAST_AT:
-        return pd.factorize(values, sort=sort)[0]
-    first = np.full(size, n, np.int64)
-    np.minimum.at(first, values, np.arange(n, dtype=np.int64))
-    present = np.flatnonzero(first < n)  # in value order
-    if not sort:
-        present = present[np.argsort(first[present])]
-    table = np.empty(size, np.int64)
-    table[present] = np.arange(len(present), dtype=np.int64)
-    return table[values]
+def _dense(values, size, sort):
+    """(`pd.factorize(values, sort=sort)` codes or each value's rank among the distinct
+    values, how many there are, whether they are ranks) of non-negative integers below
+    `size`: ranks by a table over that range where it is small (no hashing), else hashed."""
+    if size > 4 * len(values) + 4096:
+        codes, distinct = pd.factorize(values, sort=sort)
+        return codes, len(distinct), False
+    used = np.zeros(size, bool)
+    used[values] = True
+    rank = np.cumsum(used) - 1
+    return rank[values], (int(rank[-1]) + 1 if size else 0), True
 
 
 class Groups:
@@ -193,21 +184,46 @@ class Groups:
             codes, size = codes * width + col, size * width
         if codes is None:
             raise ValueError("Groups needs one key column or more")
-        if len(keys) > 1 or missing.any() or (ranked and not sort):
-            combined, codes = codes, np.full(len(codes), -1, np.int64)
-            codes[~missing] = _numbered(combined[~missing], size, sort)
-        self.codes = codes  # per row: its group, -1 none
-        groups = int(codes.max()) + 1 if len(codes) else 0
+        n = len(codes)
+        # Groups numbered in key order first (`ranks`: a table), then, unless sorted,
+        # renumbered in order of first appearance with the rows' order already grouped:
+        # one stable sort. (Keys of a wide range: hashed, numbered as wanted at once.)
+        renumber = len(keys) > 1 or bool(missing.any()) or (ranked and not sort)
+        rows = None if not missing.any() else np.flatnonzero(~missing)
+        if renumber:
+            ranks, groups, renumber = _dense(codes if rows is None else codes[rows], size, sort)
+        else:  # (one key numbered as wanted already, none missing)
+            ranks, groups = codes, int(codes.max()) + 1 if n else 0
         # A stable sort of 16-bit codes is a radix sort: 4-5 times one of int64 codes.
         narrow = np.int16 if groups < 2**15 else np.int32 if groups < 2**31 else np.int64
-        order = np.argsort(codes.astype(narrow, copy=False), kind="stable")
-        order = order[np.searchsorted(codes[order], 0) :]  # rows without a group left out
-        self.order = order  # rows, group by group, in row order within a group
-        sorted_codes = codes[order]
-        change = np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]) if len(order) else order > 0
-        self.starts = np.flatnonzero(change)
-        self.sizes = np.diff(np.append(self.starts, len(order)))
-        self.n = len(self.starts)
+        order = np.argsort(ranks.astype(narrow, copy=False), kind="stable")
+        sorted_ranks = ranks[order]
+        if rows is not None:
+            order = rows[order]
+        change = np.concatenate([[True], sorted_ranks[1:] != sorted_ranks[:-1]]) if len(order) else order > 0
+        starts = np.flatnonzero(change)
+        sizes = np.diff(np.append(starts, len(order)))
+        if renumber and not sort and len(starts):
+            # Groups by their first rows (the stable sort keeps each group's rows in order),
+            # their blocks of `order` moved to match.
+            by_first = np.argsort(order[starts])  # (distinct rows: no stable sort needed)
+            new_of_rank = np.empty(len(starts), np.int64)
+            new_of_rank[by_first] = np.arange(len(starts), dtype=np.int64)
+            ranks = new_of_rank[ranks]
+            sizes = sizes[by_first]
+            moved = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            order = order[np.repeat(starts[by_first] - moved, sizes) + np.arange(len(order))]
+            starts = moved
+        if rows is None:
+            self.codes = ranks.astype(np.int64, copy=False)
+        else:
+            self.codes = np.full(n, -1, np.int64)
+            self.codes[rows] = ranks
+        # per row: its group, -1 none; rows group by group, in row order within a group
+        self.order = order
+        self.starts = starts
+        self.sizes = sizes
+        self.n = len(starts)
 
     def size(self):
         return self.sizes.astype(np.int64)
