@@ -181,15 +181,16 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
         stats.build_ahead("host_op_db")  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
     dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
-    host = stats.host_op_db
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
     if dev is not None and db is not None:
         total = db.total_op_time_ps if exclude_idle else db.total_time_ps
+        # (The kernel reports before the host's database is waited for: built meanwhile.)
         parts.append(
             _records(dev, "Device", total, env, _tensor_core_share(stats.kernels) if gpu else None, exclude_idle)
         )
+    host = stats.host_op_db
     if host is not None:
         hdb, total_time, op_time = host
         parts.append(_records(hdb, "Host", op_time if exclude_idle else total_time, env, None, exclude_idle))
