@@ -257,7 +257,7 @@ def _inputs(run, space, plane, li, line, group, modules, tree):
     cols = line.stat_columns(names=_STATS, metadata=False)
     kernel = _str_col(cols, "kernel_details", n)
     graph_exec = _int_col(cols, "cuda_graph_exec_id", n)
-    keep = np.array([bool(k) for k in kernel], dtype=bool) | ~np.isnan(graph_exec)
+    keep = ((kernel != None) & (kernel != "")) | ~np.isnan(graph_exec)  # noqa: E711 (str or None)
     order = _sorted_events(line)
     order = order[keep[order]]
     if not len(order):
