@@ -21,6 +21,7 @@ from xprof_widgets.widgets import (  # noqa: F401 (their templates)
     memory_profile,
     op_profile,
     roofline,
+    trace_viewer,
 )
 
 

@@ -108,6 +108,7 @@ def test_trace_viewer_zoom_and_op_card(page, jupyter_lab, big_profile):
         "median_apply_ms": statistics.median(p["apply_ms"] for p in phases),
         "steps": phases,
     }
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)  # (this test may run first)
     (ARTIFACTS / ("trace-zoom.json" if times <= 12 else f"trace-zoom-{times}x.json")).write_text(
         json.dumps(result, indent=1)
     )

@@ -52,6 +52,7 @@ from ..format import duration
 from ..run import as_run
 from ._bokeh import LABEL_TEXT, BokehWidget, a_host, selection_look
 from ._html import data_json, esc, note, notice, options
+from ._templates import ChartTemplate
 from .op_details import op_details, op_details_html
 
 ROW_PX = 18  # height of one nesting row on the page
@@ -254,73 +255,23 @@ class TraceViewerWidget(BokehWidget):
         start, end = self.window_ps
         height = min(MAX_HEIGHT_PX, 40 + ROW_PX * total)
         rows_shown = (height - 40) / ROW_PX
-        # Canvas, not WebGL: a view holds at most pixels x rows boxes (the query merges the rest),
-        # which a 2D canvas draws in a few ms, while WebGL's copy of its canvas onto the page
-        # (drawImage) cost 100-170 ms a frame where there is no GPU (headless, VMs, remote desktops).
-        p = figure(
-            height=height,
-            sizing_mode="stretch_width",
-            x_axis_label="time from profile start (ms)",
-            x_range=Range1d((start - self.origin_ps) / 1e9, (end - self.origin_ps) / 1e9),
-            y_range=Range1d(min(total, rows_shown) - 0.5, -0.5, bounds=(-0.5, total + 0.5)),
-            tools=[],
-            toolbar_location="above",
-            output_backend="canvas",
-        )
         data = self._columns(start, end, 1200)
-        boxes = ColumnDataSource(data["boxes"], name="events")
-        texts = ColumnDataSource(data["labels"], name="labels")
-        mapper = LinearColorMapper(palette=_palette(), low=0, high=39)
-        quad = p.hbar(
-            y="y",
-            left="x0",
-            right="x1",
-            height=0.85,
-            source=boxes,
-            fill_color={"field": "color", "transform": mapper},
-            fill_alpha=0.9,
-            line_color="#d62728",
-            line_width="lw",
-            **selection_look(fade=0.9),
+        item = TIMELINE.item(
+            height=height,
+            x_start=(start - self.origin_ps) / 1e9,
+            x_end=(end - self.origin_ps) / 1e9,
+            y_start=min(total, rows_shown) - 0.5,
+            y_bound=total + 0.5,
+            boxes=data["boxes"],
+            labels=data["labels"],
+            counters=self._counter_columns(),
+            flows=data["flows"],
+            flow_note=data["flow_note"],
+            event_flows=self._event_arrows(),
+            ticks=ticks,
+            overrides={t: labels[t][:40] for t in ticks},
         )
-        p.text(x="x", y="y", text="text", source=texts, x_offset=2, **LABEL_TEXT)
-        lines = p.multi_line(
-            xs="xs", ys="ys", source=ColumnDataSource(self._counter_columns(), name="counters"), line_width=1.5
-        )
-        # Flow arrows: every flow of the view ("Flows" on), and the selected event's on top.
-        p.add_layout(_arrows(ColumnDataSource(data["flows"], name="flows"), "#6b6b6b", 1, 6, 0.6))
-        note = ColumnDataSource(data["flow_note"], name="flow_note")
-        p.text(x="x", y="y", text="text", source=note, x_offset=4, y_offset=2, text_baseline="top", **_NOTE_TEXT)
-        mine = ColumnDataSource(self._event_arrows(), name="event_flows")
-        p.add_layout(_arrows(mine, "#d62728", 2, 10, 0.95))
-        wheel = WheelZoomTool(dimensions="width")
-        pan = PanTool(dimensions="both")
-        p.add_tools(
-            pan,
-            wheel,
-            BoxSelectTool(dimensions="both", renderers=[quad]),  # the rows dragged over, as XProf
-            TapTool(renderers=[quad]),
-            HoverTool(
-                renderers=[quad],
-                tooltips=[
-                    ("", "@name"),
-                    ("events", "@count"),
-                    ("from", "@x0{0,0.000000} ms"),
-                    ("for", "@ms{0,0.000000} ms"),
-                ],
-            ),
-            HoverTool(renderers=[lines], tooltips=[("counter", "@name"), ("from", "@range")]),
-            ResetTool(),
-        )
-        p.toolbar.active_drag = pan
-        p.toolbar.active_scroll = wheel
-        p.yaxis.ticker = FixedTicker(ticks=ticks)
-        p.yaxis.major_label_overrides = {t: labels[t][:40] for t in ticks}
-        p.ygrid.grid_line_color = None
-        p.xgrid.grid_line_alpha = 0.3
-        p.min_border_left = 10
-        self.request_on_range(p, "view")
-        self.set_figures({"timeline": p})
+        self.set_figures({"timeline": item})
         self.html = self._html()
 
     # ---- data for a window ------------------------------------------------
@@ -885,3 +836,106 @@ class TraceViewerWidget(BokehWidget):
 
 
 __all__ = ["TraceViewerWidget"]
+
+
+def _timeline_figure(
+    *, height, x_start, x_end, y_start, y_bound, boxes, labels, counters, flows, flow_note, event_flows, **axis
+):
+    """The timeline's figure (`TIMELINE`): the view's boxes and their labels, the counters'
+    curves, the flows' arrows, one row per track."""
+    # Canvas, not WebGL: a view holds at most pixels x rows boxes (the query merges the rest),
+    # which a 2D canvas draws in a few ms, while WebGL's copy of its canvas onto the page
+    # (drawImage) cost 100-170 ms a frame where there is no GPU (headless, VMs, remote desktops).
+    p = figure(
+        height=height,
+        sizing_mode="stretch_width",
+        x_axis_label="time from profile start (ms)",
+        x_range=Range1d(x_start, x_end),
+        y_range=Range1d(y_start, -0.5, bounds=(-0.5, y_bound)),
+        tools=[],
+        toolbar_location="above",
+        output_backend="canvas",
+    )
+    mapper = LinearColorMapper(palette=_palette(), low=0, high=39)
+    quad = p.hbar(
+        y="y",
+        left="x0",
+        right="x1",
+        height=0.85,
+        source=ColumnDataSource(boxes, name="events"),
+        fill_color={"field": "color", "transform": mapper},
+        fill_alpha=0.9,
+        line_color="#d62728",
+        line_width="lw",
+        **selection_look(fade=0.9),
+    )
+    p.text(x="x", y="y", text="text", source=ColumnDataSource(labels, name="labels"), x_offset=2, **LABEL_TEXT)
+    lines = p.multi_line(xs="xs", ys="ys", source=ColumnDataSource(counters, name="counters"), line_width=1.5)
+    # Flow arrows: every flow of the view ("Flows" on), and the selected event's on top.
+    p.add_layout(_arrows(ColumnDataSource(flows, name="flows"), "#6b6b6b", 1, 6, 0.6))
+    note = ColumnDataSource(flow_note, name="flow_note")
+    p.text(x="x", y="y", text="text", source=note, x_offset=4, y_offset=2, text_baseline="top", **_NOTE_TEXT)
+    p.add_layout(_arrows(ColumnDataSource(event_flows, name="event_flows"), "#d62728", 2, 10, 0.95))
+    wheel = WheelZoomTool(dimensions="width")
+    pan = PanTool(dimensions="both")
+    p.add_tools(
+        pan,
+        wheel,
+        BoxSelectTool(dimensions="both", renderers=[quad]),  # the rows dragged over, as XProf
+        TapTool(renderers=[quad]),
+        HoverTool(
+            renderers=[quad],
+            tooltips=[
+                ("", "@name"),
+                ("events", "@count"),
+                ("from", "@x0{0,0.000000} ms"),
+                ("for", "@ms{0,0.000000} ms"),
+            ],
+        ),
+        HoverTool(renderers=[lines], tooltips=[("counter", "@name"), ("from", "@range")]),
+        ResetTool(),
+    )
+    p.toolbar.active_drag = pan
+    p.toolbar.active_scroll = wheel
+    p.yaxis.ticker = FixedTicker(ticks=axis["ticks"])  # (a row per track: its first)
+    p.yaxis.major_label_overrides = axis["overrides"]
+    p.ygrid.grid_line_color = None
+    p.xgrid.grid_line_alpha = 0.3
+    p.min_border_left = 10
+    return BokehWidget.request_on_range(p, "view")
+
+
+_ARROW_COLUMNS = dict.fromkeys(("x0", "y0", "x1", "y1"), np.float64)
+#: The timeline, drawn from a template (`_templates`): Bokeh's models for it cost about
+#: 90 ms to build, every draw.
+TIMELINE = ChartTemplate(
+    "trace_viewer.timeline",
+    _timeline_figure,
+    {
+        "height": "int",
+        "x_start": "float",
+        "x_end": "float",
+        "y_start": "float",
+        "y_bound": "float",
+        # (Integer columns drawn narrower, uint8 to uint32: a data parameter is replaced
+        # whole, whatever its columns' types; its markers need room.)
+        "boxes": {
+            "x0": np.float64,
+            "x1": np.float64,
+            "ms": np.float32,
+            "y": np.int64,
+            "color": np.int64,
+            "lw": np.int64,
+            "count": np.int64,
+            "id": np.float64,
+            "name": str,
+        },
+        "labels": {"x": np.float64, "y": np.int64, "text": str},
+        "counters": {"xs": np.float64, "ys": np.float64, "name": str, "range": str},
+        "flows": _ARROW_COLUMNS,
+        "flow_note": {"x": np.float64, "y": np.float64, "text": str},
+        "event_flows": _ARROW_COLUMNS,
+        "ticks": "floats",
+        "overrides": "labels",
+    },
+)
