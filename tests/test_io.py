@@ -1013,3 +1013,46 @@ def test_distinct_ref_ids_are_numpys_unique(n, top):
     got, want = _distinct(ids), np.unique(ids, return_inverse=True)
     assert got[0].dtype == want[0].dtype and got[0].tolist() == want[0].tolist()
     assert got[1].tolist() == want[1].tolist()
+
+
+def _gpu_lines(space):
+    return [line for p in space.planes if p.name.startswith("/device:GPU") for line in p.lines]
+
+
+def test_decode_ahead_decodes_from_the_last_line_what_the_caller_would(monkeypatch):
+    """`decode_ahead` decodes a plane's lines on a thread, last first, stopping at a line
+    the caller decoded: what it keeps is what the caller's own decoding gives, and an
+    error in a line is left to the caller (the thread ends quietly)."""
+    monkeypatch.setattr(xspace, "SMALL_LINE", 0)  # (the AMD run's lines are short: all count)
+    path = next((PROFILES / "amd_jax_conv_mi300").rglob("*.xplane.pb"))
+    names = frozenset(["hlo_op", "tf_op", "program_id", "kernel_details"])
+    lines = _gpu_lines(read_xspace(path))
+    assert len(lines) >= 4
+    xspace.decode_ahead(lines, names).join()
+    fresh = _gpu_lines(read_xspace(path))
+    for ahead, own in zip(lines, fresh):
+        assert ahead._kept_stats is not None and ahead._kept_stats[0] >= names
+        a, b = ahead.stat_table(names=names), own.stat_table(names=names)
+        for name in ("hlo_op", "tf_op", "kernel_details"):
+            assert np.array_equal(a.str_codes(name)[0], b.str_codes(name)[0])
+            assert a.str_codes(name)[1].tolist() == b.str_codes(name)[1].tolist()
+        assert np.array_equal(a.int_column("program_id"), b.int_column("program_id"))
+    # The caller got to the last line first: the thread stops there, decoding nothing.
+    lines = _gpu_lines(read_xspace(path))
+    lines[-1].stat_table(names=names)
+    xspace.decode_ahead(lines, names).join()
+    assert all(line._kept_stats is None for line in lines[:-1])
+    # A line that does not decode: the thread ends, the error is the caller's to meet.
+    lines = _gpu_lines(read_xspace(path))
+    errors = []
+    monkeypatch.setattr("threading.excepthook", errors.append)
+    broken = lines[-2]
+
+    def stat_table(self, names=None, events=None, _real=xspace.Line.stat_table):
+        if self is broken:
+            raise xw.ProfileError(path, "has stats that do not decode")
+        return _real(self, names, events)
+
+    monkeypatch.setattr(xspace.Line, "stat_table", stat_table)
+    xspace.decode_ahead(lines, names).join()
+    assert not errors and lines[-1]._kept_stats is not None and lines[0]._kept_stats is None

@@ -392,6 +392,37 @@ class SmallLines:
         return out
 
 
+def decode_ahead(lines, names):
+    """Decode the stats `names` (a plane's `read_ahead` or part of it) of `lines` on a
+    thread, last line first, while the caller reads them first to last: the decoding is
+    compiled code that releases the GIL, so a second core does half of it. The thread
+    stops where it finds a line decoded (the caller got there) and leaves any error for
+    the caller to meet. Lines of SMALL_LINE events or fewer are left out (decoded in
+    batches); nothing where fewer than two lines are left. Returns the thread (None: none
+    started)."""
+    big = [line for line in lines if len(line) > SMALL_LINE]
+    if len(big) < 2:
+        return None
+    wanted = frozenset(names)
+    for line in big:  # (the planes' tables made here, before two threads ask for them)
+        line.plane._stat_keys(wanted)
+        line.plane._metadata_stat_records  # noqa: B018
+
+    def work():
+        for line in reversed(big):
+            kept = line._kept_stats
+            if kept is not None and kept[0] >= wanted:
+                return
+            try:
+                line.stat_table(names=wanted)
+            except Exception:  # (the caller decodes the line again and meets it)
+                return
+
+    thread = threading.Thread(target=work, name="xprof-widgets stats ahead", daemon=True)
+    thread.start()
+    return thread
+
+
 def _event_stats(data, pos, at, keys):
     """The XStat records of the events whose records are at `pos` with their stats `at`
     bytes in (field 4 after fields 1-3), decoded and split by stat id: {id:

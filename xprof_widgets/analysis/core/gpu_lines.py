@@ -104,9 +104,10 @@ def stream_order(plane):
 
 def derive_gpu_lines(run, space, plane):
     """({stream line index: row id}, [DerivedLine]) of a GPU plane (empty lines left out)."""
-    from .grouping import forward_filled_group_ids
+    from .grouping import forward_filled_group_ids, gpu_stats_ahead
     from .xla_ops import program_modules
 
+    gpu_stats_ahead(space)  # (the file's GPU lines decoded from the last on a thread)
     modules = program_modules(run)
     groups = forward_filled_group_ids(space, plane)
     tree = scope_range_tree(space)

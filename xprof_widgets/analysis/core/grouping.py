@@ -78,6 +78,7 @@ import numpy as np
 import pandas as pd
 
 from ...io import column_cache, native
+from ...io.xspace import decode_ahead
 from .cache import derived, kept
 from .columns import Groups
 from .intervals import prev_enclosing, prev_enclosing_span
@@ -1036,6 +1037,26 @@ def reads_line_stats(space) -> bool:
     """Whether `group_ids` decodes the lines' stats (`GROUPING_STATS`): not for a file that
     is grouped already (`is_grouped`) or that has nothing to group (`_groups_nothing`)."""
     return not is_grouped(space) and not _groups_nothing(space)
+
+
+def gpu_stats_ahead(space):
+    """Once per file, for the tools that read its GPU kernels' stats: each GPU plane's
+    `read_ahead` marked, and its lines decoded from the last on a thread
+    (`xspace.decode_ahead`) while the tool reads them from the first."""
+
+    def start():
+        derived(space, "gpu_read_ahead", lambda: _mark_read_ahead(space))
+        lines = [
+            line
+            for plane in space.planes
+            if plane.name.startswith(GPU_PLANE_PREFIX)
+            for _, line in plane.busy_lines
+            if not is_derived_line(line)
+        ]
+        decode_ahead(lines, _GPU_READ_AHEAD)
+        return True
+
+    derived(space, "gpu_stats_ahead", start)
 
 
 def _mark_read_ahead(space):

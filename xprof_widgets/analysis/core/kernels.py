@@ -215,6 +215,9 @@ def host_kernel_events(run, space):
     (`command_buffers.attributed_ops`). Columns are joined once per host, not made into a
     frame per line (a host may hold 20,000 GPU planes of a kernel each), and texts stay
     codes until then (`_Texts`)."""
+    from .grouping import gpu_stats_ahead
+
+    gpu_stats_ahead(space)  # (the file's GPU lines decoded from the last on a thread)
     parts = []
     texts = {k: _Texts() for k in ("name", "details", "tf_op", "equation", "hlo_op")}
     for plane in gpu_planes(space):

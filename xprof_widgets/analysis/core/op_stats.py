@@ -488,12 +488,13 @@ def _restored_runs(meta, arrays):
 
 
 def _gpu_kernel_runs(run, space):
-    from .grouping import eager_events, forward_filled_group_ids, of_line
+    from .grouping import eager_events, forward_filled_group_ids, gpu_stats_ahead, of_line
     from .xla_ops import program_modules
 
     planes = gpu_planes(space)
     if not planes:
         return pd.DataFrame(columns=GPU_RUN_COLUMNS), []
+    gpu_stats_ahead(space)
     modules = program_modules(run)
     eager = eager_events(space)
     frames, spans, offset = [], [], 0
