@@ -102,7 +102,9 @@ def test_the_template_file_is_current():
     assert shipped["templates"].keys() == made["templates"].keys()
     for name, template in made["templates"].items():
         assert template["paths"] == shipped["templates"][name]["paths"], name
-        assert _normalized(template["item"]) == _normalized(shipped["templates"][name]["item"]), name
+        assert _normalized(json.loads(template["text"])) == _normalized(
+            json.loads(shipped["templates"][name]["text"])
+        ), name
 
 
 def test_each_item_has_model_ids_of_its_own():
