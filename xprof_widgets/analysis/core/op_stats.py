@@ -675,8 +675,8 @@ def _gpu_op_metrics(run):
     for k in np.flatnonzero(g.any(xla)):
         op_costs[k] = cost(program_id[first_rows[k]], names[first_rows[k]])
     occurrences = runs["occurrences"].to_numpy(np.int64)
-    # An op's kernels of XLA entries times its costs (every XLA entry of a group has them;
-    # whole numbers, exact in float64 as XProf's per-entry products summed).
+    # An op's costs times the kernels of its XLA entries (every XLA entry of a group has
+    # the op's costs): the sum of XProf's per-entry products (whole numbers), one rounding.
     xla_kernels = g.sum(np.where(xla, occurrences, 0)).astype(np.float64)
     flops, model, nbytes, read, write = (op_costs[:, k] * xla_kernels for k in range(5))
     model = np.where(op_costs[:, 1] > 0, model, flops)  # XProf: no model FLOPs -> the device FLOPs
