@@ -16,7 +16,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -1299,42 +1299,17 @@ def zeroed_buffer(n, populate=True):
     mapped as it is first written (two threads reading a half each share the faults).
     Anonymous memory, not the file's: a file cut short while it is read only reads short."""
     flag = getattr(mmap, "MAP_POPULATE", 0)
-    huge = n >= _HUGE_BYTES and _huge_pages()
-    if n < _MAPPED_BYTES or (populate and not flag and not huge) or not hasattr(mmap, "MAP_ANONYMOUS"):
+    if n < _MAPPED_BYTES or (populate and not flag) or not hasattr(mmap, "MAP_ANONYMOUS"):
         return bytearray(n)
-    # Transparent huge pages where Linux gives them on request: a fault maps 2 MB, not 4 kB
-    # (45 MB: 7.5 ms of faults as it is read, against 31 ms populated up front).
-    populate = flag if populate and not huge else 0
+    populate = flag if populate else 0
     try:
-        buf = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+        return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
     except (OSError, ValueError, OverflowError):  # (no room to map: the bytearray says so)
         return bytearray(n)
-    if huge:
-        try:
-            buf.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # (refused: small pages, as they fault)
-            pass
-    return buf
 
 
 #: Files from which `zeroed_buffer` maps its memory (below, a bytearray costs less).
 _MAPPED_BYTES = 1 << 20
-#: Buffers from which `zeroed_buffer` asks for huge pages (a few of them at least).
-_HUGE_BYTES = 8 << 20
-
-
-@cache
-def _huge_pages() -> bool:
-    """Whether Linux gives transparent huge pages to memory that asks (`madvise`), or to
-    all: its setting says "[always]" or "[madvise]"."""
-    if not hasattr(mmap, "MADV_HUGEPAGE"):
-        return False
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as f:
-            setting = f.read()
-    except OSError:
-        return False
-    return "[always]" in setting or "[madvise]" in setting
 
 
 #: A .gz profile may inflate to at most this many times its size (real ones: 5-20x), and
