@@ -905,7 +905,7 @@ def _timeline_figure(
     return BokehWidget.request_on_range(p, "view")
 
 
-_ARROW_COLUMNS = dict.fromkeys(("x0", "y0", "x1", "y1"), np.float64)
+_ARROW_COLUMNS = dict.fromkeys(_NO_ARROWS, np.float64)
 #: The timeline, drawn from a template (`_templates`): Bokeh's models for it cost about
 #: 90 ms to build, every draw.
 TIMELINE = ChartTemplate(

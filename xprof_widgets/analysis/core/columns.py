@@ -188,8 +188,8 @@ class Groups:
         # Groups numbered in key order first (`ranks`: a table), then, unless sorted,
         # renumbered in order of first appearance with the rows' order already grouped:
         # one stable sort. (Keys of a wide range: hashed, numbered as wanted at once.)
-        renumber = len(keys) > 1 or bool(missing.any()) or (ranked and not sort)
-        rows = None if not missing.any() else np.flatnonzero(~missing)
+        rows = np.flatnonzero(~missing) if missing.any() else None
+        renumber = len(keys) > 1 or rows is not None or (ranked and not sort)
         if renumber:
             ranks, groups, renumber = _dense(codes if rows is None else codes[rows], size, sort)
         else:  # (one key numbered as wanted already, none missing)

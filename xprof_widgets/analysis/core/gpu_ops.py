@@ -24,10 +24,11 @@ _MERGED_COLUMNS = ["program_id", "name", "order", "framework_op", "occurrences",
 
 
 # One device op (program id, name) from its kernel runs, or from several files' rows.
-def _device_ops(runs):
+def _device_ops(runs, g=None):
     """Per (program_id, name) in order of first appearance: the first order and framework
-    op, occurrences and time summed, eager if any."""
-    g = Groups(runs["program_id"], runs["name"])
+    op, occurrences and time summed, eager if any. `g`: the rows' grouping by (program_id,
+    name), where the caller has it."""
+    g = Groups(runs["program_id"], runs["name"]) if g is None else g
     return g.frame(
         {"program_id": runs["program_id"], "name": runs["name"]},
         order=g.first(runs["order"]),
@@ -71,13 +72,9 @@ def gpu_device_ops(run, space) -> pd.DataFrame:
             framework[k] = parse_tf_op(op_name)[1] if op_name else names[row]
         else:
             framework[k] = tf_names[tf_op[row]]
-    return g.frame(
-        {"order": runs["order"], "program_id": program_id, "name": names},
-        framework_op=framework,
-        occurrences=g.sum(runs["occurrences"]),
-        time_ps=g.sum(runs["time_ps"]),
-        is_eager=g.any(runs["is_eager"]),
-    )[GPU_OP_COLUMNS]
+    columns = {k: runs[k] for k in ("order", "occurrences", "time_ps", "is_eager")}
+    columns.update(program_id=program_id, name=names, framework_op=framework[g.codes])
+    return _device_ops(columns, g)[GPU_OP_COLUMNS]
 
 
 def merge_gpu_device_ops(frames, merged=None):

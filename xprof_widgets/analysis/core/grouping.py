@@ -1010,7 +1010,7 @@ def _computed(space, eager=True):
     found them is kept already. A file without `EagerExecute` has no eager node: one pass
     (none looked for, {} found) serves both."""
 
-    derived(space, "gpu_read_ahead", lambda: _mark_read_ahead(space))  # (once: a file may hold 20,000 planes)
+    _read_ahead_marked(space)
     if _groups_nothing(space):
         return derived(space, "grouping", lambda: _ungrouped(space))
 
@@ -1045,7 +1045,7 @@ def gpu_stats_ahead(space):
     (`xspace.decode_ahead`) while the tool reads them from the first."""
 
     def start():
-        derived(space, "gpu_read_ahead", lambda: _mark_read_ahead(space))
+        _read_ahead_marked(space)
         lines = [
             line
             for plane in space.planes
@@ -1057,6 +1057,12 @@ def gpu_stats_ahead(space):
         return True
 
     derived(space, "gpu_stats_ahead", start)
+
+
+def _read_ahead_marked(space):
+    """`_mark_read_ahead`, once per file: every plane's forward fill asks (a file may hold
+    20,000 planes)."""
+    derived(space, "gpu_read_ahead", lambda: _mark_read_ahead(space))
 
 
 def _mark_read_ahead(space):

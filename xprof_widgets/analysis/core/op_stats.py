@@ -621,8 +621,9 @@ def _gpu_op_metrics(run):
         if first_plane is None and planes:
             first_plane = planes[0]
         device = runs["device"].to_numpy(np.int64)
+        on_plane = device < len(spans)
         busy = np.zeros(len(spans), np.int64)  # (the planes' kernel time, exact in int64)
-        np.add.at(busy, device[device < len(spans)], runs["time_ps"].to_numpy(np.int64)[device < len(spans)])
+        np.add.at(busy, device[on_plane], runs["time_ps"].to_numpy(np.int64)[on_plane])
         for d, span in enumerate(spans):
             t = int(busy[d])
             total += max(span, t)
