@@ -1,10 +1,14 @@
-"""In a notebook kernel the analyses' and the widgets' modules are imported on a background
-thread as soon as the package is (the first tool then finds its modules, and its widget
-Bokeh and anywidget, imported); a script never imports them unasked, and
-XPROF_WIDGETS_PRELOAD=0 turns the preload off."""
+"""In a notebook kernel the analyses' and the widgets' modules are imported ahead, once the
+kernel is idle after the cell that imported the package (the first tool then finds its
+modules, and its widget Bokeh and anywidget, imported), on the kernel's main thread: never
+on a thread beside the user's, since Bokeh's imports are not thread-safe (CI once saw
+"failed to validate WebDataSource.selection_policy" when a preload thread and the cell
+both imported Bokeh). A script never imports them unasked, and XPROF_WIDGETS_PRELOAD=0
+turns the preload off."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -15,12 +19,36 @@ import json, sys, threading
 if sys.argv[1] == "kernel":
     import ipykernel  # noqa: F401 (a notebook kernel has it imported)
 import xprof_widgets
-thread = next((t for t in threading.enumerate() if t.name == "xprof_widgets-preload"), None)
-if thread is not None:
-    thread.join(60)
 print(json.dumps({
-    "thread": thread is not None,
+    "threads": [t.name for t in threading.enumerate() if t is not threading.main_thread()],
     "bokeh": "bokeh.models" in sys.modules,
+    "widgets": sorted(m for m in sys.modules if m.startswith("xprof_widgets.widgets.")),
+    "analyses": sorted(m for m in sys.modules if m.startswith("xprof_widgets.analysis.")),
+}))
+"""
+
+# Every import of Bokeh's or of our widgets' modules, with the thread that made it.
+HOOK = """
+import sys, threading
+IMPORTS = []
+def _hook(event, args):
+    if event == "import" and str(args[0]).startswith(("bokeh", "xprof_widgets.widgets")):
+        IMPORTS.append((threading.current_thread().name, str(args[0])))
+sys.addaudithook(_hook)
+"""
+
+# A cell that awaits (the kernel's loop runs meanwhile) until the preload has imported
+# the widgets' modules, then says what was imported where.
+WAIT = """
+import asyncio, json, sys, threading
+for _ in range(1200):
+    if "xprof_widgets.widgets.trace_viewer" in sys.modules and "xprof_widgets.widgets.memory_viewer" in sys.modules:
+        break
+    await asyncio.sleep(0.05)
+print(json.dumps({
+    "off_main": sorted({m for t, m in IMPORTS if t != "MainThread"}),
+    "on_main": len(IMPORTS),
+    "threads": [t.name for t in threading.enumerate() if t is not threading.main_thread()],
     "widgets": sorted(m for m in sys.modules if m.startswith("xprof_widgets.widgets.")),
     "analyses": sorted(m for m in sys.modules if m.startswith("xprof_widgets.analysis.")),
 }))
@@ -38,17 +66,60 @@ def _check(mode, **env):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_a_kernel_imports_the_widgets_in_the_background():
-    got = _check("kernel")
-    assert got["thread"] and got["bokeh"]
-    for name in ("hlo_stats", "trace_viewer", "overview", "profile", "_bokeh"):
+def _in_kernel(cells, **env):
+    """Run `cells` one after another in a fresh IPython kernel; the last line each printed."""
+    pytest.importorskip("ipykernel")
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", env={**os.environ, **env})
+    try:
+        printed = []
+        for code in cells:
+            reply = client.execute_interactive(code, timeout=120, output_hook=lambda m, out=printed: out.append(m))
+            errors = [m["content"] for m in printed if m["msg_type"] == "error"]
+            assert reply["content"]["status"] == "ok", errors
+        streams = "".join(m["content"]["text"] for m in printed if m["msg_type"] == "stream")
+        return json.loads(streams.strip().splitlines()[-1])
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def test_a_kernel_imports_the_widgets_ahead_on_its_main_thread():
+    got = _in_kernel([HOOK, "import xprof_widgets as xw", WAIT])
+    assert got["off_main"] == [] and got["on_main"] > 50
+    assert not any("preload" in name for name in got["threads"])
+    for name in ("hlo_stats", "trace_viewer", "overview", "profile", "_bokeh", "memory_viewer"):
         assert f"xprof_widgets.widgets.{name}" in got["widgets"]
     for name in ("roofline", "core.grouping", "core.steps", "core.hlo_cost", "core.run_stats"):
         assert f"xprof_widgets.analysis.{name}" in got["analyses"]
 
 
-@pytest.mark.parametrize("mode,env", [("script", {}), ("kernel", {"XPROF_WIDGETS_PRELOAD": "0"})])
-def test_no_preload_in_a_script_or_when_turned_off(mode, env):
+def test_a_profile_widget_reading_in_the_background_imports_nothing_of_bokeh_there(tmp_path):
+    """ProfileWidget reads a run, and builds its tool's widget, on a thread of its own: the
+    widgets' modules are imported before, on the caller's thread (here with the preload
+    off, so that nothing else imported them)."""
+    import xprof_widgets as xw
+
+    run = xw.sample_run()
+    shutil.copytree(run.path, tmp_path / "plugins" / "profile" / run.name)
+    make = f"""
+import json, xprof_widgets as xw
+w = xw.ProfileWidget({str(tmp_path)!r}, tool="trace_viewer", background=True)
+w.wait(120)
+print(json.dumps({{
+    "built": type(w.current).__name__,
+    "off_main": sorted({{m for t, m in IMPORTS if t != "MainThread"}}),
+}}))
+"""
+    got = _in_kernel([HOOK, make], XPROF_WIDGETS_PRELOAD="0")
+    assert got == {"built": "TraceViewerWidget", "off_main": []}
+
+
+@pytest.mark.parametrize("mode,env", [("script", {}), ("kernel", {}), ("kernel", {"XPROF_WIDGETS_PRELOAD": "0"})])
+def test_no_preload_in_a_script_without_a_kernel_loop_or_when_turned_off(mode, env):
+    """A script (even one that imported ipykernel, but runs no kernel's loop) imports
+    nothing ahead and starts no thread."""
     got = _check(mode, **env)
-    assert not got["thread"] and not got["bokeh"] and got["widgets"] == []
+    assert got["threads"] == [] and not got["bokeh"] and got["widgets"] == []
     assert "xprof_widgets.analysis.core.grouping" not in got["analyses"]

@@ -30,30 +30,54 @@ def _import_analyses():
             continue
 
 
-def _import_widgets():
-    """The analyses' modules, then the widgets' (Bokeh's models, anywidget, ipywidgets:
-    half a second), each imported once; an error is left for the widget's own import to
-    raise."""
-    from importlib import import_module
+def _widget_modules():
+    """The modules a notebook kernel imports ahead (`_preload_widgets`): the analyses',
+    then the widgets' (Bokeh's models, anywidget, ipywidgets: half a second or more), by
+    name, a package's subpackages found as it is imported."""
+    import pkgutil
 
-    _import_analyses()
-    for module in sorted(set(_WIDGETS.values())):
-        try:
-            import_module(module, __name__)
-        except Exception:  # (the widget's own import will say why)
-            continue
+    from . import analysis
+
+    for found in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
+        yield found.name
+    yield from (f"{__name__}{module}" for module in sorted(set(_WIDGETS.values())))
 
 
 def _preload_widgets():
-    """In a notebook kernel, import the analyses' and the widgets' modules on a background
-    thread as soon as the package is imported: the first tool and its widget find them
-    imported. Scripts (no kernel) never pay for them; XPROF_WIDGETS_PRELOAD=0 turns it off."""
+    """In a notebook kernel, import the analyses' and the widgets' modules once the kernel
+    is idle after the cell that imported the package: the first tool and its widget find
+    them imported. They are imported on the kernel's own event loop, on its main thread, a
+    module at a time (a cell sent meanwhile waits for one module at most), never on a
+    thread of their own: Bokeh's imports are not thread-safe (a model class defined while
+    another thread defines one fails to validate its defaults, "failed to validate
+    WebDataSource.selection_policy"), and the user's cells import Bokeh too. Scripts (no
+    kernel, or no loop running) never pay for them; XPROF_WIDGETS_PRELOAD=0 turns it off.
+    An error is left for the module's own import to raise when a tool asks for it."""
+    import asyncio
     import os
     import sys
-    import threading
+    from importlib import import_module
 
-    if "ipykernel" in sys.modules and os.environ.get("XPROF_WIDGETS_PRELOAD", "1") != "0":
-        threading.Thread(target=_import_widgets, name="xprof_widgets-preload", daemon=True).start()
+    if "ipykernel" not in sys.modules or os.environ.get("XPROF_WIDGETS_PRELOAD", "1") == "0":
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not imported from a cell on the kernel's loop
+        return
+    names = _widget_modules()
+
+    def step():
+        try:
+            name = next(names)
+            if name not in sys.modules:
+                import_module(name)
+        except StopIteration:
+            return
+        except Exception:  # (the tool's own import will say why)
+            pass
+        loop.call_soon(step)
+
+    loop.call_soon(step)
 
 
 _preload_widgets()

@@ -11,7 +11,8 @@ listed with the reason instead of an empty page.
 Opening a run never freezes the cell: in a Jupyter kernel the run is read in
 a background thread (the cell returns at once) while a progress bar shows the
 bytes read ("Reading HOST: 120.0 / 185.0 MB", then "Decoding HOST"), and the
-tool appears when it is ready. Outside a kernel (scripts, tests) it is read
+tool appears when it is ready (the tools' widget modules are imported before, in the
+cell: Bokeh's imports are not thread-safe). Outside a kernel (scripts, tests) it is read
 in the calling thread unless `background=True`. Either way `wait()` blocks
 until the selected run is open and its tool shown, and raises the
 ProfileError the widget shows if the run could not be read.
@@ -120,6 +121,12 @@ class ProfileWidget(HostWidget):
         else:
             self.logdir, self._runs, self._loaded = str(logdir_or_run), {}, {}
         self.background = _in_kernel() if background is None else bool(background)
+        if self.background:
+            # The tools' widget modules imported here, on the caller's thread: the thread
+            # that reads a run builds its tool's widget, and Bokeh's imports are not
+            # thread-safe (a model class defined on two threads at once fails to validate).
+            for spec in TOOLS.values():
+                _widget_class(spec.widget)
         self._opened = set()  # names of runs with every host read
         self._pending = {}  # run name -> Future of the thread reading it
         self._future = _done()
