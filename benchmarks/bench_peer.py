@@ -6,7 +6,7 @@ the same file, alternating, medians: the table of issue 47.
 
 Ours: a fresh process, column cache off, imports done before the clock (the package and
 its analyses' modules, the widget's module, Bokeh's plotting module: in a notebook kernel
-the package imports them in the background), then `load_run`, the tool's analysis and its
+the package imports them ahead, once the kernel is idle after the importing cell), then `load_run`, the tool's analysis and its
 widget (`bench_tools.py`'s script). xprof-rs (`pip install -e '.[bench]'`): a fresh server
 on a fresh copy of the file (LOGDIR/plugins/profile/run/HOST.xplane.pb), timed from its
 first request for the tool to the last byte of the answer (the server's start before the

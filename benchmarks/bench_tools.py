@@ -6,7 +6,8 @@
 Each measurement is a fresh process (column cache off: a first open), timed after the
 imports (XProf's converter module; ours, the package and its analyses' modules, the
 widget's module and Bokeh's plotting module, which the first chart would import; in a
-notebook kernel the package imports them in the background): ours is `load_run`, the
+notebook kernel the package imports them ahead, once the kernel is idle after the
+importing cell): ours is `load_run`, the
 tool's analysis and its widget; XProf's is `xspace_to_tool_data(..., tool)` on a fresh copy
 of the file.
 Rounds alternate ours and XProf's so the machine's noise falls on both; the table gives

@@ -56,9 +56,12 @@ def _preload_widgets():
     import asyncio
     import os
     import sys
+    import threading
     from importlib import import_module
 
     if "ipykernel" not in sys.modules or os.environ.get("XPROF_WIDGETS_PRELOAD", "1") == "0":
+        return
+    if threading.current_thread() is not threading.main_thread():  # (a kernel's subshell)
         return
     try:
         loop = asyncio.get_running_loop()
