@@ -14,32 +14,33 @@ from .run import Run, compare, list_runs, load_run, sample_run
 from .tools import WIDGETS as _WIDGETS
 
 
-def _import_analyses():
-    """The analyses' modules, each imported once (a fiftieth of a second: a tool imports
-    its own when first asked, on its first view's clock); an error is left for the tool's
-    own import to raise. The benchmarks import them before their clock, with the package."""
-    import pkgutil
-    from importlib import import_module
-
-    from . import analysis
-
-    for found in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
-        try:
-            import_module(found.name)
-        except Exception:  # (the tool's own import will say why)
-            continue
-
-
-def _widget_modules():
-    """The modules a notebook kernel imports ahead (`_preload_widgets`): the analyses',
-    then the widgets' (Bokeh's models, anywidget, ipywidgets: half a second or more), by
-    name, a package's subpackages found as it is imported."""
+def _analysis_modules():
+    """The analyses' modules by name, a package's subpackages found as it is imported."""
     import pkgutil
 
     from . import analysis
 
     for found in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
         yield found.name
+
+
+def _import_analyses():
+    """The analyses' modules, each imported once (a fiftieth of a second: a tool imports
+    its own when first asked, on its first view's clock); an error is left for the tool's
+    own import to raise. The benchmarks import them before their clock, with the package."""
+    from importlib import import_module
+
+    for name in _analysis_modules():
+        try:
+            import_module(name)
+        except Exception:  # (the tool's own import will say why)
+            continue
+
+
+def _widget_modules():
+    """The modules a notebook kernel imports ahead (`_preload_widgets`): the analyses',
+    then the widgets' (Bokeh's models, anywidget, ipywidgets: half a second or more)."""
+    yield from _analysis_modules()
     yield from (f"{__name__}{module}" for module in sorted(set(_WIDGETS.values())))
 
 
