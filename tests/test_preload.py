@@ -116,10 +116,27 @@ print(json.dumps({{
     assert got == {"built": "TraceViewerWidget", "off_main": []}
 
 
-@pytest.mark.parametrize("mode,env", [("script", {}), ("kernel", {}), ("kernel", {"XPROF_WIDGETS_PRELOAD": "0"})])
-def test_no_preload_in_a_script_without_a_kernel_loop_or_when_turned_off(mode, env):
+def test_no_preload_in_a_kernel_when_turned_off():
+    """XPROF_WIDGETS_PRELOAD=0: the kernel's loop runs (a cell awaits a second) and imports
+    nothing ahead."""
+    idle = """
+import asyncio, json, sys
+await asyncio.sleep(1)
+print(json.dumps({
+    "bokeh": "bokeh.models" in sys.modules,
+    "widgets": sorted(m for m in sys.modules if m.startswith("xprof_widgets.widgets.")),
+    "analyses": sorted(m for m in sys.modules if m.startswith("xprof_widgets.analysis.")),
+}))
+"""
+    got = _in_kernel(["import xprof_widgets", idle], XPROF_WIDGETS_PRELOAD="0")
+    assert not got["bokeh"] and got["widgets"] == []
+    assert "xprof_widgets.analysis.core.grouping" not in got["analyses"]
+
+
+@pytest.mark.parametrize("mode", ["script", "kernel"])
+def test_no_preload_in_a_script_without_a_kernel_loop(mode):
     """A script (even one that imported ipykernel, but runs no kernel's loop) imports
     nothing ahead and starts no thread."""
-    got = _check(mode, **env)
+    got = _check(mode)
     assert got["threads"] == [] and not got["bokeh"] and got["widgets"] == []
     assert "xprof_widgets.analysis.core.grouping" not in got["analyses"]

@@ -72,9 +72,7 @@ def _preload_widgets():
 
     def step():
         try:
-            name = next(names)
-            if name not in sys.modules:
-                import_module(name)
+            import_module(next(names))
         except StopIteration:
             return
         except Exception:  # (the tool's own import will say why)
