@@ -42,7 +42,7 @@ sys.addaudithook(_hook)
 WAIT = """
 import asyncio, json, sys, threading
 for _ in range(1200):
-    if "xprof_widgets.widgets.trace_viewer" in sys.modules and "xprof_widgets.widgets.memory_viewer" in sys.modules:
+    if "xprof_widgets.widgets.memory_viewer" in sys.modules and "bokeh.embed" in sys.modules:
         break
     await asyncio.sleep(0.05)
 print(json.dumps({
@@ -95,25 +95,30 @@ def test_a_kernel_imports_the_widgets_ahead_on_its_main_thread():
         assert f"xprof_widgets.analysis.{name}" in got["analyses"]
 
 
-def test_a_profile_widget_reading_in_the_background_imports_nothing_of_bokeh_there(tmp_path):
+@pytest.mark.parametrize(
+    ("tool", "widget"), [("trace_viewer", "TraceViewerWidget"), ("overview_page", "OverviewWidget")]
+)
+def test_a_profile_widget_reading_in_the_background_imports_nothing_of_bokeh_there(tmp_path, tool, widget):
     """ProfileWidget reads a run, and builds its tool's widget, on a thread of its own: the
-    widgets' modules are imported before, on the caller's thread (here with the preload
-    off, so that nothing else imported them)."""
+    widgets' modules and Bokeh's models are imported before, on the caller's thread (here
+    with the preload off, so that nothing else imported them). The trace viewer's chart is
+    filled from a template, the overview's step chart is built by Bokeh."""
     import xprof_widgets as xw
 
     run = xw.sample_run()
     shutil.copytree(run.path, tmp_path / "plugins" / "profile" / run.name)
     make = f"""
 import json, xprof_widgets as xw
-w = xw.ProfileWidget({str(tmp_path)!r}, tool="trace_viewer", background=True)
+w = xw.ProfileWidget({str(tmp_path)!r}, tool={tool!r}, background=True)
 w.wait(120)
 print(json.dumps({{
     "built": type(w.current).__name__,
+    "figures": sorted(w.current.figures),
     "off_main": sorted({{m for t, m in IMPORTS if t != "MainThread"}}),
 }}))
 """
     got = _in_kernel([HOOK, make], XPROF_WIDGETS_PRELOAD="0")
-    assert got == {"built": "TraceViewerWidget", "off_main": []}
+    assert got == {"built": widget, "figures": ["timeline" if tool == "trace_viewer" else "steps"], "off_main": []}
 
 
 def test_no_preload_in_a_kernel_when_turned_off():
@@ -140,3 +145,38 @@ def test_no_preload_in_a_script_without_a_kernel_loop(mode):
     got = _check(mode)
     assert got["threads"] == [] and not got["bokeh"] and got["widgets"] == []
     assert "xprof_widgets.analysis.core.grouping" not in got["analyses"]
+
+
+TEMPLATED = r"""
+import json, sys
+import xprof_widgets as xw
+for module in sorted(set(xw._WIDGETS.values())):  # every widget module
+    __import__("xprof_widgets" + module)
+drawn = {}
+for sample, names in (
+    ("cpu", ["TraceViewerWidget", "HloStatsWidget", "OpProfileWidget"]),
+    ("gpu", ["FrameworkOpStatsWidget", "KernelStatsWidget", "RooflineWidget", "MemoryProfileWidget"]),
+):
+    run = xw.sample_run(sample)
+    for name in names:
+        drawn[name] = sorted(getattr(xw, name)(run).figures)
+print(json.dumps({"drawn": drawn, "models": sorted(m for m in sys.modules if m.startswith(("bokeh.models", "bokeh.plotting", "bokeh.document")))}))
+"""
+
+
+def test_charts_filled_from_templates_import_no_bokeh_models():
+    """Bokeh's models (0.4 s of a kernel's first widget) are imported only where a chart is
+    built by Bokeh: no widget module imports them, and the charts filled from a template
+    draw without them."""
+    out = subprocess.run([sys.executable, "-c", TEMPLATED], check=True, capture_output=True, text=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["drawn"] == {
+        "TraceViewerWidget": ["timeline"],
+        "HloStatsWidget": ["categories", "ops", "rates"],
+        "OpProfileWidget": ["sunburst"],
+        "FrameworkOpStatsWidget": ["device_types", "host_types"],
+        "KernelStatsWidget": ["kernels"],
+        "RooflineWidget": ["roofline"],
+        "MemoryProfileWidget": ["timeline"],
+    }
+    assert got["models"] == []

@@ -39,9 +39,13 @@ def _import_analyses():
 
 def _widget_modules():
     """The modules a notebook kernel imports ahead (`_preload_widgets`): the analyses',
-    then the widgets' (Bokeh's models, anywidget, ipywidgets: half a second or more)."""
+    the widgets' (anywidget, ipywidgets), then Bokeh's models, for the charts that Bokeh
+    builds (not filled from a template; half a second)."""
     yield from _analysis_modules()
     yield from (f"{__name__}{module}" for module in sorted(set(_WIDGETS.values())))
+    from .widgets._bokeh import BOKEH_MODEL_MODULES
+
+    yield from BOKEH_MODEL_MODULES
 
 
 def _preload_widgets():

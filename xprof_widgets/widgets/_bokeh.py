@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import pathlib
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -45,14 +46,25 @@ import ipywidgets
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.core.has_props import is_DataModel
-from bokeh.core.property.wrappers import PropertyValueContainer
 from bokeh.core.serialization import Serializer
-from bokeh.document import Document
-from bokeh.embed import json_item
-from bokeh.model import Model
-from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.settings import settings
+
+#: Bokeh's modules that define its model classes (and `json_item`): imported where a figure
+#: is built by Bokeh, never at the top of a widget module. A chart filled from a template
+#: (`_templates`) needs none of them, and they are most of a kernel's first import of a
+#: widget (bokeh.models: 0.4 of 0.6 s). `import_bokeh_models` imports them ahead.
+BOKEH_MODEL_MODULES = ("bokeh.models", "bokeh.plotting", "bokeh.layouts", "bokeh.document", "bokeh.embed")
+
+
+def import_bokeh_models() -> None:
+    """Import Bokeh's model modules (`BOKEH_MODEL_MODULES`) now, on this thread: for a
+    caller whose widgets are built on another thread (Bokeh's imports are not thread-safe:
+    a model class defined on two threads at once fails to validate its defaults)."""
+    from importlib import import_module
+
+    for name in BOKEH_MODEL_MODULES:
+        import_module(name)
+
 
 __all__ = [
     "LABEL_TEXT",
@@ -106,6 +118,8 @@ def hover_and_tap(fig: Any, renderers: Any, tooltips: list, *, tap: bool = True,
     """Give `fig` a hover with `tooltips` (Bokeh's `(label, "@column")` pairs) on
     `renderers` (one or a list) and, unless `tap=False`, a tap tool that selects their
     glyphs (what `selected` reports). `hover`: more HoverTool settings (`mode="vline"`)."""
+    from bokeh.models import HoverTool, TapTool
+
     renderers = renderers if isinstance(renderers, list) else [renderers]
     fig.add_tools(HoverTool(renderers=renderers, tooltips=tooltips, **hover))
     if tap:
@@ -190,6 +204,8 @@ def selectable_bars(fig: Any, data: dict[str, Any], name: str, right: str, **gly
     """Bars of `ranked_bars` from `data` (columns y, `right` and color) in a source named
     `name` (what a tap reports), a tapped one outlined and the others faded
     (`selection_look`); `glyph`: more hbar settings (a legend field)."""
+    from bokeh.models import ColumnDataSource
+
     return fig.hbar(
         y="y",
         right=right,
@@ -346,21 +362,29 @@ def _range_kind(item: Any) -> str | None:
 
 
 def _as_item(figure: Any) -> dict:
-    if isinstance(figure, Model):
-        return _json_item(figure) if figure.document is None else dict(json_item(figure))
     if isinstance(figure, Mapping) and "doc" in figure and "root_id" in figure:
         return dict(figure)
+    from bokeh.model import Model
+
+    if isinstance(figure, Model):
+        if figure.document is None:
+            return _json_item(figure)
+        from bokeh.embed import json_item
+
+        return dict(json_item(figure))
     raise TypeError(f"expected a Bokeh model or a json_item() dict, got {type(figure).__name__}")
 
 
-def _json_item(figure: Model) -> dict:
+def _json_item(figure: Any) -> dict:
     """`bokeh.embed.json_item(figure)` of a figure in no document, in a quarter of the time:
     what `Document.to_json` writes for a document holding only `figure`, without putting
     the figure in one (adding and removing a root walks every model twice, 3 ms a figure),
     without the validation and the Python-callback search `json_item` walks every model
     for again (our figures have no Python callbacks; their tests check what they draw),
     each model by `_SetValuesSerializer`. The same item but for the document's own ids."""
-    serializer = _SetValuesSerializer(deferred=False)
+    from bokeh.document import Document
+
+    serializer = _set_values_serializer()(deferred=False)
     # A new document's settings, with ids of their own (BokehJS indexes the models of every
     # document on the page by id, and two items with one id break that index), kept alive
     # until the figure is serialized too: Bokeh's serializer knows models by id(), and one
@@ -379,8 +403,11 @@ def _json_item(figure: Model) -> dict:
 def data_model_defs() -> list | None:
     """What Bokeh's `Document.to_json` writes as a document's `defs`: the DataModel classes
     defined in the process (none of ours; a notebook's other libraries may define some),
-    None without any."""
-    data_models = _data_models(len(Model.model_class_reverse_map))
+    None without any (and none before any model class was: `bokeh.model` not imported)."""
+    model = sys.modules.get("bokeh.model")
+    if model is None:
+        return None
+    data_models = _data_models(len(model.Model.model_class_reverse_map))
     return Serializer(deferred=False).encode(data_models) if data_models else None
 
 
@@ -388,35 +415,48 @@ def data_model_defs() -> list | None:
 def _data_models(known: int) -> list:
     """The DataModel classes Bokeh knows (its `Document.to_json` writes them), looked for
     again only when `known`, the number of model classes, changes (0.5 ms a figure)."""
+    from bokeh.core.has_props import is_DataModel
+    from bokeh.model import Model
+
     return [m for m in Model.model_class_reverse_map.values() if is_DataModel(m)]
 
 
-class _SetValuesSerializer(Serializer):
-    """Bokeh's Serializer, with each model that serializes as `Model` does encoded from the
-    properties set on it (`_set_values`): Bokeh 3.9's `query_properties_with_values` makes
-    the default of every property, set or not, before it leaves the unset ones out (most of
-    a figure's serialization). The same representation (tests compare every chart)."""
+@functools.cache
+def _set_values_serializer() -> type:
+    """`_SetValuesSerializer`, defined at the first figure built by Bokeh (it needs Bokeh's
+    `Model`, whose import this module leaves to then)."""
+    from bokeh.model import Model
 
-    def _encode(self, obj: Any) -> Any:
-        if isinstance(obj, Model) and type(obj).to_serializable is _MODEL_TO_SERIALIZABLE:
-            if settings.serialize_include_defaults():  # (defaults asked for: Bokeh's own way)
-                return super()._encode(obj)
-            self.add_ref(obj, obj.ref)
-            rep: dict[str, Any] = {"type": "object", "name": obj.__qualified_model__, "id": obj.id}
-            attributes = {key: self.encode(value) for key, value in _set_values(obj).items()}
-            if attributes:
-                rep["attributes"] = attributes
-            return rep
-        return super()._encode(obj)
+    model_to_serializable = Model.to_serializable
+
+    class _SetValuesSerializer(Serializer):
+        """Bokeh's Serializer, with each model that serializes as `Model` does encoded from
+        the properties set on it (`_set_values`): Bokeh 3.9's `query_properties_with_values`
+        makes the default of every property, set or not, before it leaves the unset ones
+        out (most of a figure's serialization). The same representation (tests compare
+        every chart)."""
+
+        def _encode(self, obj: Any) -> Any:
+            if isinstance(obj, Model) and type(obj).to_serializable is model_to_serializable:
+                if settings.serialize_include_defaults():  # (defaults asked for: Bokeh's own way)
+                    return super()._encode(obj)
+                self.add_ref(obj, obj.ref)
+                rep: dict[str, Any] = {"type": "object", "name": obj.__qualified_model__, "id": obj.id}
+                attributes = {key: self.encode(value) for key, value in _set_values(obj).items()}
+                if attributes:
+                    rep["attributes"] = attributes
+                return rep
+            return super()._encode(obj)
+
+    return _SetValuesSerializer
 
 
-_MODEL_TO_SERIALIZABLE = Model.to_serializable
-
-
-def _set_values(model: Model) -> dict[str, Any]:
+def _set_values(model: Any) -> dict[str, Any]:
     """`model.properties_with_values(include_defaults=False)` without making the defaults it
     leaves out: the serialized properties set on the model, themed, or with a default
     Bokeh keeps per instance (a model-valued default), in the model's property order."""
+    from bokeh.core.property.wrappers import PropertyValueContainer
+
     chosen = set(model._property_values) | set(model._unstable_default_values)
     themed = model.themed_values()
     themed_keys = set(themed) if themed is not None else set()

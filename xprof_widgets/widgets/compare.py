@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import ColumnDataSource, DataRange1d, Range1d
 from bokeh.palettes import Category10
-from bokeh.plotting import figure
 
 from ..analysis.compare import (
     DISJOINT_BREAKDOWN,
@@ -61,6 +59,9 @@ def _diff_cells(a, b, delta, ratio, text):
 
 def breakdown_figure(result: CompareResult):
     """One stacked bar per run: its average step, by XProf's breakdown (ms)."""
+    from bokeh.models import ColumnDataSource, DataRange1d, Range1d
+    from bokeh.plotting import figure
+
     steps = result.steps.set_index("quantity")
     used = [q for q in DISJOINT_BREAKDOWN if q in steps.index]
     runs = [f"a: {result.name_a}", f"b: {result.name_b}"]

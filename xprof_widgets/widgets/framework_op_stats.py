@@ -14,9 +14,7 @@ import math
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10, Category20
-from bokeh.plotting import figure
 
 from ..run import as_run
 from ._bokeh import NO_AXES, BokehWidget, hover_and_tap, selection_look, strip_chrome
@@ -269,6 +267,9 @@ __all__ = ["FrameworkOpStatsWidget"]
 def _pie_figure(*, title, source, data):
     """A pie of self time by op type from its wedges' columns (`PIE`'s), in a source named
     `source` (what a tap reports), its legend beside it."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.plotting import figure
+
     # A square frame (the legend goes beside it), so the pie is round and whole.
     fig = figure(
         **NO_AXES,

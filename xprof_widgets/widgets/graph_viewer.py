@@ -16,9 +16,7 @@ import logging
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.palettes import Blues9, YlOrRd9
-from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
 from ..analysis.core.xla_ops import category as op_category
@@ -422,6 +420,9 @@ class GraphViewerWidget(BokehWidget):
         return np.array([KIND_COLORS[op_kind(o, c)] for o, c in zip(nodes["opcode"], nodes["category"])], dtype=object)
 
     def _figure(self):
+        from bokeh.models import ColumnDataSource, DataRange1d
+        from bokeh.plotting import figure
+
         v = self.view
         nodes, edges, clusters = v.nodes, v.edges, v.clusters
         x = nodes["x"].to_numpy(float)

@@ -14,7 +14,6 @@ from functools import cached_property
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, LinearAxis, NumeralTickFormatter, Range1d
 from bokeh.palettes import Category10, Category20
 
 from ..format import shorten
@@ -274,6 +273,8 @@ def _op_data(top, colors):
 
 
 def _category_figure(*, data, **layout):
+    from bokeh.models import ColumnDataSource, NumeralTickFormatter
+
     fig = ranked_bars(**layout, min_width=300)
     src = ColumnDataSource(data, name="categories")
     bars = fig.hbar(y="y", right="time", height=0.72, source=src, fill_color="color", line_color=None)
@@ -283,6 +284,8 @@ def _category_figure(*, data, **layout):
 
 
 def _op_figure(*, data, **layout):
+    from bokeh.models import NumeralTickFormatter
+
     fig = ranked_bars(**layout)
     bars = selectable_bars(fig, data, "ops", "time")
     fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
@@ -301,6 +304,8 @@ def _op_figure(*, data, **layout):
 
 
 def _rate_figure(*, data, bw_end, **layout):
+    from bokeh.models import ColumnDataSource, LinearAxis, NumeralTickFormatter, Range1d
+
     fig = ranked_bars(**layout)
     src = ColumnDataSource(data)
     fig.xaxis[0].axis_label = "FLOP rate, GFLOP/s (bars)"

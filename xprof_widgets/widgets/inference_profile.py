@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
-from bokeh.plotting import figure
 
 from ..analysis.inference_profile import TENSOR_PERCENTILES
 from ..run import as_run
@@ -73,6 +71,9 @@ class InferenceProfileWidget(BokehWidget):
         self.html = self._html()
 
     def _figure(self):
+        from bokeh.models import ColumnDataSource, FixedTicker, Range1d
+        from bokeh.plotting import figure
+
         r = self.shown.requests
         used = [c for c in PARTS if r[c].abs().sum() > 0]
         data = {c: r[c].to_numpy(np.float64) for c in used}

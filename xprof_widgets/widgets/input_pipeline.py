@@ -14,9 +14,7 @@ import re
 
 import numpy as np
 import traitlets
-from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
-from bokeh.plotting import figure
 
 from ..analysis.core.steps import BREAKDOWN_LABELS
 from ..analysis.core.tpu_steps import TPU_BREAKDOWN_LABELS
@@ -49,6 +47,9 @@ OP_COLUMNS = {
 def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
     """Stacked bars, one a step, of the breakdown columns used (XProf's TPU breakdown on TPU
     steps); a tap selects a step (source "steps")."""
+    from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
+    from bokeh.plotting import figure
+
     labels = TPU_BREAKDOWN_LABELS if "tc_compute_ms" in steps else BREAKDOWN
     used = [c for c in labels if c in steps and steps[c].abs().sum() > 0]
     data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}

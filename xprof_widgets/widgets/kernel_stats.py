@@ -18,7 +18,6 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import NumeralTickFormatter
 
 from ..format import shorten
 from ..run import as_run
@@ -466,6 +465,8 @@ __all__ = ["KernelStatsWidget", "kernel_hlo_ops", "short_kernel_name"]
 
 
 def _kernel_figure(*, data, **layout):
+    from bokeh.models import NumeralTickFormatter
+
     fig = ranked_bars(**layout)
     bars = selectable_bars(fig, data, "kernels", "total", legend_field="tc")
     fig.xaxis.formatter = NumeralTickFormatter(format="0,0")

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import BasicTickFormatter, ColumnDataSource, LinearAxis, Range1d
-from bokeh.models.annotations import Span
-from bokeh.plotting import figure
 
 from ..format import size as human_bytes
 from ..run import as_run
@@ -302,6 +299,10 @@ def _timeline_figure(*, title, unit, y_end, free_end, free_label, peak_ms, peak,
     """The allocator's timeline (`MemoryProfileWidget._timeline_values`' values): heap and
     stack stacked, free memory and fragmentation on axes of their own, the peak marked,
     and under it all a column per moment that a click selects."""
+    from bokeh.models import BasicTickFormatter, ColumnDataSource, LinearAxis, Range1d
+    from bokeh.models.annotations import Span
+    from bokeh.plotting import figure
+
     fig = figure(
         height=300,
         sizing_mode="stretch_width",

@@ -12,11 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.layouts import column
-from bokeh.models import ColumnDataSource
-from bokeh.models.annotations import Span
 from bokeh.palettes import Category20
-from bokeh.plotting import figure
 
 from ..analysis.core.availability import NO_HLO_MODULES
 from ..analysis.core.modules import default_module
@@ -189,6 +185,9 @@ class MemoryViewerWidget(BokehWidget):
         over its lifespan (x, heap-simulator steps), in its allocation's box. A buffer live
         at the peak has its program order index as id (a tap selects it, as in the bar
         charts); the others a negative one."""
+        from bokeh.models import ColumnDataSource
+        from bokeh.plotting import figure
+
         blocks = self.result.allocation_blocks
         if not (blocks["logical_buffer_id"] >= 0).any():
             return None
@@ -269,6 +268,10 @@ class MemoryViewerWidget(BokehWidget):
         return fig
 
     def _heap_figure(self):
+        from bokeh.models import ColumnDataSource
+        from bokeh.models.annotations import Span
+        from bokeh.plotting import figure
+
         r = self.result
         steps = np.arange(len(r.heap_sizes))
         names = list(r.hlo_instruction_names) + [""] * (len(steps) - len(r.hlo_instruction_names))
@@ -335,6 +338,10 @@ class MemoryViewerWidget(BokehWidget):
         return fig
 
     def _buffer_figures(self):
+        from bokeh.layouts import column
+        from bokeh.models import ColumnDataSource
+        from bokeh.plotting import figure
+
         table = self.result.buffers_at_peak
         figs = []
         charts = [

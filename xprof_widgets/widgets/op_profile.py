@@ -14,9 +14,7 @@ import math
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category20, RdYlGn11
-from bokeh.plotting import figure
 
 from ..format import percent, shorten
 from ..run import as_run
@@ -329,6 +327,9 @@ _RING = ("inner", "outer", "start", "end")
 def _sunburst_figure(*, wedges, labels):
     """The sunburst from its wedges' columns (id, the `_RING` geometry, color, name, kind,
     time, flops, hbm) and its labels' (x, y, angle, text)."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.plotting import figure
+
     extent = 0.35 + MAX_DEPTH * 0.5 + 0.05
     fig = figure(
         **NO_AXES,

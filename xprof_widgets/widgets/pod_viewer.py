@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import traitlets
-from bokeh.models import ColumnDataSource, FixedTicker, Range1d
 from bokeh.palettes import Category10
-from bokeh.plotting import figure
 
 from ..analysis.pod_viewer import slowest_cores
 from ..run import as_run
@@ -69,6 +67,9 @@ class PodViewerWidget(BokehWidget):
         self.html = self._html()
 
     def _steps_figure(self):
+        from bokeh.models import ColumnDataSource, Range1d
+        from bokeh.plotting import figure
+
         s = self.steps
         n = len(s)
         src = ColumnDataSource(
@@ -119,6 +120,9 @@ class PodViewerWidget(BokehWidget):
         return fig
 
     def _cores_figure(self):
+        from bokeh.models import ColumnDataSource, FixedTicker, Range1d
+        from bokeh.plotting import figure
+
         rows = self._cores()
         labels = [f"{h}:{c}" for h, c in zip(rows["host"], rows["core_id"])]
         used = [c for c in self.categories if rows[c].abs().sum() > 0] or self.categories[:1]

@@ -41,7 +41,7 @@ from ..io import fs
 from ..io.logdir import XSPACE_SUFFIXES, host_of
 from ..run import Run, list_runs, load_run
 from ..tools import TOOLS as _REGISTRY
-from ._bokeh import built_without_comm, export_html
+from ._bokeh import built_without_comm, export_html, import_bokeh_models
 from ._host import HostWidget
 from ._html import data_json, esc
 
@@ -122,11 +122,13 @@ class ProfileWidget(HostWidget):
             self.logdir, self._runs, self._loaded = str(logdir_or_run), {}, {}
         self.background = _in_kernel() if background is None else bool(background)
         if self.background:
-            # The tools' widget modules imported here, on the caller's thread: the thread
-            # that reads a run builds its tool's widget, and Bokeh's imports are not
-            # thread-safe (a model class defined on two threads at once fails to validate).
+            # The tools' widget modules and Bokeh's models (the charts not filled from a
+            # template build them) imported here, on the caller's thread: the thread that
+            # reads a run builds its tool's widget, and Bokeh's imports are not thread-safe
+            # (a model class defined on two threads at once fails to validate).
             for spec in TOOLS.values():
                 _widget_class(spec.widget)
+            import_bokeh_models()
         self._opened = set()  # names of runs with every host read
         self._pending = {}  # run name -> Future of the thread reading it
         self._future = _done()

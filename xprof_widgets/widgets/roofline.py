@@ -23,11 +23,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.core.properties import field
-from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
-from bokeh.models.annotations import Legend, LegendItem
 from bokeh.palettes import Category10, Category20
-from bokeh.plotting import figure
 
 from ..analysis.core.records import GIBI_IN_GIGA
 from ..run import as_run
@@ -480,6 +476,11 @@ def _roofline_figure(*, title, x_start, x_end, y_start, y_end, roofs, ops, key):
     as points (their size by time, a diamond for the program), and a legend of the roofs
     and of the categories, drawn from `key`'s rows (points at NaN: in the legend only, so
     the ops are drawn in their order whatever the legend's)."""
+    from bokeh.core.properties import field
+    from bokeh.models import ColumnDataSource, LogTickFormatter, Range1d
+    from bokeh.models.annotations import Legend, LegendItem
+    from bokeh.plotting import figure
+
     fig = figure(
         height=500,
         sizing_mode="stretch_width",

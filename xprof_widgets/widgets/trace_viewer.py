@@ -30,21 +30,7 @@ import zlib
 import numpy as np
 import pandas as pd
 import traitlets
-from bokeh.models import (
-    BoxSelectTool,
-    ColumnDataSource,
-    FixedTicker,
-    HoverTool,
-    LinearColorMapper,
-    PanTool,
-    Range1d,
-    ResetTool,
-    TapTool,
-    WheelZoomTool,
-)
-from bokeh.models.annotations import Arrow, VeeHead
 from bokeh.palettes import Category20_20
-from bokeh.plotting import figure
 
 from ..analysis.core.command_buffers import graph_kernel_words, host_graph_summary
 from ..analysis.trace import MAX_NESTING
@@ -105,6 +91,8 @@ _NOTE_TEXT = {"text_font_size": "11px", "text_color": "#555555"}
 
 def _arrows(source, color, width, head, alpha):
     """An arrow annotation over the columns x0, y0 (its tail) to x1, y1 (its head)."""
+    from bokeh.models.annotations import Arrow, VeeHead
+
     return Arrow(
         source=source,
         x_start="x0",
@@ -843,6 +831,20 @@ def _timeline_figure(
 ):
     """The timeline's figure (`TIMELINE`): the view's boxes and their labels, the counters'
     curves, the flows' arrows, one row per track."""
+    from bokeh.models import (
+        BoxSelectTool,
+        ColumnDataSource,
+        FixedTicker,
+        HoverTool,
+        LinearColorMapper,
+        PanTool,
+        Range1d,
+        ResetTool,
+        TapTool,
+        WheelZoomTool,
+    )
+    from bokeh.plotting import figure
+
     # Canvas, not WebGL: a view holds at most pixels x rows boxes (the query merges the rest),
     # which a 2D canvas draws in a few ms, while WebGL's copy of its canvas onto the page
     # (drawImage) cost 100-170 ms a frame where there is no GPU (headless, VMs, remote desktops).
