@@ -17,6 +17,7 @@ from xprof_widgets.widgets import (  # noqa: F401 (their templates)
     _templates,
     framework_op_stats,
     hlo_stats,
+    input_pipeline,
     kernel_stats,
     memory_profile,
     op_profile,
@@ -64,6 +65,8 @@ def _values(template, n, rng):
             }
         else:
             raise AssertionError(f"no test values for {name} ({kind})")
+    if values.get("x_start", -np.inf) >= values.get("x_end", np.inf):  # (a range's bounds: start below end)
+        values["x_start"] = -values["x_end"]
     return values
 
 

@@ -710,6 +710,45 @@ def test_step_graph_of_one_step_is_one_named_bar():
     assert fig.renderers[0].data_source.data["name"] == list(long["step_name"])
 
 
+def test_step_graph_stacks_the_parts_used_in_xprofs_order():
+    """A bar per step of the breakdown parts with time, in XProf's order, each on the ones
+    before it (one glyph: a row per part and step); a run whose parts have no time at
+    all shows the step time itself."""
+    import pandas as pd
+    from bokeh.models import HoverTool
+
+    from xprof_widgets.widgets.input_pipeline import steps_figure
+
+    steps = pd.DataFrame(
+        {
+            "step_name": ["1", "2"],
+            "step_number": [1, 2],
+            "step_time_ms": [5.0, 7.0],
+            "begin_ps": [0, 10],
+            "input_ms": [1.0, 2.0],
+            "output_ms": [0.0, 0.0],
+            "device_compute_ms": [4.0, 5.0],
+        }
+    )
+    fig = steps_figure(steps)
+    (bars,) = fig.renderers
+    data = bars.data_source.data
+    assert list(data["part"]) == ["Device compute", "Device compute", "Input", "Input"]
+    assert list(data["bottom"]) == [0.0, 0.0, 4.0, 5.0] and list(data["top"]) == [4.0, 5.0, 5.0, 7.0]
+    assert list(data["id"]) == [0, 1, 0, 1] and list(data["name"]) == ["1", "2", "1", "2"]
+    assert list(data["s0"]) == [4.0, 5.0, 4.0, 5.0] and list(data["s1"]) == [1.0, 2.0, 1.0, 2.0]
+    tips = fig.select_one({"type": HoverTool}).tooltips
+    assert tips == [
+        ("step", "@name"),
+        ("step time", "@total{0.000} ms"),
+        ("Device compute", "@s0{0.000} ms"),
+        ("Input", "@s1{0.000} ms"),
+    ]
+    idle = steps.assign(input_ms=0.0, device_compute_ms=0.0)
+    data = steps_figure(idle).renderers[0].data_source.data
+    assert list(data["part"]) == ["Step time"] * 2 and list(data["top"]) == [5.0, 7.0]
+
+
 def test_data_attributes_are_written_one_way():
     """Every JSON value in an HTML attribute goes through `_html.data_json` inside double quotes:
     no widget writes a single-quoted attribute (json.dumps leaves ' < > alone, so a name

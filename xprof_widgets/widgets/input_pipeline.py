@@ -22,6 +22,7 @@ from ..format import shorten
 from ..run import as_run
 from ._bokeh import BokehWidget, hover_and_tap
 from ._html import data_json, esc, notice, plain_table, sortable_headers, stat_cards
+from ._templates import ChartTemplate
 
 BREAKDOWN = BREAKDOWN_LABELS  # column -> label, in XProf's order
 HOST = {
@@ -44,60 +45,127 @@ OP_COLUMNS = {
 }
 
 
-def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
-    """Stacked bars, one a step, of the breakdown columns used (XProf's TPU breakdown on TPU
-    steps); a tap selects a step (source "steps")."""
-    from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
-    from bokeh.plotting import figure
-
+def _steps_values(steps, title):
+    """(the step chart's template, its values) for `steps`: stacked bars, one a step, of
+    the breakdown columns used (XProf's TPU breakdown on TPU steps; the step time itself
+    where no part has time). The bars are one glyph (a chart template has a fixed set of
+    models, whatever the parts): a row per part and step, part by part, each step's
+    part times in columns s0, s1, ... for the tooltip."""
     labels = TPU_BREAKDOWN_LABELS if "tc_compute_ms" in steps else BREAKDOWN
     used = [c for c in labels if c in steps and steps[c].abs().sum() > 0]
-    data = {c: steps[c].to_numpy(dtype=np.float64) for c in used}
-    data["x"] = np.arange(len(steps), dtype=np.float64)
-    data["id"] = np.arange(len(steps))
-    data["name"] = steps["step_name"].astype(str).tolist()
-    data["total"] = steps["step_time_ms"].to_numpy(dtype=np.float64)
-    src = ColumnDataSource(data, name="steps")
-    n = len(steps)
+    parts = [(labels[c], steps[c]) for c in used] or [("Step time", steps["step_time_ms"])]
+    n, k = len(steps), len(parts)
+    times = np.zeros((STEP_PARTS, n))
+    times[:k] = [column.to_numpy(dtype=np.float64) for _, column in parts]
+    tops = np.cumsum(times[:k], axis=0)  # (each part on the ones before it, in order)
+    names = steps["step_name"].astype(str).tolist()
+    colors = Category10[10][: max(k, 3)]
+    data = {
+        "x": np.tile(np.arange(n, dtype=np.float64), k),
+        "bottom": (tops - times[:k]).ravel(),
+        "top": tops.ravel(),
+        "part": [label for label, _ in parts for _ in range(n)],
+        "color": [colors[j] for j in range(k) for _ in range(n)],
+        "id": np.tile(np.arange(n, dtype=np.int64), k),  # (a tap selects the step: all its parts)
+        "name": names * k,
+        "total": np.tile(steps["step_time_ms"].to_numpy(dtype=np.float64), k),
+        **{f"s{j}": np.tile(times[j], k) for j in range(STEP_PARTS)},
+    }
     # The steps fill the width (4-6 steps are not squeezed into half of it), but at least
     # MIN_STEP_SLOTS bar widths across, centred: one step is one bar, not the whole chart.
     pad = max(MIN_STEP_SLOTS - n, 0) / 2
-    x_range = Range1d(-0.6 - pad, n - 0.4 + pad, bounds=(-0.6 - pad, n - 0.4 + pad))
+    values = {
+        "title": title,
+        "x_start": -0.6 - pad,
+        "x_end": n - 0.4 + pad,
+        # Long step names (a hostile or odd file) cut: a rotated label would run over the
+        # page below the chart; the whole name is in the bar's tooltip.
+        "overrides": {i: shorten(name, MAX_STEP_LABEL) for i, name in enumerate(names)},
+        "orientation": 0.8 if n > 8 else 0.0,
+        "tips": [("step", "@name"), ("step time", "@total{0.000} ms")]
+        + [(label, f"@s{j}{{0.000}} ms") for j, (label, _) in enumerate(parts)],
+        "data": data,
+    }
+    # Ticks only where steps are (named after them): every step when few, whole steps when many.
+    if n > TICK_EVERY_STEP:
+        return MANY_STEPS_CHART, values
+    return STEPS_CHART, {**values, "ticks": list(range(n))}
+
+
+def _steps_chart(*, title, x_start, x_end, overrides, orientation, tips, data, ticks=None):
+    """The step chart (`_steps_values`' values; `ticks` None: ticks as Bokeh spaces them,
+    whole steps, else one per step there); a tap selects a step (source "steps")."""
+    from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, Range1d
+    from bokeh.plotting import figure
+
     fig = figure(
         height=280,
         sizing_mode="stretch_width",
         title=title,
-        x_range=x_range,
+        x_range=Range1d(x_start, x_end, bounds=(x_start, x_end)),
         x_axis_label="step",
         y_axis_label="ms",
         tools="xpan,xwheel_zoom,reset,save",
     )
-    colors = Category10[10][: max(len(used), 3)]
-    bars = fig.vbar_stack(
-        used,
+    bars = fig.vbar(
         x="x",
+        bottom="bottom",
+        top="top",
         width=0.8,
-        source=src,
-        color=colors[: len(used)],
-        legend_label=[labels[c] for c in used],
+        source=ColumnDataSource(data, name="steps"),
+        color="color",
+        legend_field="part",
         nonselection_fill_alpha=0.35,
     )
-    hover_and_tap(
-        fig,
-        bars,
-        [("step", "@name"), ("step time", "@total{0.000} ms")] + [(labels[c], f"@{c}{{0.000}} ms") for c in used],
-    )
-    # Ticks only where steps are (named after them): every step when few, whole steps when many.
-    fig.xaxis.ticker = FixedTicker(ticks=list(range(n))) if n <= 40 else BasicTicker(min_interval=1)
-    # Long step names (a hostile or odd file) cut: a rotated label would run over the page
-    # below the chart; the whole name is in the bar's tooltip.
-    fig.xaxis.major_label_overrides = {i: shorten(name, MAX_STEP_LABEL) for i, name in enumerate(data["name"])}
-    fig.xaxis.major_label_orientation = 0.8 if n > 8 else 0
+    hover_and_tap(fig, bars, tips)
+    fig.xaxis.ticker = BasicTicker(min_interval=1) if ticks is None else FixedTicker(ticks=ticks)
+    fig.xaxis.major_label_overrides = overrides
+    fig.xaxis.major_label_orientation = orientation
     fig.xgrid.visible = False
     fig.legend.orientation = "horizontal"
     fig.add_layout(fig.legend[0], "above")  # not over the first bars
     fig.toolbar.logo = None
     return fig
+
+
+def steps_figure(steps, title="Step time, by XProf's breakdown (ms)"):
+    """The step chart of `steps` as Bokeh builds it (see `steps_item`)."""
+    template, values = _steps_values(steps, title)
+    return template.build(**values)
+
+
+def steps_item(steps, title="Step time, by XProf's breakdown (ms)"):
+    """The step chart of `steps` (stacked bars, one a step, of the breakdown columns used;
+    a tap selects a step, source "steps"), filled from its template."""
+    template, values = _steps_values(steps, title)
+    return template.item(**values)
+
+
+#: Above this many steps the axis ticks whole steps as Bokeh spaces them, not each step.
+TICK_EVERY_STEP = 40
+#: The most parts a step's bar has: XProf's GPU breakdown (its TPU one has fewer).
+STEP_PARTS = max(len(BREAKDOWN), len(TPU_BREAKDOWN_LABELS))
+_STEPS_PARAMS = {
+    "title": "str",
+    "x_start": "float",
+    "x_end": "float",
+    "overrides": "labels",
+    "orientation": "float",
+    "tips": "pairs",
+    "data": {
+        "x": np.float64,
+        "bottom": np.float64,
+        "top": np.float64,
+        "part": str,
+        "color": str,
+        "id": np.int64,
+        "name": str,
+        "total": np.float64,
+        **{f"s{j}": np.float64 for j in range(STEP_PARTS)},
+    },
+}
+STEPS_CHART = ChartTemplate("steps", _steps_chart, {**_STEPS_PARAMS, "ticks": "floats"})
+MANY_STEPS_CHART = ChartTemplate("steps.many", _steps_chart, _STEPS_PARAMS)
 
 
 def step_range(steps, index):
@@ -141,7 +209,7 @@ class InputPipelineWidget(BokehWidget):
             self.html = notice(f"No input pipeline analysis for run {self.run.name}: {self.result.reason}")
             return
         if not self.result.steps.empty:
-            self.set_figures({"steps": steps_figure(self.result.steps)})
+            self.set_figures({"steps": steps_item(self.result.steps)})
         self.html = self._html()
 
     @traitlets.observe("sort_by", "collapsed")
@@ -271,4 +339,4 @@ class InputPipelineWidget(BokehWidget):
 </div>"""
 
 
-__all__ = ["InputPipelineWidget", "steps_figure", "step_range"]
+__all__ = ["InputPipelineWidget", "steps_figure", "steps_item", "step_range"]

@@ -18,7 +18,7 @@ from ..format import ms
 from ..run import as_run
 from ._bokeh import BokehWidget
 from ._html import esc, note, plain_table, stat_cards
-from .input_pipeline import step_range, steps_figure
+from .input_pipeline import step_range, steps_item
 
 LATENCY_ROWS = 20  # modules shown; all are in OverviewResult.module_latency
 
@@ -41,7 +41,7 @@ class OverviewWidget(BokehWidget):
         super().__init__(**kwargs)
         self.result = self.run.overview(host=host)
         if not self.result.steps.empty:
-            self.set_figures({"steps": steps_figure(self.result.steps, "Step-time graph (ms), by XProf's breakdown")})
+            self.set_figures({"steps": steps_item(self.result.steps, "Step-time graph (ms), by XProf's breakdown")})
         self.html = self._html()
 
     def on_tap(self, sel):
