@@ -38,7 +38,7 @@ import pandas as pd
 from .core.host_ops import IDLE, OP_DB_COLUMNS
 from .core.intervals import safe_divide
 from .core.op_stats import DeviceOpMetrics, device_framework_ops
-from .core.records import roofline_metrics
+from .core.records import roofline_columns
 from .core.run_stats import RunStats, as_stats
 from .core.runlike import RunLike
 from .core.tf_op import has_gradients
@@ -71,74 +71,75 @@ def device_tf_db(db: DeviceOpMetrics, gpu_tf_ops: pd.DataFrame):
     database with the grouping's `is_eager`)."""
     if db.source not in ("tpu", "gpu"):
         return None
+    return pd.DataFrame(_device_tf_columns(db, gpu_tf_ops), copy=False)
+
+
+def _device_tf_columns(db, gpu_tf_ops):
+    """`device_tf_db`'s columns ({name: array}, IDLE last): a few ops on most runs, so
+    arrays, not frames (a DataFrame's fixed cost is most of this tool's on a GPU run)."""
     ops = db.ops
-    if len(ops):
-        tf = device_framework_ops(ops)
-        tf["is_eager"] = False
-        if db.source == "gpu":
-            tf["is_eager"] = tf["name"].map(gpu_tf_ops["is_eager"].astype(bool)).fillna(False).astype(bool).to_numpy()
-    else:
-        tf = pd.DataFrame(columns=OP_DB_COLUMNS)
-    idle = pd.DataFrame(
-        {
-            "name": [IDLE],
-            "type": [IDLE],
-            "occurrences": [0],
-            "time_ps": [db.idle_time_ps],
-            "self_time_ps": [db.idle_time_ps],
-            "flops": [0.0],
-            "model_flops": [0.0],
-            "bytes_accessed": [0.0],
-            "is_eager": [False],
-        }
-    )
-    return pd.concat([tf, idle], ignore_index=True)[OP_DB_COLUMNS]
+    tf = device_framework_ops(ops) if len(ops) else pd.DataFrame(columns=OP_DB_COLUMNS)
+    names = tf["name"].to_numpy(object)
+    eager = np.zeros(len(tf), bool)
+    if db.source == "gpu" and len(tf):
+        marks = dict(zip(gpu_tf_ops.index, gpu_tf_ops["is_eager"].astype(bool)))  # (by name)
+        eager = np.array([marks.get(name, False) for name in names], dtype=bool)
+    idle = db.idle_time_ps
+    return {
+        "name": np.append(names, IDLE),
+        "type": np.append(tf["type"].to_numpy(object), IDLE),
+        "occurrences": np.append(tf["occurrences"].to_numpy(np.int64), 0),
+        "time_ps": np.append(tf["time_ps"].to_numpy(np.int64), idle),
+        "self_time_ps": np.append(tf["self_time_ps"].to_numpy(np.int64), idle),
+        **{c: np.append(tf[c].to_numpy(np.float64), 0.0) for c in ("flops", "model_flops", "bytes_accessed")},
+        "is_eager": np.append(eager, False),
+    }
 
 
 # --- the table ------------------------------------------------------------------------------
 
 
 def _sorted_top(db):
-    """SortedOpMetricsDb: self time descending, then name; the top MAX_OPS."""
-    order = np.lexsort((db["name"].to_numpy(str), -db["self_time_ps"].to_numpy(np.float64)))
-    return db.iloc[order[:MAX_OPS]]
+    """SortedOpMetricsDb of op database columns ({name: array}): self time descending, then
+    name; the rows of the top MAX_OPS."""
+    return np.lexsort((db["name"].astype(str), -db["self_time_ps"].astype(np.float64)))[:MAX_OPS]
 
 
 def _records(db, where, total_time_ps, env, tensor_core, exclude_idle):
+    """The table's rows of one part ({column: array}) from its op database's columns."""
     top = _sorted_top(db)
     if exclude_idle:
-        top = top[top["type"] != IDLE]
-    occ = top["occurrences"].to_numpy(np.float64)
-    total_us = top["time_ps"].to_numpy(np.float64) / 1e6
-    self_us = top["self_time_ps"].to_numpy(np.float64) / 1e6
+        top = top[db["type"][top] != IDLE]
+    rows = {c: np.asarray(db[c])[top] for c in OP_DB_COLUMNS}
+    occ = rows["occurrences"].astype(np.float64)
+    total_us = rows["time_ps"].astype(np.float64) / 1e6
+    self_us = rows["self_time_ps"].astype(np.float64) / 1e6
     frac = safe_divide(self_us, total_time_ps / 1e6)
     zero = np.zeros(len(top))
-    out = pd.DataFrame(
-        {
-            "host_or_device": where,
-            "type": top["type"].to_numpy(object),
-            "operation": top["name"].to_numpy(object),
-            "occurrences": top["occurrences"].to_numpy(np.int64),
-            "total_time": total_us,
-            "avg_time": safe_divide(total_us, occ),
-            "total_self_time": self_us,
-            "avg_self_time": safe_divide(self_us, occ),
-            "device_total_self_time_percent": frac if where == "Device" else zero,
-            "device_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Device" else zero,
-            "host_total_self_time_percent": frac if where == "Host" else zero,
-            "host_cumulative_total_self_time_percent": np.cumsum(frac) if where == "Host" else zero,
-        }
-    )
-    m = roofline_metrics(top.reset_index(drop=True), env)
-    for c in ("measured_flop_rate", "model_flop_rate", "measured_memory_bw", "operational_intensity"):
-        out[c] = m[c].to_numpy()
-    if where == "Device" and tensor_core is not None:
-        out["gpu_tensorcore_utilization"] = out["operation"].map(tensor_core).fillna(0.0).to_numpy(float)
-    else:
-        out["gpu_tensorcore_utilization"] = 0.0
-    out["bound_by"] = m["bound_by"].to_numpy()
-    out["eager"] = np.where(top["is_eager"].to_numpy(bool), "Eager", "Function")
-    return out
+    device = where == "Device"
+    m = roofline_columns(rows, env)
+    names = rows["name"].astype(object)
+    shares = zero
+    if device and tensor_core is not None:
+        shares = np.array([tensor_core.get(name, 0.0) for name in names], dtype=np.float64)
+    return {
+        "host_or_device": np.full(len(top), where, dtype=object),
+        "type": rows["type"].astype(object),
+        "operation": names,
+        "occurrences": rows["occurrences"].astype(np.int64),
+        "total_time": total_us,
+        "avg_time": safe_divide(total_us, occ),
+        "total_self_time": self_us,
+        "avg_self_time": safe_divide(self_us, occ),
+        "device_total_self_time_percent": frac if device else zero,
+        "device_cumulative_total_self_time_percent": np.cumsum(frac) if device else zero,
+        "host_total_self_time_percent": zero if device else frac,
+        "host_cumulative_total_self_time_percent": zero if device else np.cumsum(frac),
+        **{c: m[c] for c in ("measured_flop_rate", "model_flop_rate", "measured_memory_bw", "operational_intensity")},
+        "gpu_tensorcore_utilization": shares,
+        "bound_by": m["bound_by"],
+        "eager": np.where(rows["is_eager"].astype(bool), "Eager", "Function").astype(object),
+    }
 
 
 def _tensor_core_share(reports):
@@ -180,7 +181,7 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     if env["hardware"] != "CPU":
         stats.build_ahead("host_op_db")  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
-    dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
+    dev = _device_tf_columns(db, stats.gpu_tf_ops) if db is not None and db.source in ("tpu", "gpu") else None
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
@@ -193,6 +194,7 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     host = stats.host_op_db
     if host is not None:
         hdb, total_time, op_time = host
+        hdb = {c: hdb[c].to_numpy() for c in OP_DB_COLUMNS}
         parts.append(_records(hdb, "Host", op_time if exclude_idle else total_time, env, None, exclude_idle))
     if not parts:
         out = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
@@ -200,9 +202,12 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
             reason=NO_OPS, device_type=env["device_type"] or "CPU", task_type="Inference", architecture_type="Unknown"
         )
         return out
-    out = pd.concat(parts, ignore_index=True)
-    out.insert(0, "rank", np.arange(1, len(out) + 1))
-    out = out[columns]
+    rows = {c: np.concatenate([part[c] for part in parts]) for c in COLUMNS[1:]}
+    rows["rank"] = np.arange(1, len(rows["operation"]) + 1)
+    # (Texts as objects: pandas would look at every one to make them its string dtype.)
+    out = pd.DataFrame(
+        {c: pd.Series(rows[c], dtype=object) if rows[c].dtype == object else rows[c] for c in columns}, copy=False
+    )
     out.attrs.update(
         reason="" if len(out) else NO_OP_TIME,
         device_type=env["device_type"] or "CPU",

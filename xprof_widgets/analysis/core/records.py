@@ -20,7 +20,13 @@ def peak_bandwidth(env, index):
 
 
 def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
-    """XProf's SetRooflineMetrics over rows of op metrics, vectorised.
+    """`roofline_columns` as a DataFrame with `ops`' index."""
+    return pd.DataFrame(roofline_columns(ops, env), index=ops.index)
+
+
+def roofline_columns(ops, env: dict) -> dict:
+    """XProf's SetRooflineMetrics over rows of op metrics (a DataFrame, or a dict of
+    columns), vectorised: {name: column}.
 
     `ops` has time_ps, flops, model_flops, bytes_accessed (over all occurrences) and,
     optionally, the memory breakdown: has_breakdown, hbm_bytes, cmem_read_bytes,
@@ -29,14 +35,14 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
     measured_memory_bw, hbm_bw, cmem/vmem read/write bw (GiB/s), operational_intensity
     and the per-memory ones (FLOP/byte), bottleneck_operational_intensity and bound_by.
     """
-    n = len(ops)
+    n = len(ops["time_ps"])
 
     def col(k):
-        return ops[k].to_numpy(np.float64) if k in ops else np.zeros(n)
+        return np.asarray(ops[k], dtype=np.float64) if k in ops else np.zeros(n)
 
     t_ns = col("time_ps") / 1e3
     flops, nbytes = col("flops"), col("bytes_accessed")
-    has_bd = ops["has_breakdown"].to_numpy(bool) if "has_breakdown" in ops else np.zeros(n, bool)
+    has_bd = np.asarray(ops["has_breakdown"], dtype=bool) if "has_breakdown" in ops else np.zeros(n, bool)
     hbm = np.where(has_bd, col("hbm_bytes"), nbytes)
     mem = {k: col(f"{k}_bytes") for k in ("cmem_read", "cmem_write", "vmem_read", "vmem_write")}
     out = {
@@ -99,4 +105,4 @@ def roofline_metrics(ops: pd.DataFrame, env: dict) -> pd.DataFrame:
         bound[win], best[win], intensity[win] = name, util[win], oi[win]
     out["bottleneck_operational_intensity"] = intensity
     out["bound_by"] = bound
-    return pd.DataFrame(out, index=ops.index)
+    return out
