@@ -193,8 +193,8 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
         )
     host = stats.host_op_db
     if host is not None:
-        hdb, total_time, op_time = host
-        hdb = {c: hdb[c].to_numpy() for c in OP_DB_COLUMNS}
+        frame, total_time, op_time = host
+        hdb = {c: frame[c].to_numpy() for c in OP_DB_COLUMNS}
         parts.append(_records(hdb, "Host", op_time if exclude_idle else total_time, env, None, exclude_idle))
     if not parts:
         out = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
