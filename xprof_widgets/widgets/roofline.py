@@ -123,6 +123,10 @@ class RooflineWidget(SortedTable, BokehWidget):
         # frame made from it (thousands of copies a draw, 10 ms).
         self._plain = self.model.copy(deep=False)
         self._plain.attrs = {}
+        # Rows by (step, infeed/outfeed choice) and by the filters too, each found once: a
+        # draw asks for them a dozen times (each a filter over the model's rows).
+        self._step_text = self._plain["step"].astype(str).to_numpy(object)
+        self._found: dict = {}
         cats = self._plain.loc[self._plain["category"] != PROGRAM].groupby("category", sort=False)["total_self_time"]
         order = list(cats.sum().sort_values(ascending=False, kind="stable").index) if len(self.model) else []
         palette = Category10[10] if len(order) <= 10 else Category20[20]
@@ -161,8 +165,14 @@ class RooflineWidget(SortedTable, BokehWidget):
         self.select_row(id)
 
     def _step_rows(self):
-        m = self._plain
-        return m[(m["step"].astype(str) == self.step) & (m["include_infeed_outfeed"] == self.include_infeed_outfeed)]
+        key = ("step", self.step, self.include_infeed_outfeed)
+        if key not in self._found:
+            m = self._plain
+            keep = (self._step_text == self.step) & (
+                m["include_infeed_outfeed"].to_numpy(bool) == self.include_infeed_outfeed
+            )
+            self._found[key] = m[keep]
+        return self._found[key]
 
     def categories(self):
         """The categories of the step's rows, the longest first (Program last)."""
@@ -172,11 +182,14 @@ class RooflineWidget(SortedTable, BokehWidget):
     @property
     def rows(self):
         """The rows of the step and filters, in the model's order (index: the row in `model`)."""
-        r = self._step_rows()
-        keep = contains(r["operation"], self.name_filter)
-        if self.category != "All":
-            keep &= (r["category"] == self.category).to_numpy(bool)
-        return r[keep]
+        key = ("rows", self.step, self.include_infeed_outfeed, self.name_filter, self.category)
+        if key not in self._found:
+            r = self._step_rows()
+            keep = contains(r["operation"], self.name_filter)
+            if self.category != "All":
+                keep &= (r["category"] == self.category).to_numpy(bool)
+            self._found[key] = r[keep]
+        return self._found[key]
 
     @property
     def table(self):
