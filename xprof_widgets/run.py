@@ -620,7 +620,7 @@ class Run:
         when the run has no device ops."""
         from .analysis.hlo_stats import hlo_stats
 
-        return hlo_stats(self.stats())
+        return derived(self, "hlo_stats", lambda: hlo_stats(self.stats())).copy()  # (see framework_op_stats)
 
     def cuda_graph_kernels(self) -> pd.DataFrame:
         """The GPU kernels that ran inside CUDA graphs (XLA command buffers), every host: one
