@@ -96,13 +96,17 @@ def test_a_kernel_imports_the_widgets_ahead_on_its_main_thread():
 
 
 @pytest.mark.parametrize(
-    ("tool", "widget"), [("trace_viewer", "TraceViewerWidget"), ("overview_page", "OverviewWidget")]
+    ("tool", "widget", "figures"),
+    [
+        ("trace_viewer", "TraceViewerWidget", ["timeline"]),
+        ("memory_viewer", "MemoryViewerWidget", ["allocations", "buffers", "heap"]),
+    ],
 )
-def test_a_profile_widget_reading_in_the_background_imports_nothing_of_bokeh_there(tmp_path, tool, widget):
+def test_a_profile_widget_reading_in_the_background_imports_nothing_of_bokeh_there(tmp_path, tool, widget, figures):
     """ProfileWidget reads a run, and builds its tool's widget, on a thread of its own: the
     widgets' modules and Bokeh's models are imported before, on the caller's thread (here
     with the preload off, so that nothing else imported them). The trace viewer's chart is
-    filled from a template, the overview's step chart is built by Bokeh."""
+    filled from a template, the memory viewer's charts are built by Bokeh."""
     import xprof_widgets as xw
 
     run = xw.sample_run()
@@ -118,7 +122,7 @@ print(json.dumps({{
 }}))
 """
     got = _in_kernel([HOOK, make], XPROF_WIDGETS_PRELOAD="0")
-    assert got == {"built": widget, "figures": ["timeline" if tool == "trace_viewer" else "steps"], "off_main": []}
+    assert got == {"built": widget, "figures": figures, "off_main": []}
 
 
 def test_no_preload_in_a_kernel_when_turned_off():
