@@ -66,17 +66,12 @@ NO_OP_TIME = (
 
 def device_tf_db(db: DeviceOpMetrics, gpu_tf_ops: pd.DataFrame):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
-    (DataFrame with OP_DB_COLUMNS, IDLE last) or None for a CPU-only run (no device ops in
-    XProf). GPU eager marks come from `gpu_tf_ops` (`RunStats.gpu_tf_ops`: the device op
-    database with the grouping's `is_eager`)."""
+    {column: array} with OP_DB_COLUMNS, IDLE last, or None for a CPU-only run (no device
+    ops in XProf). Arrays, not a frame: a few ops on most runs, where a DataFrame's fixed
+    cost is most of this tool's on a GPU run. GPU eager marks come from `gpu_tf_ops`
+    (`RunStats.gpu_tf_ops`: the device op database with the grouping's `is_eager`)."""
     if db.source not in ("tpu", "gpu"):
         return None
-    return pd.DataFrame(_device_tf_columns(db, gpu_tf_ops), copy=False)
-
-
-def _device_tf_columns(db, gpu_tf_ops):
-    """`device_tf_db`'s columns ({name: array}, IDLE last): a few ops on most runs, so
-    arrays, not frames (a DataFrame's fixed cost is most of this tool's on a GPU run)."""
     ops = db.ops
     tf = device_framework_ops(ops) if len(ops) else pd.DataFrame(columns=OP_DB_COLUMNS)
     names = tf["name"].to_numpy(object)
@@ -181,7 +176,7 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     if env["hardware"] != "CPU":
         stats.build_ahead("host_op_db")  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
-    dev = _device_tf_columns(db, stats.gpu_tf_ops) if db is not None and db.source in ("tpu", "gpu") else None
+    dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
