@@ -127,6 +127,7 @@ class RooflineWidget(SortedTable, BokehWidget):
         # draw asks for them a dozen times (each a filter over the model's rows).
         self._step_text = self._plain["step"].astype(str).to_numpy(object)
         self._found: dict = {}
+        self._rows: tuple | None = None
         cats = self._plain.loc[self._plain["category"] != PROGRAM].groupby("category", sort=False)["total_self_time"]
         order = list(cats.sum().sort_values(ascending=False, kind="stable").index) if len(self.model) else []
         palette = Category10[10] if len(order) <= 10 else Category20[20]
@@ -165,7 +166,7 @@ class RooflineWidget(SortedTable, BokehWidget):
         self.select_row(id)
 
     def _step_rows(self):
-        key = ("step", self.step, self.include_infeed_outfeed)
+        key = (self.step, self.include_infeed_outfeed)
         if key not in self._found:
             m = self._plain
             keep = (self._step_text == self.step) & (
@@ -182,14 +183,14 @@ class RooflineWidget(SortedTable, BokehWidget):
     @property
     def rows(self):
         """The rows of the step and filters, in the model's order (index: the row in `model`)."""
-        key = ("rows", self.step, self.include_infeed_outfeed, self.name_filter, self.category)
-        if key not in self._found:
+        key = (self.step, self.include_infeed_outfeed, self.name_filter, self.category)
+        if self._rows is None or self._rows[0] != key:  # (the last filters' only: one per keystroke)
             r = self._step_rows()
             keep = contains(r["operation"], self.name_filter)
             if self.category != "All":
                 keep &= (r["category"] == self.category).to_numpy(bool)
-            self._found[key] = r[keep]
-        return self._found[key]
+            self._rows = (key, r[keep])
+        return self._rows[1]
 
     @property
     def table(self):
