@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
+from xprof_widgets.io import schema
+
 ELEMENTWISE_UNARY_F = [
     "abs",
     "cbrt",
@@ -595,3 +599,58 @@ ENTRY %main (x: f32[{n}], y: f32[{n}]) -> {root_shape.replace("{0}", "")} {{
   ROOT %fusion = {root_shape} fusion(%x, %y), kind={kind}, calls=%fused
 }}
 """
+
+
+def layered_hlo_proto(n=10_000, fusions=200, seed=0):
+    """A serialized HloProto of `n` instructions: a layered random DAG of adds and multiplies
+    over 16 parameters, `fusions` of them fusions with a 4-instruction fused computation."""
+    rng = np.random.default_rng(seed)
+    proto = schema.message_class("xla.HloProto")()
+    mod = proto.hlo_module
+    mod.name = "big"
+    next_id = [1]
+
+    def instr(comp, name, opcode, operands=(), **fields):
+        i = comp.instructions.add(name=name, opcode=opcode, id=next_id[0])
+        next_id[0] += 1
+        i.shape.element_type = 11  # F32
+        i.shape.dimensions.extend([128, 128])
+        i.operand_ids.extend(operands)
+        for k, v in fields.items():
+            if k == "called":
+                i.called_computation_ids.extend(v)
+            else:
+                setattr(i, k, v)
+        return i
+
+    fused_ids = []
+    for f in range(fusions):
+        comp = mod.computations.add(name=f"fused_computation.{f}", id=10_000_000 + f)
+        a = instr(comp, f"param_0.{f}", "parameter", parameter_number=0)
+        b = instr(comp, f"param_1.{f}", "parameter", parameter_number=1)
+        m = instr(comp, f"multiply.f{f}", "multiply", [a.id, b.id])
+        r = instr(comp, f"exponential.f{f}", "exponential", [m.id])
+        comp.root_id = r.id
+        fused_ids.append(comp.id)
+    entry = mod.computations.add(name="main", id=1)
+    ids = [instr(entry, f"p{k}", "parameter", parameter_number=k).id for k in range(16)]
+    is_fusion = set(rng.choice(np.arange(16, n - 1), size=fusions, replace=False).tolist())
+    f = 0
+    for k in range(16, n - 1):
+        window = ids[max(0, len(ids) - 64) :]
+        a, b = rng.choice(window, size=2)
+        if k in is_fusion:
+            ids.append(
+                instr(entry, f"fusion.{f}", "fusion", [int(a), int(b)], fusion_kind="kLoop", called=[fused_ids[f]]).id
+            )
+            f += 1
+        else:
+            ids.append(
+                instr(
+                    entry, f"{'add' if k % 2 else 'multiply'}.{k}", "add" if k % 2 else "multiply", [int(a), int(b)]
+                ).id
+            )
+    root = instr(entry, "tuple.root", "tuple", ids[-8:])
+    entry.root_id = root.id
+    mod.entry_computation_id = 1
+    return proto.SerializeToString()
