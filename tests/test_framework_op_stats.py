@@ -6,6 +6,7 @@ run through XProf itself."""
 import pytest
 
 import xprof_widgets as xw
+from xprof_widgets.analysis.core.cache import kept
 from xprof_widgets.analysis.core.host_ops import IDLE, host_op_db
 from xprof_widgets.analysis.framework_op_stats import COLUMNS, NO_OP_TIME, framework_op_stats, task_type
 
@@ -103,6 +104,18 @@ def test_eager_ops_equal_xprof(tmp_path):
         "inner2/Mul",
         "dense/MatMul/ReadVariableOp",
     }
+    assert kept(run.stats(), "gpu_tf_ops")  # (a device op ran eagerly: the marks were read)
+
+
+def test_xla_programs_marks_need_no_gpu_op_database():
+    """No kernel of an XLA program runs eagerly: every device op is "Function" without the
+    GPU op database (`RunStats.gpu_tf_ops`), which this tool then never builds."""
+    run = corpus_run("nvidia_jax_mlp_h200")
+    df = framework_op_stats(run)
+    assert (df["host_or_device"] == "Device").sum() >= 4  # (three framework ops and IDLE)
+    assert set(df.loc[df["host_or_device"] == "Device", "eager"]) == {"Function"}
+    assert not kept(run.stats(), "gpu_tf_ops") and not kept(run.stats(), "gpu_ops")
+    assert not run.stats().gpu_tf_ops["is_eager"].any()  # (what it would have said)
 
 
 def test_two_tpu_hosts_equal_xprof(tmp_path):

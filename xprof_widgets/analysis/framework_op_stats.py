@@ -32,6 +32,8 @@ newer tf.data ops by stage); none of the corpus profiles has them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -64,20 +66,23 @@ NO_OP_TIME = (
 # --- device: XProf's TF-op database of the device ops ---------------------------------------
 
 
-def device_tf_db(db: DeviceOpMetrics, gpu_tf_ops: pd.DataFrame):
+def device_tf_db(db: DeviceOpMetrics, gpu_tf_ops: Callable[[], pd.DataFrame]):
     """XProf's CreateTfMetricsDbFromDeviceOpMetricsDb of a `op_stats.DeviceOpMetrics`:
     {column: array} with OP_DB_COLUMNS, IDLE last, or None for a CPU-only run (no device
     ops in XProf). Arrays, not a frame: a few ops on most runs, where a DataFrame's fixed
-    cost is most of this tool's on a GPU run. GPU eager marks come from `gpu_tf_ops`
-    (`RunStats.gpu_tf_ops`: the device op database with the grouping's `is_eager`)."""
+    cost is most of this tool's on a GPU run. GPU eager marks come from `gpu_tf_ops()`
+    (`RunStats.gpu_tf_ops`: the device op database with the grouping's `is_eager`), asked
+    only when a device op ran eagerly (none does in an XLA program: then every mark is
+    "Function" whichever device op is a framework op's last)."""
     if db.source not in ("tpu", "gpu"):
         return None
     ops = db.ops
     tf = device_framework_ops(ops) if len(ops) else pd.DataFrame(columns=OP_DB_COLUMNS)
     names = tf["name"].to_numpy(object)
     eager = np.zeros(len(tf), bool)
-    if db.source == "gpu" and len(tf):
-        marks = dict(zip(gpu_tf_ops.index, gpu_tf_ops["is_eager"].astype(bool)))  # (by name)
+    if db.source == "gpu" and len(tf) and ("is_eager" not in ops or ops["is_eager"].to_numpy(bool).any()):
+        found = gpu_tf_ops()
+        marks = dict(zip(found.index, found["is_eager"].astype(bool)))  # (by name)
         eager = np.array([marks.get(name, False) for name in names], dtype=bool)
     idle = db.idle_time_ps
     return {
@@ -176,7 +181,7 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     if env["hardware"] != "CPU":
         stats.build_ahead("host_op_db")  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
-    dev = device_tf_db(db, stats.gpu_tf_ops) if db is not None else None
+    dev = device_tf_db(db, lambda: stats.gpu_tf_ops) if db is not None else None
     gpu = "GPU" in env["device_type"]
     columns = COLUMNS if gpu else [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     parts = []
