@@ -15,7 +15,10 @@ def _plain(column):
     return s.where(s.notna(), None).tolist()
 
 
-@pytest.mark.parametrize("keys", [["a"], ["b"], ["a", "b"], ["i"], ["u"], ["i", "b"], ["k", "u"], ["u", "i", "k"]])
+@pytest.mark.parametrize(
+    "keys",
+    [["a"], ["b"], ["a", "b"], ["i"], ["u"], ["i", "b"], ["k", "u"], ["u", "i", "k"], ["k", "i"], ["i", "k", "u"]],
+)
 @pytest.mark.parametrize("sort", [False, True])
 def test_groups_reduce_as_pandas_groupby(keys, sort):
     rng = np.random.default_rng(len(keys) + 2 * sort)
@@ -186,3 +189,16 @@ def test_by_pair_asks_each_distinct_pair_once_and_maps_every_row(kind):
         assert out.tolist() == expected
         flags = columns.by_pair(first, second, lambda a, b: a >= 0, where=where, dtype=bool)
         assert flags.tolist() == [bool(first[i] >= 0 and (where is None or where[i])) for i in range(n)]
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_integer_keys_combined_by_offsets_group_as_by_ranks(monkeypatch, sort):
+    """Several integer keys of a small combined range are combined by their offsets from
+    their least values (no ranks): the same groups in the same order as by their ranks."""
+    rng = np.random.default_rng(5 + sort)
+    keys = [rng.integers(3, 9, 4000).astype(np.int8), rng.random(4000) < 0.3, rng.integers(0, 40, 4000) * 3]
+    by_offsets = Groups(*keys, sort=sort)
+    monkeypatch.setattr(columns.math, "prod", lambda widths: 2**62)  # (too wide: by ranks)
+    by_ranks = Groups(*keys, sort=sort)
+    assert np.array_equal(by_offsets.codes, by_ranks.codes)
+    assert np.array_equal(by_offsets.order, by_ranks.order) and by_offsets.n == by_ranks.n > 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -118,10 +119,9 @@ def _codes(key, sort, dropna):
     return col, len(uniques)
 
 
-def _ranks(key):
-    """(each row's rank among the column's distinct values, how many there are) for a column
-    of integers (or booleans) of a small range, by a table over that range: no hashing, the
-    values' order. None for any other column (then `factorize` numbers it)."""
+def _offsets(key):
+    """(each row's value less the column's least, the range's width) for a column of
+    integers (or booleans) of a small range; None for any other column."""
     values = np.asarray(key)
     if values.dtype.kind not in "iub" or not len(values):
         return None
@@ -132,8 +132,22 @@ def _ranks(key):
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= min(2**20, 4 * len(values) + 4096):
         return None
-    shifted = values.astype(np.int64) - lo
-    used = np.zeros(hi - lo + 1, bool)
+    return values.astype(np.int64) - lo, hi - lo + 1
+
+
+def _ranks(key):
+    """(each row's rank among the column's distinct values, how many there are) for a column
+    of integers (or booleans) of a small range, by a table over that range: no hashing, the
+    values' order. None for any other column (then `factorize` numbers it)."""
+    return _ranks_of(_offsets(key))
+
+
+def _ranks_of(span):
+    """`_ranks` of a column's `_offsets` (None: None)."""
+    if span is None:
+        return None
+    shifted, width = span
+    used = np.zeros(width, bool)
     used[shifted] = True
     rank = np.cumsum(used) - 1
     return rank[shifted], int(rank[-1]) + 1
@@ -168,16 +182,24 @@ class Groups:
     def __init__(self, *keys, sort=False, dropna=True):
         codes, size = None, 1
         ranked = False  # whether the codes are of one key, in its values' order (`_ranks`)
-        for key in keys:
-            found = _ranks(key)  # (integers of a small range: no hashing)
+        # Integer keys of a small range are numbered by a table over it, not hashed: by
+        # their offsets where the keys' combined range is small (the combination is
+        # numbered by a table below), else by their ranks.
+        spans = [_offsets(key) for key in keys]
+        combined = len(keys) > 1 and None not in spans
+        if combined and math.prod(span[1] + 1 for span in spans) > 4 * len(spans[0][0]) + 4096:
+            combined = False
+        for key, span in zip(keys, spans):
+            found = span if combined else _ranks_of(span)
             ranked = found is not None
             col, width = found if ranked else _codes(key, sort, dropna)
             width += 1  # + 1: missing, coded -1, kept apart as -1 below
             if codes is None:
                 codes, size = col.astype(np.int64), width
-                missing = col < 0
+                missing = np.zeros(len(col), bool) if combined else col < 0
                 continue
-            missing |= col < 0
+            if not combined:  # (offsets are never missing)
+                missing |= col < 0
             if size * width >= 2**62:
                 codes, seen = pd.factorize(codes, sort=sort)
                 size = len(seen)
