@@ -295,13 +295,17 @@ def _host_reports(run, space, modules):
         return None
     text = ("tf_op", "equation", "hlo_op")
     codes = {c: ev[c].cat.codes.to_numpy() for c in (*text, "name", "details")}
-    # The framework op and its eligibility, per distinct combination (never per event).
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
-    by_combo = Groups(*(codes[c] if c in text else ev[c] for c in cols), dropna=False)
+    column = {c: codes[c] if c in codes else ev[c].to_numpy() for c in cols}
+    # One pass over the kernels: grouped by all that a report's key comes from (the name,
+    # the launch text, what the framework op comes from); the rest is done per group.
+    fine = Groups(codes["name"], codes["details"], *(column[c] for c in cols), dropna=False)
+    at = fine.order[fine.starts]  # each group's first kernel (groups in order of it)
+    # The framework op and its eligibility, per distinct combination (never per kernel).
+    by_combo = Groups(*(column[c][at] for c in cols), dropna=False)
+    combo_first = at[by_combo.order[by_combo.starts]]
     firsts = [
-        np.asarray(ev[c].cat.categories, dtype=object)[by_combo.first(codes[c])]
-        if c in text
-        else by_combo.first(ev[c], skipna=False)
+        np.asarray(ev[c].cat.categories, dtype=object)[codes[c][combo_first]] if c in text else column[c][combo_first]
         for c in cols
     ]
     names, flags = [], []
@@ -315,11 +319,10 @@ def _host_reports(run, space, modules):
         names.append(name)
         flags.append(ok)
     op_code, op_names = pd.factorize(np.asarray(names, dtype=object))
-    op_code = op_code[by_combo.codes]
+    op_code = op_code[by_combo.codes]  # (per group of kernels)
     eligible = np.asarray(flags, dtype=bool)[by_combo.codes]
-    # Launch details parsed once per distinct text, spread to the events by code; the
-    # report's key fields numbered per distinct value (texts differing in occupancy only
-    # are one key).
+    # Launch details parsed once per distinct text; the report's key fields numbered per
+    # distinct value (texts differing in occupancy only are one key).
     code = codes["details"]
     launch = [parse_kernel_details(d) for d in ev["details"].cat.categories]
     fields = ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")
@@ -327,8 +330,11 @@ def _host_reports(run, space, modules):
         pd.Series([(*v["grid"], *v["block"], *(v[k] for k in fields)) for v in launch], dtype=object)
     )[0]
     uses_tc = ev["uses_tc"].to_numpy(bool)
-    g = Groups(codes["name"], launch_key[code], op_code, eligible, uses_tc)
-    first = g.order[g.starts]
+    # The reports: the groups of kernels by the report's key (a report's first group holds
+    # its first kernel: groups are in order of their first kernels).
+    g = Groups(codes["name"][at], launch_key[code[at]], op_code, eligible, uses_tc[at])
+    lead = g.order[g.starts]
+    first = at[lead]
     first_launch = [launch[k] for k in code[first].tolist()]
     duration = ev["duration_ns"].to_numpy()
     reports = pd.DataFrame(
@@ -341,12 +347,12 @@ def _host_reports(run, space, modules):
             },
             **{k: np.array([v[k] for v in first_launch], dtype=np.int64) for k in fields},
             "is_kernel_using_tensor_core": uses_tc[first],
-            "is_op_tensor_core_eligible": eligible[first],
-            "op_name": np.asarray(op_names, dtype=object)[op_code[first]],
-            "occurrences": g.size(),
-            "total_duration_ns": g.sum(duration),
-            "min_duration_ns": g.min(duration),
-            "max_duration_ns": g.max(duration),
+            "is_op_tensor_core_eligible": eligible[lead],
+            "op_name": np.asarray(op_names, dtype=object)[op_code[lead]],
+            "occurrences": g.sum(fine.size()),
+            "total_duration_ns": g.sum(fine.sum(duration)),
+            "min_duration_ns": g.min(fine.min(duration)),
+            "max_duration_ns": g.max(fine.max(duration)),
             "occupancy_pct": np.array([v["occupancy_pct"] for v in first_launch], dtype=np.float64),
         }
     )
