@@ -192,13 +192,22 @@ def test_by_pair_asks_each_distinct_pair_once_and_maps_every_row(kind):
 
 
 @pytest.mark.parametrize("sort", [False, True])
-def test_integer_keys_combined_by_offsets_group_as_by_ranks(monkeypatch, sort):
-    """Several integer keys of a small combined range are combined by their offsets from
-    their least values (no ranks): the same groups in the same order as by their ranks."""
-    rng = np.random.default_rng(5 + sort)
-    keys = [rng.integers(3, 9, 4000).astype(np.int8), rng.random(4000) < 0.3, rng.integers(0, 40, 4000) * 3]
+@pytest.mark.parametrize("wide", [False, True])
+def test_integer_keys_combined_by_offsets_group_as_by_ranks(sort, wide):
+    """Several integer keys of a small range are combined by their offsets from their least
+    values (no ranks), the combination so far numbered by a table wherever the next key
+    would take it past a table's size (`wide`: 6 keys of 40 values over 4,000 rows, 3
+    such steps): the same groups in the same order as by ranks and hashing (a float key
+    among them: the others ranked, it factorized)."""
+    rng = np.random.default_rng(5 + sort + 2 * wide)
+    if wide:
+        keys = [rng.integers(0, 40, 4000) for _ in range(6)]
+    else:
+        keys = [rng.integers(3, 9, 4000).astype(np.int8), rng.random(4000) < 0.3, rng.integers(0, 40, 4000) * 3]
     by_offsets = Groups(*keys, sort=sort)
-    monkeypatch.setattr(columns.math, "prod", lambda widths: 2**62)  # (too wide: by ranks)
-    by_ranks = Groups(*keys, sort=sort)
+    by_ranks = Groups(*keys[:-1], keys[-1].astype(float), sort=sort)
     assert np.array_equal(by_offsets.codes, by_ranks.codes)
     assert np.array_equal(by_offsets.order, by_ranks.order) and by_offsets.n == by_ranks.n > 100
+    frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
+    expected = frame.groupby(list(frame.columns), sort=sort).ngroup().to_numpy()
+    assert np.array_equal(by_offsets.codes, expected)
