@@ -10,7 +10,10 @@ the package imports them ahead, once the kernel is idle after the importing cell
 widget (`bench_tools.py`'s script). xprof-rs (`pip install -e '.[bench]'`): a fresh server
 on a fresh copy of the file (LOGDIR/plugins/profile/run/HOST.xplane.pb), timed from its
 first request for the tool to the last byte of the answer (the server's start before the
-clock, as our imports); its peak memory is the server's VmHWM after the answer. Where
+clock, as our imports); its peak memory is the server's VmHWM after the answer. Memory
+is given twice: the process's peak, and the peak less what the process held before the
+clock (ours: the interpreter, numpy, pandas, Bokeh, about 100 MB; xprof-rs's server: about
+20 MB), the memory the tool itself took. Where
 xprof-rs cannot open a file (0.1.3 on JAX 0.11's H200 files: "A stat metadata ID is out of
 range") the row says so; `--against xprof` measures XProf 2.24.2's converter instead.
 Inputs (make them with `shared/tools/tile_xplane.py`): the AMD MI300X GEMM run tiled 400x
@@ -58,11 +61,12 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _peak_rss(pid):
-    """VmHWM (bytes) of a running process, 0 where /proc does not tell."""
+def _peak_rss(pid, field="VmHWM"):
+    """VmHWM (bytes) of a running process (or another `field` of its status: VmRSS), 0
+    where /proc does not tell."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -71,7 +75,7 @@ def _peak_rss(pid):
 
 def xprof_rs(binary, file, tool, timeout=600):
     """One cold request of `tool` to a fresh xprof-rs server on a fresh copy of `file`:
-    {"seconds", "bytes", "peak_rss_bytes"} or {"error": what it answered}."""
+    {"seconds", "bytes", "peak_rss_bytes", "base_rss_bytes"} or {"error": what it answered}."""
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "plugins" / "profile" / "run"
         run.mkdir(parents=True)
@@ -90,13 +94,19 @@ def xprof_rs(binary, file, tool, timeout=600):
                 except (urllib.error.URLError, ConnectionError):
                     time.sleep(0.025)
             url = f"{base}/data?run=run&tag={tool}&host={host}"
+            started = _peak_rss(server.pid, "VmRSS")
             t0 = time.perf_counter()
             try:
                 body = urllib.request.urlopen(url, timeout=timeout).read()
             except urllib.error.HTTPError as e:
                 return {"error": f"{e.code}: {e.read().decode(errors='replace')[:200]}"}
             seconds = time.perf_counter() - t0
-            return {"seconds": seconds, "bytes": len(body), "peak_rss_bytes": _peak_rss(server.pid)}
+            return {
+                "seconds": seconds,
+                "bytes": len(body),
+                "peak_rss_bytes": _peak_rss(server.pid),
+                "base_rss_bytes": started,
+            }
         finally:
             server.kill()
             server.wait()
@@ -130,23 +140,44 @@ def main():
                 error = got["error"]
                 break
             theirs.append(got)
-        o, om = median(ours, "widget_s"), median(ours, "peak_rss_bytes")
-        x, xm = (median(theirs, "seconds"), median(theirs, "peak_rss_bytes")) if theirs else (float("nan"), 0)
-        rows.append((tool, o, om, x, xm, error))
-        print(
-            json.dumps({"tool": tool, "ours_s": o, "ours_rss": om, "theirs_s": x, "theirs_rss": xm, "error": error}),
-            flush=True,
+        o, om, oa = median(ours, "widget_s"), median(ours, "peak_rss_bytes"), _added(ours)
+        x, xm, xa = (
+            (median(theirs, "seconds"), median(theirs, "peak_rss_bytes"), _added(theirs))
+            if theirs
+            else (float("nan"), 0, 0)
         )
+        rows.append((tool, o, om, oa, x, xm, xa, error))
+        print(
+            json.dumps(
+                {"tool": tool, "ours_s": o, "ours_rss": om, "ours_added": oa, "theirs_s": x, "theirs_rss": xm,
+                 "theirs_added": xa, "error": error}
+            ),
+            flush=True,
+        )  # fmt: skip
     size = Path(args.file).stat().st_size / 1e6
     peer = "xprof-rs 0.1.3" if args.against == "xprof-rs" else "XProf 2.24.2"
     print(f"\n{Path(args.file).name} ({size:.1f} MB), medians of {args.repeat}, ours vs {peer}, column cache off")
-    print(f"| tool | ours (s) | {peer} (s) | ratio | ours peak RSS (MB) | {peer} peak RSS (MB) |")
-    print("|---|---|---|---|---|---|")
-    for tool, o, om, x, xm, error in rows:
+    print(
+        f"| tool | ours (s) | {peer} (s) | ratio | ours peak RSS (MB) | {peer} peak RSS (MB) "
+        f"| ours added (MB) | {peer} added (MB) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for tool, o, om, oa, x, xm, xa, error in rows:
         if error:
-            print(f"| {tool} | {o:.2f} | cannot open: {error} | | {om / 1e6:.0f} | |")
+            print(f"| {tool} | {o:.2f} | cannot open: {error} | | {om / 1e6:.0f} | | {oa / 1e6:.0f} | |")
         else:
-            print(f"| {tool} | {o:.2f} | {x:.2f} | {o / x:.2f} | {om / 1e6:.0f} | {xm / 1e6:.0f} |")
+            print(
+                f"| {tool} | {o:.2f} | {x:.2f} | {o / x:.2f} | {om / 1e6:.0f} | {xm / 1e6:.0f} "
+                f"| {oa / 1e6:.0f} | {xa / 1e6:.0f} |"
+            )
+
+
+def _added(rows):
+    """The median of peak less base memory (bytes) over measurements (0 where a measurement
+    has no base: XProf's converter)."""
+    return median(
+        [{"added": r["peak_rss_bytes"] - r.get("base_rss_bytes", r["peak_rss_bytes"])} for r in rows], "added"
+    )
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ xw._import_analyses()  # (imports, before the timer: a notebook kernel's preload
 import bokeh.plotting  # noqa: F401 (imported by the first chart: an import, before the timer)
 method, module, widget_class, kwargs = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 Widget = getattr(importlib.import_module(f"xprof_widgets.widgets.{module}"), widget_class) if module != "-" else None
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (the interpreter and imports)
 t0 = time.perf_counter()
 run = xw.load_run(sys.argv[1])
 eval(f"run.{method}({kwargs})", {"run": run})
@@ -62,7 +63,7 @@ if Widget is not None:
     Widget(run)
 t_widget = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"analysis_s": t_analysis, "widget_s": t_widget, "peak_rss_bytes": rss}))
+print(json.dumps({"analysis_s": t_analysis, "widget_s": t_widget, "peak_rss_bytes": rss, "base_rss_bytes": base}))
 """
 
 
