@@ -46,12 +46,15 @@ def _line_activities(line, known, parsed, eager_mask, has_tf_op_stat, by_categor
     event's name-op before its `tf_op` op): begin, end (ps), op id (in `parsed`, the op
     strings seen so far; `known` maps event names that are ops to theirs), is_eager.
     `by_categories` keeps the op id of each of a plane's names (`columns.by_category`)."""
-    names = line.names()
-    codes = np.asarray(names.codes)
-    op_of_code = by_category(by_categories, names, lambda c: known.get(c, -1), -1, np.int64)
-    ops = op_of_code[codes]  # -1 where the event's name is no framework op
-    by_name = np.flatnonzero(ops >= 0)
-    ev, sub, key = [by_name], [np.zeros(len(by_name), np.int64)], [ops[by_name]]
+    if known:
+        names = line.names()
+        op_of_code = by_category(by_categories, names, lambda c: known.get(c, -1), -1, np.int64)
+        ops = op_of_code[np.asarray(names.codes)]  # -1 where the event's name is no framework op
+        by_name = np.flatnonzero(ops >= 0)
+        ops = ops[by_name]
+    else:  # (no name of the plane is an op: a JAX run's host ops are its `tf_op` stats)
+        by_name, ops = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ev, sub, key = [by_name], [np.zeros(len(by_name), np.int64)], [ops]
     marked = [eager_mask[by_name]]
     if has_tf_op_stat:
         st = line.stat_table(names=["tf_op"])
@@ -173,15 +176,13 @@ def host_op_db(spaces, eager=None):
             line_total = max(int(end.max() - begin.min()), line_op_time)
             total_time += line_total
             op_time += line_op_time
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "op": key[entered],
-                        "time_ps": (end - begin)[entered],
-                        "self_time_ps": self_ps[entered],
-                        "is_eager": is_eager[entered],
-                    }
-                )
+            frames.append(  # (columns: a DataFrame per thread costs more than its rows)
+                {
+                    "op": key[entered],
+                    "time_ps": (end - begin)[entered],
+                    "self_time_ps": self_ps[entered],
+                    "is_eager": is_eager[entered],
+                }
             )
     if not any_line:
         return None
@@ -193,7 +194,7 @@ def host_op_db(spaces, eager=None):
     if frames:
         # Summed per op string first (integer keys), in the order they entered; _op_db then
         # keys them by name (several strings may name one op).
-        rows = pd.concat(frames, ignore_index=True)
+        rows = {k: np.concatenate([f[k] for f in frames]) for k in frames[0]}
         g = Groups(rows["op"])
         ops = g.frame(
             {"op": rows["op"]},
