@@ -3,6 +3,7 @@
 profiles made here (host op stacks, tf_op stats, eager marks, GPU kernels, two hosts)
 run through XProf itself."""
 
+import pandas as pd
 import pytest
 
 import xprof_widgets as xw
@@ -129,6 +130,55 @@ def test_columns_without_gpu():
     df = framework_op_stats(corpus_run("tf_keras_cpu"))
     assert list(df.columns) == [c for c in COLUMNS if c != "gpu_tensorcore_utilization"]
     assert set(df["host_or_device"]) == {"Host"} and df.attrs["device_type"] == "CPU"
+
+
+def test_the_host_op_database_built_ahead_decodes_the_gpu_stats_first(tmp_path, monkeypatch):
+    """The framework op stats build the host op database ahead, on a thread that first
+    decodes the GPU kernels' stats the tool reads first (`grouping.gpu_stats_first`): on
+    that thread, last line first, before the database, starting no other thread for them;
+    the tool's own thread finds them decoded. The tool's numbers are those of a tool that
+    decodes them itself."""
+    import threading
+
+    from xprof_widgets.analysis.core import grouping
+    from xprof_widgets.analysis.core import run_stats as rs
+    from xprof_widgets.analysis.core.planes import gpu_planes
+    from xprof_widgets.io import xspace
+
+    src = next((PROFILES / "nvidia_jax_mlp_h200" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    events = []
+    decode = xspace.Line.stat_table
+
+    def stat_table(line, names=None, events_=None):
+        if line.plane.name.startswith(grouping.GPU_PLANE_PREFIX) and line._kept_stats is None:
+            events.append((threading.current_thread().name, id(line)))
+        return decode(line, names, events_)
+
+    built = rs.BUILDERS["host_op_db"]
+
+    def host_op_db(run):
+        events.append((threading.current_thread().name, "host_op_db"))
+        return built(run)
+
+    monkeypatch.setattr(xspace.Line, "stat_table", stat_table)
+    monkeypatch.setitem(rs.BUILDERS, "host_op_db", host_op_db)
+    monkeypatch.setattr(xspace, "SMALL_LINE", 0)  # (every GPU line decoded ahead: this run has 2)
+    run = xw.load_run(host_copies(src, tmp_path, ["h1"])[0])
+    stats = run.stats()
+    stats.build_ahead("host_op_db", first=grouping.gpu_stats_first)
+    for thread in threading.enumerate():
+        if thread.name == "xprof-widgets host_op_db":
+            thread.join(60)
+    lines = [id(line) for plane in gpu_planes(run.xspaces()[0]) for _, line in plane.busy_lines]
+    # (This thread waited: the GPU lines are the other's, last first, before the database,
+    # which then reads its own.)
+    assert len(lines) >= 2 and events.index(("xprof-widgets host_op_db", "host_op_db")) == len(lines)
+    assert events[: len(lines)] == [("xprof-widgets host_op_db", i) for i in reversed(lines)]
+    assert {e[0] for e in events} == {"xprof-widgets host_op_db"}  # no other thread started
+    assert all(line._kept_stats is not None for p in gpu_planes(run.xspaces()[0]) for _, line in p.busy_lines)
+    monkeypatch.undo()
+    fresh = framework_op_stats(xw.load_run(host_copies(src, tmp_path / "b", ["h1"])[0]))
+    pd.testing.assert_frame_equal(framework_op_stats(stats), fresh)
 
 
 def test_a_part_built_ahead_is_built_once_and_its_error_reaches_the_caller(monkeypatch):

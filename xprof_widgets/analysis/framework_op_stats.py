@@ -37,6 +37,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from .core.grouping import gpu_stats_first
 from .core.host_ops import IDLE, OP_DB_COLUMNS
 from .core.intervals import safe_divide
 from .core.op_stats import DeviceOpMetrics, device_framework_ops
@@ -179,7 +180,7 @@ def framework_op_stats(source: RunStats | RunLike, exclude_idle=False) -> pd.Dat
     stats = as_stats(source)
     env = stats.perf_env
     if env["hardware"] != "CPU":
-        stats.build_ahead("host_op_db")  # (while the device's is built)
+        stats.build_ahead("host_op_db", first=gpu_stats_first)  # (while the device's is built)
     db = stats.op_metrics if env["hardware"] != "CPU" else None
     dev = device_tf_db(db, lambda: stats.gpu_tf_ops) if db is not None else None
     gpu = "GPU" in env["device_type"]

@@ -392,14 +392,15 @@ class SmallLines:
         return out
 
 
-def decode_ahead(lines, names):
+def decode_ahead(lines, names, thread=True):
     """Decode the stats `names` (a plane's `read_ahead` or part of it) of `lines` on a
     thread, last line first, while the caller reads them first to last: the decoding is
     compiled code that releases the GIL, so a second core does half of it. The thread
     stops where it finds a line decoded (the caller got there) and leaves any error for
     the caller to meet. Lines of SMALL_LINE events or fewer are left out (decoded in
     batches); nothing where fewer than two lines are left. Returns the thread (None: none
-    started)."""
+    started). `thread=False`: the same work on the calling thread (one of its own already),
+    returned from when it is done."""
     big = [line for line in lines if len(line) > SMALL_LINE]
     if len(big) < 2:
         return None
@@ -418,9 +419,12 @@ def decode_ahead(lines, names):
             except Exception:  # (the caller decodes the line again and meets it)
                 return
 
-    thread = threading.Thread(target=work, name="xprof-widgets stats ahead", daemon=True)
-    thread.start()
-    return thread
+    if not thread:
+        work()
+        return None
+    ahead = threading.Thread(target=work, name="xprof-widgets stats ahead", daemon=True)
+    ahead.start()
+    return ahead
 
 
 def _event_stats(data, pos, at, keys):

@@ -1039,10 +1039,13 @@ def reads_line_stats(space) -> bool:
     return not is_grouped(space) and not _groups_nothing(space)
 
 
-def gpu_stats_ahead(space):
+def gpu_stats_ahead(space, here=False):
     """Once per file, for the tools that read its GPU kernels' stats: each GPU plane's
     `read_ahead` marked, and its lines decoded from the last on a thread
-    (`xspace.decode_ahead`) while the tool reads them from the first."""
+    (`xspace.decode_ahead`) while the tool reads them from the first. `here`: on the
+    calling thread, returned from when done (a thread of its own: `gpu_stats_first`); a
+    tool that asks meanwhile starts no other."""
+    backwards = []
 
     def start():
         _read_ahead_marked(space)
@@ -1053,10 +1056,24 @@ def gpu_stats_ahead(space):
             for _, line in plane.busy_lines
             if not is_derived_line(line)
         ]
-        decode_ahead(lines, _GPU_READ_AHEAD)
+        if here:
+            backwards.append(lines)  # (decoded below: a tool's thread does not wait for it)
+        else:
+            decode_ahead(lines, _GPU_READ_AHEAD)
         return True
 
     derived(space, "gpu_stats_ahead", start)
+    for lines in backwards:
+        decode_ahead(lines, _GPU_READ_AHEAD, thread=False)
+
+
+def gpu_stats_first(run) -> None:
+    """`gpu_stats_ahead` of every file of `run`, on the calling thread: what a part built
+    ahead on a thread (`RunStats.build_ahead`'s `first`) does before its own work, so that
+    the two cores decode the GPU stats the tool waits for first (the framework op stats'
+    first view on the 45 MB AMD file: 408 -> 386 ms, medians of 11)."""
+    for space in run.xspaces():
+        gpu_stats_ahead(space, here=True)
 
 
 def _read_ahead_marked(space):
