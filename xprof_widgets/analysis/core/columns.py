@@ -131,7 +131,7 @@ def _offsets(key):
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= min(2**20, 4 * len(values) + 4096):
         return None
-    return values.astype(np.int64) - lo, hi - lo + 1
+    return np.subtract(values, lo, dtype=np.int64), hi - lo + 1
 
 
 def _ranks(key):
@@ -165,6 +165,12 @@ def _dense(values, size, sort):
     return rank[values], (int(rank[-1]) + 1 if size else 0), True
 
 
+#: `Groups` numbers the combination of its keys so far by a table (`_dense`) once the next
+#: key would take it past this many values: a table that stays in cache, where one over the
+#: rows' full range (4 per row) took a page fault per 4 KiB and a pass over memory.
+_SMALL_TABLE = 1 << 16
+
+
 class Groups:
     """Rows grouped by equal keys, as `DataFrame.groupby(keys, sort=sort)` groups them:
     groups in order of first appearance (`sort=True`: in key order), rows whose key is
@@ -184,8 +190,8 @@ class Groups:
         # Integer keys of a small range are numbered by a table over it, not hashed: where
         # every key is one, by their offsets, combined key by key (the combination so far
         # numbered by a table over its range, in order, wherever the next key would take
-        # it past a table's size: 9 keys of a few values each over 100,000 kernels are
-        # 9 cheap steps and one table); else each by its ranks.
+        # it past _SMALL_TABLE values: 9 keys of a few values each over 100,000 kernels
+        # are 9 cheap steps and two small tables); else each by its ranks.
         spans = [_offsets(key) for key in keys]
         combined = len(keys) > 1 and None not in spans
         table = 4 * len(spans[0][0]) + 4096 if combined else 0
@@ -200,12 +206,14 @@ class Groups:
                 continue
             if not combined:  # (offsets are never missing)
                 missing |= col < 0
-            elif size * width > table and size <= table:
+            elif size * width > min(table, _SMALL_TABLE) and size <= table:
                 codes, size, _ = _dense(codes, size, True)
             if size * width >= 2**62:
                 codes, seen = pd.factorize(codes, sort=sort)
                 size = len(seen)
-            codes, size = codes * width + col, size * width
+            codes *= width  # (in place: `codes` is this object's own from the first key on)
+            codes += col
+            size *= width
         if codes is None:
             raise ValueError("Groups needs one key column or more")
         n = len(codes)
