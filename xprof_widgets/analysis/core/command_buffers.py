@@ -642,7 +642,9 @@ def _names_command_buffers(space, modules) -> bool:
             continue
         for _, line in plane.busy_lines:
             if not is_derived_line(line):
-                _, _, values = line.stat_table(names=KERNEL_STATS).string_codes("hlo_op")
+                # (`str_codes`: kept with the line's table, which the op database and the
+                # kernel reports read again; `string_codes` would be made anew for each.)
+                _, values = line.stat_table(names=KERNEL_STATS).str_codes("hlo_op")
                 if any(is_command_buffer_op(v) for v in values.tolist()):
                     return True
     return False
