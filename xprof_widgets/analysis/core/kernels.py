@@ -198,11 +198,18 @@ class _Texts:
         codes, values = table.str_codes(name)
         self.add_values(codes[keep], values)
 
-    def categorical(self):
+    def codes(self):
+        """(per event a code into the distinct texts, the distinct texts: object array)."""
         values = np.concatenate(self._values)
         merged, distinct = pd.factorize(values)
         codes = np.concatenate(self._codes) if self._codes else np.zeros(0, np.int64)
-        return pd.Categorical.from_codes(merged[codes], categories=pd.Index(distinct, dtype=object))
+        return merged[codes], np.asarray(distinct, dtype=object)
+
+
+#: `host_kernel_events`' columns, in order; the texts are Categoricals.
+_EVENT_COLUMNS = ["name", "duration_ns", "details", "tf_op", "equation", "hlo_op", "is_xla", "program_id"]
+_EVENT_COLUMNS += ["has_program_id", "uses_tc"]
+_EVENT_TEXTS = ("name", "details", "tf_op", "equation", "hlo_op")
 
 
 def host_kernel_events(run, space):
@@ -212,14 +219,26 @@ def host_kernel_events(run, space):
     (uint64), has_program_id and uses_tc (`uses_tensor_core` of its name and the plane's
     `device_vendor`, asked once per name of the plane); None without any. A kernel run in
     a CUDA graph has the op it was attributed as its `hlo_op` when the run attributes them
-    (`command_buffers.attributed_ops`). Columns are joined once per host, not made into a
-    frame per line (a host may hold 20,000 GPU planes of a kernel each), and texts stay
-    codes until then (`_Texts`)."""
+    (`command_buffers.attributed_ops`)."""
+    found = _kernel_event_columns(run, space)
+    if found is None:
+        return None
+    columns, texts = found
+    text = {k: pd.Categorical.from_codes(c, categories=pd.Index(v, dtype=object)) for k, (c, v) in texts.items()}
+    return pd.DataFrame({k: text[k] if k in text else columns[k] for k in _EVENT_COLUMNS})
+
+
+def _kernel_event_columns(run, space):
+    """`host_kernel_events` as numpy columns: ({column: array} of the non-text columns,
+    {text column: (codes, distinct texts)}), or None. Columns are joined once per host, not
+    made into a frame per line (a host may hold 20,000 GPU planes of a kernel each), and
+    texts stay codes (`_Texts`): the kernel reports group by the codes, and a DataFrame of
+    Categoricals (10 ms for 100,000 kernels) is made only where one is asked for."""
     from .grouping import gpu_stats_ahead
 
     gpu_stats_ahead(space)  # (the file's GPU lines decoded from the last on a thread)
     parts = []
-    texts = {k: _Texts() for k in ("name", "details", "tf_op", "equation", "hlo_op")}
+    texts = {k: _Texts() for k in _EVENT_TEXTS}
     for plane in gpu_planes(space):
         vendor = None
         for li, line in plane.busy_lines:
@@ -263,9 +282,7 @@ def host_kernel_events(run, space):
     if not parts:
         return None
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    text = {k: t.categorical() for k, t in texts.items()}
-    order = ["name", "duration_ns", "details", "tf_op", "equation", "hlo_op", "is_xla", "program_id"]
-    return pd.DataFrame({k: text[k] if k in text else columns[k] for k in [*order, "has_program_id", "uses_tc"]})
+    return columns, {k: t.codes() for k, t in texts.items()}
 
 
 _KEY = [
@@ -290,13 +307,15 @@ def _host_reports(run, space, modules):
     and cut to the top MAX_KERNELS, with the host's kernels run in CUDA graphs and their
     ops in `attrs["graph_kernels"]` (`command_buffers.GraphAttribution.kernels`). None
     when the host has no kernel."""
-    ev = host_kernel_events(run, space)
-    if ev is None:
+    found = _kernel_event_columns(run, space)
+    if found is None:
         return None
+    ev, texts = found
     text = ("tf_op", "equation", "hlo_op")
-    codes = {c: ev[c].cat.codes.to_numpy() for c in (*text, "name", "details")}
+    codes = {c: texts[c][0] for c in _EVENT_TEXTS}
+    categories = {c: texts[c][1] for c in _EVENT_TEXTS}
     cols = ["tf_op", "equation", "is_xla", "program_id", "has_program_id", "hlo_op", "uses_tc"]
-    column = {c: codes[c] if c in codes else ev[c].to_numpy() for c in cols}
+    column = {c: codes[c] if c in codes else ev[c] for c in cols}
     # One pass over the kernels: grouped by all that a report's key comes from (the name,
     # the launch text, what the framework op comes from); the rest is done per group.
     fine = Groups(codes["name"], codes["details"], *(column[c] for c in cols), dropna=False)
@@ -304,10 +323,7 @@ def _host_reports(run, space, modules):
     # The framework op and its eligibility, per distinct combination (never per kernel).
     by_combo = Groups(*(column[c][at] for c in cols), dropna=False)
     combo_first = at[by_combo.order[by_combo.starts]]
-    firsts = [
-        np.asarray(ev[c].cat.categories, dtype=object)[codes[c][combo_first]] if c in text else column[c][combo_first]
-        for c in cols
-    ]
+    firsts = [categories[c][codes[c][combo_first]] if c in text else column[c][combo_first] for c in cols]
     names, flags = [], []
     for t, eq, is_xla, pid, has_pid, hlo, uses in zip(*firsts):
         name = parse_tf_op(t)[1] if t else ""
@@ -324,22 +340,22 @@ def _host_reports(run, space, modules):
     # Launch details parsed once per distinct text; the report's key fields numbered per
     # distinct value (texts differing in occupancy only are one key).
     code = codes["details"]
-    launch = [parse_kernel_details(d) for d in ev["details"].cat.categories]
+    launch = [parse_kernel_details(d) for d in categories["details"]]
     fields = ("registers_per_thread", "static_shmem_bytes", "dynamic_shmem_bytes")
     launch_key = pd.factorize(
         pd.Series([(*v["grid"], *v["block"], *(v[k] for k in fields)) for v in launch], dtype=object)
     )[0]
-    uses_tc = ev["uses_tc"].to_numpy(bool)
+    uses_tc = ev["uses_tc"].astype(bool, copy=False)
     # The reports: the groups of kernels by the report's key (a report's first group holds
     # its first kernel: groups are in order of their first kernels).
     g = Groups(codes["name"][at], launch_key[code[at]], op_code, eligible, uses_tc[at])
     lead = g.order[g.starts]
     first = at[lead]
     first_launch = [launch[k] for k in code[first].tolist()]
-    duration = ev["duration_ns"].to_numpy()
+    duration = ev["duration_ns"]
     reports = pd.DataFrame(
         {
-            "kernel_name": np.asarray(ev["name"].cat.categories, dtype=object)[codes["name"][first]],
+            "kernel_name": categories["name"][codes["name"][first]],
             **{
                 f"{k}_{i}": np.array([v[k][i] for v in first_launch], dtype=np.int64)
                 for k in ("grid", "block")
