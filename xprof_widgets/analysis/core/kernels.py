@@ -206,9 +206,12 @@ class _Texts:
         return merged[codes], np.asarray(distinct, dtype=object)
 
 
-#: `host_kernel_events`' columns, in order; the texts are Categoricals.
-_EVENT_COLUMNS = ["name", "duration_ns", "details", "tf_op", "equation", "hlo_op", "is_xla", "program_id"]
-_EVENT_COLUMNS += ["has_program_id", "uses_tc"]
+#: `host_kernel_events`' columns, in order; of them, the texts (Categoricals there, codes and
+#: distinct texts in `_kernel_event_columns`).
+_EVENT_COLUMNS = (
+    *("name", "duration_ns", "details", "tf_op", "equation", "hlo_op"),
+    *("is_xla", "program_id", "has_program_id", "uses_tc"),
+)
 _EVENT_TEXTS = ("name", "details", "tf_op", "equation", "hlo_op")
 
 
