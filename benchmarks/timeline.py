@@ -91,7 +91,7 @@ def main():
 
     xw._import_analyses()
     method, module, widget_class = TOOLS[args.tool]
-    widget = getattr(importlib.import_module(f"xprof_widgets.widgets.{module}"), widget_class) if module else None
+    widget = getattr(importlib.import_module(f"xprof_widgets.widgets.{module}"), widget_class) if widget_class else None
     if args.sequential:
         run_stats.RunStats.build_ahead = lambda self, name, first=None: None
     records, depth, t0 = [], threading.local(), [0.0]
