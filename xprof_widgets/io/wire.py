@@ -826,6 +826,12 @@ def _step(repeated, density):
     return int(max(BLOCK_RECORDS // 4, 1) / min(max(density, 1 / 64), 1.0))
 
 
+def one_block(count):
+    """Whether `count` records holding runs (events, their stats) are one block whatever
+    their density: no sample of the density is needed to size the blocks."""
+    return count <= max(BLOCK_RECORDS // 4, 1)
+
+
 #: `_split_events` reads keys (stat metadata ids) below this many, where all are asked for.
 SPLIT_KEYS = 4096
 
@@ -836,8 +842,9 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     then each block's written at its rows. No array of every record (50 bytes each), no sort
     by key, no pieces joined: a Python tracer's line's allocator stats (815,200) came to
     8,300 page faults that way, 2,500 this way. None where a sample of the events says
-    fewer than half their stats are asked for, a stat is in another layout or has a key
-    past SPLIT_KEYS, or the bytes need the numpy code's look (then the blocks read them)."""
+    some but fewer than half of their stats are asked for (a line of more than one block),
+    a stat is in another layout or has a key past SPLIT_KEYS, or the bytes need the numpy
+    code's look (then the blocks read them)."""
     pos, at = heads
     count = len(pos)
     if not count:
@@ -847,10 +854,14 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     tag = (repeated << 3) | LENGTH
     step = _step(repeated, density)
     wide = count >= 2**31
-    if wanted is not None:
+    if wanted is not None and not one_block(count):
         # Two walks over the stats pay where most of them are read (all of a line's, or the
         # memory profile's of allocator events); where a few keys are (the grouping's of a
         # Python tracer's line: a quarter), one walk into rows sorted after costs less.
+        # A line of one block walks twice whatever it holds: two samples of scattered
+        # events cost about as much as a walk of its events in file order. Where it holds
+        # none of the keys (most host threads' `tf_op`), the first walk says so; a sample
+        # without any walks it too (a few rows found after all are written in the second).
         sample = np.linspace(0, count - 1, min(count, 512)).astype(np.int64)
         seen = []
         for mask, width in ((wanted, kmax), (None, SPLIT_KEYS)):
@@ -858,7 +869,7 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
             got = native.split_stats(data, pos[sample], at[sample], tag, 0, kinds, mask, width,
                                      counts, texts, wide, None, None)  # fmt: skip
             seen.append(int(counts.sum()) if got >= 0 else -1)
-        if min(seen) < 0 or 2 * seen[0] < seen[1]:
+        if min(seen) < 0 or 0 < 2 * seen[0] < seen[1]:
             return None
 
     def counted(c):
@@ -873,6 +884,8 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     counts = np.stack([b[0] for b in per_block])
     totals, texts = counts.sum(axis=0), np.stack([b[1] for b in per_block]).sum(axis=0)
     present = np.flatnonzero(totals).tolist()
+    if not present:  # (every stat in the usual layout, none of a wanted key)
+        return {}
     owner_type = np.int64 if wide else np.int32
     ptrs = np.zeros((kmax, 5), np.int64)
     out = {}
