@@ -96,6 +96,10 @@ def stack_self_time(begin, end):
     dur = end - begin
     if n == 0:
         return np.zeros(0, bool), dur
+    if (dur >= 0).all() and (end[:-1] <= begin[1:]).all():
+        # One after another (a thread's launches): each begin and end sort next to each
+        # other, so none holds another: all counted, each its whole time.
+        return np.ones(n, bool), dur
     ts = np.concatenate([begin, end])
     closing = np.repeat([False, True], n)
     act = np.tile(np.arange(n), 2)
@@ -212,26 +216,38 @@ def _op_db(ops, total_time, op_time):
     """(the host op database, total_time, op_time) from op rows (name, type, occurrences,
     time_ps, self_time_ps, is_eager; None: no op) in the order ops entered it: keyed by
     name, the type the first entered row's that has one (XProf keeps the first
-    non-empty), IDLE last (the time no op ran)."""
-    if ops is not None and len(ops):
-        g = Groups(ops["name"])
-        db = g.frame(
-            {"name": ops["name"]},
-            type=g.first(ops["type"].where(ops["type"] != "", None).to_numpy(object)),
-            occurrences=g.sum(ops["occurrences"]),
-            time_ps=g.sum(ops["time_ps"]),
-            self_time_ps=g.sum(ops["self_time_ps"]),
-            is_eager=g.any(ops["is_eager"]),
-        )
-        db["type"] = db["type"].fillna("")
-    else:
-        db = pd.DataFrame(columns=["name", "type", "occurrences", "time_ps", "self_time_ps", "is_eager"])
+    non-empty), IDLE last (the time no op ran). Texts as objects, one DataFrame made from
+    the columns (pandas' steps per column cost more than the few rows)."""
     idle = total_time - op_time
-    idle_row = {"name": [IDLE], "type": [IDLE], "occurrences": [0], "time_ps": [idle], "self_time_ps": [idle]}
-    db = pd.concat([db, pd.DataFrame({**idle_row, "is_eager": [False]})], ignore_index=True)
-    for k in ("flops", "model_flops", "bytes_accessed"):
-        db[k] = 0.0
-    return db[OP_DB_COLUMNS], total_time, op_time
+    if ops is not None and len(ops):
+        name = ops["name"].to_numpy(object)
+        kind = ops["type"].to_numpy(object)
+        g = Groups(name)
+        first_kind = g.first(np.where(kind != "", kind, None))
+        columns = {
+            "name": name[g.order[g.starts]],
+            "type": np.where(pd.isna(first_kind), "", first_kind),
+            "occurrences": g.sum(ops["occurrences"].to_numpy(np.int64)),
+            "time_ps": g.sum(ops["time_ps"].to_numpy(np.int64)),
+            "self_time_ps": g.sum(ops["self_time_ps"].to_numpy(np.int64)),
+            "is_eager": g.any(ops["is_eager"].to_numpy(bool)),
+        }
+    else:
+        columns = {"name": [], "type": [], "occurrences": [], "time_ps": [], "self_time_ps": [], "is_eager": []}
+    idle_row = {"name": IDLE, "type": IDLE, "occurrences": 0, "time_ps": idle, "self_time_ps": idle, "is_eager": False}
+    dtypes = {"name": object, "type": object, "occurrences": np.int64, "time_ps": np.int64}
+    dtypes.update(self_time_ps=np.int64, is_eager=bool)
+    rows = {k: np.append(np.asarray(columns[k], dtype=t), np.array([idle_row[k]], dtype=t)) for k, t in dtypes.items()}
+    n = len(rows["name"])
+    zeros = {k: np.zeros(n) for k in ("flops", "model_flops", "bytes_accessed")}
+    frame = pd.DataFrame(
+        {
+            k: pd.Series(rows[k], dtype=object) if k in ("name", "type") else rows.get(k, zeros.get(k))
+            for k in OP_DB_COLUMNS
+        },
+        copy=False,
+    )
+    return frame, total_time, op_time
 
 
 def combine_host_op_dbs(parts):
