@@ -319,18 +319,21 @@ def device_framework_ops(ops: pd.DataFrame) -> pd.DataFrame:
     first HLO op's, its occurrences the most of any of its HLO ops', its times, FLOPs and
     bytes summed. Columns: name, type, occurrences, time_ps, self_time_ps, flops,
     model_flops, bytes_accessed."""
-    pairs = pd.Series(list(zip(ops["provenance"].astype(str), ops["name"].astype(str))), dtype=object)
-    mapped = {p: framework_op(*p) for p in pairs.drop_duplicates()}  # over distinct ops, never events
-    key = [mapped[p] for p in pairs]
-    counts = {c: ops[c].to_numpy(np.int64) for c in ("occurrences", "time_ps", "self_time_ps")}
-    amounts = {c: ops[c].to_numpy(np.float64) for c in ("flops", "model_flops", "bytes_accessed")}
-    df = pd.DataFrame({"name": [k[0] for k in key], "type": [k[1] for k in key], **counts, **amounts})
-    g = Groups(df["name"])
+    mapped: dict = {}  # over distinct ops, never events; columns, no frame: a few ops
+    key = [
+        mapped[p] if p in mapped else mapped.setdefault(p, framework_op(*p))
+        for p in zip(ops["provenance"].astype(str).tolist(), ops["name"].astype(str).tolist())
+    ]
+    names = np.array([k[0] for k in key], dtype=object)
+    kinds = np.array([k[1] for k in key], dtype=object)
+    amounts = ("flops", "model_flops", "bytes_accessed")
+    g = Groups(names)
     return g.frame(
-        {"name": df["name"]},
-        type=g.first(df["type"]),
-        occurrences=g.max(df["occurrences"]),
-        **{c: g.sum(df[c]) for c in ("time_ps", "self_time_ps", *amounts)},
+        {"name": names},
+        type=g.first(kinds),
+        occurrences=g.max(ops["occurrences"].to_numpy(np.int64)),
+        **{c: g.sum(ops[c].to_numpy(np.int64)) for c in ("time_ps", "self_time_ps")},
+        **{c: g.sum(ops[c].to_numpy(np.float64)) for c in amounts},
     )
 
 
