@@ -823,13 +823,18 @@ def _step(repeated, density):
     the records hold a run, blocks hold more, about as many runs a block."""
     if repeated is None:
         return BLOCK_RECORDS
-    return int(max(BLOCK_RECORDS // 4, 1) / min(max(density, 1 / 64), 1.0))
+    return int(_least_step() / min(max(density, 1 / 64), 1.0))
+
+
+def _least_step():
+    """Records a block of runs holds at least (where every record holds one)."""
+    return max(BLOCK_RECORDS // 4, 1)
 
 
 def one_block(count):
     """Whether `count` records holding runs (events, their stats) are one block whatever
     their density: no sample of the density is needed to size the blocks."""
-    return count <= max(BLOCK_RECORDS // 4, 1)
+    return count <= _least_step()
 
 
 #: `_split_events` reads keys (stat metadata ids) below this many, where all are asked for.
@@ -950,7 +955,7 @@ def _keyed_blocks(data, starts, stops, scalars, lengths, repeated, owner, keys=N
     kinds, wanted = _value_kinds(scalars, lengths), _wanted(keys)
     step = _step(repeated, density if heads is not None else 1.0)
     # `native.event_stats`' room for a block's elements, a guess (counted where it is short).
-    room = int(16 * max(BLOCK_RECORDS // 4, 1)) + 1024
+    room = 16 * _least_step() + 1024
     owner_type = np.int32 if count < 2**31 else np.int64
 
     def block(c):

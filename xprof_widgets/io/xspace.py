@@ -439,10 +439,11 @@ def _event_stats(data, pos, at, keys):
     # in blocks of more events; the numpy code walks only the others, their owners mapped
     # back. Which is the case, a sample tells (both give the same records).
     # (Compiled, a line of one block at any density needs no sample: the density sizes blocks.)
-    if native.available() and wire.one_block(len(pos)):
-        return wire.decode_keyed_by_key(data, None, None, heads=(pos, at), **kinds)
-    sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
-    density = len(_live_runs(data, pos[sample], at[sample])[0]) / len(sample) if len(pos) else 1.0
+    if not len(pos) or native.available() and wire.one_block(len(pos)):
+        density = 1.0
+    else:
+        sample = np.linspace(0, len(pos) - 1, min(len(pos), 512)).astype(np.int64)
+        density = len(_live_runs(data, pos[sample], at[sample])[0]) / len(sample)
     if 2 * density >= 1 or native.available():
         return wire.decode_keyed_by_key(data, None, None, heads=(pos, at), density=density, **kinds)
     live, starts, stops = _live_runs(data, pos, at)

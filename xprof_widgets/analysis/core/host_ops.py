@@ -235,17 +235,13 @@ def _op_db(ops, total_time, op_time):
     else:
         columns = {"name": [], "type": [], "occurrences": [], "time_ps": [], "self_time_ps": [], "is_eager": []}
     idle_row = {"name": IDLE, "type": IDLE, "occurrences": 0, "time_ps": idle, "self_time_ps": idle, "is_eager": False}
-    dtypes = {"name": object, "type": object, "occurrences": np.int64, "time_ps": np.int64}
-    dtypes.update(self_time_ps=np.int64, is_eager=bool)
-    rows = {k: np.append(np.asarray(columns[k], dtype=t), np.array([idle_row[k]], dtype=t)) for k, t in dtypes.items()}
-    n = len(rows["name"])
-    zeros = {k: np.zeros(n) for k in ("flops", "model_flops", "bytes_accessed")}
+    types = {"name": object, "type": object, "occurrences": np.int64, "time_ps": np.int64, "self_time_ps": np.int64}
+    rows = {k: np.append(np.asarray(columns[k], dtype=t), np.array([idle_row[k]], dtype=t)) for k, t in types.items()}
+    rows["is_eager"] = np.append(np.asarray(columns["is_eager"], dtype=bool), False)
+    for k in ("flops", "model_flops", "bytes_accessed"):
+        rows[k] = np.zeros(len(rows["name"]))
     frame = pd.DataFrame(
-        {
-            k: pd.Series(rows[k], dtype=object) if k in ("name", "type") else rows.get(k, zeros.get(k))
-            for k in OP_DB_COLUMNS
-        },
-        copy=False,
+        {k: pd.Series(rows[k], dtype=object) if k in ("name", "type") else rows[k] for k in OP_DB_COLUMNS}, copy=False
     )
     return frame, total_time, op_time
 
