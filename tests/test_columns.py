@@ -8,6 +8,18 @@ import pytest
 
 from xprof_widgets.analysis.core import columns
 from xprof_widgets.analysis.core.columns import Groups
+from xprof_widgets.io import native
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def grouping(request, monkeypatch):
+    """Each test of the groups twice: by the compiled counting sort (`native.groups`) and by
+    the numpy code (without the library)."""
+    if request.param == "compiled" and not native.available():
+        pytest.skip(f"the compiled loops are not built here: {native.why_not()}")
+    if request.param == "numpy":
+        monkeypatch.setattr(native, "available", lambda: False)
+    return request.param
 
 
 def _plain(column):
@@ -20,7 +32,7 @@ def _plain(column):
     [["a"], ["b"], ["a", "b"], ["i"], ["u"], ["i", "b"], ["k", "u"], ["u", "i", "k"], ["k", "i"], ["i", "k", "u"]],
 )
 @pytest.mark.parametrize("sort", [False, True])
-def test_groups_reduce_as_pandas_groupby(keys, sort):
+def test_groups_reduce_as_pandas_groupby(keys, sort, grouping):
     rng = np.random.default_rng(len(keys) + 2 * sort)
     for trial in range(60):
         n = int(rng.integers(0, 50)) if trial % 6 else int(rng.integers(0, 5000))
@@ -124,7 +136,7 @@ def test_factorize_is_pandas_factorize(sort, use_na_sentinel):
 
 
 @pytest.mark.parametrize("sort", [False, True])
-def test_groups_are_the_same_where_combined_keys_are_hashed_not_tabled(monkeypatch, sort):
+def test_groups_are_the_same_where_combined_keys_are_hashed_not_tabled(monkeypatch, sort, grouping):
     """Combined keys of a wide range are hashed (`factorize`) instead of ranked by a table
     over the range: the same groups in the same order, rows in the same order."""
     rng = np.random.default_rng(11 + sort)
@@ -193,7 +205,7 @@ def test_by_pair_asks_each_distinct_pair_once_and_maps_every_row(kind):
 
 @pytest.mark.parametrize("sort", [False, True])
 @pytest.mark.parametrize("wide", [False, True])
-def test_integer_keys_combined_by_offsets_group_as_by_ranks(sort, wide):
+def test_integer_keys_combined_by_offsets_group_as_by_ranks(sort, wide, grouping):
     """Several integer keys of a small range are combined by their offsets from their least
     values (no ranks), the combination so far numbered by a table wherever the next key
     would take it past a table's size (`wide`: 6 keys of 40 values over 4,000 rows, 3
@@ -211,3 +223,51 @@ def test_integer_keys_combined_by_offsets_group_as_by_ranks(sort, wide):
     frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
     expected = frame.groupby(list(frame.columns), sort=sort).ngroup().to_numpy()
     assert np.array_equal(by_offsets.codes, expected)
+
+
+@pytest.mark.skipif(not native.available(), reason=f"the compiled loops are not built here: {native.why_not()}")
+@pytest.mark.parametrize("sort", [False, True])
+def test_compiled_groups_equal_the_numpy_groups(monkeypatch, sort):
+    """The counting sort (`xw_groups`) gives what the numpy code gives: the same codes (-1
+    for a row with a missing key), the same rows in the same order, the same group bounds,
+    on keys of every kind (small and wide integer ranges, uint64 ids, booleans, objects
+    with missing values, a float with NaN), one to five of them, 0 to 20,000 rows."""
+    rng = np.random.default_rng(31 + sort)
+    for trial in range(80):
+        n = int(rng.integers(0, 40)) if trial % 4 else int(rng.integers(0, 20000))
+        pool = [
+            rng.integers(0, 5, n),
+            rng.integers(-3, 3, n) * 2**40,
+            rng.integers(0, 2**63, n, dtype=np.uint64) | np.uint64(2**63)
+            if trial % 5 == 0
+            else rng.integers(0, 9, n, dtype=np.uint64) + np.uint64(2**62),
+            rng.random(n) < 0.3,
+            np.array([None if rng.random() < 0.1 else "ab"[int(rng.integers(0, 2))] for _ in range(n)], dtype=object),
+            np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 3, n).astype(float)),
+            rng.integers(0, 7 * n + 5000, n).astype(np.int32),
+        ]
+        keys = [pool[k] for k in rng.choice(len(pool), size=int(rng.integers(1, 6)))]
+        dropna = bool(trial % 3)
+        compiled = Groups(*keys, sort=sort, dropna=dropna)
+        with monkeypatch.context() as m:
+            m.setattr(native, "available", lambda: False)
+            plain = Groups(*keys, sort=sort, dropna=dropna)
+        assert compiled.codes.dtype == plain.codes.dtype == np.int64
+        assert np.array_equal(compiled.codes, plain.codes), trial
+        assert np.array_equal(compiled.order, plain.order), trial
+        assert np.array_equal(compiled.starts, plain.starts) and np.array_equal(compiled.sizes, plain.sizes)
+        assert compiled.n == plain.n
+
+
+@pytest.mark.skipif(not native.available(), reason=f"the compiled loops are not built here: {native.why_not()}")
+def test_compiled_groups_refuse_a_code_out_of_range():
+    """`native.groups` answers None for a code past the table or below -1 (it never writes
+    outside the arrays it was given); -1 rows are in no group."""
+    assert native.groups(np.array([0, 3], np.int64), 3, False) is None
+    assert native.groups(np.array([0, -2], np.int64), 3, False) is None
+    code = np.array([2, -1, 0, 2], np.int64)
+    starts, order = native.groups(code, 3, False)
+    assert code.tolist() == [0, -1, 1, 0] and starts.tolist() == [0, 2, 3] and order.tolist() == [0, 3, 2]
+    code = np.array([2, -1, 0, 2], np.int64)
+    starts, order = native.groups(code, 3, True)
+    assert code.tolist() == [1, -1, 0, 1] and starts.tolist() == [0, 1, 3] and order.tolist() == [2, 0, 3]

@@ -37,7 +37,7 @@
 
 /* native.py loads this library only when this is its own ABI number: a library built
  * from an older version of this file is not called with the arguments of a newer one. */
-int32_t xw_abi(void) { return 17; }
+int32_t xw_abi(void) { return 18; }
 
 /* The varint at data[i:limit): its value in *out, its end returned; -1 when it
  * runs to `limit` or past 10 bytes. */
@@ -798,6 +798,43 @@ int64_t xw_nearest_source(const int64_t *ptr, const int32_t *out, int64_t n, int
         size = reached;
     }
     return 0;
+}
+
+/* --- groups of rows (analysis/core/columns.py `Groups`) --- */
+
+/* Rows grouped by their codes: code[i] in [0, size), or -1 for a row in no group. The
+ * groups are numbered in order of their first row (`sorted`: in order of their codes) and
+ * code[] is rewritten in place to those numbers (-1 kept). Writes start[0..groups] (group
+ * g's rows are order[start[g]:start[g + 1]]; room for min(n, size) + 1) and order (the
+ * rows of each group together, ascending within one: a stable counting sort). `table`:
+ * room for size. Returns the number of groups, XW_BAD for a code out of range. Two passes
+ * over the rows and one over the table, where the numpy code made a dozen arrays of n. */
+int64_t xw_groups(int64_t *code, int64_t n, int64_t size, int32_t sorted, int64_t *table, int64_t *start,
+                  int64_t *order) {
+    int64_t groups = 0;
+    for (int64_t v = 0; v < size; v++) table[v] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = code[i];
+        if (k < -1 || k >= size) return XW_BAD;
+        if (k >= 0 && table[k] < 0) table[k] = sorted ? 0 : groups++;
+    }
+    if (sorted)
+        for (int64_t v = 0; v < size; v++)
+            if (table[v] == 0) table[v] = groups++;
+    for (int64_t g = 0; g <= groups; g++) start[g] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (code[i] < 0) continue;
+        code[i] = table[code[i]];
+        start[code[i] + 1]++;
+    }
+    for (int64_t g = 0; g < groups; g++) start[g + 1] += start[g];
+    /* Placed from each group's start with start[g + 1] as g's cursor (shifted by one
+     * first): when all are placed, start[g + 1] is back at g's end. */
+    for (int64_t g = groups; g > 0; g--) start[g] = start[g - 1];
+    start[0] = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (code[i] >= 0) order[start[code[i] + 1]++] = i;
+    return groups;
 }
 
 /* --- step breakdown (analysis/core/steps.py `_breakdown`) --- */

@@ -19,7 +19,7 @@ import numpy as np
 
 ENV_ENABLE = "XPROF_WIDGETS_NATIVE"
 #: The ABI number `xw_abi()` returns in the `_wire.c` this Python code was written for.
-ABI = 17
+ABI = 18
 #: `xw_event_stats`: more rows than the room given (`_wire.c`'s XW_FULL).
 XW_FULL = -3
 
@@ -66,6 +66,7 @@ _SIGNATURES = {
     "xw_record_payloads": "u8* i64 i64* i64 i64 i64* i64*",
     "xw_live_runs": "u8* i64 i32* i64* u16* i64 i64* i64* i64*",
     "xw_rows_order": "i64* i64 i64 i64* i32*",
+    "xw_groups": "i64* i64 i64 i32 i64* i64* i64*",
     "xw_step_walk": "i32* i64* i64 i64 i64* i64* i16* i64 i64* i64* i64 i64* i64 i64 i64 u64* u64* i64 i64* i64* u8*",
     "xw_grouped_events": "i64* i64 i32* i8* i32* i64* i64* i64 i16* u8* i64 i64* i64 i64* i64* i64* i16* u8* i64",
 }
@@ -448,6 +449,22 @@ def rows_order(row: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray] | No
     None for a row out of range or too many events."""
     offset, order = np.empty(rows + 1, np.int64), np.empty(len(row), np.int32)
     return None if _call("xw_rows_order", row, len(row), rows, offset, order) < 0 else (offset, order)
+
+
+def groups(code: np.ndarray, size: int, sort: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """`columns.Groups`' groups of rows by int64 `code` (in [0, size), -1: in no group),
+    renumbered in place in order of their first rows (`sort`: of their codes)
+    (`xw_groups`): (starts, order), group g's rows `order[starts[g]:starts[g + 1]]`
+    ascending (int64 both; `starts` one longer than the groups). None for a code out of
+    range."""
+    n = len(code)
+    table = np.empty(size, np.int64)
+    starts = np.empty(min(n, size) + 1, np.int64)
+    order = np.empty(n, np.int64)
+    got = _call("xw_groups", code, n, size, int(bool(sort)), table, starts, order)
+    if got < 0:
+        return None
+    return starts[: got + 1], order[: int(starts[got])]
 
 
 #: `step_walk`'s answer for a step whose events span too long a time for its keys.

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ...io import native
+
 
 def factorize(values, *, sort=False, use_na_sentinel=True):
     """`pd.factorize(np.asarray(values), sort=sort, use_na_sentinel=use_na_sentinel)`: the
@@ -121,6 +123,17 @@ def _codes(key, sort, dropna):
 def _offsets(key):
     """(each row's value less the column's least, the range's width) for a column of
     integers (or booleans) of a small range; None for any other column."""
+    span = _span(key)
+    if span is None:
+        return None
+    values, lo, width = span
+    return np.subtract(values, lo, dtype=np.int64), width
+
+
+def _span(key):
+    """(the column's values, their least, the range's width) for a column of integers (or
+    booleans) of a small range (uint64 ids viewed as int64); None for any other column.
+    No array of the offsets: `Groups` adds the values into its codes as they are."""
     values = np.asarray(key)
     if values.dtype.kind not in "iub" or not len(values):
         return None
@@ -131,7 +144,7 @@ def _offsets(key):
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= min(2**20, 4 * len(values) + 4096):
         return None
-    return np.subtract(values, lo, dtype=np.int64), hi - lo + 1
+    return values, lo, hi - lo + 1
 
 
 def _ranks(key):
@@ -192,19 +205,25 @@ class Groups:
         # numbered by a table over its range, in order, wherever the next key would take
         # it past _SMALL_TABLE values: 9 keys of a few values each over 100,000 kernels
         # are 9 cheap steps and two small tables); else each by its ranks.
-        spans = [_offsets(key) for key in keys]
+        spans = [_span(key) for key in keys]
         combined = len(keys) > 1 and None not in spans
         table = 4 * len(spans[0][0]) + 4096 if combined else 0
+        missing = None  # (offsets are never missing)
         for key, span in zip(keys, spans):
-            found = span if combined else _ranks_of(span)
-            ranked = found is not None
-            col, width = found if ranked else _codes(key, sort, dropna)
+            if combined:  # (each key's values added into the codes as they are, less their least)
+                col, lo, width = span
+                ranked = True
+            else:
+                found = _ranks_of(None if span is None else (np.subtract(span[0], span[1], dtype=np.int64), span[2]))
+                ranked, lo = found is not None, 0
+                col, width = found if ranked else _codes(key, sort, dropna)
             width += 1  # + 1: missing, coded -1, kept apart as -1 below
             if codes is None:
-                codes, size = col.astype(np.int64), width
-                missing = np.zeros(len(col), bool) if combined else col < 0
+                codes, size = np.subtract(col, lo, dtype=np.int64), width
+                if not combined:
+                    missing = col < 0
                 continue
-            if not combined:  # (offsets are never missing)
+            if not combined:
                 missing |= col < 0
             elif size * width > min(table, _SMALL_TABLE) and size <= table:
                 codes, size, _ = _dense(codes, size, True)
@@ -213,10 +232,17 @@ class Groups:
                 size = len(seen)
             codes *= width  # (in place: `codes` is this object's own from the first key on)
             codes += col
+            if lo:
+                codes -= lo
             size *= width
         if codes is None:
             raise ValueError("Groups needs one key column or more")
         n = len(codes)
+        if missing is not None and not missing.any():
+            missing = None
+        if native.available() and self._grouped(codes, size, sort, missing):
+            return
+        missing = np.zeros(n, bool) if missing is None else missing
         # Groups numbered in key order first (`ranks`: a table), then, unless sorted,
         # renumbered in order of first appearance with the rows' order already grouped:
         # one stable sort. (Keys of a wide range: hashed, numbered as wanted at once.)
@@ -256,6 +282,33 @@ class Groups:
         self.starts = starts
         self.sizes = sizes
         self.n = len(starts)
+
+    def _grouped(self, codes, size, sort, missing):
+        """The groups of the rows' combined `codes` (below `size`; `missing`: rows in no
+        group, or None) by the compiled counting sort (`native.groups`), set on this
+        object; True. A range of more codes than a table of about the rows' number holds
+        is first numbered by hashing."""
+        kept = None
+        if missing is not None:
+            codes[missing] = -1
+            kept = np.flatnonzero(~missing)
+        if size > 4 * len(codes) + 4096:
+            found, seen = pd.factorize(codes if kept is None else codes[kept], sort=sort)
+            if kept is None:
+                codes = found.astype(np.int64, copy=False)
+            else:
+                codes[kept] = found
+            size = len(seen)
+        codes = np.ascontiguousarray(codes, dtype=np.int64)  # (its own: renumbered in place)
+        grouped = native.groups(codes, max(size, 1), sort)
+        if grouped is None:  # (codes are below `size` by construction: a bug if not)
+            raise RuntimeError(f"Groups: codes outside [0, {size})")
+        bounds, self.order = grouped
+        self.codes = codes
+        self.starts = bounds[:-1]
+        self.sizes = np.diff(bounds)
+        self.n = len(self.starts)
+        return True
 
     def size(self):
         return self.sizes.astype(np.int64)
