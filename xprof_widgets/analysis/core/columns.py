@@ -123,7 +123,11 @@ def _codes(key, sort, dropna):
 def _offsets(key):
     """(each row's value less the column's least, the range's width) for a column of
     integers (or booleans) of a small range; None for any other column."""
-    span = _span(key)
+    return _shifted(_span(key))
+
+
+def _shifted(span):
+    """`_offsets` of a column's `_span` (None: None)."""
     if span is None:
         return None
     values, lo, width = span
@@ -214,7 +218,7 @@ class Groups:
                 col, lo, width = span
                 ranked = True
             else:
-                found = _ranks_of(None if span is None else (np.subtract(span[0], span[1], dtype=np.int64), span[2]))
+                found = _ranks_of(_shifted(span))
                 ranked, lo = found is not None, 0
                 col, width = found if ranked else _codes(key, sort, dropna)
             width += 1  # + 1: missing, coded -1, kept apart as -1 below
@@ -240,7 +244,8 @@ class Groups:
         n = len(codes)
         if missing is not None and not missing.any():
             missing = None
-        if native.available() and self._grouped(codes, size, sort, missing):
+        if native.available():
+            self._grouped(codes, size, sort, missing)
             return
         missing = np.zeros(n, bool) if missing is None else missing
         # Groups numbered in key order first (`ranks`: a table), then, unless sorted,
@@ -286,8 +291,8 @@ class Groups:
     def _grouped(self, codes, size, sort, missing):
         """The groups of the rows' combined `codes` (below `size`; `missing`: rows in no
         group, or None) by the compiled counting sort (`native.groups`), set on this
-        object; True. A range of more codes than a table of about the rows' number holds
-        is first numbered by hashing."""
+        object. A range of more codes than a table of about the rows' number holds is
+        first numbered by hashing."""
         kept = None
         if missing is not None:
             codes[missing] = -1
@@ -308,7 +313,6 @@ class Groups:
         self.starts = bounds[:-1]
         self.sizes = np.diff(bounds)
         self.n = len(self.starts)
-        return True
 
     def size(self):
         return self.sizes.astype(np.int64)
