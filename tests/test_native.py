@@ -462,7 +462,7 @@ def _usual_stat(rng, keys=(0, 1, 5, 127, 128, 300, 4095)):
         ([1, 300], False, 256),
         (None, False, 256),  # a key past 4096
         ([2, 3], True, 256),  # none of them there: counted (none), nothing written
-        ([1, 300], True, 1 << 16),  # a line of one block: counted, whatever it holds
+        ([1, 300], True, 1 << 16),  # a line of one block: read in one walk
         ([2, 3], True, 1 << 16),
     ],
 )
@@ -471,8 +471,8 @@ def test_event_stats_split_by_key_in_place_equal_numpy(monkeypatch, keys, split,
     written into each key's arrays (`wire._split_events`, `xw_split_stats`), block by block:
     the records numpy splits by key. Where a few keys are asked for (some, in a line of more
     than one block), or a key is past SPLIT_KEYS, the rows are read the other way. A line
-    of one block, or one whose sample holds none of the keys, is counted first: none
-    found, nothing more is read."""
+    of one block is read in one walk; one whose sample holds none of the keys is counted
+    first: none found, nothing more is read."""
     from xprof_widgets.io import xspace
 
     monkeypatch.setattr(wire, "BLOCK_RECORDS", block)
@@ -507,6 +507,45 @@ def test_event_stats_split_by_key_in_place_equal_numpy(monkeypatch, keys, split,
     ours, theirs = _both(monkeypatch, split_)
     assert used == [split]
     assert ours == theirs and (len(ours) >= 2 if keys != [2, 3] else ours == {})
+
+
+@pytest.mark.parametrize("crowded", [False, True])
+def test_one_block_of_few_keys_read_in_one_walk_equal_counted(monkeypatch, crowded):
+    """A line of one block and a few keys asked for is read in one walk into rows for as
+    many stats of each key as there are events (`wire._split_in_one_walk`): the records
+    counting first gives, texts' bounds 0 where a record has none. Where a key has more
+    stats than there are events (each event holds it three times), the walk declines and
+    they are counted first: the same records again, and numpy's."""
+    from xprof_widgets.io import xspace
+
+    rng = np.random.default_rng(12 + crowded)
+    events = []
+    for _ in range(2000):
+        stats = [_usual_stat(rng, keys=(1,)) for _ in range(3)] if crowded else []
+        stats += [_usual_stat(rng) for _ in range(int(rng.integers(0, 6)))]
+        body = b"\x08\x01\x10\x02" + b"".join(b"\x22" + varint(len(x)) + x for x in stats)
+        events.append(b"\x22" + varint(len(body)) + body)
+    buf, size = wire.padded(b"".join(events))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
+    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    mask = np.isin(np.arange(5000), [1, 5, 300, 4095])
+    walked = []
+    real = wire._split_in_one_walk
+
+    def spied(*args):
+        found = real(*args)
+        walked.append(found is not None)
+        return found
+
+    monkeypatch.setattr(wire, "_split_in_one_walk", spied)
+    one_walk = _as_lists(xspace._event_stats(data, pos, at, mask))
+    assert walked == [not crowded]
+    monkeypatch.setattr(wire, "_split_in_one_walk", lambda *args: None)
+    counted = _as_lists(xspace._event_stats(data, pos, at, mask))
+    ours, theirs = _both(monkeypatch, lambda: _as_lists(xspace._event_stats(data, pos, at, mask)))
+    assert one_walk == counted == ours == theirs
+    assert set(one_walk) == {1, 5, 300, 4095} and one_walk[1][3] is not None  # (texts among them)
 
 
 def _stats_at(record):

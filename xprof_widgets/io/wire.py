@@ -859,14 +859,21 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     tag = (repeated << 3) | LENGTH
     step = _step(repeated, density)
     wide = count >= 2**31
+    if wanted is not None and one_block(count) and not set(scalars) & set(lengths):
+        # A line of one block and a few keys asked for (a GPU line's kernel stats): one
+        # walk writing into rows for as many stats of each key as there are events.
+        found = _split_in_one_walk(data, pos, at, tag, kinds, wanted, wide, lengths)
+        if found is not None:
+            return found
     if wanted is not None and not one_block(count):
         # Two walks over the stats pay where most of them are read (all of a line's, or the
         # memory profile's of allocator events); where a few keys are (the grouping's of a
         # Python tracer's line: a quarter), one walk into rows sorted after costs less.
-        # A line of one block walks twice whatever it holds: two samples of scattered
-        # events cost about as much as a walk of its events in file order. Where it holds
-        # none of the keys (most host threads' `tf_op`), the first walk says so; a sample
-        # without any walks it too (a few rows found after all are written in the second).
+        # A line of one block is counted, then written (or read in one walk, above): two
+        # samples of scattered events cost about as much as a walk of its events in file
+        # order. Where it holds none of the keys (most host threads' `tf_op`), the count
+        # says so; a sample without any walks it too (a few rows found after all are
+        # written in the second walk).
         sample = np.linspace(0, count - 1, min(count, 512)).astype(np.int64)
         seen = []
         for mask, width in ((wanted, kmax), (None, SPLIT_KEYS)):
@@ -912,6 +919,60 @@ def _split_events(data, heads, scalars, lengths, repeated, keys, density):
     if not all(_map_blocks(count, filled, step)):
         return None
     return {k: out[k] for k in present}
+
+
+#: `_split_in_one_walk` reads at most this many keys (rows for each are made up front).
+ONE_WALK_KEYS = 16
+
+
+def _split_in_one_walk(data, pos, at, tag, kinds, wanted, wide, lengths):
+    """`_split_events` of one block of events (`pos`, `at`) and a few `wanted` keys in one
+    walk (`xw_split_stats` writing from row 0 of each key's arrays, as many rows as events:
+    pages not written are never touched), where counting first walked them twice: the same
+    records. None where the compiled loop declines (a stat in another layout, a key past
+    the table, or more stats of a key than events: then they are counted first)."""
+    count = len(pos)
+    kmax = len(wanted)
+    keys = np.flatnonzero(wanted).tolist()
+    if len(keys) > ONE_WALK_KEYS:
+        return None
+    owner_type = np.int64 if wide else np.int32
+    # Each key's five columns in one buffer, the 8-byte ones first (aligned): raw, text
+    # start, text stop, owner, value field number; one address asked per key.
+    widths = (8, 8, 8, np.dtype(owner_type).itemsize, 1)
+    at_column = np.cumsum((0, *widths[:-1])) * count
+    ptrs = np.zeros((kmax, 5), np.int64)
+    rows = {}
+    for k in keys:
+        rows[k] = buffer = np.empty(sum(widths) * count, np.uint8)
+        ptrs[k] = buffer.ctypes.data + at_column[[3, 4, 0, 1, 2]]  # (in `xw_split_stats`' order)
+    ends = np.zeros(kmax, np.int64)
+    ends[keys] = count
+    cursor = np.zeros(kmax, np.int64)
+    if native.split_stats(data, pos, at, tag, 0, kinds, wanted, kmax, ends, None, wide, ptrs, cursor) < 0:
+        return None
+    is_length = np.zeros(256, bool)
+    is_length[list(lengths)] = True
+    out = {}
+    for k in keys:
+        n = int(cursor[k])
+        if not n:
+            continue
+        buffer = rows[k]
+        raw, start, stop, owner, number = (
+            buffer[a : a + n * w].view(t)
+            for a, w, t in zip(at_column, widths, (np.uint64, np.int64, np.int64, owner_type, np.int8))
+        )
+        if 2 * n < count:  # (rows of a key that few events hold are copied out: the rest is let go)
+            raw, start, stop, owner, number = (a.copy() for a in (raw, start, stop, owner, number))
+        text = is_length[number]  # LENGTH values: their bounds written, others' not
+        if text.any():
+            start[~text] = 0
+            stop[~text] = 0
+            out[k] = KeyRecords(owner, number, raw, start, stop)
+        else:
+            out[k] = KeyRecords(owner, number, raw)
+    return out
 
 
 def _split_by_key(owner, key, number, raw, text):
