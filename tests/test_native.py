@@ -413,10 +413,7 @@ def test_event_stats_equal_numpy(monkeypatch, density, keys, dtype):
     for event in _events_with_stats(rng, 4000):
         body = event if rng.random() < density else event[:4]  # (fields 1 and 2, no stats)
         events.append(b"\x22" + varint(len(body)) + body)
-    buf, size = wire.padded(b"".join(events))
-    data = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(dtype)
-    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    data, pos, at = _event_line(events, dtype)
     mask = None if keys is None else np.isin(np.arange(400), keys)
 
     def split():
@@ -485,20 +482,9 @@ def test_event_stats_split_by_key_in_place_equal_numpy(monkeypatch, keys, split,
             stats.append(_usual_stat(rng, keys=(70000,)))
         body = b"\x08\x01\x10\x02" + b"".join(b"\x22" + varint(len(x)) + x for x in stats)
         events.append(b"\x22" + varint(len(body)) + body)
-    buf, size = wire.padded(b"".join(events))
-    data = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
-    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    data, pos, at = _event_line(events)
     mask = None if keys is None else np.isin(np.arange(5000), keys)
-    used = []
-    real = wire._split_events
-
-    def spied(*args):
-        found = real(*args)
-        used.append(found is not None)
-        return found
-
-    monkeypatch.setattr(wire, "_split_events", spied)
+    used = _found_by(monkeypatch, "_split_events")
 
     def split_():
         got = xspace._event_stats(data, pos, at, mask)
@@ -525,20 +511,9 @@ def test_one_block_of_few_keys_read_in_one_walk_equal_counted(monkeypatch, crowd
         stats += [_usual_stat(rng) for _ in range(int(rng.integers(0, 6)))]
         body = b"\x08\x01\x10\x02" + b"".join(b"\x22" + varint(len(x)) + x for x in stats)
         events.append(b"\x22" + varint(len(body)) + body)
-    buf, size = wire.padded(b"".join(events))
-    data = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
-    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    data, pos, at = _event_line(events)
     mask = np.isin(np.arange(5000), [1, 5, 300, 4095])
-    walked = []
-    real = wire._split_in_one_walk
-
-    def spied(*args):
-        found = real(*args)
-        walked.append(found is not None)
-        return found
-
-    monkeypatch.setattr(wire, "_split_in_one_walk", spied)
+    walked = _found_by(monkeypatch, "_split_in_one_walk")
     one_walk = _as_lists(xspace._event_stats(data, pos, at, mask))
     assert walked == [not crowded]
     monkeypatch.setattr(wire, "_split_in_one_walk", lambda *args: None)
@@ -546,6 +521,31 @@ def test_one_block_of_few_keys_read_in_one_walk_equal_counted(monkeypatch, crowd
     ours, theirs = _both(monkeypatch, lambda: _as_lists(xspace._event_stats(data, pos, at, mask)))
     assert one_walk == counted == ours == theirs
     assert set(one_walk) == {1, 5, 300, 4095} and one_walk[1][3] is not None  # (texts among them)
+
+
+def _event_line(events, dtype=np.int32):
+    """A line's padded bytes and columns for event records `events` (each its tag and
+    length, fields 1 and 2 in 4 bytes, then its stats): (data, record positions of
+    `dtype`, stats offsets uint16)."""
+    buf, _ = wire.padded(b"".join(events))
+    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(dtype)
+    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    return np.frombuffer(buf, dtype=np.uint8), pos, at
+
+
+def _found_by(monkeypatch, name):
+    """`wire.<name>` wrapped: the list it fills, per call, with whether it found the
+    records (not None)."""
+    calls = []
+    real = getattr(wire, name)
+
+    def spied(*args):
+        found = real(*args)
+        calls.append(found is not None)
+        return found
+
+    monkeypatch.setattr(wire, name, spied)
+    return calls
 
 
 def _stats_at(record):
@@ -568,10 +568,7 @@ def test_event_stats_of_other_layouts_and_bad_bytes_as_numpy(monkeypatch, bad):
     for k, event in enumerate(_events_with_stats(np.random.default_rng(8), 200)):
         body = event + bad if k == 77 else event
         events.append(b"\x22" + varint(len(body)) + body)
-    buf, size = wire.padded(b"".join(events))
-    data = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in events])[:-1].astype(np.int32)
-    at = np.array([_stats_at(e) for e in events], dtype=np.uint16)
+    data, pos, at = _event_line(events)
 
     def split():
         got = xspace._event_stats(data, pos, at, None)
